@@ -1,0 +1,176 @@
+"""Deep SSM backbone: encoder -> n_layers SSM blocks -> decoder (eSSM 4.6).
+
+Shapes: u: (batch, d_input, L) float, or (batch, L) int64 token ids (0 = padding)
+when `vocab_size` is set; mask: (batch, L) bool, True on real steps.
+Output: (batch, d_output) with pooling "mean"/"last", (batch, d_output, L) with "none".
+"""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .blocks import SSMBlock, make_norm
+from .ssm import SSM
+
+POOLINGS = ("mean", "last", "none")
+
+
+class SSMBackbone(nn.Module):
+    """Stack of SSM blocks with a linear (or embedding) encoder and a pooled or per-step decoder.
+
+    Args:
+        d_input: input channels (ignored for tokens, where vocab_size sets the embedding).
+        d_output: output size of the decoder (classes, targets); None: no decoder, the
+            pooled or per-step features (d_model) are returned.
+        pooling: "mean" or "last" for sequence-level outputs, "none" for per-step outputs.
+        norm, prenorm, activation, dropout: block options (see SSMBlock).
+        **ssm_kwargs: passed to every SSM layer (d_state, heads, init, discretization,
+            bidirectional, D, dt_min, dt_max, lambda_enforce, conj_sym, real_bc ...).
+    """
+
+    def __init__(
+        self,
+        d_input: int,
+        d_model: int = 64,
+        n_layers: int = 4,
+        d_output: int | None = None,
+        *,
+        vocab_size: int | None = None,
+        pooling: str = "mean",
+        norm: str = "layer",
+        prenorm: bool = True,
+        activation: str = "gated_gelu",
+        dropout: float = 0.0,
+        **ssm_kwargs,
+    ):
+        super().__init__()
+        if pooling not in POOLINGS:
+            raise ValueError(f"unknown pooling {pooling!r}; choose one of {POOLINGS}")
+        if n_layers < 1:
+            raise ValueError(f"n_layers must be >= 1, got {n_layers}")
+        self.d_input, self.d_model, self.n_layers, self.pooling = d_input, d_model, n_layers, pooling
+        self.vocab_size = vocab_size
+        self.encoder = nn.Embedding(vocab_size, d_model, padding_idx=0) if vocab_size else nn.Linear(d_input, d_model)
+        self.blocks = nn.ModuleList(
+            SSMBlock(d_model, norm=norm, prenorm=prenorm, activation=activation, dropout=dropout, **ssm_kwargs)
+            for _ in range(n_layers)
+        )
+        # Pre-norm stacks leave the residual stream unnormalized: normalize once at the end.
+        self.final_norm = make_norm(norm if prenorm else "none", d_model)
+        self.decoder = nn.Linear(d_model, d_output) if d_output is not None else None
+
+    # ------------------------------------------------------------ resampling
+    @property
+    def ssm_layers(self) -> list[SSM]:
+        return [m for m in self.modules() if isinstance(m, SSM)]
+
+    @property
+    def dt_scale(self) -> float:
+        return self.ssm_layers[0].dt_scale
+
+    @dt_scale.setter
+    def dt_scale(self, value: float) -> None:
+        if not value > 0:
+            raise ValueError(f"dt_scale must be > 0, got {value}")
+        for layer in self.ssm_layers:
+            layer.dt_scale = float(value)
+
+    def set_sample_rate(self, new_rate: float, train_rate: float) -> None:
+        """Zero-shot resampling: Delta *= train_rate / new_rate in every layer."""
+        for layer in self.ssm_layers:
+            layer.set_sample_rate(new_rate, train_rate)
+
+    # ------------------------------------------------------------ forward
+    def _encode_input(self, u: torch.Tensor) -> torch.Tensor:
+        if self.vocab_size:
+            if u.dim() != 2 or u.dtype not in (torch.int64, torch.int32):
+                raise ValueError(f"token input must be int64 of shape (batch, length), got {tuple(u.shape)} {u.dtype}")
+            return self.encoder(u.long()).transpose(1, 2)
+        if u.dim() != 3 or u.shape[1] != self.d_input:
+            raise ValueError(f"input must have shape (batch, {self.d_input}, length), got {tuple(u.shape)}")
+        return self.encoder(u.transpose(1, 2)).transpose(1, 2)
+
+    def features(self, u: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """Per-step features after the last block: (batch, d_model, L)."""
+        x = self._encode_input(u)
+        if mask is not None:
+            if mask.shape != (x.shape[0], x.shape[2]):
+                raise ValueError(f"mask must have shape {(x.shape[0], x.shape[2])}, got {tuple(mask.shape)}")
+            x = x * mask[:, None, :].to(x.dtype)
+        for block in self.blocks:
+            x = block(x, mask)
+        return self.final_norm(x, mask)
+
+    def pool(self, x: torch.Tensor, mask: torch.Tensor | None = None, how: str | None = None) -> torch.Tensor:
+        """(batch, d_model, L) -> (batch, d_model), ignoring padded steps. how: "mean"/"last" (default: pooling)."""
+        how = self.pooling if how is None else how
+        if how not in ("mean", "last"):
+            raise ValueError(f"pooling must be 'mean' or 'last' here, got {how!r}")
+        if mask is None:
+            return x.mean(dim=-1) if how == "mean" else x[..., -1]
+        if how == "mean":
+            m = mask[:, None, :].to(x.dtype)
+            return (x * m).sum(-1) / m.sum(-1).clamp_min(1.0)
+        # Index of the last real step, wherever the padding is (left or right).
+        steps = torch.arange(mask.shape[-1], device=mask.device)
+        last = torch.where(mask, steps, torch.zeros_like(steps)).amax(-1)
+        return x.gather(-1, last[:, None, None].expand(-1, x.shape[1], 1))[..., 0]
+
+    def forward(self, u: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        x = self.features(u, mask)
+        if self.pooling == "none":
+            return x if self.decoder is None else self.decoder(x.transpose(1, 2)).transpose(1, 2)
+        z = self.pool(x, mask)
+        return z if self.decoder is None else self.decoder(z)
+
+    # ------------------------------------------------------------ streaming
+    def initial_state(self, batch: int) -> list[torch.Tensor]:
+        return [block.ssm.initial_state(batch) for block in self.blocks]
+
+    def forward_with_state(self, u: torch.Tensor, state: list[torch.Tensor] | None = None):
+        """Causal per-step pass continuing from `state`: -> ((batch, d_output|d_model, L), final state).
+
+        Reads a context with the FFT and returns what `step` needs to roll forward.
+        """
+        x = self._encode_input(u)
+        new_state = []
+        for i, block in enumerate(self.blocks):
+            x, s = block.forward_with_state(x, None if state is None else state[i])
+            new_state.append(s)
+        x = self.final_norm(x)
+        y = x if self.decoder is None else self.decoder(x.transpose(1, 2)).transpose(1, 2)
+        return y, new_state
+
+    def step(self, u_t: torch.Tensor, state: list[torch.Tensor]):
+        """One step: u_t (batch, d_input) or (batch,) tokens -> ((batch, d_output|d_model), state)."""
+        x = self._encode_input(u_t[:, None] if self.vocab_size else u_t[..., None])[..., 0]
+        new_state = []
+        for block, s in zip(self.blocks, state):
+            x, s = block.step(x, s)
+            new_state.append(s)
+        x = self.final_norm(x[..., None])[..., 0]
+        return (x if self.decoder is None else self.decoder(x)), new_state
+
+
+def parameter_groups(model: nn.Module, lr: float, lr_ssm: float | None = None, weight_decay: float = 0.0) -> list[dict]:
+    """AdamW groups: SSM parameters (Lambda, Delta, B) at `lr_ssm` without weight decay
+    (eSSM Table 10 "LR SSM"); biases and norm weights without decay; the rest with it."""
+    ssm_ids = set()
+    ssm_params = []
+    for module in model.modules():
+        if isinstance(module, SSM):
+            for p in module.ssm_parameters():
+                if id(p) not in ssm_ids:
+                    ssm_ids.add(id(p))
+                    ssm_params.append(p)
+    decay, no_decay = [], []
+    for name, p in model.named_parameters():
+        if id(p) in ssm_ids or not p.requires_grad:
+            continue
+        (no_decay if p.dim() < 2 or name.endswith(".D") else decay).append(p)
+    groups = [
+        {"params": decay, "lr": lr, "weight_decay": weight_decay, "name": "other"},
+        {"params": no_decay, "lr": lr, "weight_decay": 0.0, "name": "no_decay"},
+        {"params": ssm_params, "lr": lr if lr_ssm is None else lr_ssm, "weight_decay": 0.0, "name": "ssm"},
+    ]
+    return [g for g in groups if g["params"]]

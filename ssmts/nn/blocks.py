@@ -1,0 +1,141 @@
+"""Deep SSM block (eSSM 4.6, E.1): [norm] -> SSM -> activation -> dropout -> + residual -> [norm].
+
+Shapes: x: (batch, H, L); mask: (batch, L) bool, True on real steps, or None.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .ssm import SSM
+
+NORMS = ("layer", "batch", "none")
+ACTIVATIONS = ("gated_gelu", "gelu", "leaky_relu")
+
+
+class MaskedBatchNorm(nn.Module):
+    """BatchNorm over (batch, length) whose statistics ignore padded steps."""
+
+    def __init__(self, channels: int, momentum: float = 0.1, eps: float = 1e-5):
+        super().__init__()
+        self.momentum, self.eps = momentum, eps
+        self.weight = nn.Parameter(torch.ones(channels))
+        self.bias = nn.Parameter(torch.zeros(channels))
+        self.register_buffer("running_mean", torch.zeros(channels))
+        self.register_buffer("running_var", torch.ones(channels))
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        if self.training:
+            if mask is None:
+                mean = x.mean(dim=(0, 2))
+                var = x.var(dim=(0, 2), unbiased=False)
+                count = x.shape[0] * x.shape[2]
+            else:
+                m = mask[:, None, :].to(x.dtype)
+                count = m.sum()
+                mean = (x * m).sum(dim=(0, 2)) / count
+                var = (((x - mean[None, :, None]) ** 2) * m).sum(dim=(0, 2)) / count
+                count = int(count)
+            with torch.no_grad():
+                unbiased = var * count / max(count - 1, 1)
+                self.running_mean.lerp_(mean.to(self.running_mean.dtype), self.momentum)
+                self.running_var.lerp_(unbiased.to(self.running_var.dtype), self.momentum)
+        else:
+            mean, var = self.running_mean, self.running_var
+        x = (x - mean[None, :, None]) / torch.sqrt(var[None, :, None] + self.eps)
+        return x * self.weight[None, :, None] + self.bias[None, :, None]
+
+
+class ChannelLayerNorm(nn.LayerNorm):
+    """LayerNorm over channels of a (batch, H, L) tensor, independently at every step."""
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        return super().forward(x.transpose(1, 2)).transpose(1, 2)
+
+
+class Identity(nn.Module):
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        return x
+
+
+def make_norm(kind: str, channels: int) -> nn.Module:
+    if kind == "layer":
+        return ChannelLayerNorm(channels)
+    if kind == "batch":
+        return MaskedBatchNorm(channels)
+    if kind == "none":
+        return Identity()
+    raise ValueError(f"unknown norm {kind!r}; choose one of {NORMS}")
+
+
+class GatedGELU(nn.Module):
+    """eSSM activation: u' = GELU(y) * sigmoid(W GELU(y)), W: (M, M)."""
+
+    def __init__(self, channels: int):
+        super().__init__()
+        self.gate = nn.Linear(channels, channels)
+
+    def forward(self, y: torch.Tensor) -> torch.Tensor:
+        g = F.gelu(y)
+        return g * torch.sigmoid(self.gate(g.transpose(1, 2)).transpose(1, 2))
+
+
+def make_activation(kind: str, channels: int) -> nn.Module:
+    if kind == "gated_gelu":
+        return GatedGELU(channels)
+    if kind == "gelu":
+        return nn.GELU()
+    if kind == "leaky_relu":
+        return nn.LeakyReLU()
+    raise ValueError(f"unknown activation {kind!r}; choose one of {ACTIVATIONS}")
+
+
+class SSMBlock(nn.Module):
+    """Residual SSM block. x: (batch, H, L) -> (batch, H, L).
+
+    prenorm=True: x + drop(act(SSM(norm(x)))); prenorm=False: norm(x + drop(act(SSM(x)))).
+    Padded steps (mask False) are zeroed before the SSM, so they change nothing on real steps.
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        *,
+        norm: str = "layer",
+        prenorm: bool = True,
+        activation: str = "gated_gelu",
+        dropout: float = 0.0,
+        **ssm_kwargs,
+    ):
+        super().__init__()
+        if not 0.0 <= dropout < 1.0:
+            raise ValueError(f"dropout must lie in [0, 1), got {dropout}")
+        self.prenorm = bool(prenorm)
+        self.norm = make_norm(norm, d_model)
+        self.ssm = SSM(d_model, d_output=d_model, **ssm_kwargs)
+        self.activation = make_activation(activation, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        z = self.norm(x, mask) if self.prenorm else x
+        if mask is not None:
+            z = z * mask[:, None, :].to(z.dtype)
+        x = x + self.dropout(self.activation(self.ssm(z)))
+        return x if self.prenorm else self.norm(x, mask)
+
+    def forward_with_state(self, x: torch.Tensor, state: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Causal pass that starts from `state` and returns the final state (no mask)."""
+        z = self.norm(x) if self.prenorm else x
+        y, state = self.ssm(z, state=state, return_state=True)
+        x = x + self.dropout(self.activation(y))
+        return (x if self.prenorm else self.norm(x)), state
+
+    def step(self, x_t: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """x_t: (batch, H) -> (batch, H). Needs eval mode when norm='batch'."""
+        x = x_t[..., None]
+        z = self.norm(x) if self.prenorm else x
+        y, state = self.ssm.step(z[..., 0], state)
+        x = x + self.dropout(self.activation(y[..., None]))
+        x = x if self.prenorm else self.norm(x)
+        return x[..., 0], state
