@@ -1,0 +1,1 @@
+"""Benchmarks: `python -m ssmts.bench NAME` (see ssmts.bench.__main__ for the registry)."""

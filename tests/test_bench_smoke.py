@@ -1,0 +1,82 @@
+"""Smoke tests of `python -m ssmts.bench layer` (tiny shapes) and of the benchmark dispatcher."""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import time
+
+import pandas as pd
+import pytest
+
+from ssmts.bench import layer as bench_layer
+from ssmts.bench.__main__ import BENCHMARKS
+from ssmts.bench.__main__ import main as bench_main
+
+HEADLINE = re.compile(r"SSM fwd\+bwd is \d+\.\d\dx (faster|slower) than LSTM with \d+\.\d% of its parameters")
+
+
+def test_layer_quick_runs_in_a_subprocess_and_prints_the_table(tmp_path):
+    """The real entry point, one fresh process per configuration, under 20 s."""
+    csv = tmp_path / "layer.csv"
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "ssmts.bench", "layer", "--quick", "--csv", str(csv)],
+        capture_output=True, text=True, timeout=60,
+    )
+    elapsed = time.perf_counter() - start
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert elapsed < 20, f"--quick took {elapsed:.1f} s"
+    out = proc.stdout
+    header = next(line for line in out.splitlines() if line.strip().startswith("model"))
+    for column in ("params", "fwd+bwd ms", "peak MB", "time/LSTM", "params/LSTM"):
+        assert column in header
+    for model in bench_layer.MODELS:
+        assert re.search(rf"^\s*{model}\s+\d+\s+16\s+\d+\s+\d+\.\d\s+\d+\.\d", out, re.M), (model, out)
+    assert HEADLINE.search(out), out
+    df = pd.read_csv(csv)
+    # 5 models at L=32 and 64, the recurrence only at the smallest L
+    assert len(df) == 11 and df.time_ms.notna().all() and (df.peak_mb > 0).all()
+    assert (df[df.model == "lstm"].time_vs_lstm == 1.0).all()
+
+
+def test_transformer_over_the_memory_cap_is_skipped(capsys):
+    """In-process run with a zero attention budget: the transformer rows say 'skipped (memory ...)'."""
+    code = bench_layer.main(["--quick", "--in-process", "--models", "ssm,lstm,transformer", "--max-attention-gb", "0"])
+    assert code == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.strip().startswith("transformer")]
+    assert len(rows) == 2 and all("skipped (memory" in r for r in rows)
+    assert HEADLINE.search(out)
+
+
+def test_headline_at_the_essm_shape():
+    df = bench_layer.table(
+        [
+            bench_layer.Result("ssm", 4096, 256, 33_000, time_ms=100.0),
+            bench_layer.Result("lstm", 4096, 256, 526_336, time_ms=400.0),
+            bench_layer.Result("ssm", 1024, 256, 33_000, time_ms=10.0),
+            bench_layer.Result("lstm", 1024, 256, 526_336, time_ms=20.0),
+        ]
+    )
+    assert bench_layer.headline(df, 16) == "At B=16, L=4096, H=256: SSM fwd+bwd is 4.00x faster than LSTM with 6.3% of its parameters"
+    assert df.time_vs_lstm.tolist() == [0.25, 1.0, 0.5, 1.0]
+
+
+def test_attention_estimate_skips_only_long_sequences_by_default():
+    """B=16, 8 heads, float32 scores + probabilities: 1.1 GB at L=1024, 17 GB at L=4096 (cap 4 GB)."""
+    assert bench_layer.attention_gb(16, 1024, 256) == pytest.approx(1.07, rel=0.01)
+    assert bench_layer.attention_gb(16, 4096, 256) == pytest.approx(17.2, rel=0.01)
+
+
+def test_dispatcher_registry_and_errors(capsys, monkeypatch):
+    assert BENCHMARKS["layer"] == "ssmts.bench.layer" and BENCHMARKS["forecast"] == "ssmts.bench.forecast"
+    assert bench_main(["nope"]) == 2
+    assert "unknown benchmark 'nope'" in capsys.readouterr().err
+    assert bench_main([]) == 2
+    assert "usage" in capsys.readouterr().out
+    monkeypatch.setitem(BENCHMARKS, "ghost", "ssmts.bench._no_such_module")
+    assert bench_main(["ghost"]) == 2
+    assert "not available" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        bench_main(["layer", "--models", "mamba"])  # argparse error for an unknown model
