@@ -1,0 +1,235 @@
+"""Speech Commands loader, rate changes, espeak-ng synthesizer and the shipped mini copy."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+from scipy.signal import resample_poly
+
+from ssmts.data import speech_synth
+from ssmts.data.base import DataNotFoundError
+from ssmts.data.speech import (
+    SC10_WORDS,
+    SC35_WORDS,
+    change_rate,
+    default_spoken_commands_dir,
+    load_speech_commands,
+)
+
+RATE = 16000
+WORDS = ("yes", "no", "up")
+SPEAKERS = ("aaaa0001", "bbbb0002", "cccc0003", "dddd0004")
+VALIDATION_SPEAKER, TESTING_SPEAKER = "bbbb0002", "cccc0003"
+SHORT_CLIP = "no/dddd0004_nohash_0.wav"  # 0.5 s, to be zero-padded
+SINE_CLIP = "up/aaaa0001_nohash_0.wav"  # a pure 440 Hz tone, for the resampling oracle
+SINE_HZ = 440.0
+
+
+def _clip(relative: str, rng: np.random.Generator) -> np.ndarray:
+    """int16 samples of one fixture clip."""
+    if relative == SINE_CLIP:
+        t = np.arange(RATE) / RATE
+        return np.round(0.5 * 32767 * np.sin(2 * np.pi * SINE_HZ * t)).astype(np.int16)
+    length = RATE // 2 if relative == SHORT_CLIP else RATE
+    return rng.integers(-20000, 20000, size=length).astype(np.int16)
+
+
+@pytest.fixture(scope="module")
+def speech_dir(tmp_path_factory) -> tuple[Path, dict[str, list[tuple[np.ndarray, int]]]]:
+    """A tiny Speech Commands v0.02 directory, and the (int16 clip, label) each split must hold in loader order."""
+    root = tmp_path_factory.mktemp("speech_commands")
+    rng = np.random.default_rng(0)
+    expected: dict[str, list[tuple[np.ndarray, int]]] = {"train": [], "val": [], "test": []}
+    validation, testing = [], []
+    for label, word in enumerate(WORDS):
+        (root / word).mkdir()
+        for speaker in SPEAKERS:  # sorted, as the loader reads them
+            relative = f"{word}/{speaker}_nohash_0.wav"
+            samples = _clip(relative, rng)
+            sf.write(str(root / relative), samples, RATE, subtype="PCM_16")
+            split = {VALIDATION_SPEAKER: "val", TESTING_SPEAKER: "test"}.get(speaker, "train")
+            expected[split].append((samples, label))
+            {"val": validation, "test": testing, "train": []}[split].append(relative)
+    (root / "validation_list.txt").write_text("\n".join(validation) + "\n")
+    (root / "testing_list.txt").write_text("\n".join(testing) + "\n")
+    # Real background-noise files are long; reading one as a clip would raise "longer than 1 s".
+    (root / "_background_noise_").mkdir()
+    sf.write(str(root / "_background_noise_" / "white_noise.wav"), np.zeros(3 * RATE, np.int16), RATE, subtype="PCM_16")
+    return root, expected
+
+
+def test_loads_splits_with_labels_padding_and_lengths(speech_dir):
+    root, expected = speech_dir
+    data = load_speech_commands(root, words=WORDS)
+    assert data.classes == list(WORDS) and data.n_classes == 3 and data.sample_rate == RATE
+    for name in ("train", "val", "test"):
+        split = getattr(data, name)
+        clips = [samples for samples, _ in expected[name]]
+        assert split.X.shape == (len(clips), 1, RATE) and split.X.dtype == np.float32
+        np.testing.assert_array_equal(split.y, [label for _, label in expected[name]])
+        assert split.y.dtype == np.int64
+        for row, lengths, samples in zip(split.X, split.lengths, clips):
+            np.testing.assert_allclose(row[0, : len(samples)], samples / 32768.0, atol=1e-7)
+            assert not row[0, len(samples):].any(), "padding must be zeros"
+            assert lengths == len(samples)
+    assert (len(data.train), len(data.val), len(data.test)) == (6, 3, 3)
+    assert np.abs(data.train.X).max() <= 1.0
+    assert sorted(data.train.lengths.tolist()) == [8000] + [RATE] * 5  # the short "no" clip is a training clip
+
+
+def test_word_selection(speech_dir):
+    root, _ = speech_dir
+    data = load_speech_commands(root, words=["up", "yes"])  # custom order is the label order
+    assert data.classes == ["up", "yes"] and set(data.train.y.tolist()) == {0, 1}
+    assert load_speech_commands(root, words="all").classes == sorted(WORDS)
+    with pytest.raises(DataNotFoundError, match="down/"):
+        load_speech_commands(root, words="sc10")
+    assert len(SC35_WORDS) == 35 and list(SC35_WORDS) == sorted(SC35_WORDS) and set(SC10_WORDS) <= set(SC35_WORDS)
+
+
+def test_max_per_class_is_a_reproducible_subset(speech_dir):
+    root, _ = speech_dir
+    full = load_speech_commands(root, words=WORDS)
+    first = load_speech_commands(root, words=WORDS, max_per_class=1, random_state=3)
+    again = load_speech_commands(root, words=WORDS, max_per_class=1, random_state=3)
+    assert np.bincount(first.train.y).tolist() == [1, 1, 1]
+    np.testing.assert_array_equal(first.train.X, again.train.X)
+    full_rows = {row.tobytes() for row in full.train.X}
+    assert all(row.tobytes() in full_rows for row in first.train.X)
+    assert len(first.val) == len(full.val) == 3  # a split already within the cap is kept whole
+
+
+def test_decimate_and_resample_to_8khz(speech_dir):
+    root, _ = speech_dir
+    full = load_speech_commands(root, words=WORDS)
+    decimated = load_speech_commands(root, words=WORDS, sample_rate=8000, resample_method="decimate")
+    assert decimated.sample_rate == 8000 and decimated.train.X.shape == (6, 1, 8000)
+    np.testing.assert_array_equal(decimated.train.X, full.train.X[..., ::2])
+    np.testing.assert_array_equal(decimated.train.lengths, (full.train.lengths + 1) // 2)
+
+    resampled = load_speech_commands(root, words=WORDS, sample_rate=8000, resample_method="resample")
+    assert resampled.train.X.shape == (6, 1, 8000)
+    sine_row = int(np.flatnonzero(full.train.y == WORDS.index("up"))[0])  # speaker aaaa0001 comes first
+    oracle = resample_poly(full.train.X[sine_row, 0].astype(np.float64), 1, 2)
+    # Both are windowed-sinc low-pass filters of different design; on a 440 Hz tone far
+    # below the new Nyquist frequency they agree to ~1e-3 away from the clip edges.
+    np.testing.assert_allclose(resampled.train.X[sine_row, 0, 200:-200], oracle[200:-200], atol=5e-3)
+    assert not np.allclose(resampled.train.X, decimated.train.X, atol=1e-3), "noise clips must differ: aliasing"
+
+
+def test_change_rate_shapes_and_errors():
+    X = np.random.default_rng(0).standard_normal((2, 3, 16000)).astype(np.float32)
+    assert change_rate(X, 16000, 4000).shape == (2, 3, 4000)
+    assert change_rate(X, 16000, 11025, method="resample").shape == (2, 3, 11025)
+    assert change_rate(X[..., :15999], 16000, 8000).shape == (2, 3, 8000)  # ceil(15999 / 2)
+    np.testing.assert_array_equal(change_rate(X, 16000, 16000), X)
+    with pytest.raises(ValueError, match="divide"):
+        change_rate(X, 16000, 6000, method="decimate")
+    with pytest.raises(ValueError, match="divide"):
+        change_rate(X, 8000, 16000, method="decimate")
+    with pytest.raises(ValueError, match="method"):
+        change_rate(X, 16000, 8000, method="nearest")
+
+
+def test_mfcc_features(speech_dir):
+    root, _ = speech_dir
+    data = load_speech_commands(root, words=WORDS, mfcc=True)
+    assert data.train.X.shape == (6, 20, 161) and data.train.X.dtype == np.float32
+    assert np.isfinite(data.train.X).all()
+    assert sorted(data.train.lengths.tolist()) == [81] + [161] * 5  # 8000 samples / hop 100 + 1
+    assert load_speech_commands(root, words=WORDS, mfcc=True, sample_rate=8000).test.X.shape == (3, 20, 81)
+
+
+def test_wrong_rate_and_too_long_clips_are_rejected(tmp_path):
+    for word in WORDS:
+        (tmp_path / word).mkdir()
+    (tmp_path / "validation_list.txt").write_text("")
+    (tmp_path / "testing_list.txt").write_text("")
+    bad = tmp_path / "yes" / "eeee_nohash_0.wav"
+    sf.write(str(bad), np.zeros(8000, np.int16), 8000, subtype="PCM_16")
+    for word in ("no", "up"):
+        sf.write(str(tmp_path / word / "ffff_nohash_0.wav"), np.zeros(RATE, np.int16), RATE, subtype="PCM_16")
+    with pytest.raises(ValueError, match=r"eeee_nohash_0\.wav has sample rate 8000 Hz"):
+        load_speech_commands(tmp_path, words=WORDS)
+    sf.write(str(bad), np.zeros(RATE + 1, np.int16), RATE, subtype="PCM_16")
+    with pytest.raises(ValueError, match="at most 1 s"):
+        load_speech_commands(tmp_path, words=WORDS)
+
+
+def test_missing_directory_says_what_to_do(tmp_path):
+    with pytest.raises(DataNotFoundError) as error:
+        load_speech_commands(tmp_path / "nowhere")
+    message = str(error.value)
+    assert str(tmp_path / "nowhere") in message and "validation_list.txt" in message
+    assert "speech_commands_v0.02" in message and "make_spoken_commands.py" in message
+
+
+def test_shipped_mini_copy_loads():
+    root = default_spoken_commands_dir()
+    data = load_speech_commands(root)  # SC10 words; nothing is synthesized here
+    assert data.classes == list(SC10_WORDS)
+    assert (len(data.train), len(data.val), len(data.test)) == (160, 40, 40)
+    for split in (data.train, data.val, data.test):
+        assert split.X.shape[1:] == (1, RATE) and np.bincount(split.y, minlength=10).min() == len(split) // 10
+        assert (split.lengths == RATE).all()
+    voices = {
+        name: {line.split("/")[1].split("_nohash_")[0] for line in (root / name).read_text().split()}
+        for name in ("validation_list.txt", "testing_list.txt")
+    }
+    all_voices = {p.name.split("_nohash_")[0] for p in (root / "yes").glob("*.wav")}
+    assert len(all_voices) == 24 and len(voices["validation_list.txt"]) == len(voices["testing_list.txt"]) == 4
+    assert not voices["validation_list.txt"] & voices["testing_list.txt"]
+    size = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+    assert size < 8.5e6, f"the shipped copy grew to {size / 1e6:.1f} MB"
+
+
+def test_synthesizer_reports_missing_espeak(monkeypatch, tmp_path):
+    monkeypatch.setattr(speech_synth.shutil, "which", lambda name: None)
+    with pytest.raises(speech_synth.EspeakNotFoundError, match="apt-get install espeak-ng"):
+        speech_synth.synthesize_spoken_commands(tmp_path / "out", words=["yes"], voices=["en-us", "en-gb"])
+
+
+needs_espeak = pytest.mark.skipif(not speech_synth.espeak_available(), reason="espeak-ng is not installed")
+
+
+@needs_espeak
+def test_synthesizer_writes_a_loadable_voice_disjoint_set(tmp_path):
+    voices = ["en-us", "en-gb+f3", "en-029+klatt"]
+    kwargs = dict(words=["yes", "stop"], voices=voices, clips_per_voice=1, random_state=7)
+    by_split = speech_synth.synthesize_spoken_commands(tmp_path / "a", **kwargs)
+    assert sorted(v for members in by_split.values() for v in members) == sorted(voices)
+    assert all(len(members) == 1 for members in by_split.values())
+
+    wavs = sorted((tmp_path / "a").rglob("*.wav"))
+    assert len(wavs) == 6
+    for wav in wavs:
+        info = sf.info(str(wav))
+        assert (info.samplerate, info.channels, info.frames, info.subtype) == (RATE, 1, RATE, "PCM_16")
+
+    data = load_speech_commands(tmp_path / "a", words="all")
+    assert data.classes == ["stop", "yes"] and (len(data.train), len(data.val), len(data.test)) == (2, 2, 2)
+    assert np.abs(data.train.X).max() > 0.05, "clips must contain speech"
+    for list_name, split in (("validation_list.txt", "val"), ("testing_list.txt", "test")):
+        listed_voices = {line.split("/")[1].split("_nohash_")[0] for line in (tmp_path / "a" / list_name).read_text().split()}
+        assert listed_voices == set(by_split[split])
+
+    speech_synth.synthesize_spoken_commands(tmp_path / "b", **kwargs)
+    for wav in wavs:  # same seed, same bytes
+        assert wav.read_bytes() == (tmp_path / "b" / wav.relative_to(tmp_path / "a")).read_bytes()
+
+
+@needs_espeak
+def test_synthesizer_rejects_bad_requests(tmp_path):
+    (tmp_path / "used").mkdir()
+    (tmp_path / "used" / "keep.txt").write_text("x")
+    with pytest.raises(FileExistsError):
+        speech_synth.synthesize_spoken_commands(tmp_path / "used", words=["yes"], voices=["en-us", "en-gb"])
+    with pytest.raises(ValueError, match="no voice variants"):
+        speech_synth.synthesize_spoken_commands(tmp_path / "x", words=["yes"], voices=["en-us", "en-us+nosuchvariant"])
+    with pytest.raises(ValueError, match="no voice 'xx-nosuch'"):
+        speech_synth.synthesize_spoken_commands(tmp_path / "x", words=["yes"], voices=["en-us", "xx-nosuch"])
+    with pytest.raises(ValueError, match="training voice"):
+        speech_synth.synthesize_spoken_commands(tmp_path / "x", words=["yes"], voices=["en-us", "en-gb"])
+    assert not (tmp_path / "x").exists(), "nothing is written for a rejected request"
