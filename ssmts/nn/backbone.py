@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from .blocks import SSMBlock, make_norm
+from .functional import channel_linear
 from .ssm import SSM
 
 POOLINGS = ("mean", "last", "none")
@@ -88,7 +89,7 @@ class SSMBackbone(nn.Module):
             return self.encoder(u.long()).transpose(1, 2)
         if u.dim() != 3 or u.shape[1] != self.d_input:
             raise ValueError(f"input must have shape (batch, {self.d_input}, length), got {tuple(u.shape)}")
-        return self.encoder(u.transpose(1, 2)).transpose(1, 2)
+        return channel_linear(self.encoder, u)
 
     def features(self, u: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         """Per-step features after the last block: (batch, d_model, L)."""
@@ -119,9 +120,9 @@ class SSMBackbone(nn.Module):
     def forward(self, u: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         x = self.features(u, mask)
         if self.pooling == "none":
-            return x if self.decoder is None else self.decoder(x.transpose(1, 2)).transpose(1, 2)
+            return x if self.decoder is None else channel_linear(self.decoder, x)
         z = self.pool(x, mask)
-        return z if self.decoder is None else self.decoder(z)
+        return z if self.decoder is None else channel_linear(self.decoder, z[..., None])[..., 0]
 
     # ------------------------------------------------------------ streaming
     def initial_state(self, batch: int) -> list[torch.Tensor]:
@@ -138,7 +139,7 @@ class SSMBackbone(nn.Module):
             x, s = block.forward_with_state(x, None if state is None else state[i])
             new_state.append(s)
         x = self.final_norm(x)
-        y = x if self.decoder is None else self.decoder(x.transpose(1, 2)).transpose(1, 2)
+        y = x if self.decoder is None else channel_linear(self.decoder, x)
         return y, new_state
 
     def step(self, u_t: torch.Tensor, state: list[torch.Tensor]):

@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .functional import channel_linear
 from .ssm import SSM
 
 NORMS = ("layer", "batch", "none")
@@ -78,7 +79,7 @@ class GatedGELU(nn.Module):
 
     def forward(self, y: torch.Tensor) -> torch.Tensor:
         g = F.gelu(y)
-        return g * torch.sigmoid(self.gate(g.transpose(1, 2)).transpose(1, 2))
+        return g * torch.sigmoid(channel_linear(self.gate, g))
 
 
 def make_activation(kind: str, channels: int) -> nn.Module:

@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .functional import channel_linear
 from .discretization import check_discretization, discretize, log_transition
 from .init import INITS, initialize_head, ptd_perturbation
 
@@ -47,7 +48,8 @@ class SSM(nn.Module):
         conj_sym: keep N/2 conjugate-pair modes and output 2 Re(C x).
         real_bc: eSSM variant with real B and C (cheaper; not every real system).
         bidirectional: False; "essm"/True (backward kernel = forward kernel flipped,
-            no extra parameters) or "ldnn" (separate backward Lambda, averaged).
+            no extra parameters) or "ldnn" (separate backward Lambda, averaged; the
+            discrete Bbar is shared, literally LDNN eq. 18: x = (V-> + V<-) Bbar / 2 * u).
         D: feed-through "none", "identity", "diagonal" or "full" (default: diagonal
             when M == H, else full).
         dt_min, dt_max: range of the log-uniform init of Delta (one per state).
@@ -225,13 +227,13 @@ class SSM(nn.Module):
         """y from states. x: (b, S, P, L) complex, u: (b, H, L) real -> (b, M, L)."""
         C = self._complex(self.C)
         b, L = u.shape[0], u.shape[-1]
-        # 2 Re(C x) = 2 (C_re x_re - C_im x_im): real matmuls are much faster than complex einsum on CPU.
+        # 2 Re(C x) = 2 (C_re x_re - C_im x_im): real matmuls are much faster than complex einsum on
+        # CPU; the factor 2 goes into the small C rather than the (b, M, L) output.
         Cr = torch.cat([C.real, -C.imag], dim=-1)  # (S, Mh, 2P)
-        xr = torch.cat([x.real, x.imag], dim=2)  # (b, S, 2P, L)
-        y = torch.matmul(Cr, xr)  # (b, S, Mh, L)
         if self.conj_sym:
-            y = 2.0 * y
-        y = y.reshape(b, self.d_output, L)
+            Cr = 2.0 * Cr
+        xr = torch.cat([x.real, x.imag], dim=2)  # (b, S, 2P, L)
+        y = torch.matmul(Cr, xr).reshape(b, self.d_output, L)
         return self._feedthrough(y, u)
 
     def _feedthrough(self, y: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
@@ -240,9 +242,9 @@ class SSM(nn.Module):
         elif self.D_mode == "diagonal":
             y = y + self.D[:, None] * u
         elif self.D_mode == "full":
-            y = y + torch.einsum("mh,bhl->bml", self.D, u)
+            y = y + torch.bmm(self.D.expand(u.shape[0], -1, -1), u)
         if self.mixer is not None:
-            y = self.mixer(y.transpose(1, 2)).transpose(1, 2)
+            y = channel_linear(self.mixer, y)
         return y
 
     def _input_projection(self, u: torch.Tensor, Bbar: torch.Tensor) -> torch.Tensor:
