@@ -1,0 +1,70 @@
+"""Turning user input into (n, channels, length) float32 tensors plus masks.
+
+Accepted:
+  * 2D array-like (n_samples, n_timepoints): one univariate series per row (sklearn style);
+  * 3D array (n_samples, n_channels, n_timepoints): sktime/aeon "numpy3D";
+  * a list of 1D (L_i,) or 2D (C, L_i) arrays of different lengths: padded at the end and masked.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from sklearn.utils.validation import check_array
+
+
+@dataclass
+class PreparedInput:
+    x: torch.Tensor  # (n, C, L) float32
+    mask: torch.Tensor | None  # (n, L) bool, None when every series has full length
+    lengths: np.ndarray  # (n,) true lengths
+    ragged: bool  # came as a list of unequal lengths
+    n_features: int  # X.shape[1] of the array form (timepoints for 2D, channels for 3D)
+    ndim: int  # 2 or 3 (ragged lists count as 3)
+
+
+def _is_ragged_list(X) -> bool:
+    if not isinstance(X, (list, tuple)) or len(X) == 0:
+        return False
+    try:
+        lengths = {np.shape(item)[-1] for item in X}
+        ranks = {np.ndim(item) for item in X}
+    except (TypeError, IndexError):
+        return False
+    return len(lengths) > 1 and ranks <= {1, 2}
+
+
+def prepare_input(X, *, estimator_name: str = "estimator") -> PreparedInput:
+    """Validate X (NaN/inf, empty, complex, sparse, rank) and convert it to float32 tensors."""
+    if _is_ragged_list(X):
+        series = []
+        for i, item in enumerate(X):
+            arr = np.asarray(item)
+            if arr.ndim == 1:
+                arr = arr[None, :]
+            arr = check_array(arr, dtype=np.float64, ensure_min_samples=1, input_name=f"X[{i}]")
+            series.append(arr)
+        channels = {s.shape[0] for s in series}
+        if len(channels) > 1:
+            raise ValueError(f"all series must have the same number of channels, got {sorted(channels)}")
+        lengths = np.array([s.shape[1] for s in series])
+        n, C, L = len(series), series[0].shape[0], int(lengths.max())
+        x = np.zeros((n, C, L), dtype=np.float32)
+        for i, s in enumerate(series):
+            x[i, :, : s.shape[1]] = s
+        mask = torch.arange(L)[None, :] < torch.from_numpy(lengths)[:, None]
+        return PreparedInput(torch.from_numpy(x), mask, lengths, True, C, 3)
+
+    if isinstance(X, (list, tuple)) and len(X) and np.ndim(X[0]) == 2:
+        X = np.asarray(X)  # equal-length (C, L) series: a numpy3D array
+    if getattr(X, "ndim", None) == 3:
+        arr = check_array(X, dtype=np.float64, allow_nd=True, ensure_min_samples=1, input_name="X")
+        if arr.shape[1] < 1 or arr.shape[2] < 1:
+            raise ValueError(f"X has shape {arr.shape}: need at least one channel and one timepoint")
+        x = torch.from_numpy(arr.astype(np.float32))
+        return PreparedInput(x, None, np.full(arr.shape[0], arr.shape[2]), False, arr.shape[1], 3)
+
+    arr = check_array(X, dtype=np.float64, ensure_min_samples=1, ensure_min_features=1, input_name="X")
+    x = torch.from_numpy(arr.astype(np.float32))[:, None, :]
+    return PreparedInput(x, None, np.full(arr.shape[0], arr.shape[1]), False, arr.shape[1], 2)

@@ -1,0 +1,133 @@
+"""SSMClassifier: sequence classification with a deep diagonal SSM."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.metrics import accuracy_score
+from sklearn.preprocessing import LabelEncoder
+from sklearn.utils.class_weight import compute_class_weight
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import column_or_1d
+
+from ._base import BACKBONE_DEFAULTS, TRAINING_DEFAULTS, SSMEstimatorMixin, require_y
+from ._params import PARAMETER_DOCS, make_init
+
+
+def weighted_cross_entropy(class_weight: torch.Tensor | None):
+    def loss(logits, y, sample_weight=None):
+        weight = None if class_weight is None else class_weight.to(logits.device)
+        losses = F.cross_entropy(logits, y, weight=weight, reduction="none")
+        if weight is not None:
+            return losses.sum() / weight[y].sum()
+        return losses.mean()
+
+    return loss
+
+
+def accuracy_of_logits(logits: torch.Tensor, y: torch.Tensor) -> float:
+    return float((logits.argmax(-1) == y).float().mean())
+
+
+class SSMClassifier(SSMEstimatorMixin, ClassifierMixin, BaseEstimator):
+    __doc__ = (
+        "Classify time series with a deep MIMO diagonal SSM (pooled backbone + linear head).\n\n"
+        "X: (n_samples, n_timepoints), (n_samples, n_channels, n_timepoints), or a list of\n"
+        "series of different lengths (padded and masked). Labels can be any hashable values.\n\n"
+        "Parameters\n" + PARAMETER_DOCS + "    Classifier\n        class_weight : None, 'balanced' or dict.\n"
+    )
+    __init__ = make_init({**BACKBONE_DEFAULTS, **TRAINING_DEFAULTS, "class_weight": None})
+
+    def fit(self, X, y):
+        """Train from scratch (or continue, with warm_start=True)."""
+        return self._fit(X, y, classes=None, partial=False)
+
+    def partial_fit(self, X, y, classes=None):
+        """One more epoch on (X, y). `classes` is required on the first call."""
+        return self._fit(X, y, classes=classes, partial=True)
+
+    def _fit(self, X, y, classes, partial: bool):
+        continuing = hasattr(self, "model_") and (partial or self.warm_start)
+        if partial and not continuing and classes is None:
+            raise ValueError("classes must be passed on the first call to partial_fit")
+        self._start_fit(continuing)
+        require_y(self, y)
+        data = self._prepare_predict_input(X, 1.0) if continuing else self._prepare_fit_input(X)
+        y = column_or_1d(y, warn=True)
+        check_classification_targets(y)
+        if continuing:
+            unseen = np.setdiff1d(np.unique(y), self.classes_)
+            if unseen.size:
+                raise ValueError(f"y contains labels {unseen.tolist()} not seen in the first fit ({self.classes_.tolist()})")
+        else:
+            self._encoder = LabelEncoder().fit(np.unique(y) if classes is None else classes)
+            self.classes_ = self._encoder.classes_
+            if len(self.classes_) < 2:
+                raise ValueError(
+                    f"{type(self).__name__} needs samples of at least 2 classes in the data, got 1 class: {self.classes_[0]!r}"
+                )
+        if len(y) != len(data.x):
+            raise ValueError(f"X has {len(data.x)} samples but y has {len(y)}")
+        y_index = self._encoder.transform(y)
+        weight = self._class_weights(y_index)
+        self._fit_network(
+            data,
+            torch.from_numpy(y_index).long(),
+            d_output=len(self.classes_),
+            loss_fn=weighted_cross_entropy(weight),
+            score_fn=accuracy_of_logits,
+            stratify=y_index,
+            epochs=1 if partial else None,
+            continue_training=continuing,
+        )
+        return self
+
+    def _class_weights(self, y_index: np.ndarray) -> torch.Tensor | None:
+        if self.class_weight is None:
+            return None
+        labels = np.arange(len(self.classes_))
+        if isinstance(self.class_weight, str):
+            if self.class_weight != "balanced":
+                raise ValueError(f"class_weight must be None, 'balanced' or a dict, got {self.class_weight!r}")
+            present = np.unique(y_index)
+            w = np.ones(len(labels))
+            w[present] = compute_class_weight("balanced", classes=present, y=y_index)
+        elif isinstance(self.class_weight, dict):
+            unknown = set(self.class_weight) - set(self.classes_.tolist())
+            if unknown:
+                raise ValueError(f"class_weight names unknown classes {sorted(map(str, unknown))}")
+            w = np.array([float(self.class_weight.get(c, 1.0)) for c in self.classes_])
+        else:
+            raise ValueError(f"class_weight must be None, 'balanced' or a dict, got {self.class_weight!r}")
+        return torch.as_tensor(w, dtype=torch.float32)
+
+    def _logits(self, X, sample_rate) -> torch.Tensor:
+        ratio = self._rate_ratio(sample_rate)
+        data = self._prepare_predict_input(X, ratio)
+        return self._run(data, ratio, lambda model, x, mask: model(x, mask))
+
+    def decision_function(self, X, sample_rate=None):
+        """Logits, (n_samples, n_classes); for two classes the logit difference, (n_samples,)."""
+        logits = self._logits(X, sample_rate).double().numpy()
+        if logits.shape[1] == 2:
+            return logits[:, 1] - logits[:, 0]
+        return logits
+
+    def predict_proba(self, X, sample_rate=None):
+        """Class probabilities, (n_samples, n_classes), columns in the order of classes_."""
+        return torch.softmax(self._logits(X, sample_rate).double(), dim=-1).numpy()
+
+    def predict(self, X, sample_rate=None):
+        """Predicted labels, (n_samples,). sample_rate: rate of X if not the estimator's."""
+        index = self._logits(X, sample_rate).argmax(-1).numpy()
+        return self.classes_[index]
+
+    def score(self, X, y, sample_weight=None, sample_rate=None):
+        """Accuracy of predict(X, sample_rate) against y."""
+        return accuracy_score(y, self.predict(X, sample_rate=sample_rate), sample_weight=sample_weight)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_label = False
+        return tags

@@ -1,0 +1,80 @@
+"""SSMRegressor: sequence regression (single and multi-output) with a deep diagonal SSM."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.metrics import r2_score
+from sklearn.utils.validation import check_array
+
+from ._base import BACKBONE_DEFAULTS, TRAINING_DEFAULTS, SSMEstimatorMixin, require_y
+from ._params import PARAMETER_DOCS, make_init
+
+
+def mse_loss(pred, y, sample_weight=None):
+    return torch.mean((pred - y) ** 2)
+
+
+def negative_mse(pred, y) -> float:
+    return -float(torch.mean((pred - y) ** 2))
+
+
+class SSMRegressor(SSMEstimatorMixin, RegressorMixin, BaseEstimator):
+    __doc__ = (
+        "Regress targets from time series with a deep MIMO diagonal SSM (pooled backbone + linear head).\n\n"
+        "X as for SSMClassifier; y: (n_samples,) or (n_samples, n_targets). Targets are\n"
+        "standardized for training and predictions are returned in the original units.\n\n"
+        "Parameters\n" + PARAMETER_DOCS
+    )
+    __init__ = make_init({**BACKBONE_DEFAULTS, **TRAINING_DEFAULTS})
+
+    def fit(self, X, y):
+        return self._fit(X, y, partial=False)
+
+    def partial_fit(self, X, y):
+        """One more epoch on (X, y)."""
+        return self._fit(X, y, partial=True)
+
+    def _fit(self, X, y, partial: bool):
+        continuing = hasattr(self, "model_") and (partial or self.warm_start)
+        self._start_fit(continuing)
+        require_y(self, y)
+        data = self._prepare_predict_input(X, 1.0) if continuing else self._prepare_fit_input(X)
+        y = check_array(y, ensure_2d=False, dtype=np.float64, input_name="y")
+        if y.ndim not in (1, 2):
+            raise ValueError(f"y must be 1D or 2D, got shape {y.shape}")
+        y2 = y.reshape(len(y), -1)
+        if continuing:
+            if y2.shape[1] != self.n_targets_:
+                raise ValueError(f"y has {y2.shape[1]} targets, but the model was fitted with {self.n_targets_}")
+        else:
+            self.n_targets_ = y2.shape[1]
+            self._y_is_1d = y.ndim == 1
+            self.target_mean_ = y2.mean(axis=0)
+            scale = y2.std(axis=0)
+            self.target_scale_ = np.where(scale > 1e-12, scale, 1.0)
+        if len(y2) != len(data.x):
+            raise ValueError(f"X has {len(data.x)} samples but y has {len(y2)}")
+        target = torch.from_numpy(((y2 - self.target_mean_) / self.target_scale_).astype(np.float32))
+        self._fit_network(
+            data, target, d_output=self.n_targets_, loss_fn=mse_loss, score_fn=negative_mse,
+            epochs=1 if partial else None, continue_training=continuing,
+        )
+        return self
+
+    def predict(self, X, sample_rate=None):
+        """Predictions, (n_samples,) or (n_samples, n_targets), float64."""
+        ratio = self._rate_ratio(sample_rate)
+        data = self._prepare_predict_input(X, ratio)
+        out = self._run(data, ratio, lambda model, x, mask: model(x, mask)).double().numpy()
+        out = out * self.target_scale_ + self.target_mean_
+        return out[:, 0] if self._y_is_1d else out
+
+    def score(self, X, y, sample_weight=None, sample_rate=None):
+        """R^2 of predict(X, sample_rate) against y."""
+        return r2_score(y, self.predict(X, sample_rate=sample_rate), sample_weight=sample_weight)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags

@@ -1,0 +1,279 @@
+"""Behaviour of the sklearn estimators: accuracy, zero-shot resampling, persistence, contracts."""
+import pickle
+import time
+
+import joblib
+import numpy as np
+import pandas as pd
+import pytest
+import sklearn
+import torch
+from scipy.signal import resample_poly
+from sklearn.datasets import load_digits
+from sklearn.model_selection import GridSearchCV, cross_val_score, train_test_split
+from sklearn.pipeline import make_pipeline
+from sklearn.base import clone
+
+from ssmts import Resampler, SSMClassifier, SSMRegressor, SSMTransformer
+
+from .conftest import FAST, continuous_time_classes
+
+
+# ---------------------------------------------------------------- evidence
+def test_digits_as_sequences_reach_95_percent_with_defaults(record_property):
+    """sklearn digits, each 8x8 image read as a 64-step univariate sequence, default hyperparameters."""
+    X, y = load_digits(return_X_y=True)
+    X_train, X_test, y_train, y_test = train_test_split(X, y, test_size=0.25, random_state=0, stratify=y)
+    started = time.perf_counter()
+    clf = SSMClassifier(random_state=0, device="cpu").fit(X_train, y_train)
+    fit_seconds = time.perf_counter() - started
+    accuracy = clf.score(X_test, y_test)
+    record_property("digits_fit_seconds", fit_seconds)
+    record_property("digits_test_accuracy", accuracy)
+    print(f"digits: test accuracy {accuracy:.4f}, fit {fit_seconds:.1f} s on {torch.get_num_threads()} threads")
+    assert accuracy >= 0.95
+
+
+def test_zero_shot_rate_change_keeps_accuracy_and_ignoring_the_rate_does_not():
+    """Trained at 64 Hz on continuous-time tones/chirps; evaluated at 32 Hz and 128 Hz."""
+    X_train, y_train = continuous_time_classes(400, 64, seed=0)
+    clf = SSMClassifier(d_model=32, n_layers=2, d_state=16, max_epochs=30, sample_rate=64, random_state=0,
+                        device="cpu").fit(X_train, y_train)
+    X_64, y_64 = continuous_time_classes(300, 64, seed=1)
+    base = clf.score(X_64, y_64)
+    assert base >= 0.9
+    for rate in (32, 128):
+        X_rate, y_rate = continuous_time_classes(300, rate, seed=1)
+        rescaled = clf.score(X_rate, y_rate, sample_rate=rate)
+        # Ignoring the rate: the same model and Delta on the new sequences (3D input has no length check).
+        ignored = float(np.mean(clf.predict(X_rate[:, None, :], sample_rate=64) == y_rate))
+        print(f"{rate} Hz: rescaled {rescaled:.3f}, rate ignored {ignored:.3f}, training rate {base:.3f}")
+        assert rescaled >= base - 0.05
+        assert rescaled >= ignored + 0.3
+
+
+def test_set_params_sample_rate_after_fit_rescales_like_the_predict_argument():
+    X, y = continuous_time_classes(80, 32, seed=0)
+    clf = SSMClassifier(**{**FAST, "max_epochs": 2}, sample_rate=32).fit(X, y)
+    X_half, _ = continuous_time_classes(20, 16, seed=1)
+    by_argument = clf.decision_function(X_half, sample_rate=16)
+    clf.set_params(sample_rate=16)
+    np.testing.assert_array_equal(clf.decision_function(X_half), by_argument)
+    assert clf.train_sample_rate_ == 32
+
+
+def test_metadata_routing_sends_sample_rate_through_a_pipeline():
+    X, y = continuous_time_classes(80, 32, seed=0)
+    X_half, _ = continuous_time_classes(20, 16, seed=1)
+    with sklearn.config_context(enable_metadata_routing=True):
+        clf = SSMClassifier(**FAST, sample_rate=32).set_predict_request(sample_rate=True)
+        pipe = make_pipeline(clf).fit(X, y)
+        routed = pipe.predict(X_half, sample_rate=16)
+        direct = pipe[-1].predict(X_half, sample_rate=16)
+    np.testing.assert_array_equal(routed, direct)
+
+
+def test_resampler_matches_scipy_and_feeds_the_training_rate():
+    """Resampler (torchaudio) vs scipy.signal.resample_poly on a band-limited signal, away from the edges."""
+    t = np.arange(800) / 8000
+    x = np.sin(2 * np.pi * 440 * t) + 0.3 * np.sin(2 * np.pi * 1000 * t)
+    out = Resampler(target_rate=16000, sample_rate=8000).fit_transform(x[None, :])
+    reference = resample_poly(x, 2, 1)
+    assert out.shape == (1, 1600)
+    assert np.abs(out[0, 100:-100] - reference[100:-100]).max() < 2e-2
+    ragged = Resampler(target_rate=4000).fit([x, x[:400]]).transform([x, x[:400]], sample_rate=8000)
+    assert [r.shape[-1] for r in ragged] == [400, 200]
+    with pytest.raises(ValueError, match="needs the rate"):
+        Resampler().fit(x[None]).transform(x[None])
+
+
+# ---------------------------------------------------------------- contracts
+def test_gridsearch_over_pipeline_with_two_jobs(toy_classification):
+    X, y = toy_classification
+    pipe = make_pipeline(SSMClassifier(**FAST))
+    search = GridSearchCV(pipe, {"ssmclassifier__d_model": [8, 16], "ssmclassifier__heads": [1, 2]}, cv=2, n_jobs=2)
+    search.fit(X, y)
+    assert set(search.best_params_) == {"ssmclassifier__d_model", "ssmclassifier__heads"}
+    assert search.predict(X).shape == (len(X),)
+    scores = cross_val_score(SSMRegressor(**FAST), X, X[:, 0], cv=2, n_jobs=2)
+    assert np.all(np.isfinite(scores))
+
+
+def test_same_random_state_gives_identical_predictions(toy_classification):
+    X, y = toy_classification
+    a = SSMClassifier(**{**FAST, "dropout": 0.1}).fit(X, y).predict_proba(X)
+    b = SSMClassifier(**{**FAST, "dropout": 0.1}).fit(X, y).predict_proba(X)
+    np.testing.assert_array_equal(a, b)
+    c = SSMClassifier(**{**FAST, "dropout": 0.1, "random_state": 1}).fit(X, y).predict_proba(X)
+    assert not np.array_equal(a, c)
+
+
+def test_clone_of_fitted_is_unfitted_and_params_roundtrip(toy_classification):
+    X, y = toy_classification
+    clf = SSMClassifier(**FAST).fit(X, y)
+    fresh = clone(clf)
+    assert not hasattr(fresh, "model_")
+    assert fresh.get_params() == clf.get_params()
+    assert {"d_model", "lr_ssm", "early_stopping", "sample_rate", "class_weight"} <= set(clf.get_params())
+    with pytest.raises(TypeError, match="unexpected parameter"):
+        SSMClassifier(not_a_parameter=1)
+
+
+def test_pickle_joblib_and_save_load_roundtrip(tmp_path, toy_classification):
+    X, y = toy_classification
+    clf = SSMClassifier(**FAST).fit(X, y)
+    expected = clf.predict_proba(X)
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(clf)).predict_proba(X), expected)
+    joblib.dump(clf, tmp_path / "model.joblib")
+    np.testing.assert_array_equal(joblib.load(tmp_path / "model.joblib").predict_proba(X), expected)
+    clf.save(tmp_path / "saved.joblib")
+    np.testing.assert_array_equal(SSMClassifier.load(tmp_path / "saved.joblib").predict_proba(X), expected)
+    with pytest.raises(TypeError, match="not a SSMRegressor"):
+        SSMRegressor.load(tmp_path / "saved.joblib")
+    # torch state: the backbone's state_dict reloads into a freshly built network
+    state = clf.model_.state_dict()
+    twin = SSMClassifier(**FAST).fit(X, y)
+    twin.model_.load_state_dict(state)
+    np.testing.assert_array_equal(twin.predict_proba(X), expected)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_gpu_trained_model_unpickles_with_cpu_tensors(toy_classification):
+    X, y = toy_classification
+    clf = SSMClassifier(**{**FAST, "device": "cuda"}).fit(X, y)
+    restored = pickle.loads(pickle.dumps(clf))
+    assert all(p.device.type == "cpu" for p in restored.model_.parameters())
+    restored.set_params(device="cpu")
+    np.testing.assert_allclose(restored.predict_proba(X), clf.predict_proba(X), atol=1e-4)
+
+
+def test_partial_fit_and_warm_start_continue_training(toy_classification):
+    X, y = toy_classification
+    clf = SSMClassifier(**FAST)
+    clf.partial_fit(X, y, classes=[0, 1])
+    first = {k: v.clone() for k, v in clf.model_.state_dict().items()}
+    clf.partial_fit(X, y)
+    assert clf.n_iter_ == 2 and len(clf.history_) == 2
+    assert any(not torch.equal(first[k], v) for k, v in clf.model_.state_dict().items())
+    warm = SSMClassifier(**{**FAST, "warm_start": True}).fit(X, y)
+    losses = [h["train_loss"] for h in warm.history_]
+    warm.fit(X, y)
+    assert warm.n_iter_ == 2 * FAST["max_epochs"]
+    assert warm.history_[-1]["train_loss"] < losses[0]
+    with pytest.raises(ValueError, match="classes must be passed"):
+        SSMClassifier(**FAST).partial_fit(X, y)
+
+
+def test_string_labels_class_weight_and_probabilities(toy_classification):
+    X, y = toy_classification
+    labels = np.where(y == 1, "yes", "no")
+    clf = SSMClassifier(**FAST, class_weight="balanced").fit(X, labels)
+    assert list(clf.classes_) == ["no", "yes"]
+    proba = clf.predict_proba(X)
+    np.testing.assert_allclose(proba.sum(1), 1.0, rtol=1e-12)
+    assert set(clf.predict(X)) <= {"no", "yes"}
+    assert clf.decision_function(X).shape == (len(X),)
+    SSMClassifier(**FAST, class_weight={"yes": 3.0}).fit(X, labels)
+    with pytest.raises(ValueError, match="unknown classes"):
+        SSMClassifier(**FAST, class_weight={"maybe": 1.0}).fit(X, labels)
+
+
+def test_ragged_lists_are_padded_and_masked():
+    """A series' prediction in a ragged batch equals its prediction alone (padding changes nothing)."""
+    rng = np.random.default_rng(0)
+    series = [rng.standard_normal(n) for n in (10, 14, 7, 14, 9, 12)]
+    y = np.array([0, 1, 0, 1, 0, 1])
+    for bidirectional in (False, True):
+        clf = SSMClassifier(**FAST, bidirectional=bidirectional).fit(series, y)
+        together = clf.decision_function(series)
+        alone = np.array([clf.decision_function([s[None, :]])[0] for s in series])
+        np.testing.assert_allclose(together, alone, rtol=1e-5, atol=1e-6)
+
+
+def test_pandas_and_3d_multichannel_input():
+    rng = np.random.default_rng(0)
+    X3 = rng.standard_normal((30, 3, 16))
+    y = (X3[:, 1].mean(1) > 0).astype(int)
+    clf = SSMClassifier(**FAST).fit(X3, y)
+    assert clf.n_channels_in_ == 3 and clf.predict(X3[:, :, :10]).shape == (30,)
+    frame = pd.DataFrame(X3[:, 0, :])
+    reg = SSMRegressor(**FAST).fit(frame, X3[:, 0, :2])
+    assert reg.predict(frame).shape == (30, 2) and reg.predict(frame).dtype == np.float64
+
+
+def test_transformer_embeddings_and_objectives(toy_classification):
+    X, y = toy_classification
+    for objective, target in (("reconstruction", None), ("classification", y), ("regression", X[:, 0]), ("none", None)):
+        tr = SSMTransformer(**FAST, objective=objective).fit(X, target)
+        Z = tr.transform(X)
+        assert Z.shape == (len(X), FAST["d_model"]) and Z.dtype == np.float64
+        assert tr.transform_sequence(X).shape == (len(X), FAST["d_model"], X.shape[1])
+    assert list(tr.get_feature_names_out())[:2] == ["ssmtransformer0", "ssmtransformer1"]
+    # Embeddings feed any sklearn model.
+    from sklearn.linear_model import LogisticRegression
+
+    pipe = make_pipeline(SSMTransformer(**FAST), LogisticRegression()).fit(X, y)
+    assert pipe.score(X, y) > 0.5
+
+
+def test_verbose_shows_a_progress_bar(capfd, toy_classification):
+    X, y = toy_classification
+    SSMClassifier(**{**FAST, "verbose": 1}).fit(X, y)
+    err = capfd.readouterr().err
+    assert "SSMClassifier" in err and "epoch" in err and "train_loss" in err
+    SSMClassifier(**FAST).fit(X, y)
+    assert capfd.readouterr().err == ""
+
+
+def test_early_stopping_restores_best_and_stops(toy_classification):
+    X, y = toy_classification
+    clf = SSMClassifier(**{**FAST, "max_epochs": 60, "early_stopping": True, "n_iter_no_change": 3, "lr": 0.05}).fit(X, y)
+    assert clf.n_iter_ < 60
+    assert all("val_score" in h for h in clf.history_)
+
+
+# ---------------------------------------------------------------- errors
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        (dict(init="foo"), "unknown init 'foo'"),
+        (dict(discretization="rk4"), "unknown discretization"),
+        (dict(d_model=10, heads=3), "divisible by heads"),
+        (dict(d_state=7), "must be even"),
+        (dict(dt_min=0.0), "dt_min"),
+        (dict(optimizer="lbfgs"), "unknown optimizer"),
+        (dict(sample_rate=-8000), "sample_rate must be > 0"),
+        (dict(device="tpu"), "unknown device"),
+        (dict(max_epochs=0), "max_epochs"),
+    ],
+)
+def test_bad_options_raise_at_fit(params, message, toy_classification):
+    X, y = toy_classification
+    with pytest.raises(ValueError, match=message):
+        SSMClassifier(**{**FAST, **params}).fit(X, y)
+
+
+def test_bad_input_raises_clear_errors(toy_classification):
+    X, y = toy_classification
+    clf = SSMClassifier(**FAST).fit(X, y)
+    bad = X.copy()
+    bad[0, 3] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        SSMClassifier(**FAST).fit(bad, y)
+    with pytest.raises(ValueError, match="infinity"):
+        clf.predict(np.where(bad == bad, bad, np.inf))
+    with pytest.raises(ValueError, match="expecting 12 features"):
+        clf.predict(X[:, :8])
+    with pytest.raises(ValueError, match="channels"):
+        clf.predict(np.stack([X, X], axis=1))
+    with pytest.raises(ValueError, match="0 sample"):
+        SSMClassifier(**FAST).fit(X[:0], y[:0])
+    with pytest.raises(ValueError, match="sample_rate must be a positive number"):
+        SSMClassifier(**FAST, sample_rate=100).fit(X, y).predict(X, sample_rate=0)
+    with pytest.raises(ValueError, match="fitted without sample_rate"):
+        clf.predict(X, sample_rate=50)
+    with pytest.raises(ValueError, match="at least 2 classes"):
+        SSMClassifier(**FAST).fit(X, np.zeros(len(X)))
+    with pytest.raises(ValueError, match="timepoints"):
+        SSMClassifier(**FAST, sample_rate=100).fit(X, y).predict(X[:, :3], sample_rate=50)
