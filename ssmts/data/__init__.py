@@ -1,1 +1,32 @@
+"""Data loaders for the real on-disk formats, and offline generators that stand in for them.
 
+Every loader returns a TaskData (train/val/test Splits of numpy arrays); a missing or
+malformed directory raises DataNotFoundError saying which files were expected and how to
+obtain them. Heavy optional dependencies (torchaudio, neurokit2, heartpy, sktime) are only
+imported by the loaders that need them.
+"""
+from .base import DataNotFoundError, Split, TaskData
+from .bidmc import load_bidmc
+from .listops_gen import generate_listops, make_listops_task
+from .lra import (
+    load_lra_image,
+    load_lra_listops,
+    load_lra_pathfinder,
+    load_lra_pathx,
+    load_lra_retrieval,
+    load_lra_text,
+)
+from .pathfinder_gen import generate_pathfinder, make_pathfinder_task
+from .pixels import load_digits_permuted, load_digits_sequential, load_psmnist, load_scifar, load_smnist
+from .speech import change_rate, default_spoken_commands_dir, load_speech_commands
+from .speech_synth import synthesize_spoken_commands
+from .vitals_synth import load_heartpy_ppg, make_synthetic_vitals
+
+__all__ = [
+    "DataNotFoundError", "Split", "TaskData",
+    "load_lra_listops", "load_lra_text", "load_lra_retrieval", "load_lra_image", "load_lra_pathfinder", "load_lra_pathx",
+    "generate_listops", "make_listops_task", "generate_pathfinder", "make_pathfinder_task",
+    "load_smnist", "load_psmnist", "load_scifar", "load_digits_sequential", "load_digits_permuted",
+    "load_speech_commands", "change_rate", "default_spoken_commands_dir", "synthesize_spoken_commands",
+    "load_bidmc", "make_synthetic_vitals", "load_heartpy_ppg",
+]
