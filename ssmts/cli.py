@@ -1,0 +1,182 @@
+"""The `ssmts` command line.
+
+    ssmts demo [--epochs N] [--rate HZ] [--seed S] [--data-dir DIR] [--quick]
+    ssmts tasks list [--data-dir DIR]
+    ssmts tasks show NAME
+    ssmts tasks run NAME (--data-dir DIR | --synthetic) [--preset paper|small|tiny] [--epochs N]
+                    [--device auto|cpu|cuda] [--out results.json] [--resume] [--seed S] [--limit N]
+
+Missing or malformed data, an unknown task, or a bad setting print one line saying what
+is wrong and how to fix it, and exit with status 2 (set SSMTS_DEBUG=1 for the traceback).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+EXIT_USAGE = 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ssmts", description="Deep MIMO diagonal state-space models for time series.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n  ssmts demo\n  ssmts tasks list --data-dir ~/data\n"
+               "  ssmts tasks run sc10 --synthetic --preset small --out runs/sc10/results.json\n"
+               "  ssmts tasks run lra-listops --data-dir ~/data/lra_release --preset paper --device cuda",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="{demo,tasks}")
+
+    demo = commands.add_parser(
+        "demo", help="train a spoken-word classifier on raw audio and show zero-shot resampling (offline, CPU)",
+        description="Train an SSMClassifier on raw audio of 10 spoken words (the shipped espeak-ng copy, or "
+                    "Speech Commands with --data-dir) and classify unseen voices at the training rate and, "
+                    "with no retraining, at half the rate.")
+    demo.add_argument("--epochs", type=int, help="training epochs (default 30; 1 with --quick)")
+    demo.add_argument("--rate", type=int, help="training sample rate in Hz, even, at most 16000 (default 4000)")
+    demo.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    demo.add_argument("--data-dir", type=Path, help="a Speech Commands v0.02 directory instead of the shipped copy")
+    demo.add_argument("--max-per-class", type=int,
+                      help="clips per word and split (default: all of the shipped copy; 16 with --data-dir; 0 = all)")
+    demo.add_argument("--device", default="cpu", help="cpu (default), cuda or auto")
+    demo.add_argument("--quick", action="store_true", help="a seconds-long smoke run (tiny model, 2 clips per word)")
+    demo.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    tasks = commands.add_parser("tasks", help="list and run the benchmark tasks (LRA, Speech Commands, pixels, BIDMC)")
+    task_commands = tasks.add_subparsers(dest="tasks_command", metavar="{list,show,run}")
+    listing = task_commands.add_parser("list", help="every task with its description and data status")
+    listing.add_argument("--data-dir", type=Path, help="check which tasks' data are present under DIR")
+
+    show = task_commands.add_parser("show", help="a task's data layout, stand-in and presets")
+    show.add_argument("name", help="task name (see `ssmts tasks list`)")
+
+    run = task_commands.add_parser(
+        "run", help="train and evaluate one task",
+        description="Train a task with the shared Trainer, checkpointing every epoch next to --out, and write "
+                    "the results JSON and a per-epoch history CSV.")
+    run.add_argument("name", help="task name (see `ssmts tasks list`)")
+    source = run.add_mutually_exclusive_group(required=True)
+    source.add_argument("--data-dir", type=Path, help="directory with the real data set")
+    source.add_argument("--synthetic", action="store_true", help="use the offline synthetic stand-in")
+    run.add_argument("--preset", default="small", choices=("paper", "small", "tiny"),
+                     help="paper: eSSM Table 10 / S4 settings; small: minutes on a CPU (default); tiny: smoke test")
+    run.add_argument("--epochs", type=int, help="total epochs (default: the preset's)")
+    run.add_argument("--device", default="auto", help="auto (default), cpu or cuda")
+    run.add_argument("--out", type=Path,
+                     help="results JSON (default ssmts-runs/<task>-<preset>[-synthetic]/results.json)")
+    run.add_argument("--resume", action="store_true", help="continue from the checkpoint next to --out")
+    run.add_argument("--seed", type=int, default=0, help="random seed of the model and training (default 0)")
+    run.add_argument("--limit", type=int, help="at most N samples per split (default: the preset's)")
+    run.add_argument("--cache-dir", type=Path, help="where synthetic stand-ins are cached (default $SSMTS_CACHE_DIR "
+                                                      "or ~/.cache/ssmts)")
+    run.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.set_defaults(tasks_parser=tasks)
+    return parser
+
+
+def _tasks_list(data_dir: Path | None) -> int:
+    from ssmts.tasks import list_tasks
+
+    tasks = list_tasks()
+    rows = []
+    for task in tasks:
+        if data_dir is None:
+            status = task.data_status()
+        elif task.data_present(data_dir):
+            status = "present"
+        else:
+            status = f"missing; {task.data_status()}"
+        rows.append((task.name, task.kind, task.metric, status, task.description))
+    widths = [max(len(row[i]) for row in rows + [("TASK", "KIND", "METRIC", "DATA", "")]) for i in range(4)]
+    print("  ".join(h.ljust(w) for h, w in zip(("TASK", "KIND", "METRIC", "DATA"), widths)) + "  DESCRIPTION")
+    for row in rows:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[4])
+    if data_dir is None:
+        print("\nData status without --data-dir: pass --data-dir DIR to check for the real data sets.")
+    else:
+        print(f"\nData directory: {data_dir}")
+    print("Run one with `ssmts tasks run NAME --synthetic` or `--data-dir DIR`; `ssmts tasks show NAME` for details.")
+    return 0
+
+
+def _tasks_show(name: str) -> int:
+    from ssmts.tasks import get_preset, get_task
+
+    task = get_task(name)
+    print(f"{task.name}: {task.description}")
+    print(f"  kind: {task.kind}, metric: {task.metric}, inputs: {task.inputs}")
+    print(f"  real data (--data-dir DIR): {task.expected}")
+    print(f"  obtain from: {task.how_to_get}")
+    print(f"  synthetic stand-in (--synthetic): {task.synthetic or 'none. ' + task.no_synthetic_reason}")
+    if task.zero_shot:
+        print("  zero-shot: also evaluated at half the sample rate (Delta rescaled / not; decimated / resampled)")
+    for preset_name in ("paper", "small"):
+        p = get_preset(task.name, preset_name)
+        print(f"  preset {preset_name}: depth {p.n_layers}, heads {p.heads}, H {p.d_model}, N {p.d_state}, "
+              f"lr SSM {p.lr_ssm}, lr others {p.lr}, dropout {p.dropout}, prenorm {p.prenorm}, norm {p.norm}, "
+              f"activation {p.activation}, bidirectional {p.bidirectional}, batch {p.batch_size}, "
+              f"epochs {p.epochs}, scheduler {p.scheduler}")
+        for note in p.notes:
+            print(f"      - {note}")
+    return 0
+
+
+def _tasks_run(args: argparse.Namespace) -> int:
+    from ssmts.tasks import run_task
+
+    run_task(args.name, data_dir=args.data_dir, synthetic=args.synthetic, preset=args.preset, epochs=args.epochs,
+             device=args.device, out=args.out, resume=args.resume, seed=args.seed, limit=args.limit,
+             cache_dir=args.cache_dir, verbose=0 if args.quiet else 1)
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from ssmts.tasks.demo import run_demo
+
+    run_demo(data_dir=args.data_dir, rate=args.rate, epochs=args.epochs, seed=args.seed, quick=args.quick,
+             max_per_class=args.max_per_class, device=args.device, verbose=0 if args.quiet else 1)
+    return 0
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    """Exceptions that mean bad input or missing data, reported without a traceback."""
+    from ssmts.data.base import DataNotFoundError
+    from ssmts.data.speech_synth import EspeakNotFoundError
+    from ssmts.tasks import SyntheticUnavailableError, UnknownTaskError
+
+    return (DataNotFoundError, EspeakNotFoundError, SyntheticUnavailableError, UnknownTaskError, ValueError)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `ssmts` console script and `python -m ssmts`; returns the exit status."""
+    parser = _parser()
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_USAGE
+    if args.command == "tasks" and args.tasks_command is None:
+        args.tasks_parser.print_help()
+        return EXIT_USAGE
+    try:
+        if args.command == "demo":
+            return _demo(args)
+        if args.tasks_command == "list":
+            return _tasks_list(args.data_dir)
+        if args.tasks_command == "show":
+            return _tasks_show(args.name)
+        return _tasks_run(args)
+    except _user_errors() as error:
+        if os.environ.get("SSMTS_DEBUG"):
+            raise
+        print(f"ssmts: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("ssmts: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # The output went to a program that stopped reading (`ssmts tasks list | head`). Point
+        # stdout at devnull so that the interpreter's final flush does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1

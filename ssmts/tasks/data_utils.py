@@ -1,0 +1,113 @@
+"""TaskData helpers of the task pipelines: subsets, caching, and conversion to Trainer tensors."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ssmts.data.base import Split, TaskData
+from ssmts.training import SequenceData
+
+
+def subset_split(split: Split, limit: int | None, seed: int) -> Split:
+    """At most `limit` samples of `split`: a seeded random subset in the original order."""
+    if limit is None or len(split) <= limit:
+        return split
+    if limit < 1:
+        raise ValueError(f"a sample limit must be >= 1, got {limit}")
+    index = np.sort(np.random.default_rng(seed).choice(len(split), size=int(limit), replace=False))
+    return split.subset(index)
+
+
+def limit_task_data(data: TaskData, max_train: int | None, max_eval: int | None, seed: int = 0) -> TaskData:
+    """Cap the training split at max_train and validation/test at max_eval samples (seeded subsets)."""
+    if max_train is None and max_eval is None:
+        return data
+    sizes = {"train": len(data.train), "val": len(data.val), "test": len(data.test)}
+    data.train = subset_split(data.train, max_train, seed)
+    data.val = subset_split(data.val, max_eval, seed + 1)
+    data.test = subset_split(data.test, max_eval, seed + 2)
+    data.meta = dict(data.meta, subset={"from_sizes": sizes, "max_train": max_train, "max_eval": max_eval,
+                                        "seed": seed})
+    return data
+
+
+def json_safe(value: Any) -> Any:
+    """`value` with numpy scalars/arrays, tuples and paths turned into JSON types."""
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return value.tolist() if value.size <= 64 else f"<array shape {list(value.shape)}>"
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, Path):
+        return str(value)
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    return value
+
+
+def save_task_npz(data: TaskData, path: str | Path) -> None:
+    """Write the splits and descriptors of `data` to one .npz (written to a temporary name, then renamed)."""
+    path = Path(path)
+    arrays: dict[str, np.ndarray] = {}
+    for name in ("train", "val", "test"):
+        split = getattr(data, name)
+        arrays[f"{name}_X"], arrays[f"{name}_y"] = split.X, split.y
+        if split.lengths is not None:
+            arrays[f"{name}_lengths"] = split.lengths
+    header = {"n_classes": data.n_classes, "vocab_size": data.vocab_size, "sample_rate": data.sample_rate,
+              "classes": data.classes, "source": data.source, "meta": json_safe(data.meta)}
+    arrays["header"] = np.array(json.dumps(header))
+    tmp = path.with_name(path.name + ".tmp.npz")
+    np.savez(tmp, **arrays)
+    tmp.replace(path)
+
+
+def load_task_npz(path: str | Path) -> TaskData:
+    """Read a file written by `save_task_npz`."""
+    with np.load(path, allow_pickle=False) as f:
+        header = json.loads(str(f["header"]))
+        splits = [
+            Split(f[f"{name}_X"], f[f"{name}_y"], f[f"{name}_lengths"] if f"{name}_lengths" in f else None)
+            for name in ("train", "val", "test")
+        ]
+    return TaskData(*splits, n_classes=header["n_classes"], vocab_size=header["vocab_size"],
+                    sample_rate=header["sample_rate"], classes=header["classes"],
+                    source=header["source"], meta=dict(header["meta"], cached_file=str(path)))
+
+
+def length_mask(lengths: np.ndarray | None, length: int) -> torch.Tensor | None:
+    """(..., ) true lengths -> (..., length) bool mask, True on real steps; None if lengths is None."""
+    if lengths is None:
+        return None
+    return torch.arange(length)[None, :] < torch.as_tensor(np.asarray(lengths))[..., None]
+
+
+def to_sequence_data(split: Split, inputs: str, kind: str, target_mean: float = 0.0,
+                     target_scale: float = 1.0) -> SequenceData:
+    """Trainer tensors of a split.
+
+    inputs "tokens": x (n, L) int64 + mask (n, L) from lengths; "token_pairs": x (n, 2, L)
+    int64 + mask (n, 2, L); "signal": x (n, C, L) float32, no mask (clips are zero-padded
+    to a fixed length, as the S4 code feeds them). Classification y: (n,) int64; regression
+    y: (n,) float32, standardized as (y - target_mean) / target_scale.
+    """
+    if inputs in ("tokens", "token_pairs"):
+        x = torch.from_numpy(np.ascontiguousarray(split.X)).long()
+        mask = length_mask(split.lengths, x.shape[-1])
+    elif inputs == "signal":
+        x = torch.from_numpy(np.ascontiguousarray(split.X, dtype=np.float32))
+        mask = None
+    else:
+        raise ValueError(f"unknown input kind {inputs!r}")
+    if kind == "classification":
+        y = torch.from_numpy(np.asarray(split.y, dtype=np.int64))
+    else:
+        y = torch.from_numpy(((np.asarray(split.y, dtype=np.float64) - target_mean) / target_scale).astype(np.float32))
+    return SequenceData(x, y, mask)

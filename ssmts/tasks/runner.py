@@ -1,0 +1,388 @@
+"""Run one benchmark task end to end with the shared Trainer.
+
+    results = run_task("sc10", synthetic=True, preset="small", out="runs/sc10/results.json")
+
+Writes, next to `out`:
+    results.json           task, preset, data source, hyperparameters, epochs, best validation,
+                           test metric, timings, zero-shot table (raw speech), differences from the paper
+    results_history.csv    one row per epoch (train loss, validation loss/metric, lr, seconds)
+    results_checkpoint.pt  the Trainer checkpoint, rewritten after every epoch (resume=True continues it)
+    results_config.json    the run's settings, checked on resume so a checkpoint is never continued
+                           under other settings
+
+The model evaluated on validation and test is the one of the best validation epoch
+(accuracy, or loss for regression) among the epochs trained by this call.
+"""
+from __future__ import annotations
+
+import csv
+import json
+import math
+import platform
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+import ssmts
+from ssmts.data.base import Split, TaskData
+from ssmts.data.bidmc import standardize_splits
+from ssmts.training import SequenceData, Trainer, resolve_device
+
+from . import zero_shot
+from .data_utils import json_safe, limit_task_data, to_sequence_data
+from .models import backbone_of, build_model
+from .presets import Preset, get_preset
+from .registry import SyntheticUnavailableError, Task, get_task
+
+# What the papers report for each task (test accuracy in %, or RMSE), for the results file.
+PAPER_REPORTED: dict[str, dict] = {
+    "lra-listops": {"model": "eSSM", "source": "eSSM Table 2", "test_accuracy": 62.20},
+    "lra-text": {"model": "eSSM", "source": "eSSM Table 2", "test_accuracy": 88.25},
+    "lra-retrieval": {"model": "eSSM", "source": "eSSM Table 2", "test_accuracy": 90.15},
+    "lra-image": {"model": "eSSM", "source": "eSSM Table 2", "test_accuracy": 87.25},
+    "lra-pathfinder": {"model": "eSSM", "source": "eSSM Table 2", "test_accuracy": 93.87},
+    "lra-pathx": {"model": "eSSM", "source": "eSSM Table 2", "test_accuracy": 92.76},
+    "sc10": {"model": "eSSM", "source": "eSSM Table 3", "test_accuracy": 97.59,
+             "zero_shot_8khz_accuracy": 94.23},
+    "sc35": {"model": "eSSM", "source": "eSSM Table 8", "test_accuracy": 96.08, "zero_shot_8khz_accuracy": 88.83},
+    "sc10-mfcc": {"model": "eSSM", "source": "eSSM Table 3", "test_accuracy": 94.46},
+    "smnist": {"model": "eSSM", "source": "eSSM Table 9", "test_accuracy": 99.54},
+    "psmnist": {"model": "eSSM", "source": "eSSM Table 9", "test_accuracy": 98.45},
+    "scifar": {"model": "eSSM", "source": "eSSM Table 9", "test_accuracy": 88.12},
+    "bidmc-rr": {"model": "LSSL", "source": "LSSL Table 2", "test_rmse": 0.350},
+    "bidmc-hr": {"model": "LSSL", "source": "LSSL Table 2", "test_rmse": 0.432},
+    "bidmc-spo2": {"model": "LSSL", "source": "LSSL Table 2", "test_rmse": 0.141},
+}
+
+
+def output_paths(out: str | Path) -> dict[str, Path]:
+    """results JSON -> {"results", "history", "checkpoint", "config"} paths next to it."""
+    out = Path(out)
+    if out.suffix != ".json":
+        raise ValueError(f"--out must name a .json file, got {out}")
+    stem = out.stem
+    return {
+        "results": out,
+        "history": out.with_name(f"{stem}_history.csv"),
+        "checkpoint": out.with_name(f"{stem}_checkpoint.pt"),
+        "config": out.with_name(f"{stem}_config.json"),
+    }
+
+
+def default_out(task: str, preset: str, synthetic: bool) -> Path:
+    return Path("ssmts-runs") / f"{task}-{preset}{'-synthetic' if synthetic else ''}" / "results.json"
+
+
+def run_task(
+    name: str,
+    *,
+    data_dir: str | Path | None = None,
+    synthetic: bool = False,
+    preset: str = "small",
+    epochs: int | None = None,
+    device: str = "auto",
+    out: str | Path | None = None,
+    resume: bool = False,
+    seed: int = 0,
+    limit: int | None = None,
+    cache_dir: str | Path | None = None,
+    verbose: int = 1,
+    echo: Callable[[str], None] = print,
+) -> dict:
+    """Train and evaluate task `name`; returns the results dict (also written to `out`).
+
+    Exactly one of data_dir (real data) and synthetic=True (offline stand-in) is needed.
+    epochs: total epochs (default: the preset's); with resume=True training continues from
+    the checkpoint next to `out` up to that total. limit: at most this many samples per
+    split (default: the preset's). Raises DataNotFoundError for missing data,
+    SyntheticUnavailableError for --synthetic on a task without a stand-in, ValueError
+    for bad settings.
+    """
+    started = time.perf_counter()
+    task = get_task(name)
+    if (data_dir is None) == (not synthetic):
+        raise ValueError("pass exactly one of data_dir (real data) and synthetic=True")
+    config = get_preset(name, preset)
+    epochs = config.epochs if epochs is None else int(epochs)
+    if epochs < 1:
+        raise ValueError(f"epochs must be >= 1, got {epochs}")
+    limit = config.limit if limit is None else int(limit)
+    if limit is not None and limit < 1:
+        raise ValueError(f"limit must be >= 1, got {limit}")
+    torch_device = resolve_device(device)
+    paths = output_paths(out if out is not None else default_out(name, preset, synthetic))
+    if synthetic and not task.can_synthesize:
+        raise SyntheticUnavailableError(f"task {name!r} has no synthetic stand-in: {task.no_synthetic_reason}")
+
+    run_settings = {
+        "task": name, "preset": preset, "synthetic": bool(synthetic),
+        "data_dir": None if data_dir is None else str(Path(data_dir).expanduser().resolve()),
+        "limit": limit, "seed": seed, "hyperparameters": json_safe(config.to_dict()),
+    }
+    start_epoch = _check_resume(paths, run_settings, resume, echo)
+
+    # ---------------------------------------------------------------- data
+    t0 = time.perf_counter()
+    if synthetic:
+        echo(f"[{name}] building the synthetic stand-in: {task.synthetic}")
+        data = task.synthesize(config.synthetic, cache_dir)
+    else:
+        echo(f"[{name}] loading {data_dir}")
+        data = task.load(data_dir, config.data)
+    if limit is not None:
+        data = limit_task_data(data, limit, limit, seed=0)
+    _check_data(task, data)
+    data_seconds = time.perf_counter() - t0
+    # Written only once the data loaded, so a failed start leaves no stray run directory.
+    paths["results"].parent.mkdir(parents=True, exist_ok=True)
+    paths["config"].write_text(json.dumps(run_settings, indent=2) + "\n")
+    echo(f"[{name}] data: {len(data.train)} train / {len(data.val)} val / {len(data.test)} test, "
+         f"input {tuple(data.train.X.shape[1:])}, source {data.source} ({data_seconds:.1f} s)")
+
+    input_stats = None
+    if config.standardize_input and task.inputs == "signal":
+        data.train, data.val, data.test, input_stats = standardize_splits(data.train, data.val, data.test)
+
+    target_mean, target_scale = 0.0, 1.0
+    if task.kind == "regression" and config.standardize_target:
+        target_mean = float(np.mean(data.train.y))
+        target_scale = float(np.std(data.train.y)) or 1.0
+    tensors = {split: to_sequence_data(getattr(data, split), task.inputs, task.kind, target_mean, target_scale)
+               for split in ("train", "val", "test")}
+
+    # ---------------------------------------------------------------- model and training
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = build_model(task.inputs, task.kind, data, config)
+    n_parameters = sum(p.numel() for p in model.parameters())
+    loss_fn, score_fn = _objective(task.kind)
+    trainer = Trainer(
+        model, loss_fn, optimizer="adamw", lr=config.lr, lr_ssm=config.lr_ssm, weight_decay=config.weight_decay,
+        scheduler=config.scheduler, max_epochs=epochs, batch_size=config.batch_size,
+        # Keep the weights of the best validation epoch: early stopping whose patience
+        # outlasts the run never stops, but restores the best state at the end.
+        early_stopping=True, n_iter_no_change=epochs + 1, tol=0.0,
+        device=torch_device, verbose=verbose, random_state=seed, score_fn=score_fn,
+        description=f"{name} ({preset})",
+    )
+    echo(f"[{name}] {preset} preset: {config.n_layers} layers, H={config.d_model}, N={config.d_state}, "
+         f"heads={config.heads}, {n_parameters:,} parameters, {epochs} epochs of batch {config.batch_size} "
+         f"on {torch_device}" + (f", resuming after epoch {start_epoch}" if start_epoch else ""))
+    t0 = time.perf_counter()
+    trainer.fit(tensors["train"], tensors["val"], epochs=epochs, checkpoint=paths["checkpoint"], resume=resume)
+    train_seconds = time.perf_counter() - t0
+
+    # ---------------------------------------------------------------- evaluation
+    t0 = time.perf_counter()
+    metric = _metric_fn(task.kind, target_scale)
+    val_metric = metric(trainer, tensors["val"])
+    test_metric = metric(trainer, tensors["test"])
+    eval_seconds = time.perf_counter() - t0
+    history = _history_rows(trainer.history, task.kind, target_scale)
+    selected = _selected_epoch(history, start_epoch, task.kind)
+
+    zero_shot_rows, zero_shot_seconds = None, 0.0
+    if task.zero_shot:
+        t0 = time.perf_counter()
+        zero_shot_rows = zero_shot_evaluation(trainer, model, data, config)
+        zero_shot_seconds = time.perf_counter() - t0
+
+    metric_name = "accuracy" if task.kind == "classification" else "rmse"
+    results = {
+        "task": name,
+        "description": task.description,
+        "kind": task.kind,
+        "metric": metric_name,
+        "preset": preset,
+        "data": {
+            "source": data.source,
+            "synthetic": bool(synthetic),
+            "synthetic_recipe": task.synthetic if synthetic else None,
+            "n_train": len(data.train), "n_val": len(data.val), "n_test": len(data.test),
+            "input_shape": list(data.train.X.shape[1:]),
+            "sample_rate": data.sample_rate,
+            "n_classes": data.n_classes,
+            "limit_per_split": limit,
+            "input_standardization": input_stats,
+            "target_standardization": ({"mean": target_mean, "std": target_scale}
+                                       if task.kind == "regression" and config.standardize_target else None),
+            "meta": json_safe(data.meta),
+        },
+        "hyperparameters": json_safe(config.to_dict()),
+        "differences_from_paper": list(config.notes),
+        "epochs": {"requested": epochs, "completed": len(history), "resumed_from": start_epoch or None},
+        "best_val": _best_val(history, task.kind),
+        "evaluated_epoch": selected,
+        "val_metric": val_metric,
+        "test_metric": test_metric,
+        "zero_shot": zero_shot_rows,
+        "paper_reported": PAPER_REPORTED.get(name),
+        "n_parameters": n_parameters,
+        "seed": seed,
+        "device": str(torch_device),
+        "timings": {
+            "data_seconds": data_seconds, "train_seconds": train_seconds, "eval_seconds": eval_seconds,
+            "zero_shot_seconds": zero_shot_seconds,
+            "seconds_per_epoch": (float(np.mean([h["seconds"] for h in history[start_epoch:]]))
+                                  if history[start_epoch:] else None),
+            "total_seconds": time.perf_counter() - started,
+        },
+        "files": {key: str(path) for key, path in paths.items()},
+        "versions": {"ssmts": ssmts.__version__, "torch": torch.__version__, "python": platform.python_version()},
+    }
+    _write_history(paths["history"], history)
+    paths["results"].write_text(json.dumps(json_safe(results), indent=2) + "\n")
+    echo(summary(results))
+    return results
+
+
+# ----------------------------------------------------------------------------- helpers
+
+def _check_resume(paths: dict[str, Path], settings: dict, resume: bool, echo) -> int:
+    """Epoch the checkpoint reached (0 when starting fresh); refuses a checkpoint of other settings."""
+    checkpoint = paths["checkpoint"]
+    if not checkpoint.exists():
+        if resume:
+            echo(f"no checkpoint at {checkpoint}; starting from epoch 0")
+        return 0
+    if not resume:
+        echo(f"starting from scratch: {checkpoint} will be overwritten (pass --resume to continue it)")
+        return 0
+    if not paths["config"].is_file():
+        raise ValueError(f"{checkpoint} has no {paths['config'].name} next to it; cannot check what it was "
+                         "trained with. Remove the checkpoint or choose another --out.")
+    previous = json.loads(paths["config"].read_text())
+    differing = sorted(k for k in set(previous) | set(settings) if previous.get(k) != settings.get(k))
+    if differing:
+        raise ValueError(f"cannot resume {checkpoint}: it was trained with other settings ({', '.join(differing)} "
+                         "differ). Run with the same task/preset/data/limit/seed or choose another --out.")
+    state = torch.load(checkpoint, map_location="cpu", weights_only=False)
+    return int(state["epoch"])
+
+
+def _check_data(task: Task, data: TaskData) -> None:
+    for split in ("train", "val", "test"):
+        if len(getattr(data, split)) == 0:
+            raise ValueError(f"task {task.name}: the {split} split is empty")
+    if task.kind == "classification" and not data.n_classes:
+        raise ValueError(f"task {task.name}: the data set names no classes")
+
+
+def _objective(kind: str):
+    """(loss_fn(outputs, y, weight), score_fn or None) of a task kind."""
+    if kind == "classification":
+        def loss(logits, y, weight=None):
+            return F.cross_entropy(logits, y)
+
+        def accuracy(logits, y) -> float:
+            return float((logits.argmax(-1) == y).float().mean())
+
+        return loss, accuracy
+
+    def mse(outputs, y, weight=None):
+        return F.mse_loss(outputs.reshape(-1), y)
+
+    # No score: the Trainer then selects on the validation loss (MSE), monotone in RMSE.
+    return mse, None
+
+
+def _metric_fn(kind: str, target_scale: float):
+    """metric(trainer, data) -> accuracy, or RMSE in target units."""
+    if kind == "classification":
+        return lambda trainer, data: trainer.evaluate(data)[1]
+    return lambda trainer, data: math.sqrt(trainer.evaluate(data)[0]) * target_scale
+
+
+def _history_rows(history: list[dict], kind: str, target_scale: float) -> list[dict]:
+    rows = []
+    for record in history:
+        # The Trainer's generic "val_score" is the accuracy here; keep the column order.
+        row = {("val_accuracy" if key == "val_score" and kind == "classification" else key): value
+               for key, value in record.items()}
+        if kind == "regression" and "val_loss" in row:
+            row["val_rmse"] = math.sqrt(row["val_loss"]) * target_scale
+        rows.append(row)
+    return rows
+
+
+def _best_val(history: list[dict], kind: str) -> dict | None:
+    key = "val_accuracy" if kind == "classification" else "val_rmse"
+    scored = [row for row in history if key in row]
+    if not scored:
+        return None
+    best = max(scored, key=lambda r: r[key]) if kind == "classification" else min(scored, key=lambda r: r[key])
+    return {"epoch": best["epoch"], key.removeprefix("val_"): best[key]}
+
+
+def _selected_epoch(history: list[dict], start_epoch: int, kind: str) -> int | None:
+    """The epoch whose weights were evaluated: the best validation epoch trained in this call
+    (the Trainer restores it), or the checkpoint's last epoch when this call trained none."""
+    fresh = history[start_epoch:]
+    if not fresh:
+        return history[-1]["epoch"] if history else None
+    best = _best_val(fresh, kind)
+    return None if best is None else best["epoch"]
+
+
+def _write_history(path: Path, history: list[dict]) -> None:
+    columns: list[str] = []
+    for row in history:
+        columns += [key for key in row if key not in columns]
+    with open(path, "w", newline="", encoding="utf-8") as handle:
+        writer = csv.DictWriter(handle, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(history)
+
+
+def zero_shot_evaluation(trainer: Trainer, model: torch.nn.Module, data: TaskData, config: Preset) -> list[dict]:
+    """Accuracy on val and test under every zero-shot condition (see ssmts.tasks.zero_shot)."""
+    if not data.sample_rate:
+        raise ValueError("zero-shot evaluation needs the data's sample rate")
+    train_rate = int(round(data.sample_rate))
+    backbone = backbone_of(model)
+    rows = []
+    try:
+        for condition in zero_shot.conditions(train_rate):
+            scale = train_rate / condition.rate if condition.rescale_delta else 1.0
+            backbone.dt_scale = config.dt_scale * scale
+            row = {"condition": condition.name, "rate_hz": condition.rate, "input": condition.input_method,
+                   "delta_scale": scale}
+            for split_name in ("val", "test"):
+                split: Split = getattr(data, split_name)
+                x = zero_shot.make_input(split.X, train_rate, condition)
+                logits = trainer.predict(SequenceData(torch.from_numpy(x)))
+                row[f"{split_name}_accuracy"] = float((logits.argmax(-1).numpy() == split.y).mean())
+            rows.append(row)
+    finally:
+        backbone.dt_scale = config.dt_scale
+    return rows
+
+
+def summary(results: dict) -> str:
+    """Human-readable lines of a results dict."""
+    metric = results["metric"]
+    fmt = (lambda v: f"{v:.2%}") if metric == "accuracy" else (lambda v: f"{v:.4g}")
+    best = results["best_val"]
+    lines = [
+        f"[{results['task']}] {results['preset']} preset, data: {results['data']['source']}",
+        f"  epochs: {results['epochs']['completed']} of {results['epochs']['requested']}"
+        f"; evaluated weights of epoch {results['evaluated_epoch']}",
+    ]
+    if best:
+        lines.append(f"  best validation {metric}: {fmt(best[metric])} (epoch {best['epoch']})")
+    lines.append(f"  validation {metric}: {fmt(results['val_metric'])}   test {metric}: {fmt(results['test_metric'])}")
+    if metric == "accuracy" and results["data"]["n_classes"]:
+        lines.append(f"  chance level: {1 / results['data']['n_classes']:.1%}")
+    t = results["timings"]
+    lines.append(f"  time: data {t['data_seconds']:.1f} s, training {t['train_seconds']:.1f} s, "
+                 f"evaluation {t['eval_seconds'] + t['zero_shot_seconds']:.1f} s, total {t['total_seconds']:.1f} s")
+    if results.get("zero_shot"):
+        lines.append("  zero-shot change of sample rate (accuracy; no retraining):")
+        table = zero_shot.format_table(results["zero_shot"], ["val_accuracy", "test_accuracy"])
+        lines += ["    " + line for line in table.splitlines()]
+    lines.append(f"  results: {results['files']['results']}")
+    return "\n".join(lines)

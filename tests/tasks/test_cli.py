@@ -1,0 +1,155 @@
+"""The `ssmts` command line: tasks list/show/run, error messages and exit codes, resume, demo."""
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from ssmts.cli import main
+
+TASK_NAMES = [
+    "lra-listops", "lra-text", "lra-retrieval", "lra-image", "lra-pathfinder", "lra-pathx",
+    "sc10", "sc35", "sc10-mfcc", "smnist", "psmnist", "scifar", "bidmc-rr", "bidmc-hr", "bidmc-spo2",
+]
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _lines_by_task(text: str) -> dict[str, str]:
+    return {line.split()[0]: line for line in text.splitlines() if line.split() and line.split()[0] in TASK_NAMES}
+
+
+def test_tasks_list_names_every_task_with_description_and_status(capsys):
+    assert main(["tasks", "list"]) == 0
+    lines = _lines_by_task(capsys.readouterr().out)
+    assert list(lines) == TASK_NAMES
+    assert "can be synthesized" in lines["sc10"] and "Speech Commands" in lines["sc10"]
+    assert "needs download" in lines["bidmc-spo2"]
+    assert "regression" in lines["bidmc-rr"] and "rmse" in lines["bidmc-rr"]
+
+
+def test_tasks_list_with_data_dir_reports_present_data(tmp_path, capsys):
+    for name in ("BIDMC32RR_TRAIN.ts", "BIDMC32RR_TEST.ts"):
+        (tmp_path / name).write_text("")
+    assert main(["tasks", "list", "--data-dir", str(tmp_path)]) == 0
+    lines = _lines_by_task(capsys.readouterr().out)
+    assert " present " in lines["bidmc-rr"]
+    assert "missing; can be synthesized" in lines["bidmc-hr"]
+    assert "missing; needs download" in lines["bidmc-spo2"]
+
+
+def test_tasks_show_prints_layout_and_paper_preset(capsys):
+    assert main(["tasks", "show", "lra-listops"]) == 0
+    out = capsys.readouterr().out
+    assert "listops-1000/basic_{train,val,test}.tsv" in out and "lra_release.gz" in out
+    assert "preset paper: depth 6, heads 4, H 256, N 256" in out and "activation leaky_relu" in out
+
+
+def test_unknown_task_exits_2_with_the_known_names(capsys):
+    assert main(["tasks", "run", "sc11", "--synthetic"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown task 'sc11'" in err and "did you mean" in err and "lra-listops" in err
+    assert "Traceback" not in err
+
+
+def test_missing_data_dir_exits_2_with_what_was_expected(tmp_path, capsys):
+    missing = tmp_path / "nowhere"
+    assert main(["tasks", "run", "smnist", "--data-dir", str(missing), "--out", str(tmp_path / "r.json")]) == 2
+    err = capsys.readouterr().err
+    assert str(missing) in err and "train-images-idx3-ubyte" in err and "https://" in err
+    assert "Traceback" not in err
+    assert not (tmp_path / "r.json").exists() and not (tmp_path / "r_config.json").exists()
+
+
+def test_malformed_data_dir_names_the_bad_file(tmp_path, capsys):
+    folder = tmp_path / "listops-1000"
+    folder.mkdir()
+    (folder / "basic_train.tsv").write_text("Expression,Label\n")
+    for split in ("val", "test"):
+        (folder / f"basic_{split}.tsv").write_text("Source\tTarget\n( [MAX 1 2 ] )\t2\n")
+    assert main(["tasks", "run", "lra-listops", "--data-dir", str(tmp_path), "--out", str(tmp_path / "r.json")]) == 2
+    err = capsys.readouterr().err
+    assert "basic_train.tsv:1" in err and "Source<TAB>Target" in err
+
+
+def test_synthetic_without_stand_in_exits_2(tmp_path, capsys):
+    assert main(["tasks", "run", "bidmc-spo2", "--synthetic", "--out", str(tmp_path / "r.json")]) == 2
+    assert "no synthetic stand-in" in capsys.readouterr().err
+
+
+def test_run_needs_a_data_source(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["tasks", "run", "sc10"])
+    assert exit_info.value.code == 2
+    assert "--data-dir" in capsys.readouterr().err
+
+
+def test_run_writes_results_history_and_resumes(tmp_path, capsys):
+    out = tmp_path / "runs" / "results.json"
+    base = ["tasks", "run", "sc10", "--synthetic", "--preset", "tiny", "--out", str(out), "--quiet"]
+    assert main([*base, "--epochs", "1"]) == 0
+    printed = capsys.readouterr().out
+    assert "zero-shot change of sample rate" in printed and "half rate, Delta rescaled, decimated" in printed
+    results = json.loads(out.read_text())
+    for key in ("task", "preset", "data", "hyperparameters", "epochs", "best_val", "test_metric", "timings",
+                "zero_shot"):
+        assert key in results
+    assert results["data"]["source"].startswith("synthetic: espeak-ng")
+    assert results["hyperparameters"]["d_model"] == 8 and results["epochs"]["completed"] == 1
+    assert {row["delta_scale"] for row in results["zero_shot"]} == {1.0, 2.0}
+
+    assert main([*base, "--epochs", "2", "--resume"]) == 0
+    resumed = json.loads(out.read_text())
+    assert resumed["epochs"] == {"requested": 2, "completed": 2, "resumed_from": 1}
+    with open(out.with_name("results_history.csv"), newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [row["epoch"] for row in rows] == ["1", "2"]
+    assert {"train_loss", "val_loss", "val_accuracy", "lr", "seconds"} <= set(rows[0])
+
+    # A checkpoint is never continued under other settings.
+    assert main([*base, "--epochs", "3", "--resume", "--seed", "7"]) == 2
+    assert "other settings (seed differ)" in capsys.readouterr().err
+
+
+def test_demo_quick_prints_the_zero_shot_table(capsys):
+    started = time.perf_counter()
+    assert main(["demo", "--quick", "--epochs", "1", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert time.perf_counter() - started < 30
+    assert "160 training / 20 validation / 20 test clips" not in out  # --quick keeps 2 clips per word
+    assert "20 training / 20 validation / 20 test clips" in out
+    assert "training at 1000 Hz" in out and "resampled (band-limited)" in out
+    for condition in ("training rate", "half rate, Delta rescaled, decimated x[::2]",
+                      "half rate, Delta rescaled, resampled", "half rate, no rescaling, decimated x[::2]"):
+        assert condition in out
+    assert "chance level: 10.0%" in out
+
+
+def test_demo_with_a_missing_data_dir_exits_2(tmp_path, capsys):
+    assert main(["demo", "--quick", "--data-dir", str(tmp_path / "speech")]) == 2
+    err = capsys.readouterr().err
+    assert str(tmp_path / "speech") in err and "validation_list.txt" in err and "Traceback" not in err
+
+
+def test_demo_rejects_an_odd_rate(capsys):
+    assert main(["demo", "--quick", "--rate", "3001"]) == 2
+    assert "even integer" in capsys.readouterr().err
+
+
+def test_python_dash_m_ssmts_runs_the_cli():
+    result = subprocess.run([sys.executable, "-m", "ssmts", "tasks", "show", "bidmc-spo2"], capture_output=True,
+                            text=True, cwd=Path(__file__).resolve().parents[2], timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "red to infrared" in result.stdout
