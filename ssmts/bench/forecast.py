@@ -1,0 +1,264 @@
+"""Forecast accuracy benchmark on sktime's bundled series: `python -m ssmts.bench forecast [options]`.
+
+Compares SSMForecaster with seasonal naive, Theta and AutoETS on an expanding-window
+backtest: `folds` forecasts of h steps whose cutoffs are `step` apart, the last ending at
+the end of the series; every model is refitted on all data up to each cutoff.
+
+    series     n    season  h   folds x step  first training size
+    airline    144  12      12  3 x 12        108
+    lynx       114  1       10  3 x 10        84
+    shampoo    36   1       6   3 x 3         24
+    uschange   187  1       8   3 x 8         163   (target "Consumption", univariate)
+
+Seasons: airline is monthly with a yearly pattern; lynx is annual (its ~10-year cycle is not
+a calendar season); shampoo has a trend but no stable seasonal pattern in 3 years; uschange
+is seasonally adjusted quarterly growth. --uschange-exog adds a row where the SSM also uses
+the other uschange columns (Income, Production, Savings, Unemployment) as exogenous X, with
+their true future values over the horizon (an oracle-X setting the baselines do not get).
+
+Metrics per fold: MASE (scaled by the in-sample MAE of the seasonal naive forecast with the
+series' season) and sMAPE (in %); the table shows their means over folds and the mean fit
+time. The last line is the geometric mean over series of MASE(SSM) / MASE(best statistical
+baseline), the best being chosen per series on the test folds (an oracle choice, the strict
+comparison).
+
+SSM settings: the same for every series (SSM_SETTINGS) except context_length, which follows
+one rule from the training length: min(3 * max(season, h), shortest training series // 3).
+--validation runs the same protocol on the data before the first test cutoff (the last
+span of folds removed), which is what the settings (learning rate, epochs, network size,
+the context rule) were chosen on; the test folds were not used for any choice.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+MODELS = ("ssm", "naive", "theta", "ets")
+SERIES = ("airline", "lynx", "shampoo", "uschange")
+
+# Chosen on the --validation protocol (never on the test folds); see the module docstring.
+SSM_SETTINGS = dict(
+    strategy="direct",
+    instance_norm=True,
+    d_model=32,
+    d_state=32,
+    n_layers=2,
+    max_epochs=150,
+    batch_size=16,
+    lr=1e-3,
+    device="cpu",
+    random_state=0,
+)
+
+
+@dataclass
+class Task:
+    name: str
+    season: int
+    h: int
+    folds: int
+    step: int
+
+
+TASKS = {
+    "airline": Task("airline", 12, 12, 3, 12),
+    "lynx": Task("lynx", 1, 10, 3, 10),
+    "shampoo": Task("shampoo", 1, 6, 3, 3),
+    "uschange": Task("uschange", 1, 8, 3, 8),
+}
+
+
+def load_series(name: str):
+    """(y, X or None) with a float y."""
+    from sktime import datasets
+
+    if name == "airline":
+        return datasets.load_airline().astype(float), None
+    if name == "lynx":
+        return datasets.load_lynx().astype(float), None
+    if name == "shampoo":
+        return datasets.load_shampoo_sales().astype(float), None
+    if name == "uschange":
+        y, X = datasets.load_uschange()
+        return y.astype(float), X.astype(float)
+    raise ValueError(f"unknown series {name!r}; choose from {SERIES}")
+
+
+def cutoffs(n: int, task: Task) -> list[int]:
+    """Training lengths of the folds: the last fold's test window ends at n."""
+    return [n - task.h - (task.folds - 1 - k) * task.step for k in range(task.folds)]
+
+
+def context_length_for(task: Task, shortest_train: int) -> int:
+    return int(min(3 * max(task.season, task.h), shortest_train // 3))
+
+
+def make_model(name: str, task: Task, shortest_train: int, ssm_overrides: dict):
+    from sktime.forecasting.ets import AutoETS
+    from sktime.forecasting.naive import NaiveForecaster
+    from sktime.forecasting.theta import ThetaForecaster
+
+    if name == "ssm":
+        from ssmts.sktime import SSMForecaster
+
+        params = {**SSM_SETTINGS, "context_length": context_length_for(task, shortest_train), **ssm_overrides}
+        return SSMForecaster(**params)
+    if name == "naive":
+        return NaiveForecaster(strategy="last", sp=task.season)
+    if name == "theta":
+        # with season 1 there is nothing to deseasonalize (and the multiplicative
+        # decomposition would reject uschange's negative values)
+        return ThetaForecaster(sp=task.season, deseasonalize=task.season > 1)
+    if name == "ets":
+        return AutoETS(auto=True, sp=task.season, n_jobs=1)
+    raise ValueError(f"unknown model {name!r}; choose from {MODELS}")
+
+
+def backtest(model_name: str, task: Task, y, X, ssm_overrides: dict, use_x: bool = False) -> dict:
+    """Mean MASE, sMAPE (%) and fit seconds over the folds of `task` on y."""
+    from sktime.performance_metrics.forecasting import (
+        mean_absolute_percentage_error,
+        mean_absolute_scaled_error,
+    )
+
+    ends = cutoffs(len(y), task)
+    fh = list(range(1, task.h + 1))
+    mase, smape, seconds = [], [], []
+    for end in ends:
+        y_train, y_test = y.iloc[:end], y.iloc[end : end + task.h]
+        # per fold: some lazily imported modules re-enable FutureWarnings on import
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # sktime FutureWarnings, statsmodels convergence chatter
+            model = make_model(model_name, task, ends[0], ssm_overrides)
+            start = time.perf_counter()
+            if use_x:
+                model.fit(y_train, X=X.iloc[:end], fh=fh)
+                seconds.append(time.perf_counter() - start)
+                y_pred = model.predict(X=X.iloc[end : end + task.h])
+            else:
+                model.fit(y_train, fh=fh)
+                seconds.append(time.perf_counter() - start)
+                y_pred = model.predict()
+        mase.append(mean_absolute_scaled_error(y_test, y_pred, y_train=y_train, sp=task.season))
+        smape.append(100 * mean_absolute_percentage_error(y_test, y_pred, symmetric=True))
+    return dict(mase=float(np.mean(mase)), smape=float(np.mean(smape)), fit_s=float(np.mean(seconds)))
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="python -m ssmts.bench forecast", description=__doc__.split("\n\n")[0])
+    p.add_argument("--series", default=",".join(SERIES), help=f"comma-separated subset of {','.join(SERIES)}")
+    p.add_argument("--models", default=",".join(MODELS), help=f"comma-separated subset of {','.join(MODELS)}")
+    p.add_argument("--validation", action="store_true",
+                   help="run on the data before the first test cutoff (for choosing settings)")
+    p.add_argument("--uschange-exog", action="store_true",
+                   help="add an SSM row for uschange with the other columns as exogenous X (oracle future X)")
+    p.add_argument("--ssm-params", default="{}", help="JSON dict overriding SSMForecaster settings")
+    p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: all cores available)")
+    p.add_argument("--quick", action="store_true", help="smoke test: 5 epochs, one fold per series, 1 thread")
+    args = p.parse_args(argv)
+    args.series = [s.strip() for s in args.series.split(",") if s.strip()]
+    args.models = [m.strip() for m in args.models.split(",") if m.strip()]
+    for values, allowed, what in ((args.series, SERIES, "series"), (args.models, MODELS, "models")):
+        unknown = sorted(set(values) - set(allowed))
+        if unknown:
+            p.error(f"unknown {what} {unknown}; choose from {list(allowed)}")
+    try:
+        args.ssm_params = json.loads(args.ssm_params)
+    except json.JSONDecodeError as error:
+        p.error(f"--ssm-params is not valid JSON: {error}")
+    if not isinstance(args.ssm_params, dict):
+        p.error("--ssm-params must be a JSON object")
+    if args.quick:
+        args.ssm_params = {"max_epochs": 5, **args.ssm_params}
+        if args.threads is None:
+            args.threads = 1
+    if args.threads is None:
+        args.threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return args
+
+
+def run(args) -> list[dict]:
+    rows = []
+    for name in args.series:
+        task = TASKS[name]
+        if args.quick:
+            task = Task(task.name, task.season, task.h, 1, task.step)
+        y, X = load_series(name)
+        if args.validation:  # drop the span of the test folds
+            span = task.h + (task.folds - 1) * task.step
+            y, X = y.iloc[:-span], None if X is None else X.iloc[:-span]
+        runs = [(m, m, False) for m in args.models]
+        if name == "uschange" and args.uschange_exog and "ssm" in args.models:
+            runs.append(("ssm+X", "ssm", True))
+        for label, model_name, use_x in runs:
+            result = backtest(model_name, task, y, X, args.ssm_params, use_x=use_x)
+            rows.append(dict(series=name, model=label, **result))
+            print(f"  done {name:9s} {label:6s} MASE {result['mase']:.3f}", file=sys.stderr, flush=True)
+    return rows
+
+
+def summary(rows: list[dict]) -> tuple[str, list[str]]:
+    """The table and the closing lines (ratio to the best baseline, naive check)."""
+    import pandas as pd
+
+    df = pd.DataFrame(rows)
+    table = df.to_string(index=False, formatters={"mase": "{:.3f}".format, "smape": "{:.2f}".format,
+                                                   "fit_s": "{:.2f}".format})
+    lines = []
+    ratios, beats_naive = [], []
+    for name, group in df.groupby("series", sort=False):
+        by_model = group.set_index("model")
+        if "ssm" not in by_model.index:
+            continue
+        baselines = by_model.loc[[m for m in ("naive", "theta", "ets") if m in by_model.index]]
+        if baselines.empty:
+            continue
+        best = baselines.mase.idxmin()
+        ratio = by_model.mase["ssm"] / baselines.mase[best]
+        ratios.append(ratio)
+        line = f"{name}: MASE(SSM)/MASE({best}) = {ratio:.3f}"
+        if "naive" in by_model.index:
+            beats = by_model.mase["ssm"] < by_model.mase["naive"]
+            beats_naive.append(beats)
+            line += f"; SSM {'beats' if beats else 'does not beat'} seasonal naive"
+        lines.append(line)
+    if ratios:
+        geo = math.exp(float(np.mean(np.log(ratios))))
+        lines.append(f"geometric mean over {len(ratios)} series of MASE(SSM)/MASE(best statistical baseline) = {geo:.3f}")
+    if beats_naive:
+        lines.append(f"SSM beats seasonal naive on {sum(beats_naive)}/{len(beats_naive)} series")
+    return table, lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    import torch
+
+    torch.set_num_threads(args.threads)
+    protocol = "validation (data before the first test cutoff)" if args.validation else "test"
+    print(f"ssmts forecast benchmark: protocol={protocol} threads={args.threads} torch={torch.__version__}")
+    settings = {**SSM_SETTINGS, **args.ssm_params}
+    print(f"SSM settings: {settings}; context_length = min(3*max(season, h), shortest training length // 3)")
+    for name in args.series:
+        t = TASKS[name]
+        print(f"  {name}: season {t.season}, h {t.h}, {t.folds if not args.quick else 1} fold(s), step {t.step}")
+    start = time.perf_counter()
+    rows = run(args)
+    table, lines = summary(rows)
+    print(table)
+    for line in lines:
+        print(line)
+    print(f"total {time.perf_counter() - start:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

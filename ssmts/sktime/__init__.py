@@ -1,0 +1,13 @@
+"""sktime estimators over the SSM backbone: a global probabilistic forecaster and
+panel (time series) classification / regression adapters.
+
+    SSMForecaster         sktime BaseForecaster (uni/multivariate, exogenous X, panels,
+                          hierarchies, quantiles and intervals, cheap update)
+    SSMPanelClassifier    sktime BaseClassifier delegating to ssmts.SSMClassifier
+    SSMPanelRegressor     sktime BaseRegressor delegating to ssmts.SSMRegressor
+"""
+from .classification import SSMPanelClassifier
+from .forecasting import SSMForecaster
+from .regression import SSMPanelRegressor
+
+__all__ = ["SSMForecaster", "SSMPanelClassifier", "SSMPanelRegressor"]

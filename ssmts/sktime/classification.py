@@ -1,0 +1,118 @@
+"""SSMPanelClassifier: sktime's BaseClassifier face of ssmts.SSMClassifier.
+
+A thin adapter: sktime converts the panel to numpy3D (equal length) or a list of
+DataFrames (unequal length), and fit/predict delegate to an SSMClassifier built with
+the same parameters, so training runs through the one shared engine and Trainer.
+"""
+from __future__ import annotations
+
+import numpy as np
+from sktime.classification.base import BaseClassifier
+
+from ..estimators import SSMClassifier
+from ..estimators._base import BACKBONE_DEFAULTS, TRAINING_DEFAULTS
+from ..estimators._params import PARAMETER_DOCS, make_init
+
+# sktime's fit always starts from a reset estimator, so warm_start could never act, and
+# its predict takes no sample_rate: the two sklearn parameters are not exposed here.
+ADAPTER_NOT_USED = ("warm_start", "sample_rate")
+ADAPTER_NOTE = (
+    "    Not exposed: warm_start (sktime's fit always starts from a reset estimator) and\n"
+    "    sample_rate (sktime's predict cannot pass a rate); the sklearn estimator has both.\n"
+)
+
+
+def adapter_defaults(extra: dict | None = None) -> dict:
+    """Constructor defaults of a panel adapter: the sklearn estimator's, minus ADAPTER_NOT_USED."""
+    shared = {**BACKBONE_DEFAULTS, **TRAINING_DEFAULTS, **(extra or {})}
+    return {k: v for k, v in shared.items() if k not in ADAPTER_NOT_USED}
+
+
+def panel_to_sklearn(X):
+    """sktime inner panel -> what the sklearn estimators take.
+
+    numpy3D (n, C, L) passes through; a df-list (one (L_i, C) DataFrame per instance)
+    becomes a (n, C, L) array when the lengths agree, else a ragged list of (C, L_i)
+    arrays, which the sklearn estimators pad and mask.
+    """
+    if isinstance(X, np.ndarray):
+        return X.astype(np.float64, copy=False)
+    series = [np.asarray(frame, dtype=np.float64).T for frame in X]
+    if len({s.shape[1] for s in series}) == 1:
+        return np.stack(series)
+    return series
+
+
+_store_params = make_init(adapter_defaults({"class_weight": None}))
+
+
+class SSMPanelClassifier(BaseClassifier):
+    __doc__ = (
+        "Time series classifier with a deep MIMO diagonal SSM (sktime interface).\n\n"
+        "Delegates to ssmts.SSMClassifier with the same parameters (pooled backbone +\n"
+        "linear head, cross-entropy through the shared Trainer). Multivariate and\n"
+        "unequal-length panels are supported (shorter series are padded and masked).\n\n"
+        "Parameters\n" + PARAMETER_DOCS + "    Classifier\n        class_weight : None, 'balanced' or dict.\n"
+        + ADAPTER_NOTE
+        + """
+    Attributes
+    ----------
+    estimator_ : ssmts.SSMClassifier, the fitted sklearn estimator.
+    classes_ : ndarray, the class labels.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ssmts.sktime import SSMPanelClassifier
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(20, 2, 30))
+    >>> y = np.where(X[:, 0].mean(axis=1) > 0, "up", "down")
+    >>> clf = SSMPanelClassifier(d_model=8, n_layers=1, max_epochs=5, random_state=0)
+    >>> clf = clf.fit(X, y)
+    >>> clf.predict_proba(X[:3]).shape
+    (3, 2)
+    """
+    )
+
+    _tags = {
+        "authors": ["ssmts developers"],
+        "maintainers": ["ssmts developers"],
+        "python_dependencies": "torch",
+        # numpy3D stays numpy3D; every other panel mtype arrives as a list of DataFrames,
+        # which also carries unequal lengths
+        "X_inner_mtype": ["df-list", "numpy3D"],
+        "y_inner_mtype": "numpy1D",
+        "capability:multivariate": True,
+        "capability:unequal_length": True,
+        "capability:missing_values": False,
+        "capability:multioutput": False,
+        "capability:predict_proba": True,
+        "capability:class_weight": True,
+        "capability:random_state": True,
+        "property:randomness": "derandomized",
+    }
+
+    def __init__(self, **params):
+        _store_params(self, **params)
+        super().__init__()
+
+    __init__.__signature__ = _store_params.__signature__
+
+    def _fit(self, X, y):
+        self.estimator_ = SSMClassifier(**self.get_params(deep=False)).fit(panel_to_sklearn(X), y)
+        return self
+
+    def _predict(self, X) -> np.ndarray:
+        return self.estimator_.predict(panel_to_sklearn(X))
+
+    def _predict_proba(self, X) -> np.ndarray:
+        return self.estimator_.predict_proba(panel_to_sklearn(X))
+
+    @classmethod
+    def get_test_params(cls, parameter_set="default"):
+        """Two tiny configurations (one SSM block; several heads, last-step pooling, balanced weights)."""
+        tiny = dict(d_model=8, d_state=4, n_layers=1, max_epochs=2, batch_size=16, device="cpu", random_state=0)
+        return [
+            tiny,
+            {**tiny, "d_state": 8, "heads": 2, "pooling": "last", "class_weight": "balanced", "random_state": 1},
+        ]

@@ -1,0 +1,321 @@
+"""Behaviour of SSMForecaster: horizons, exogenous X, multivariate and panel data,
+quantiles, update, reproducibility, persistence and errors. Tiny networks, few epochs."""
+import copy
+import pickle
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from sktime.forecasting.base import ForecastingHorizon
+
+from ssmts.sktime import SSMForecaster
+
+TINY = dict(d_model=8, d_state=4, n_layers=1, max_epochs=3, batch_size=16, context_length=12, device="cpu",
+            random_state=0, quantiles=(0.1, 0.25, 0.5, 0.75, 0.9), update_epochs=2, n_sample_paths=64)
+STRATEGIES = ["direct", "recursive"]
+
+
+@pytest.fixture(autouse=True)
+def _quiet():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        yield
+
+
+def seasonal(n=60, level=10.0, name="sales", seed=0):
+    rng = np.random.default_rng(seed)
+    t = np.arange(n)
+    values = level + 0.05 * t + np.sin(2 * np.pi * t / 12) + 0.1 * rng.normal(size=n)
+    return pd.Series(values, index=pd.period_range("2000-01", periods=n, freq="M"), name=name)
+
+
+def forecaster(**params):
+    return SSMForecaster(**{**TINY, **params})
+
+
+def weights(f):
+    return {k: v.detach().clone() for k, v in f.model_.state_dict().items()}
+
+
+# ---------------------------------------------------------------- horizons
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_relative_absolute_and_non_contiguous_horizons_agree(strategy):
+    y = seasonal()
+    full = forecaster(strategy=strategy).fit(y, fh=[1, 2, 3, 4, 5]).predict()
+    # Same max(fh) -> same network and training: the requested steps are selections of it.
+    sparse = forecaster(strategy=strategy).fit(y, fh=[2, 5]).predict()
+    assert list(sparse.index) == [y.index[-1] + 2, y.index[-1] + 5]
+    np.testing.assert_allclose(sparse.to_numpy(), full.iloc[[1, 4]].to_numpy(), rtol=1e-6)
+    absolute = ForecastingHorizon(pd.PeriodIndex([y.index[-1] + 2, y.index[-1] + 5]), is_relative=False)
+    pred_abs = forecaster(strategy=strategy).fit(y, fh=absolute).predict()
+    pd.testing.assert_series_equal(pred_abs, sparse)
+    assert pred_abs.name == "sales"
+
+
+def test_in_sample_horizon_raises():
+    with pytest.raises(NotImplementedError, match="in-sample"):
+        forecaster().fit(seasonal(), fh=[-1, 1])
+
+
+def test_fh_must_be_given_in_fit_and_cannot_change():
+    f = forecaster()
+    with pytest.raises(ValueError, match="fh"):
+        f.fit(seasonal())
+    f.fit(seasonal(), fh=[1, 2])
+    with pytest.raises(ValueError, match="different forecasting horizon"):
+        f.predict(fh=[1, 2, 3])
+
+
+# ---------------------------------------------------------------- exogenous X
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_exogenous_x_is_used(strategy):
+    y = seasonal(72)
+    rng = np.random.default_rng(1)
+    X = pd.DataFrame({"promo": rng.normal(size=72), "price": rng.normal(size=72)}, index=y.index)
+    y = y + 2.0 * X["promo"]  # y depends on the same-time X
+    y_train, X_train, X_future = y.iloc[:-3], X.iloc[:-3], X.iloc[-3:]
+    f = forecaster(strategy=strategy, max_epochs=20, lr=1e-2).fit(y_train, X=X_train, fh=[1, 2, 3])
+    base = f.predict(X=X_future)
+    shifted = f.predict(X=X_future.assign(promo=X_future["promo"] + 3.0))
+    assert base.shape == (3,) and list(base.index) == list(X_future.index)
+    assert np.abs(shifted - base).min() > 1e-3, "future X did not change the forecast"
+    with pytest.raises(ValueError, match="X is missing 3 time point"):
+        f.predict()
+    with pytest.raises(ValueError, match="missing 1 time point"):
+        f.predict(X=X_future.iloc[:2])
+    with pytest.raises(ValueError, match=r"columns \['price', 'promo'\], but .* fitted with \['promo', 'price'\]"):
+        f.predict(X=X_future[["price", "promo"]])
+
+
+def test_x_passed_to_a_model_fitted_without_x_raises():
+    y = seasonal()
+    X = pd.DataFrame({"a": np.ones(len(y))}, index=y.index)
+    f = forecaster().fit(y, fh=[1])
+    future = pd.DataFrame({"a": [1.0]}, index=pd.period_range(y.index[-1] + 1, periods=1, freq="M"))
+    with pytest.raises(ValueError, match="fitted without exogenous X"):
+        f.predict(X=future)
+    with pytest.raises(ValueError, match="fitted without exogenous X"):
+        f.update(y.iloc[-2:], X=X.iloc[-2:], update_params=False)
+
+
+# ---------------------------------------------------------------- shapes
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_multivariate_shapes(strategy):
+    y = pd.concat([seasonal(name="a"), 5 * seasonal(name="b", seed=3)], axis=1)
+    f = forecaster(strategy=strategy).fit(y, fh=[1, 2, 3])
+    pred = f.predict()
+    assert pred.shape == (3, 2) and list(pred.columns) == ["a", "b"]
+    q = f.predict_quantiles(alpha=[0.1, 0.9])
+    assert list(q.columns) == [("a", 0.1), ("a", 0.9), ("b", 0.1), ("b", 0.9)]
+    interval = f.predict_interval(coverage=0.8)
+    assert interval.shape == (3, 4)
+
+
+def _panel(lengths, levels):
+    frames = []
+    for i, (n, level) in enumerate(zip(lengths, levels)):
+        s = seasonal(n, level=level, seed=i)
+        s.index = pd.MultiIndex.from_arrays([[f"s{i}"] * n, s.index], names=["store", "month"])
+        frames.append(s.to_frame("sales"))
+    return pd.concat(frames)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_panel_is_one_global_model_with_per_series_forecasts(strategy):
+    y = _panel([60, 48, 55], [10.0, 1000.0, -50.0])
+    f = forecaster(strategy=strategy, max_epochs=10).fit(y, fh=[1, 2])
+    pred = f.predict()
+    assert isinstance(f.model_, torch.nn.Module) and not hasattr(f, "forecasters_")  # not vectorized
+    assert pred.index.names == ["store", "month"]
+    for store, length in zip(["s0", "s1", "s2"], [60, 48, 55]):
+        last = y.loc[store].index[-1]
+        assert list(pred.loc[store].index) == [last + 1, last + 2]  # each series from its own end
+    # instance normalization: each series is forecast at its own level
+    levels = pred.groupby(level="store").mean()["sales"]
+    assert abs(levels["s0"] - 12) < 5 and abs(levels["s1"] - 1002) < 10 and abs(levels["s2"] + 48) < 5
+
+
+def test_hierarchical_panel():
+    y = _panel([40, 40, 40, 40], [1.0, 2.0, 3.0, 4.0])
+    stores = y.index.get_level_values(0)
+    regions = np.where(np.isin(stores, ["s0", "s1"]), "north", "south")
+    y.index = pd.MultiIndex.from_arrays([regions, stores, y.index.get_level_values(1)], names=["region", "store", "month"])
+    pred = forecaster().fit(y, fh=[1, 2, 3]).predict()
+    assert pred.index.nlevels == 3 and len(pred) == 12
+    assert set(pred.index.droplevel(-1)) == set(y.index.droplevel(-1))
+
+
+# ---------------------------------------------------------------- quantiles
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_quantiles_are_monotone_and_intervals_contain_the_median(strategy):
+    y = seasonal()
+    f = forecaster(strategy=strategy).fit(y, fh=[1, 2, 3])
+    alphas = [0.01, 0.05, 0.1, 0.3, 0.5, 0.7, 0.9, 0.95, 0.99]  # off-grid ones too
+    q = f.predict_quantiles(alpha=alphas)["sales"].to_numpy()
+    assert np.all(np.diff(q, axis=1) >= 0)
+    median = f.predict_quantiles(alpha=0.5)["sales"][0.5]
+    interval = f.predict_interval(coverage=[0.5, 0.9])["sales"]
+    for coverage in (0.5, 0.9):
+        assert np.all(interval[coverage]["lower"] <= median) and np.all(median <= interval[coverage]["upper"])
+    assert np.all(interval[0.9]["lower"] <= interval[0.5]["lower"])
+    if strategy == "direct":  # the point forecast is the median of the grid
+        np.testing.assert_allclose(f.predict().to_numpy(), median.to_numpy())
+
+
+def test_grid_interpolation_is_exact_on_the_grid():
+    f = forecaster(quantiles=(0.1, 0.5, 0.9)).fit(seasonal(), fh=[1, 2])
+    on_grid = f.predict_quantiles(alpha=[0.1, 0.9])["sales"]
+    both = f.predict_quantiles(alpha=[0.1, 0.3, 0.9])["sales"]
+    np.testing.assert_allclose(both[[0.1, 0.9]].to_numpy(), on_grid.to_numpy())
+
+
+# ---------------------------------------------------------------- update
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_update_without_params_moves_cutoff_and_equals_a_fresh_predict(strategy):
+    y = seasonal(70)
+    y_train, y_new = y.iloc[:60], y.iloc[60:]
+    f = forecaster(strategy=strategy).fit(y_train, fh=[1, 2, 3])
+    before = weights(f)
+    f.update(y_new, update_params=False)
+    assert f.cutoff[0] == y.index[-1]
+    after = weights(f)
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    updated = f.predict()
+    assert updated.index[0] == y.index[-1] + 1
+    # A forecaster fitted on the concatenated series, given the same weights and
+    # normalization statistics, forecasts the same numbers.
+    fresh = forecaster(strategy=strategy).fit(y, fh=[1, 2, 3])
+    fresh.model_.load_state_dict(f.model_.state_dict())
+    fresh.y_mean_, fresh.y_scale_, fresh.scale_floor_ = f.y_mean_, f.y_scale_, f.scale_floor_
+    pd.testing.assert_series_equal(updated, fresh.predict(), rtol=1e-6)
+
+
+def test_recursive_step_roll_equals_the_fft_pass():
+    """Rolling with `step` from the FFT-read context state equals one FFT pass over
+    the context followed by the fed-back medians."""
+    f = forecaster(strategy="recursive", n_layers=2).fit(seasonal(), fh=[1, 2, 3, 4, 5, 6])
+    net = f.model_.double()
+    c, C = f.context_length, f.n_targets_
+    context = torch.randn(3, C, c, dtype=torch.float64)
+    median = int(np.flatnonzero(f.quantile_levels_ == 0.5)[0])
+    picked, rolled = net.rollout(context, None, 6, lambda q: q.sort(-1).values[..., median])
+    sequence = torch.cat([context, picked[:, :-1].transpose(1, 2)], dim=-1)  # inputs y_0..y_{c+4}
+    with torch.no_grad():
+        fft = net.backbone(sequence)[..., c - 1 :]  # (3, C*Q, 6)
+    fft = fft.reshape(3, C, -1, 6).permute(0, 3, 1, 2)
+    torch.testing.assert_close(rolled, fft, rtol=1e-9, atol=1e-9)
+
+
+def test_update_with_params_fine_tunes_and_keeps_the_optimizer():
+    y = seasonal(70)
+    f = forecaster().fit(y.iloc[:60], fh=[1, 2])
+    before, epochs = weights(f), f.n_iter_
+    f.update(y.iloc[60:], update_params=True)
+    after = weights(f)
+    assert any(not torch.equal(before[k], after[k]) for k in before)
+    assert f.n_iter_ == epochs + f.update_epochs and f.cutoff[0] == y.index[-1]
+    assert f.optimizer_state_["state"], "the optimizer state (Adam moments) is carried over"
+
+
+def test_update_predict_over_a_stream():
+    from sktime.split import ExpandingWindowSplitter
+
+    y = seasonal(72)
+    f = forecaster().fit(y.iloc[:60], fh=[1])
+    cv = ExpandingWindowSplitter(fh=[1], initial_window=1, step_length=1)
+    preds = f.update_predict(y.iloc[60:], cv=cv, update_params=False)
+    assert len(preds) == 11 and preds.index[-1] == y.index[-1]
+
+
+# ---------------------------------------------------------------- reproducibility, persistence
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_same_random_state_gives_identical_forecasts(strategy):
+    y = seasonal()
+    a = forecaster(strategy=strategy).fit(y, fh=[1, 2]).predict_quantiles(alpha=[0.1, 0.5, 0.9])
+    b = forecaster(strategy=strategy).fit(y, fh=[1, 2]).predict_quantiles(alpha=[0.1, 0.5, 0.9])
+    c = forecaster(strategy=strategy, random_state=1).fit(y, fh=[1, 2]).predict_quantiles(alpha=[0.1, 0.5, 0.9])
+    pd.testing.assert_frame_equal(a, b)
+    assert not np.allclose(a.to_numpy(), c.to_numpy())
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_pickle_round_trip(strategy):
+    f = forecaster(strategy=strategy).fit(seasonal(), fh=[1, 2, 3])
+    g = pickle.loads(pickle.dumps(f))
+    pd.testing.assert_series_equal(f.predict(), g.predict())
+    pd.testing.assert_frame_equal(f.predict_interval(), g.predict_interval())
+    assert next(g.model_.parameters()).device.type == "cpu"
+
+
+def test_params_clone_and_reset():
+    f = forecaster(strategy="recursive", instance_norm=False)
+    params = f.get_params()
+    assert params["strategy"] == "recursive" and params["context_length"] == 12 and "pooling" not in params
+    assert f.clone().get_params() == params
+    f.fit(seasonal(), fh=[1])
+    f.reset()
+    assert not hasattr(f, "model_") and f.get_params() == params
+    with pytest.raises(TypeError, match="unexpected parameter"):
+        SSMForecaster(window=3)
+
+
+def test_early_stopping_uses_the_latest_windows():
+    f = forecaster(early_stopping=True, max_epochs=50, n_iter_no_change=2, tol=10.0).fit(seasonal(), fh=[1, 2])
+    assert f.n_iter_ < 50 and "val_loss" in f.history_[-1]
+
+
+# ---------------------------------------------------------------- errors
+def test_context_longer_than_the_series_names_both_lengths():
+    with pytest.raises(ValueError, match=r"context_length=30.*31 observations.*has 20"):
+        forecaster(context_length=30).fit(seasonal(20), fh=[1])
+
+
+def test_nan_in_y_is_rejected():
+    y = seasonal()
+    y.iloc[10] = np.nan
+    with pytest.raises(ValueError, match="missing data"):
+        forecaster().fit(y, fh=[1])
+
+
+@pytest.mark.parametrize(
+    "params, match",
+    [
+        (dict(strategy="dmrs"), "unknown strategy"),
+        (dict(strategy="recursive", bidirectional=True), "causal backbone"),
+        (dict(context_length=0), "context_length must be an integer"),
+        (dict(quantiles=(0.5,)), "besides 0.5"),
+        (dict(quantiles=(0.1, 1.2)), r"floats in \(0, 1\)"),
+    ],
+)
+def test_bad_parameters_raise_clear_errors(params, match):
+    with pytest.raises(ValueError, match=match):
+        forecaster(**params).fit(seasonal(), fh=[1])
+
+
+def test_update_with_a_different_number_of_columns_raises():
+    f = forecaster().fit(seasonal(), fh=[1])
+    y2 = pd.concat([seasonal(70), seasonal(70, name="b")], axis=1).iloc[60:]
+    with pytest.raises(ValueError, match="columns"):
+        f.update(y2, update_params=False)
+
+
+def test_deepcopy_keeps_the_fitted_state():
+    f = forecaster().fit(seasonal(), fh=[1, 2])
+    g = copy.deepcopy(f)
+    pd.testing.assert_series_equal(f.predict(), g.predict())
+
+
+# ---------------------------------------------------------------- benchmark
+def test_forecast_benchmark_quick_run(capsys):
+    """`python -m ssmts.bench forecast --quick` on one series: table, ratio and naive check lines."""
+    from ssmts.bench.__main__ import main as bench_main
+
+    assert bench_main(["forecast", "--quick", "--series", "shampoo", "--models", "ssm,naive,theta"]) == 0
+    out = capsys.readouterr().out
+    rows = [line.split() for line in out.splitlines() if line.strip().startswith("shampoo ")]
+    assert [r[1] for r in rows] == ["ssm", "naive", "theta"]
+    assert all(float(r[2]) > 0 and float(r[3]) > 0 for r in rows)
+    assert "shampoo: MASE(SSM)/MASE(" in out and "geometric mean over 1 series" in out
+    assert "SSM beats seasonal naive on 1/1 series" in out or "SSM beats seasonal naive on 0/1 series" in out
