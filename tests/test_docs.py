@@ -1,0 +1,104 @@
+"""The documentation site builds with `mkdocs build --strict` (every warning is an error:
+broken links and anchors, missing API objects, formulas that cannot be rendered).
+
+Builds a copy of mkdocs.yml and docs/ in a temporary directory, so that the benchmark
+results include can be checked with a marker file without touching the working tree.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+for module in ("mkdocs", "material", "mkdocstrings", "mkdocstrings_handlers.python", "latex2mathml"):
+    pytest.importorskip(module, reason=f"{module} is not installed: pip install -e '.[docs]'")
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS_FILE = "benchmarks_results.md"
+MARKER = "Marker table written by tests/test_docs.py"
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    work = tmp_path_factory.mktemp("docs")
+    shutil.copy(ROOT / "mkdocs.yml", work / "mkdocs.yml")
+    shutil.copytree(ROOT / "docs", work / "docs")
+    (work / "ssmts").symlink_to(ROOT / "ssmts", target_is_directory=True)  # mkdocstrings reads from "."
+    results = work / "docs" / RESULTS_FILE
+    real_results = results.exists()
+    if not real_results:
+        results.write_text(f"## Measured results\n\n{MARKER}\n\n| model | value |\n|---|---|\n| x | 1 |\n")
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "OMP_NUM_THREADS": "1"}
+    completed = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(work / "site")],
+        cwd=work, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert completed.returncode == 0, f"mkdocs build --strict failed:\n{completed.stdout}\n{completed.stderr}"
+    return work / "site", results.read_text(), real_results
+
+
+def page(site_dir: Path, name: str) -> str:
+    path = site_dir / name / "index.html" if name else site_dir / "index.html"
+    assert path.exists(), f"page {name!r} was not built"
+    return path.read_text(encoding="utf-8")
+
+
+def test_every_page_of_the_navigation_is_built(site):
+    site_dir, _, _ = site
+    for name in ["", "getting-started", "concepts", "guides/sklearn", "guides/sktime", "guides/inspecting-models",
+                 "guides/resampling", "guides/tasks-and-data", "notebooks", "benchmarks",
+                 "api/ssmts", "api/estimators", "api/sktime", "api/nn", "api/plot", "api/training", "api/data",
+                 "api/tasks"]:
+        page(site_dir, name)
+    assert not (site_dir / "hooks").exists(), "build code must not be published"
+
+
+def test_formulas_are_rendered_to_mathml(site):
+    site_dir, _, _ = site
+    concepts = page(site_dir, "concepts")
+    assert concepts.count("<math") > 30
+    assert 'display="block"' in concepts
+    assert "arithmatex" not in concepts and "\\(" not in concepts, "a formula was left as raw LaTeX"
+
+
+def test_api_reference_comes_from_the_docstrings(site):
+    site_dir, _, _ = site
+    expectations = {
+        "api/estimators": ["SSMClassifier", "SSMRegressor", "SSMTransformer", "predict_proba"],
+        "api/sktime": ["SSMForecaster", "SSMPanelClassifier", "SSMPanelRegressor"],
+        "api/nn": ["SSM", "SSMBackbone", "transfer_function", "frequency_response", "from_matrices"],
+        "api/plot": ["plot_eigenvalues", "plot_step_sizes", "plot_kernels", "plot_transfer_function", "plot_history"],
+        "api/data": ["load_bidmc", "make_synthetic_vitals", "load_speech_commands", "change_rate"],
+        "api/training": ["Trainer"],
+        "api/tasks": ["run_task", "get_task"],
+    }
+    for name, objects in expectations.items():
+        html = page(site_dir, name)
+        for obj in objects:
+            assert re.search(rf'id="[\w.]*\b{re.escape(obj)}"', html), f"{obj} is not documented on {name}"
+
+
+def test_parameters_assembled_at_import_time_are_documented(site):
+    """The estimators' constructors and docstrings exist only at run time (docs/hooks/griffe_runtime_classes.py)."""
+    site_dir, _, _ = site
+    html = page(site_dir, "api/estimators")
+    for text in ("Backbone parameters", "Training parameters", "d_model", "dt_max", "class_weight", "objective",
+                 "Width H of every block."):
+        assert text in html, f"{text!r} missing from the estimators reference"
+    assert "required" not in html.split("Backbone parameters", 1)[1].split("Training parameters", 1)[0]
+
+
+def test_benchmarks_page_includes_the_results_file(site):
+    site_dir, results_text, real_results = site
+    html = page(site_dir, "benchmarks")
+    assert "python -m ssmts.bench layer" in html and "python -m ssmts.bench forecast" in html
+    if real_results:
+        first_words = next(line for line in results_text.splitlines() if line.strip()).lstrip("#").strip()
+        assert first_words in html
+    else:
+        assert MARKER in html
