@@ -237,13 +237,7 @@ def plot_eigenvalues(
         panel.set_ylabel("arcsinh(Im λ)")
         if ax is None:
             panel.set_title(f"layer {index + 1}")
-    if ax is None:
-        _dedupe_legend(axes[-1], fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    else:
-        _dedupe_legend(ax, fontsize="small")
-    if ax is None and len(layers) > 1:
-        fig.suptitle("Learned eigenvalues λ per layer")
-    return fig
+    return _finish_layer_figure(fig, axes, ax, len(layers), "Learned eigenvalues λ per layer")
 
 
 # ---------------------------------------------------------------- step sizes
@@ -352,13 +346,7 @@ def plot_kernels(
         panel.set_ylabel("kernel")
         if ax is None:
             panel.set_title(f"layer {index + 1}")
-    if ax is None:
-        _dedupe_legend(axes[-1], fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    else:
-        _dedupe_legend(ax, fontsize="small")
-    if ax is None and len(layers) > 1:
-        fig.suptitle("Learned convolution kernels per layer")
-    return fig
+    return _finish_layer_figure(fig, axes, ax, len(layers), "Learned convolution kernels per layer")
 
 
 def _channel_pairs(n_outputs: int, n_inputs: int, pairs, max_pairs: int) -> list[tuple[int, int]]:
@@ -584,6 +572,17 @@ def _score_label(obj: Any) -> str:
     except Exception:  # noqa: BLE001 - a non-sklearn object: fall back to the generic label
         pass
     return "validation score"
+
+
+def _finish_layer_figure(fig, axes, ax, n_layers: int, title: str):
+    """One legend (outside the last panel, or in the caller's axes) and a title for a per-layer figure."""
+    if ax is None:
+        _dedupe_legend(axes[-1], fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    else:
+        _dedupe_legend(ax, fontsize="small")
+    if ax is None and n_layers > 1:
+        fig.suptitle(title)
+    return fig
 
 
 def _dedupe_legend(ax: "Axes", **kwargs) -> None:

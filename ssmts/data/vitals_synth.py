@@ -153,19 +153,8 @@ def load_heartpy_ppg(
         "seed": seed,
         "standardize": standardize,
     }
-    if standardize:
-        train, val, test, stats = standardize_splits(train, val, test)
-        meta.update(stats)
-    meta["seconds_to_build"] = time.perf_counter() - started
-    return TaskData(
-        train=train,
-        val=val,
-        test=test,
-        n_classes=None,
-        sample_rate=float(sample_rate),
-        source="heartpy example recordings data.csv, data2.csv, data3.csv",
-        meta=meta,
-    )
+    return _regression_task(train, val, test, meta, standardize, started, sample_rate,
+                            source="heartpy example recordings data.csv, data2.csv, data3.csv")
 
 
 def make_synthetic_vitals(
@@ -260,19 +249,8 @@ def make_synthetic_vitals(
         "seed": seed,
         "standardize": standardize,
     }
-    if standardize:
-        train, val, test, stats = standardize_splits(train, val, test)
-        meta.update(stats)
-    meta["seconds_to_build"] = time.perf_counter() - started
-    return TaskData(
-        train=train,
-        val=val,
-        test=test,
-        n_classes=None,
-        sample_rate=float(sample_rate),
-        source="synthetic: neurokit2 ppg/ecg/rsp_simulate with explicit respiratory modulation",
-        meta=meta,
-    )
+    return _regression_task(train, val, test, meta, standardize, started, sample_rate,
+                            source="synthetic: neurokit2 ppg/ecg/rsp_simulate with explicit respiratory modulation")
 
 
 # --------------------------------------------------------------------------- helpers
@@ -392,6 +370,17 @@ def _simulate_window(
     if noise_std > 0:
         window = window + noise_std * window.std(axis=1, keepdims=True) * rng.standard_normal(window.shape)
     return window, mean_heart_rate
+
+
+def _regression_task(train, val, test, meta: dict, standardize: bool, started: float, sample_rate: float,
+                     source: str) -> TaskData:
+    """Standardize with training statistics (optional), time the build, and wrap the splits."""
+    if standardize:
+        train, val, test, stats = standardize_splits(train, val, test)
+        meta.update(stats)
+    meta["seconds_to_build"] = time.perf_counter() - started
+    return TaskData(train=train, val=val, test=test, n_classes=None, sample_rate=float(sample_rate),
+                    source=source, meta=meta)
 
 
 def _split_indices(n: int, val_fraction: float, test_fraction: float, seed: int) -> tuple[np.ndarray, ...]:
