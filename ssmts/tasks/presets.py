@@ -18,8 +18,9 @@ before), the gated GELU activation u' = GELU(y) * sigmoid(W GELU(y)), cross-entr
 classification. ``d_state`` is N per head (N/2 conjugate-pair modes), ``heads`` the number
 of diagonal blocks (eSSM eq. 14); M = H in every row of Table 10, so each block maps H to H.
 
-Where the shared Trainer cannot do what the paper did (warm-up, other plateau
-factors, separate learning rate for B, data augmentation ...), the preset records the
+The Trainer runs the paper's schedules (cosine with warm-up and total steps, plateau with its
+factor and patience). Where it cannot do what the paper did (multistep, LR_other for B, data
+augmentation ...), the preset records the
 paper value in ``paper_schedule``/``notes`` and the results JSON lists the difference.
 """
 from __future__ import annotations
@@ -29,8 +30,6 @@ from typing import Any
 
 PRESET_NAMES = ("paper", "small", "tiny")
 
-# The Trainer's plateau scheduler: ReduceLROnPlateau(factor=0.5, patience=5).
-TRAINER_PLATEAU = {"factor": 0.5, "patience": 5}
 
 # Not stated in eSSM Table 10 or Appendix E; 0.05 is the value of the S4 configurations
 # these tasks come from (state-spaces/s4 configs/experiment/lra/*.yaml).
@@ -154,25 +153,26 @@ _B_AT_LR_OTHERS = {"lra-image", "smnist", "scifar"}
 def _schedule_notes(schedule: dict) -> tuple[str, list[str]]:
     """(Trainer scheduler to run, notes on how it differs from the paper's)."""
     name = schedule["name"]
-    if name == "plateau":
-        if {k: schedule[k] for k in ("factor", "patience")} == TRAINER_PLATEAU:
-            return "plateau", []
-        return "plateau", [
-            f"paper: ReduceLROnPlateau(factor={schedule['factor']}, patience={schedule['patience']}); "
-            f"the shared Trainer runs factor={TRAINER_PLATEAU['factor']}, patience={TRAINER_PLATEAU['patience']}"
-        ]
-    if name == "cosine":
-        return "cosine", [
-            f"paper: cosine annealing with {schedule['warmup_steps']} warm-up steps over "
-            f"{schedule['total_steps']} steps; the shared Trainer runs cosine without warm-up over "
-            "epochs x steps per epoch"
-        ]
+    if name == "plateau":  # the Trainer runs the paper's factor and patience (trainer_schedule_kwargs)
+        return "plateau", []
+    if name == "cosine":  # the Trainer runs the paper's warm-up and total steps
+        return "cosine", []
     if name == "multistep":
         return "cosine", [
             f"S4: MultiStepLR(milestones={schedule['milestones']}, gamma={schedule['gamma']}); the shared "
             "Trainer has no multistep schedule, cosine over the run is used"
         ]
     return "cosine", ["the paper names no schedule for this task; cosine over the run is used"]
+
+
+def trainer_schedule_kwargs(preset: "Preset") -> dict:
+    """Trainer keyword arguments that reproduce the preset's paper schedule (empty for others)."""
+    schedule = preset.paper_schedule
+    if preset.scheduler == "plateau" and schedule.get("name") == "plateau":
+        return {"plateau_factor": schedule["factor"], "plateau_patience": schedule["patience"]}
+    if preset.scheduler == "cosine" and schedule.get("name") == "cosine":
+        return {"warmup_steps": schedule.get("warmup_steps", 0), "total_steps": schedule.get("total_steps")}
+    return {}
 
 
 def _paper_preset(task: str) -> Preset:

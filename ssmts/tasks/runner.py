@@ -35,7 +35,7 @@ from ssmts.training import SequenceData, Trainer, resolve_device
 from . import zero_shot
 from .data_utils import json_safe, limit_task_data, to_sequence_data
 from .models import backbone_of, build_model
-from .presets import Preset, get_preset
+from .presets import Preset, get_preset, trainer_schedule_kwargs
 from .registry import SyntheticUnavailableError, Task, get_task
 
 # What the papers report for each task (test accuracy in %, or RMSE), for the results file.
@@ -163,6 +163,7 @@ def run_task(
     trainer = Trainer(
         model, loss_fn, optimizer="adamw", lr=config.lr, lr_ssm=config.lr_ssm, weight_decay=config.weight_decay,
         scheduler=config.scheduler, max_epochs=epochs, batch_size=config.batch_size,
+        **trainer_schedule_kwargs(config),
         # Keep the weights of the best validation epoch: early stopping whose patience
         # outlasts the run never stops, but restores the best state at the end.
         early_stopping=True, n_iter_no_change=epochs + 1, tol=0.0,

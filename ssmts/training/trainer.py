@@ -66,6 +66,10 @@ class Trainer:
 
     score_fn(model_outputs, y) -> float is the validation score reported (and used for
     early stopping when given; otherwise the validation loss is used).
+
+    Schedulers: "cosine" anneals over `total_steps` optimizer steps (default: the whole fit)
+    after a linear warm-up of `warmup_steps`; "plateau" is ReduceLROnPlateau(plateau_factor,
+    plateau_patience) on the validation metric (eSSM Appendix E lists both per task).
     """
 
     def __init__(
@@ -78,6 +82,10 @@ class Trainer:
         lr_ssm: float | None = 1e-3,
         weight_decay: float = 0.01,
         scheduler: str = "cosine",
+        warmup_steps: int = 0,
+        total_steps: int | None = None,
+        plateau_factor: float = 0.5,
+        plateau_patience: int = 5,
         max_epochs: int = 50,
         batch_size: int = 32,
         early_stopping: bool = False,
@@ -101,6 +109,14 @@ class Trainer:
             raise ValueError(f"lr_ssm must be > 0 or None, got {lr_ssm}")
         if weight_decay < 0:
             raise ValueError(f"weight_decay must be >= 0, got {weight_decay}")
+        if warmup_steps < 0 or (total_steps is not None and total_steps <= warmup_steps):
+            raise ValueError(f"need 0 <= warmup_steps < total_steps, got {warmup_steps} and {total_steps}")
+        if not 0.0 < plateau_factor < 1.0 or plateau_patience < 0:
+            raise ValueError(f"need 0 < plateau_factor < 1 and plateau_patience >= 0, got {plateau_factor}, {plateau_patience}")
+        self.warmup_steps, self.total_steps = int(warmup_steps), total_steps
+        self.plateau_factor, self.plateau_patience = float(plateau_factor), int(plateau_patience)
+        self._scheduler = None
+        self._pending_scheduler_state = None
         self.device = resolve_device(device)
         self.model = model.to(self.device)
         self.loss_fn = loss_fn
@@ -125,12 +141,20 @@ class Trainer:
 
     def _make_scheduler(self, epochs: int, steps_per_epoch: int):
         if self.scheduler_name == "cosine":
-            total = max(1, epochs * steps_per_epoch)
-            return torch.optim.lr_scheduler.LambdaLR(
-                self.optimizer, lambda step: 0.5 * (1.0 + math.cos(math.pi * min(step, total) / total))
-            )
+            total = self.total_steps or max(1, epochs * steps_per_epoch)
+            warm = min(self.warmup_steps, total - 1)
+
+            def factor(step: int) -> float:
+                if step < warm:
+                    return (step + 1) / warm
+                progress = min(step - warm, total - warm) / max(1, total - warm)
+                return 0.5 * (1.0 + math.cos(math.pi * progress))
+
+            return torch.optim.lr_scheduler.LambdaLR(self.optimizer, factor)
         if self.scheduler_name == "plateau":
-            return torch.optim.lr_scheduler.ReduceLROnPlateau(self.optimizer, factor=0.5, patience=5)
+            return torch.optim.lr_scheduler.ReduceLROnPlateau(
+                self.optimizer, factor=self.plateau_factor, patience=self.plateau_patience
+            )
         return None
 
     # ------------------------------------------------------------ loop
@@ -153,10 +177,14 @@ class Trainer:
         if resume and checkpoint is not None and Path(checkpoint).exists():
             start_epoch = self.load_checkpoint(checkpoint)
         steps_per_epoch = math.ceil(len(train) / self.batch_size)
+        restored_lrs = [group["lr"] for group in self.optimizer.param_groups]
         scheduler = self._make_scheduler(epochs, steps_per_epoch)
-        if scheduler is not None and start_epoch and self.scheduler_name == "cosine":
-            for _ in range(start_epoch * steps_per_epoch):
-                scheduler.step()
+        if scheduler is not None and self._pending_scheduler_state is not None:
+            scheduler.load_state_dict(self._pending_scheduler_state)  # resume where the schedule stood
+            # A new LambdaLR sets every lr to its step-0 value; put back the checkpoint's.
+            for group, lr in zip(self.optimizer.param_groups, restored_lrs):
+                group["lr"] = lr
+        self._scheduler, self._pending_scheduler_state = scheduler, None
         best_metric, best_state, stale = -math.inf, None, 0
         progress = self._progress(range(start_epoch, epochs))
         for epoch in progress:
@@ -257,6 +285,7 @@ class Trainer:
                 "history": self.history,
                 "epochs_done": self.epochs_done,
                 "shuffle_generator": self.shuffle_generator.get_state(),
+                "scheduler": None if self._scheduler is None else self._scheduler.state_dict(),
             },
             tmp,
         )
@@ -270,6 +299,7 @@ class Trainer:
         self.history = list(state["history"])
         self.epochs_done = int(state["epochs_done"])
         self.shuffle_generator.set_state(state["shuffle_generator"])
+        self._pending_scheduler_state = state.get("scheduler")
         return int(state["epoch"])
 
     def optimizer_state_cpu(self) -> dict:

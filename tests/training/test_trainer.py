@@ -1,0 +1,94 @@
+"""The shared Trainer: schedules against their closed forms, checkpoints and resumption."""
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from ssmts.training import SequenceData, Trainer
+
+
+class _Mean(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(3, 1)
+
+    def forward(self, x, mask=None):
+        return self.linear(x.mean(-1))[:, 0]
+
+
+def _mse(out, y, weight=None):
+    return ((out - y) ** 2).mean()
+
+
+def _data(n=32):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(n, 3, 5, generator=g)
+    return SequenceData(x, x.mean(-1).sum(-1))
+
+
+def _lrs(trainer, epochs, steps_per_epoch):
+    """Learning rates the Trainer's scheduler gives at each optimizer step."""
+    scheduler = trainer._make_scheduler(epochs, steps_per_epoch)
+    seen = []
+    for _ in range(epochs * steps_per_epoch):
+        seen.append(trainer.optimizer.param_groups[0]["lr"])
+        trainer.optimizer.step()
+        scheduler.step()
+    return seen
+
+
+class _Crash(Exception):
+    pass
+
+
+def _crashing_after(calls):
+    count = {"n": 0}
+
+    def loss(out, y, weight=None):
+        count["n"] += 1
+        if count["n"] > calls:
+            raise _Crash
+        return _mse(out, y)
+
+    return loss
+
+
+def test_cosine_with_warmup_follows_its_closed_form():
+    """lr_k = lr (k+1)/W during warm-up, then lr/2 (1 + cos(pi (k-W)/(T-W))); 8 steps/epoch here."""
+    trainer = Trainer(_Mean(), _mse, lr=0.1, lr_ssm=None, batch_size=4, scheduler="cosine", warmup_steps=4,
+                      total_steps=20, device="cpu", random_state=0)
+    seen = _lrs(trainer, epochs=2, steps_per_epoch=8)
+    expected = [0.1 * (k + 1) / 4 if k < 4 else 0.05 * (1 + math.cos(math.pi * (k - 4) / 16)) for k in range(16)]
+    assert seen == pytest.approx(expected, rel=1e-9)
+
+
+def test_plateau_uses_factor_and_patience():
+    trainer = Trainer(_Mean(), _mse, lr=0.1, lr_ssm=None, scheduler="plateau", plateau_factor=0.2,
+                      plateau_patience=0, device="cpu", random_state=0)
+    assert trainer._make_scheduler(1, 1).factor == 0.2
+    with pytest.raises(ValueError, match="plateau_factor"):
+        Trainer(_Mean(), _mse, scheduler="plateau", plateau_factor=1.5, device="cpu")
+    with pytest.raises(ValueError, match="warmup_steps"):
+        Trainer(_Mean(), _mse, warmup_steps=10, total_steps=5, device="cpu")
+
+
+def test_resume_continues_the_schedule_and_matches_an_uninterrupted_run(tmp_path):
+    """Two epochs, stop, resume for the rest == four epochs in one go (weights and learning rates)."""
+    data = _data()
+    kwargs = dict(lr=0.05, lr_ssm=None, batch_size=8, scheduler="cosine", warmup_steps=3, device="cpu", random_state=0)
+    torch.manual_seed(0)
+    straight = Trainer(_Mean(), _mse, **kwargs)
+    straight.fit(data, epochs=4)
+
+    torch.manual_seed(0)
+    first = Trainer(_Mean(), _crashing_after(2 * 4 + 1), **kwargs)  # dies in epoch 3 (4 batches an epoch)
+    path = tmp_path / "ckpt.pt"
+    with pytest.raises(_Crash):
+        first.fit(data, epochs=4, checkpoint=path)
+    torch.manual_seed(0)
+    resumed = Trainer(_Mean(), _mse, **kwargs)
+    resumed.fit(data, epochs=4, checkpoint=path, resume=True)
+    assert len(resumed.history) == 4
+    for a, b in zip(straight.model.parameters(), resumed.model.parameters()):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-7)
