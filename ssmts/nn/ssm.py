@@ -27,6 +27,7 @@ from .init import INITS, initialize_head, ptd_perturbation
 LAMBDA_ENFORCERS = ("exp", "softplus", "clip")
 D_MODES = ("none", "identity", "diagonal", "full")
 BIDIRECTIONAL_MODES = (False, True, "essm", "ldnn")
+CONVOLUTIONS = ("auto", "state", "kernel")
 
 
 def _softplus_inverse(x: torch.Tensor) -> torch.Tensor:
@@ -55,6 +56,11 @@ class SSM(nn.Module):
         dt_min, dt_max: range of the log-uniform init of Delta (one per state).
         ptd_eps, ptd_gamma: PTD perturbation size and its penalty weight.
         min_decay: floor on -Re(Lambda) so that huge optimizer steps cannot reach 0.
+        convolution: how the FFT mode convolves. "state" (eSSM): x = V * (Bbar u) per mode, then
+            C x; memory (batch, heads, P, 2L) complex. "kernel" (S4D): build each head's
+            (M/s x H/s x L) kernel 2 Re(C Abar^l Bbar) and convolve u with it; memory
+            (batch, H, 2L). "auto" takes the kernel when P > (M/s)(H/s), i.e. for many small
+            heads such as the eSSM paper presets, and the state otherwise.
     """
 
     def __init__(
@@ -77,6 +83,7 @@ class SSM(nn.Module):
         ptd_eps: float = 1e-4,
         ptd_gamma: float = 1e3,
         min_decay: float = 1e-4,
+        convolution: str = "auto",
         generator: torch.Generator | None = None,
     ):
         super().__init__()
@@ -100,6 +107,8 @@ class SSM(nn.Module):
             raise ValueError(f"need 0 < dt_min <= dt_max, got dt_min={dt_min}, dt_max={dt_max}")
         if min_decay <= 0:
             raise ValueError(f"min_decay must be > 0, got {min_decay}")
+        if convolution not in CONVOLUTIONS:
+            raise ValueError(f"unknown convolution {convolution!r}; choose one of {CONVOLUTIONS}")
         D = D if D is not None else ("diagonal" if M == H else "full")
         if D not in D_MODES:
             raise ValueError(f"unknown D {D!r}; choose one of {D_MODES}")
@@ -113,6 +122,7 @@ class SSM(nn.Module):
         self.lambda_enforce, self.conj_sym, self.real_bc = lambda_enforce, bool(conj_sym), bool(real_bc)
         self.bidirectional = "essm" if bidirectional is True else (bidirectional or False)
         self.D_mode, self.min_decay = D, float(min_decay)
+        self.convolution = convolution
         self.dt_min, self.dt_max = float(dt_min), float(dt_max)
         # Zero-shot resampling: every Delta is multiplied by f_train / f_new.
         self.dt_scale = 1.0
@@ -287,6 +297,8 @@ class SSM(nn.Module):
             raise ValueError("a bidirectional SSM has no causal state: state/return_state need bidirectional=False")
         if state is not None:
             self._check_state(state, u.shape[0])
+        if mode == "fft" and state is None and not return_state and self.kernel_first:
+            return self._feedthrough(self._kernel_conv(u), u)
         Abar, Bbar, log_abar, _ = self.discrete()
         v = self._input_projection(u, Bbar)
         if mode == "recurrence":
@@ -344,17 +356,55 @@ class SSM(nn.Module):
         y = self._readout(state[..., None], u_t[..., None])[..., 0]
         return y, state
 
+    # ------------------------------------------------------------ kernel-first convolution
+    @property
+    def kernel_first(self) -> bool:
+        """Whether the FFT mode convolves with per-head kernels (see `convolution`)."""
+        if self.convolution == "auto":
+            return self.P > self.d_head_out * self.d_head_in
+        return self.convolution == "kernel"
+
+    def _block_kernels(self, length: int, backward: bool = False) -> torch.Tensor:
+        """Per-head kernels K[s, m, h, l] = 2 Re(C_s Abar_s^l Bbar_s)[m, h]: (S, Mh, Hh, length) real.
+
+        The backward (LDNN) kernel has its own Abar and shares Bbar (eq. 18).
+        """
+        _, Bbar, log_abar, C = self.discrete()
+        if backward:
+            log_abar = self.discrete(backward=True)[2]
+        steps = torch.arange(length, device=log_abar.device, dtype=log_abar.real.dtype)
+        powers = torch.exp(log_abar[..., None] * steps)  # (S, P, L)
+        CB = C[:, :, None, :] * Bbar.transpose(1, 2)[:, None, :, :]  # (S, Mh, Hh, P)
+        return torch.matmul(CB, powers[:, None]).real * (2.0 if self.conj_sym else 1.0)
+
+    def _kernel_conv(self, u: torch.Tensor) -> torch.Tensor:
+        """y = K * u with per-head kernels, by FFT: u (b, H, L) -> (b, M, L), before D and mixer."""
+        b, _, L = u.shape
+        n = 2 * L  # zero padding to 2L removes the circular wrap-around
+        uh = u.reshape(b, self.heads, 1, self.d_head_in, L)
+
+        def convolve(kernel: torch.Tensor, signal: torch.Tensor) -> torch.Tensor:
+            # Broadcast-multiply and sum over the (few) head inputs: one sample's result does not
+            # depend on the batch it is in (a batched GEMM would pick kernels by batch size).
+            spectrum = (torch.fft.rfft(kernel, n=n)[None] * torch.fft.rfft(signal, n=n)).sum(3)
+            return torch.fft.irfft(spectrum, n=n)[..., :L]  # (b, S, Mh, L)
+
+        K = self._block_kernels(L)
+        y = convolve(K, uh)
+        if self.bidirectional == "essm":
+            y = y + convolve(K, uh.flip(-1)).flip(-1)
+        elif self.bidirectional == "ldnn":
+            y = (y + convolve(self._block_kernels(L, backward=True), uh.flip(-1)).flip(-1)) / 2
+        return y.reshape(b, self.d_output, L)
+
     # ------------------------------------------------------------ analysis
     def kernel(self, length: int) -> torch.Tensor:
         """Impulse response of the SSM part (without D and mixer): (M, H, length) real.
 
         K[:, :, l] = 2 Re(C Abar^l Bbar) per head, zero off the head blocks. Meant for
-        plots and tests; training never builds it.
+        plots and tests; training never builds the full matrix.
         """
-        Abar, Bbar, log_abar, C = self.discrete()
-        steps = torch.arange(length, device=Abar.device, dtype=log_abar.real.dtype)
-        powers = torch.exp(log_abar[..., None] * steps)  # (S, P, L)
-        block = torch.einsum("smp,spl,sph->smhl", C, powers, Bbar).real * (2.0 if self.conj_sym else 1.0)
+        block = self._block_kernels(length)
         K = torch.zeros(self.d_output, self.d_model, length, dtype=block.dtype, device=block.device)
         for s in range(self.heads):
             K[s * self.d_head_out : (s + 1) * self.d_head_out, s * self.d_head_in : (s + 1) * self.d_head_in] = block[s]
@@ -364,7 +414,8 @@ class SSM(nn.Module):
         return (
             f"d_model={self.d_model}, d_state={self.d_state}, d_output={self.d_output}, heads={self.heads}, "
             f"init={self.init!r}, discretization={self.discretization!r}, bidirectional={self.bidirectional!r}, "
-            f"D={self.D_mode!r}, conj_sym={self.conj_sym}, real_bc={self.real_bc}"
+            f"D={self.D_mode!r}, conj_sym={self.conj_sym}, real_bc={self.real_bc}, "
+            f"convolution={self.convolution!r}"
         )
 
     # ------------------------------------------------------------ dense systems

@@ -480,3 +480,40 @@ def test_bad_inputs_raise_named_value_error():
         layer(torch.randn(2, 4, 0))
     with pytest.raises(ValueError, match="unknown mode 'scan'"):
         layer(torch.randn(2, 4, 5), mode="scan")
+
+
+# ---------------------------------------------------------------- kernel-first convolution
+@pytest.mark.parametrize("heads", [1, 2, 8])
+@pytest.mark.parametrize("bidirectional", [False, "essm", "ldnn"])
+@pytest.mark.parametrize("discretization, real_bc", [("zoh", False), ("gbt", True)])
+def test_kernel_first_and_state_first_convolutions_equal_the_recurrence(heads, bidirectional, discretization, real_bc):
+    """Oracle: the sequential recurrence, float64. Both FFT paths (S4D kernel-first, eSSM state-first)
+    give the same outputs and the same gradients."""
+    torch.manual_seed(heads)
+    kw = dict(heads=heads, bidirectional=bidirectional, discretization=discretization, alpha=0.3, real_bc=real_bc, D="full")
+    by_kernel = SSM(8, 8, convolution="kernel", **kw).double()
+    by_state = SSM(8, 8, convolution="state", **kw).double()
+    by_state.load_state_dict(by_kernel.state_dict())
+    if bidirectional == "ldnn":  # make the backward system differ from the forward one
+        with torch.no_grad():
+            by_kernel.Lambda_backward_im.add_(0.3)
+            by_state.Lambda_backward_im.add_(0.3)
+    u = torch.randn(3, 8, 29, dtype=torch.float64)
+    reference = by_kernel(u, mode="recurrence")
+    y_kernel, y_state = by_kernel(u), by_state(u)
+    scale = reference.abs().max()
+    assert (y_kernel - reference).abs().max() / scale < 1e-12
+    assert (y_state - reference).abs().max() / scale < 1e-12
+    y_kernel.square().sum().backward()
+    y_state.square().sum().backward()
+    for p, q in zip(by_kernel.parameters(), by_state.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-9, atol=1e-11)
+
+
+def test_auto_convolution_picks_the_kernel_for_many_small_heads():
+    """eSSM paper presets (SC10: H=128, N=128, 32 heads) would hold a (batch, heads, P, 2L) state."""
+    assert SSM(128, 128, heads=32).kernel_first
+    assert SSM(256, 256, heads=256).kernel_first  # stacked SISO, S4D-like
+    assert not SSM(256).kernel_first  # one MIMO system: the state is smaller than the kernels
+    with pytest.raises(ValueError, match="unknown convolution"):
+        SSM(4, 4, convolution="direct")
