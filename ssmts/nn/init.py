@@ -48,13 +48,19 @@ def diagonalize_legs_normal(N: int) -> tuple[np.ndarray, np.ndarray]:
     """Eigen-decomposition of A^N: Lambda (N,) = -1/2 + i w, V (N, N) unitary.
 
     Done through the Hermitian matrix -iS with numpy.linalg.eigh, which is stable,
-    unlike a general eig of A^N.
+    unlike a general eig of A^N. Cached (every head of every layer of size N shares it);
+    copies are returned so callers may modify them.
     """
+    Lambda, V = _diagonalize_legs_normal_cached(int(N))
+    return Lambda.copy(), V.copy()
+
+
+@functools.lru_cache(maxsize=16)
+def _diagonalize_legs_normal_cached(N: int) -> tuple[np.ndarray, np.ndarray]:
     A_normal = hippo_legs_normal(N)
     S = A_normal + 0.5 * np.eye(N)
     w, V = np.linalg.eigh(-1j * S)
-    Lambda = -0.5 + 1j * w
-    return Lambda, V
+    return -0.5 + 1j * w, V
 
 
 # ---------------------------------------------------------------- PTD

@@ -374,8 +374,11 @@ class SSM(nn.Module):
             log_abar = self.discrete(backward=True)[2]
         steps = torch.arange(length, device=log_abar.device, dtype=log_abar.real.dtype)
         powers = torch.exp(log_abar[..., None] * steps)  # (S, P, L)
-        CB = C[:, :, None, :] * Bbar.transpose(1, 2)[:, None, :, :]  # (S, Mh, Hh, P)
-        return torch.matmul(CB, powers[:, None]).real * (2.0 if self.conj_sym else 1.0)
+        S, Mh, Hh = self.heads, self.d_head_out, self.d_head_in
+        CB = (C[:, :, None, :] * Bbar.transpose(1, 2)[:, None, :, :]).reshape(S, Mh * Hh, -1)  # (S, Mh Hh, P)
+        # One (Mh Hh x P) @ (P x L) product per head; broadcasting powers over Mh would copy it Mh times.
+        K = torch.bmm(CB, powers).real.reshape(S, Mh, Hh, length)
+        return K * (2.0 if self.conj_sym else 1.0)
 
     def _kernel_conv(self, u: torch.Tensor) -> torch.Tensor:
         """y = K * u with per-head kernels, by FFT: u (b, H, L) -> (b, M, L), before D and mixer."""
