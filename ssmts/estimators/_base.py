@@ -128,7 +128,7 @@ class SSMEstimatorMixin:
 
     # ------------------------------------------------------------ input
     def _prepare_fit_input(self, X) -> PreparedInput:
-        data = prepare_input(X, estimator_name=type(self).__name__)
+        data = prepare_input(X)
         self.n_features_in_ = data.n_features
         self.n_channels_in_ = data.x.shape[1]
         self.n_timepoints_in_ = int(data.lengths.max())
@@ -151,7 +151,7 @@ class SSMEstimatorMixin:
 
     def _prepare_predict_input(self, X, rate_ratio: float) -> PreparedInput:
         check_is_fitted(self, "model_")
-        data = prepare_input(X, estimator_name=type(self).__name__)
+        data = prepare_input(X)
         name = type(self).__name__
         if data.x.shape[1] != self.n_channels_in_:
             raise ValueError(

@@ -35,7 +35,7 @@ def _is_ragged_list(X) -> bool:
     return len(lengths) > 1 and ranks <= {1, 2}
 
 
-def prepare_input(X, *, estimator_name: str = "estimator") -> PreparedInput:
+def prepare_input(X) -> PreparedInput:
     """Validate X (NaN/inf, empty, complex, sparse, rank) and convert it to float32 tensors."""
     if _is_ragged_list(X):
         series = []

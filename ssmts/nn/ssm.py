@@ -386,18 +386,21 @@ class SSM(nn.Module):
         n = 2 * L  # zero padding to 2L removes the circular wrap-around
         uh = u.reshape(b, self.heads, 1, self.d_head_in, L)
 
-        def convolve(kernel: torch.Tensor, signal: torch.Tensor) -> torch.Tensor:
+        def spectrum(kernel: torch.Tensor) -> torch.Tensor:
+            return torch.fft.rfft(kernel, n=n)[None]  # (1, S, Mh, Hh, n/2 + 1)
+
+        def convolve(kernel_spectrum: torch.Tensor, signal: torch.Tensor) -> torch.Tensor:
             # Broadcast-multiply and sum over the (few) head inputs: one sample's result does not
             # depend on the batch it is in (a batched GEMM would pick kernels by batch size).
-            spectrum = (torch.fft.rfft(kernel, n=n)[None] * torch.fft.rfft(signal, n=n)).sum(3)
-            return torch.fft.irfft(spectrum, n=n)[..., :L]  # (b, S, Mh, L)
+            product = (kernel_spectrum * torch.fft.rfft(signal, n=n)).sum(3)
+            return torch.fft.irfft(product, n=n)[..., :L]  # (b, S, Mh, L)
 
-        K = self._block_kernels(L)
-        y = convolve(K, uh)
-        if self.bidirectional == "essm":
-            y = y + convolve(K, uh.flip(-1)).flip(-1)
+        K_f = spectrum(self._block_kernels(L))
+        y = convolve(K_f, uh)
+        if self.bidirectional == "essm":  # the same kernel on the reversed sequence
+            y = y + convolve(K_f, uh.flip(-1)).flip(-1)
         elif self.bidirectional == "ldnn":
-            y = (y + convolve(self._block_kernels(L, backward=True), uh.flip(-1)).flip(-1)) / 2
+            y = (y + convolve(spectrum(self._block_kernels(L, backward=True)), uh.flip(-1)).flip(-1)) / 2
         return y.reshape(b, self.d_output, L)
 
     # ------------------------------------------------------------ analysis
