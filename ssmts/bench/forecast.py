@@ -26,7 +26,12 @@ SSM settings: the same for every series (SSM_SETTINGS) except context_length, wh
 one rule from the training length: min(3 * max(season, h), shortest training series // 3).
 --validation runs the same protocol on the data before the first test cutoff (the last
 span of folds removed), which is what the settings (learning rate, epochs, network size,
-the context rule) were chosen on; the test folds were not used for any choice.
+the context rule, the ensemble) were chosen on; the test folds were not used for any choice.
+On validation one network's MASE moves with its seed (uschange 0.55-0.65 over seeds 0-2),
+so the SSM is an ensemble of 5 networks (ensemble_size=5): validation geometric-mean
+ratio 0.80, against 0.79-0.82 for single networks; dropout 0.1 (0.84-0.87) and 75
+epochs (0.95) were worse, and instance_norm="mean" tied with "last" (0.81-0.82), so the
+default "last" stays.
 """
 from __future__ import annotations
 
@@ -54,6 +59,7 @@ SSM_SETTINGS = dict(
     max_epochs=150,
     batch_size=16,
     lr=1e-3,
+    ensemble_size=5,
     device="cpu",
     random_state=0,
 )

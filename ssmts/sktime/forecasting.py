@@ -34,6 +34,7 @@ from ..nn import SSMBackbone
 from ..training import SequenceData, Trainer, resolve_device
 
 STRATEGIES = ("direct", "recursive")
+INSTANCE_NORMS = ("last", "mean")  # True means "last"
 DEFAULT_QUANTILES = (0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95)
 
 # Shared parameters the forecaster does not take: the direct head always reads the last
@@ -65,6 +66,7 @@ FORECASTER_DEFAULTS = {
     "quantiles": DEFAULT_QUANTILES,
     "n_sample_paths": 200,
     "update_epochs": 5,
+    "ensemble_size": 1,
 }
 
 
@@ -127,13 +129,41 @@ class ForecastNetwork(nn.Module):
         return torch.stack(picked, 1), torch.stack(quantiles, 1)
 
 
+class ForecastEnsemble(nn.Module):
+    """Independently initialized ForecastNetworks trained side by side (a deep ensemble).
+
+    forward(x) -> (batch, members, horizon, n_targets, n_quantiles). The members see the
+    same batches and differ only in their initial weights; the loss is the mean of their
+    losses, so each member's gradient is its own. Forecasts average the members' sorted
+    quantile grids (quantile averaging), which leaves the median the mean of the members'
+    medians.
+    """
+
+    def __init__(self, members: list[ForecastNetwork]):
+        super().__init__()
+        self.members = nn.ModuleList(members)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        return torch.stack([member(x, mask) for member in self.members], dim=1)
+
+    @torch.no_grad()
+    def rollout(self, context, future_exog, steps: int, pick) -> tuple[torch.Tensor, torch.Tensor]:
+        """ForecastNetwork.rollout of each member: (batch, members, steps, C), (batch, members, steps, C, Q)."""
+        rolls = [member.rollout(context, future_exog, steps, pick) for member in self.members]
+        return torch.stack([r[0] for r in rolls], 1), torch.stack([r[1] for r in rolls], 1)
+
+
 def pinball_loss(levels: torch.Tensor):
     """Mean pinball loss over the quantile grid, averaged over the observed targets.
 
-    outputs (b, H, C, Q), target (b, H, C), weight (b, H, C): 1 where the target exists.
+    outputs (b, H, C, Q) or, for an ensemble, (b, members, H, C, Q); target (b, H, C);
+    weight (b, H, C): 1 where the target exists.
     """
 
     def loss(outputs, target, weight=None):
+        if outputs.dim() == target.dim() + 2:  # a member axis: every member is scored alike
+            target = target[:, None]
+            weight = None if weight is None else weight[:, None].expand(outputs.shape[:-1])
         diff = target[..., None] - outputs
         lv = levels.to(outputs.device)
         per_step = torch.maximum(lv * diff, (lv - 1.0) * diff).mean(-1)
@@ -241,13 +271,17 @@ class SSMForecaster(BaseForecaster):
         point forecast feeds back the median; quantiles are empirical quantiles of
         `n_sample_paths` paths that feed back draws from the predicted quantile grid.
         Needs bidirectional=False.
-    instance_norm : bool, default True
+    instance_norm : {True, "last", "mean", False}, default True
         Per-window normalization in the spirit of RevIN, without learnable affine: the
-        context and the targets of each window are shifted by the context's last value
+        context and the targets of each window are shifted by a location of the context
         and divided by the context's standard deviation (per series and target channel),
         and forecasts are mapped back. The model becomes scale-free across series and
-        follows level shifts; centring on the last value (not the mean) makes an all-zero
-        output the naive "no change" forecast, a safe default where data are few.
+        follows level shifts. The location is the network's prior, since weight decay
+        pulls its outputs towards zero:
+        True or "last": the context's last value, so an all-zero output is the naive
+        "no change" forecast (suits trending and random-walk-like series);
+        "mean": the context's mean, so an all-zero output forecasts the context's mean
+        (suits mean-reverting series such as growth rates; RevIN's choice).
         False: targets are standardized with global training statistics instead, and the
         network must have seen the levels it forecasts at. X is always standardized with
         global training statistics.
@@ -263,6 +297,12 @@ class SSMForecaster(BaseForecaster):
     update_epochs : int, default 5
         Epochs of fine-tuning on the new windows in update(update_params=True), continuing
         from the stored optimizer state.
+    ensemble_size : int, default 1
+        Networks trained side by side from different initial weights (a deep ensemble);
+        forecasts average their quantile grids. Fit and predict cost grow in proportion;
+        on short series the average varies much less with the seed than one network does.
+        The recursive strategy rolls every member separately (n_sample_paths each) and
+        averages the members' medians and path quantiles.
 
     Backbone (as in ssmts.SSMRegressor; defaults sized for short series)
         d_model=32, d_state=32, n_layers=2, heads=1, bidirectional=False, init="legs",
@@ -347,12 +387,19 @@ class SSMForecaster(BaseForecaster):
                 f"strategy='recursive' rolls the forecast step by step and needs a causal backbone, "
                 f"but bidirectional={self.bidirectional!r}; use bidirectional=False or strategy='direct'"
             )
-        for name in ("max_epochs", "batch_size", "n_sample_paths"):
+        for name in ("max_epochs", "batch_size", "n_sample_paths", "ensemble_size"):
             value = getattr(self, name)
             if not (isinstance(value, numbers.Integral) and value >= 1):
                 raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
         if not (isinstance(self.update_epochs, numbers.Integral) and self.update_epochs >= 0):
             raise ValueError(f"update_epochs must be an integer >= 0, got {self.update_epochs!r}")
+        norm_ = self.instance_norm
+        if isinstance(norm_, (bool, np.bool_)):
+            self.window_location_ = "last" if norm_ else None
+        elif isinstance(norm_, str) and norm_ in INSTANCE_NORMS:
+            self.window_location_ = norm_
+        else:
+            raise ValueError(f"unknown instance_norm {norm_!r}; choose True, False or one of {INSTANCE_NORMS}")
         if not 0.0 < self.validation_fraction < 1.0:
             raise ValueError(f"validation_fraction must lie in (0, 1), got {self.validation_fraction}")
         resolve_device(self.device)
@@ -408,13 +455,13 @@ class SSMForecaster(BaseForecaster):
 
     def _norm_stats(self, context: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """context (n, C, c) -> shift, scale (n, C, 1): the window is normalized as (y - shift) / scale."""
-        if not self.instance_norm:
+        if self.window_location_ is None:
             shape = (context.shape[0], self.n_targets_, 1)
             return np.broadcast_to(self.y_mean_[:, None], shape), np.broadcast_to(self.y_scale_[:, None], shape)
-        # Location: the last observed value, so a network that outputs zeros forecasts
-        # "no change" (the naive forecast) - a safe prior on short series, where weight
-        # decay pulls the outputs towards zero. Scale: the context's spread.
-        shift = context[..., -1:]
+        # Location: what a network that outputs zeros forecasts, a prior that matters on
+        # short series, where weight decay pulls the outputs towards zero: the last value
+        # ("no change", the naive forecast) or the context's mean. Scale: the context's spread.
+        shift = context.mean(-1, keepdims=True) if self.window_location_ == "mean" else context[..., -1:]
         std = context.std(-1, keepdims=True)
         # A constant context has std 0: the floor (a thousandth of the channel's global
         # spread) keeps the scaled targets finite without distorting ordinary windows.
@@ -537,16 +584,19 @@ class SSMForecaster(BaseForecaster):
         self.optimizer_state_ = trainer.optimizer_state_cpu()
         return self
 
-    def _build_network(self) -> ForecastNetwork:
+    def _build_network(self) -> ForecastEnsemble:
         kwargs = {name: getattr(self, name) for name in _BACKBONE_NAMES}
         d_model, n_layers = kwargs.pop("d_model"), kwargs.pop("n_layers")
         C, Q = self.n_targets_, len(self.quantile_levels_)
         recursive = self.strategy == "recursive"
-        backbone = SSMBackbone(
-            C + self.n_exog_, d_model, n_layers, C * Q if recursive else None,
-            pooling="none" if recursive else "last", **kwargs,
-        )
-        return ForecastNetwork(backbone, self.strategy, C, self.n_exog_, self.context_length, self.horizon_, Q)
+        members = []
+        for _ in range(self.ensemble_size):  # drawn one after another from the seeded generator
+            backbone = SSMBackbone(
+                C + self.n_exog_, d_model, n_layers, C * Q if recursive else None,
+                pooling="none" if recursive else "last", **kwargs,
+            )
+            members.append(ForecastNetwork(backbone, self.strategy, C, self.n_exog_, self.context_length, self.horizon_, Q))
+        return ForecastEnsemble(members)
 
     def _make_trainer(self, epochs: int) -> Trainer:
         return Trainer(
@@ -711,7 +761,9 @@ class SSMForecaster(BaseForecaster):
                 x[:, C:, :c] = np.stack([item[4].T for item in items])
                 x[:, C:, c:] = np.stack([item[5].T for item in items])
             out = model(torch.as_tensor(x, dtype=torch.float32, device=device)).double().cpu().numpy()
-            grid = np.sort(out, axis=-1)  # (n, H, C, Q); sorting removes quantile crossing
+            # (n, members, H, C, Q) -> (n, H, C, Q): sorting removes quantile crossing, then
+            # the members' grids are averaged
+            grid = np.sort(out, axis=-1).mean(1)
             grid = grid * np.transpose(scale, (0, 2, 1))[..., None] + np.transpose(shift, (0, 2, 1))[..., None]
             for i, (key, _, times, steps, _, _) in enumerate(items):
                 g = grid[i, steps - 1]
@@ -734,19 +786,22 @@ class SSMForecaster(BaseForecaster):
             return q.sort(-1).values[..., median]
 
         point, _ = model.rollout(ctx, fut, S, pick_median)
+        point = point.mean(1)  # the members' median paths, averaged
         point = point.double().cpu().numpy() * np.transpose(scale, (0, 2, 1)) + np.transpose(shift, (0, 2, 1))
         paths = None
         if alpha is not None:
-            paths = self._sample_paths(model, ctx, fut, S, device)  # (n, P, S, C) normalized
-            paths = paths * np.transpose(scale, (0, 2, 1))[:, None] + np.transpose(shift, (0, 2, 1))[:, None]
+            paths = self._sample_paths(model, ctx, fut, S, device)  # (n, P, members, S, C) normalized
+            paths = paths * np.transpose(scale, (0, 2, 1))[:, None, None] + np.transpose(shift, (0, 2, 1))[:, None, None]
         for i, (key, _, times, steps, _, _) in enumerate(items):
             q = None
             if paths is not None:
-                q = np.moveaxis(np.quantile(paths[i][:, steps - 1], alpha, axis=0), 0, -1)  # (k, C, A)
+                # each member's path quantiles, averaged over the members: (k, C, A)
+                q = np.quantile(paths[i][:, :, steps - 1], alpha, axis=0).mean(1)
+                q = np.moveaxis(q, 0, -1)
             results.append((key, self._future_times(fh, times, steps), point[i, steps - 1], q))
         return results
 
-    def _sample_paths(self, model: ForecastNetwork, ctx, fut, steps: int, device) -> np.ndarray:
+    def _sample_paths(self, model: ForecastEnsemble, ctx, fut, steps: int, device) -> np.ndarray:
         P, n = self.n_sample_paths, ctx.shape[0]
         generator = torch.Generator().manual_seed(self._seed_)
         z_grid = torch.as_tensor(norm.ppf(self.quantile_levels_), dtype=torch.float32, device=device)
@@ -760,7 +815,7 @@ class SSMForecaster(BaseForecaster):
             c_b = ctx[start : start + rows].repeat_interleave(P, 0)
             f_b = None if fut is None else fut[start : start + rows].repeat_interleave(P, 0)
             picked, _ = model.rollout(c_b, f_b, steps, pick_sample)
-            out.append(picked.double().cpu().numpy().reshape(-1, P, steps, self.n_targets_))
+            out.append(picked.double().cpu().numpy().reshape(-1, P, self.ensemble_size, steps, self.n_targets_))
         return np.concatenate(out)
 
     # ------------------------------------------------------------ persistence
@@ -774,13 +829,13 @@ class SSMForecaster(BaseForecaster):
     # ------------------------------------------------------------ testing
     @classmethod
     def get_test_params(cls, parameter_set="default"):
-        """Two tiny configurations (direct / recursive) that fit in well under a second."""
+        """Two tiny configurations (direct / recursive ensemble of two) that fit in well under a second."""
         tiny = dict(d_model=8, d_state=4, n_layers=1, max_epochs=2, batch_size=16, device="cpu",
                     update_epochs=1, quantiles=(0.1, 0.5, 0.9))
         return [
             {**tiny, "context_length": 4, "random_state": 0},
             {**tiny, "context_length": 5, "strategy": "recursive", "instance_norm": False,
-             "n_sample_paths": 16, "random_state": 1},
+             "n_sample_paths": 16, "ensemble_size": 2, "random_state": 1},
         ]
 
 

@@ -164,6 +164,51 @@ def test_quantiles_are_monotone_and_intervals_contain_the_median(strategy):
         np.testing.assert_allclose(f.predict().to_numpy(), median.to_numpy())
 
 
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_ensemble_forecast_is_the_average_of_its_members(strategy):
+    from ssmts.sktime.forecasting import ForecastEnsemble
+
+    y = seasonal()
+    f = forecaster(strategy=strategy, ensemble_size=3, n_sample_paths=2000).fit(y, fh=[1, 2, 3])
+    members = f.model_.members
+    assert len(members) == 3
+    first = [m.backbone.encoder.weight.detach() for m in members]
+    assert not torch.equal(first[0], first[1]) and not torch.equal(first[1], first[2])  # own initial weights
+
+    def alone(k):  # the fitted forecaster with member k only
+        g = copy.deepcopy(f)
+        g.model_, g.ensemble_size = ForecastEnsemble([copy.deepcopy(members[k])]), 1
+        return g
+
+    singles = [alone(k) for k in range(3)]
+    point = np.mean([g.predict().to_numpy() for g in singles], axis=0)
+    np.testing.assert_allclose(f.predict().to_numpy(), point, rtol=1e-6)
+    alphas = [0.1, 0.4, 0.9]
+    mean_q = np.mean([g.predict_quantiles(alpha=alphas).to_numpy() for g in singles], axis=0)
+    q = f.predict_quantiles(alpha=alphas).to_numpy()
+    if strategy == "direct":  # quantile averaging of the members' sorted grids (interpolation is linear in them)
+        np.testing.assert_allclose(q, mean_q, rtol=1e-6)
+    else:  # each member's path quantiles, averaged; the paths are drawn in another order, so up to Monte Carlo error
+        width = np.mean(mean_q[:, 2] - mean_q[:, 0])
+        np.testing.assert_allclose(q, mean_q, atol=0.15 * width)
+
+
+@pytest.mark.parametrize("location", ["last", "mean", True])
+def test_instance_norm_location_is_the_forecast_of_a_zero_output(location):
+    """With the head's weights zeroed, the forecast is the context's last value or mean."""
+    y = seasonal()
+    f = forecaster(instance_norm=location, ensemble_size=2).fit(y, fh=[1, 2, 3])
+    with torch.no_grad():
+        for member in f.model_.members:
+            member.head.weight.zero_()
+            member.head.bias.zero_()
+    context = y.to_numpy()[-f.context_length:]
+    expected = context.mean() if location == "mean" else context[-1]
+    np.testing.assert_allclose(f.predict().to_numpy(), expected, rtol=1e-12)
+    interval = f.predict_interval(coverage=0.8)
+    np.testing.assert_allclose(interval.to_numpy(), expected, rtol=1e-12)  # every quantile collapses too
+
+
 def test_grid_interpolation_is_exact_on_the_grid():
     f = forecaster(quantiles=(0.1, 0.5, 0.9)).fit(seasonal(), fh=[1, 2])
     on_grid = f.predict_quantiles(alpha=[0.1, 0.9])["sales"]
@@ -196,7 +241,7 @@ def test_recursive_step_roll_equals_the_fft_pass():
     """Rolling with `step` from the FFT-read context state equals one FFT pass over
     the context followed by the fed-back medians."""
     f = forecaster(strategy="recursive", n_layers=2).fit(seasonal(), fh=[1, 2, 3, 4, 5, 6])
-    net = f.model_.double()
+    net = f.model_.members[0].double()
     c, C = f.context_length, f.n_targets_
     context = torch.randn(3, C, c, dtype=torch.float64)
     median = int(np.flatnonzero(f.quantile_levels_ == 0.5)[0])
@@ -285,6 +330,8 @@ def test_nan_in_y_is_rejected():
         (dict(strategy="dmrs"), "unknown strategy"),
         (dict(strategy="recursive", bidirectional=True), "causal backbone"),
         (dict(context_length=0), "context_length must be an integer"),
+        (dict(ensemble_size=0), "ensemble_size must be an integer >= 1"),
+        (dict(instance_norm="median"), "unknown instance_norm 'median'"),
         (dict(quantiles=(0.5,)), "besides 0.5"),
         (dict(quantiles=(0.1, 1.2)), r"floats in \(0, 1\)"),
     ],
