@@ -67,6 +67,31 @@ def require_y(estimator, y) -> None:
         raise ValueError(f"{type(estimator).__name__} requires y to be passed, but the target y is None")
 
 
+def make_trainer(estimator, model: torch.nn.Module, loss_fn, *, max_epochs: int | None = None,
+                 score_fn=None) -> Trainer:
+    """The shared Trainer, configured from an estimator's training parameters (TRAINING_DEFAULTS)
+    and its seed `_seed_`; max_epochs overrides the estimator's (e.g. for fine-tuning)."""
+    return Trainer(
+        model,
+        loss_fn,
+        optimizer=estimator.optimizer,
+        lr=estimator.lr,
+        lr_ssm=estimator.lr_ssm,
+        weight_decay=estimator.weight_decay,
+        scheduler=estimator.scheduler,
+        max_epochs=estimator.max_epochs if max_epochs is None else max_epochs,
+        batch_size=estimator.batch_size,
+        early_stopping=estimator.early_stopping,
+        n_iter_no_change=estimator.n_iter_no_change,
+        tol=estimator.tol,
+        device=estimator.device,
+        verbose=estimator.verbose,
+        random_state=estimator._seed_,
+        score_fn=score_fn,
+        description=type(estimator).__name__,
+    )
+
+
 def seed_from(random_state) -> int:
     """An int seed from None / int / np.random.RandomState (sklearn's random_state forms)."""
     if random_state is None:
@@ -106,25 +131,7 @@ class SSMEstimatorMixin:
         return SSMBackbone(d_input, d_model, n_layers, d_output, vocab_size=vocab_size, **kwargs)
 
     def _make_trainer(self, model: torch.nn.Module, loss_fn, score_fn=None) -> Trainer:
-        return Trainer(
-            model,
-            loss_fn,
-            optimizer=self.optimizer,
-            lr=self.lr,
-            lr_ssm=self.lr_ssm,
-            weight_decay=self.weight_decay,
-            scheduler=self.scheduler,
-            max_epochs=self.max_epochs,
-            batch_size=self.batch_size,
-            early_stopping=self.early_stopping,
-            n_iter_no_change=self.n_iter_no_change,
-            tol=self.tol,
-            device=self.device,
-            verbose=self.verbose,
-            random_state=self._seed_,
-            score_fn=score_fn,
-            description=type(self).__name__,
-        )
+        return make_trainer(self, model, loss_fn, score_fn=score_fn)
 
     # ------------------------------------------------------------ input
     def _prepare_fit_input(self, X) -> PreparedInput:

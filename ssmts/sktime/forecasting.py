@@ -28,7 +28,7 @@ from scipy.stats import norm
 from sktime.forecasting.base import BaseForecaster, ForecastingHorizon
 from torch import nn
 
-from ..estimators._base import BACKBONE_DEFAULTS, TRAINING_DEFAULTS, seed_from
+from ..estimators._base import BACKBONE_DEFAULTS, TRAINING_DEFAULTS, make_trainer, seed_from
 from ..estimators._params import make_init
 from ..nn import SSMBackbone
 from ..training import SequenceData, Trainer, resolve_device
@@ -599,13 +599,8 @@ class SSMForecaster(BaseForecaster):
         return ForecastEnsemble(members)
 
     def _make_trainer(self, epochs: int) -> Trainer:
-        return Trainer(
-            self.model_, pinball_loss(torch.as_tensor(self.quantile_levels_, dtype=torch.float32)),
-            optimizer=self.optimizer, lr=self.lr, lr_ssm=self.lr_ssm, weight_decay=self.weight_decay,
-            scheduler=self.scheduler, max_epochs=epochs, batch_size=self.batch_size,
-            early_stopping=self.early_stopping, n_iter_no_change=self.n_iter_no_change, tol=self.tol,
-            device=self.device, verbose=self.verbose, random_state=self._seed_, description=type(self).__name__,
-        )
+        loss = pinball_loss(torch.as_tensor(self.quantile_levels_, dtype=torch.float32))
+        return make_trainer(self, self.model_, loss, max_epochs=epochs)
 
     def _train_val(self, data: _Windows, windows: list) -> tuple[SequenceData, SequenceData | None]:
         if not self.early_stopping:
@@ -815,7 +810,7 @@ class SSMForecaster(BaseForecaster):
             c_b = ctx[start : start + rows].repeat_interleave(P, 0)
             f_b = None if fut is None else fut[start : start + rows].repeat_interleave(P, 0)
             picked, _ = model.rollout(c_b, f_b, steps, pick_sample)
-            out.append(picked.double().cpu().numpy().reshape(-1, P, self.ensemble_size, steps, self.n_targets_))
+            out.append(picked.double().cpu().numpy().reshape(-1, P, len(model.members), steps, self.n_targets_))
         return np.concatenate(out)
 
     # ------------------------------------------------------------ persistence
