@@ -26,25 +26,26 @@ BASELINE_MODELS = ("ridge", "random_forest", "hist_gradient_boosting", "mean")
 RIDGE_ALPHAS = tuple(float(a) for a in np.logspace(-2, 6, 17))
 
 
-def rmse(y_true: np.ndarray, y_pred: np.ndarray) -> float:
-    """Root mean squared error; ``y_true`` and ``y_pred`` of the same shape, e.g. ``(n,)``."""
+def _paired(y_true, y_pred, metric: str) -> tuple[np.ndarray, np.ndarray]:
+    """Both as float64 arrays; a clear error for different shapes or empty input."""
     y_true = np.asarray(y_true, dtype=np.float64)
     y_pred = np.asarray(y_pred, dtype=np.float64)
     if y_true.shape != y_pred.shape:
         raise ValueError(f"y_true has shape {y_true.shape} but y_pred has {y_pred.shape}")
     if y_true.size == 0:
-        raise ValueError("rmse of empty arrays is undefined")
+        raise ValueError(f"{metric} of empty arrays is undefined")
+    return y_true, y_pred
+
+
+def rmse(y_true: np.ndarray, y_pred: np.ndarray) -> float:
+    """Root mean squared error; ``y_true`` and ``y_pred`` of the same shape, e.g. ``(n,)``."""
+    y_true, y_pred = _paired(y_true, y_pred, "rmse")
     return float(np.sqrt(np.mean((y_true - y_pred) ** 2)))
 
 
 def mae(y_true: np.ndarray, y_pred: np.ndarray) -> float:
     """Mean absolute error; ``y_true`` and ``y_pred`` of the same shape."""
-    y_true = np.asarray(y_true, dtype=np.float64)
-    y_pred = np.asarray(y_pred, dtype=np.float64)
-    if y_true.shape != y_pred.shape:
-        raise ValueError(f"y_true has shape {y_true.shape} but y_pred has {y_pred.shape}")
-    if y_true.size == 0:
-        raise ValueError("mae of empty arrays is undefined")
+    y_true, y_pred = _paired(y_true, y_pred, "mae")
     return float(np.mean(np.abs(y_true - y_pred)))
 
 
