@@ -31,7 +31,11 @@ On validation one network's MASE moves with its seed (uschange 0.55-0.65 over se
 so the SSM is an ensemble of 5 networks (ensemble_size=5): validation geometric-mean
 ratio 0.80, against 0.79-0.82 for single networks; dropout 0.1 (0.84-0.87) and 75
 epochs (0.95) were worse, and instance_norm="mean" tied with "last" (0.81-0.82), so the
-default "last" stays.
+default "last" stays. Three folds a series are few, so the settings were checked again on
+`--validation --dense 2` (6 origins a series at half the step): the ensemble of 5 gives
+0.853 and beats seasonal naive on 4/4 series; instance_norm="mean" gives 0.904, and
+averaging ensembles at several context lengths (1-3 or 2-5 times max(season, h), as in
+N-BEATS) gives 0.851-0.854, no better, so the settings stay.
 """
 from __future__ import annotations
 
@@ -168,6 +172,9 @@ def parse_args(argv):
                    help="add an SSM row for uschange with the other columns as exogenous X (oracle future X)")
     p.add_argument("--ssm-params", default="{}", help="JSON dict overriding SSMForecaster settings")
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: all cores available)")
+    p.add_argument("--dense", type=int, default=1, metavar="K",
+                   help="K times the folds at 1/K of each series' step (at least 1): more, overlapping "
+                        "forecast origins over about the same span, for less noisy comparisons")
     p.add_argument("--quick", action="store_true", help="smoke test: 5 epochs, one fold per series, 1 thread")
     args = p.parse_args(argv)
     args.series = [s.strip() for s in args.series.split(",") if s.strip()]
@@ -182,6 +189,8 @@ def parse_args(argv):
         p.error(f"--ssm-params is not valid JSON: {error}")
     if not isinstance(args.ssm_params, dict):
         p.error("--ssm-params must be a JSON object")
+    if args.dense < 1:
+        p.error(f"--dense must be an integer >= 1, got {args.dense}")
     if args.quick:
         args.ssm_params = {"max_epochs": 5, **args.ssm_params}
         if args.threads is None:
@@ -195,12 +204,14 @@ def run(args) -> list[dict]:
     rows = []
     for name in args.series:
         task = TASKS[name]
-        if args.quick:
-            task = Task(task.name, task.season, task.h, 1, task.step)
         y, X = load_series(name)
         if args.validation:  # drop the span of the test folds
             span = task.h + (task.folds - 1) * task.step
             y, X = y.iloc[:-span], None if X is None else X.iloc[:-span]
+        if args.dense > 1:
+            task = Task(task.name, task.season, task.h, task.folds * args.dense, max(1, task.step // args.dense))
+        if args.quick:
+            task = Task(task.name, task.season, task.h, 1, task.step)
         runs = [(m, m, False) for m in args.models]
         if name == "uschange" and args.uschange_exog and "ssm" in args.models:
             runs.append(("ssm+X", "ssm", True))
@@ -255,7 +266,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"SSM settings: {settings}; context_length = min(3*max(season, h), shortest training length // 3)")
     for name in args.series:
         t = TASKS[name]
-        print(f"  {name}: season {t.season}, h {t.h}, {t.folds if not args.quick else 1} fold(s), step {t.step}")
+        folds, step = (1, t.step) if args.quick else (t.folds * args.dense, max(1, t.step // args.dense))
+        print(f"  {name}: season {t.season}, h {t.h}, {folds} fold(s), step {step}")
     start = time.perf_counter()
     rows = run(args)
     table, lines = summary(rows)

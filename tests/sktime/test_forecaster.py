@@ -366,3 +366,24 @@ def test_forecast_benchmark_quick_run(capsys):
     assert all(float(r[2]) > 0 and float(r[3]) > 0 for r in rows)
     assert "shampoo: MASE(SSM)/MASE(" in out and "geometric mean over 1 series" in out
     assert "SSM beats seasonal naive on 1/1 series" in out or "SSM beats seasonal naive on 0/1 series" in out
+
+
+def test_forecast_benchmark_dense_folds(monkeypatch):
+    """--dense K: K times the folds at 1/K of the step (at least 1), after the validation cut."""
+    from ssmts.bench import forecast as bench
+
+    seen = {}
+
+    def fake_backtest(model_name, task, y, X, ssm_overrides, use_x=False):
+        seen[task.name] = (task.folds, task.step, len(y))
+        return dict(mase=1.0, smape=1.0, fit_s=0.0)
+
+    monkeypatch.setattr(bench, "backtest", fake_backtest)
+    args = bench.parse_args(["--series", "uschange,shampoo", "--models", "naive", "--validation", "--dense", "2"])
+    bench.run(args)
+    # uschange: 187 points less the test span 8 + 2 * 8; shampoo: 36 less 6 + 2 * 3
+    assert seen == {"uschange": (6, 4, 163), "shampoo": (6, 1, 24)}
+    ends = bench.cutoffs(163, bench.Task("uschange", 1, 8, 6, 4))
+    assert ends == [135, 139, 143, 147, 151, 155]
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--dense", "0"])
