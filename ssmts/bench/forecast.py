@@ -200,6 +200,15 @@ def parse_args(argv):
     return args
 
 
+def folds_to_run(task: Task, args) -> Task:
+    """The task with the folds actually run: --quick (one fold) or --dense K (K x folds at step // K)."""
+    if args.quick:
+        return Task(task.name, task.season, task.h, 1, task.step)
+    if args.dense > 1:
+        return Task(task.name, task.season, task.h, task.folds * args.dense, max(1, task.step // args.dense))
+    return task
+
+
 def run(args) -> list[dict]:
     rows = []
     for name in args.series:
@@ -208,10 +217,7 @@ def run(args) -> list[dict]:
         if args.validation:  # drop the span of the test folds
             span = task.h + (task.folds - 1) * task.step
             y, X = y.iloc[:-span], None if X is None else X.iloc[:-span]
-        if args.dense > 1:
-            task = Task(task.name, task.season, task.h, task.folds * args.dense, max(1, task.step // args.dense))
-        if args.quick:
-            task = Task(task.name, task.season, task.h, 1, task.step)
+        task = folds_to_run(task, args)
         runs = [(m, m, False) for m in args.models]
         if name == "uschange" and args.uschange_exog and "ssm" in args.models:
             runs.append(("ssm+X", "ssm", True))
@@ -265,9 +271,8 @@ def main(argv: list[str] | None = None) -> int:
     settings = {**SSM_SETTINGS, **args.ssm_params}
     print(f"SSM settings: {settings}; context_length = min(3*max(season, h), shortest training length // 3)")
     for name in args.series:
-        t = TASKS[name]
-        folds, step = (1, t.step) if args.quick else (t.folds * args.dense, max(1, t.step // args.dense))
-        print(f"  {name}: season {t.season}, h {t.h}, {folds} fold(s), step {step}")
+        t = folds_to_run(TASKS[name], args)
+        print(f"  {name}: season {t.season}, h {t.h}, {t.folds} fold(s), step {t.step}")
     start = time.perf_counter()
     rows = run(args)
     table, lines = summary(rows)
