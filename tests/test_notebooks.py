@@ -1,4 +1,5 @@
-"""The example notebooks: committed without outputs, generated from build_notebooks.py, and
+"""The example notebooks: committed without outputs, each paired by jupytext with a py:percent
+file holding the same cells (edit the .py, then `jupytext --sync notebooks/*.py`), and
 runnable top to bottom (with SSMTS_NOTEBOOK_QUICK=1, which shrinks data, model and epochs).
 
 Measured on 2 shared CPU cores: the four quick runs take 11 to 15 s each, about 50 s
@@ -6,7 +7,6 @@ together, most of it kernel start-up and imports.
 """
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
@@ -21,13 +21,11 @@ EXPECTED = [
     "04_sklearn_gridsearch.ipynb",
 ]
 CELL_TIMEOUT_S = 300
+PAIRING = "ipynb,py:percent"
 
 
-def load_generator():
-    spec = importlib.util.spec_from_file_location("build_notebooks", NOTEBOOK_DIR / "build_notebooks.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def cells(notebook):
+    return [(cell.cell_type, cell.source) for cell in notebook.cells]
 
 
 def test_the_four_notebooks_are_committed():
@@ -49,16 +47,21 @@ def test_committed_notebook_has_no_outputs(name):
     assert any("SSMTS_NOTEBOOK_QUICK" in cell.source for cell in code_cells), name
 
 
-def test_notebooks_are_what_the_generator_writes():
-    generator = load_generator()
-    assert sorted(generator.NOTEBOOKS) == EXPECTED
-    for name, cells in generator.NOTEBOOKS.items():
-        committed = nbformat.read(NOTEBOOK_DIR / name, as_version=4)
-        expected = generator.build(cells)
-        assert [(c.cell_type, c.source) for c in committed.cells] == [(c.cell_type, c.source) for c in expected.cells], (
-            f"{name} differs from notebooks/build_notebooks.py: edit the generator and run "
-            "`python notebooks/build_notebooks.py`"
-        )
+def test_each_notebook_has_its_paired_py_file():
+    assert sorted(p.name for p in NOTEBOOK_DIR.glob("*.py")) == [name.replace(".ipynb", ".py") for name in EXPECTED]
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_notebook_and_its_py_file_hold_the_same_cells(name):
+    jupytext = pytest.importorskip("jupytext", reason="the notebooks extra is not installed")
+    committed = nbformat.read(NOTEBOOK_DIR / name, as_version=4)
+    assert committed.metadata.get("jupytext", {}).get("formats") == PAIRING, f"{name} is not paired as {PAIRING}"
+    paired = NOTEBOOK_DIR / name.replace(".ipynb", ".py")
+    text = jupytext.read(paired)
+    assert text.metadata.get("jupytext", {}).get("formats") == PAIRING, f"{paired.name} is not paired as {PAIRING}"
+    assert cells(text) == cells(committed), (
+        f"{name} and {paired.name} differ: after editing the .py file run `jupytext --sync notebooks/{paired.name}`"
+    )
 
 
 @pytest.mark.parametrize("name", EXPECTED)
