@@ -1,9 +1,26 @@
 """ssmts: deep MIMO diagonal state-space models for time series.
 
-Estimators follow scikit-learn (SSMClassifier, SSMRegressor, SSMTransformer) and
-sktime conventions; the PyTorch core lives in ssmts.nn.
+Estimators follow scikit-learn (SSMClassifier, SSMRegressor, SSMTransformer) and sktime
+(ssmts.sktime) conventions; the PyTorch core lives in ssmts.nn. The estimators are imported
+on first use, so `import ssmts.nn` loads neither scikit-learn nor pandas.
 """
-from .estimators import Resampler, SSMClassifier, SSMRegressor, SSMTransformer
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 __all__ = ["SSMClassifier", "SSMRegressor", "SSMTransformer", "Resampler", "__version__"]
+
+if TYPE_CHECKING:  # what IDEs and type checkers see
+    from .estimators import Resampler, SSMClassifier, SSMRegressor, SSMTransformer
+
+
+def __getattr__(name: str):
+    if name in ("SSMClassifier", "SSMRegressor", "SSMTransformer", "Resampler"):
+        return getattr(importlib.import_module(".estimators", __name__), name)
+    raise AttributeError(f"module 'ssmts' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + __all__)

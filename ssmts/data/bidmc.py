@@ -54,8 +54,10 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 from ssmts.data.base import DataNotFoundError, Split, TaskData, require_files
+from ssmts.nn.functional import channel_statistics
 
 SAMPLE_RATE_HZ = 125.0
 CHANNELS = ("ppg", "ecg")  # as the archive lists them; see the module docstring
@@ -218,14 +220,13 @@ def standardize_splits(train: Split, val: Split, test: Split) -> tuple[Split, Sp
 
     Mean and standard deviation are taken over all training windows and time steps of a
     channel, so validation and test never inform the scaling. A constant training
-    channel keeps scale 1 (it carries no information, and dividing by 0 would make NaNs).
+    channel keeps scale 1 (it carries no information, and dividing by 0 would make NaNs);
+    the estimators and the task runner scale with the same function (channel_statistics).
     Returns the three new splits and ``{"channel_mean": [...], "channel_std": [...]}``.
     """
     if train.X.ndim != 3:
         raise ValueError(f"expected X of shape (n, channels, length), got {train.X.shape}")
-    mean = train.X.mean(axis=(0, 2), dtype=np.float64)
-    std = train.X.std(axis=(0, 2), dtype=np.float64)
-    std = np.where(std > 0, std, 1.0)
+    mean, std = (t.numpy() for t in channel_statistics(torch.from_numpy(np.asarray(train.X))))
 
     def apply(split: Split) -> Split:
         X = ((split.X - mean[None, :, None]) / std[None, :, None]).astype(np.float32)

@@ -24,6 +24,8 @@ import numpy as np
 import soundfile as sf
 
 from ssmts.data.base import DataNotFoundError, Split, TaskData, require_files
+# Signal resampling lives with the zero-shot machinery; re-exported here for the loaders.
+from ssmts.nn.resampling import RESAMPLE_METHODS, change_rate, positive_int as _positive_int
 
 SPEECH_COMMANDS_RATE = 16000
 """Sample rate (Hz) of every Speech Commands clip."""
@@ -43,7 +45,6 @@ SC35_WORDS = (
 """All 35 word folders of Speech Commands v0.02, sorted (the SC35 label order)."""
 
 SPLIT_LISTS = ("validation_list.txt", "testing_list.txt")
-RESAMPLE_METHODS = ("decimate", "resample")
 
 # The MFCC setting of the S4 / eSSM SC10-MFCC experiments: 20 coefficients of
 # 64 log-mels over 200-sample frames with torchaudio's default hop (n_fft // 2),
@@ -81,50 +82,6 @@ def default_spoken_commands_dir() -> Path:
             "checkout (needs espeak-ng: apt-get install espeak-ng)."
         )
     return directory
-
-
-def change_rate(
-    X: np.ndarray, orig_rate: int, new_rate: int, method: str = "decimate"
-) -> np.ndarray:
-    """Change the sample rate of signals along the last axis.
-
-    X: (..., length) float array. Returns (..., new_length) float32.
-
-    method="decimate": keep every `orig_rate // new_rate`-th sample, x[..., ::factor],
-        with no anti-aliasing filter: the protocol of the S4 code for the zero-shot
-        change of resolution. `new_rate` must divide `orig_rate`;
-        new_length = ceil(length / factor).
-    method="resample": band-limited (windowed-sinc) resampling with
-        torchaudio.functional.resample, to any rate; new_length = ceil(length * new_rate / orig_rate).
-    """
-    if method not in RESAMPLE_METHODS:
-        raise ValueError(f"method must be one of {RESAMPLE_METHODS}, got {method!r}")
-    orig_rate, new_rate = _positive_int(orig_rate, "orig_rate"), _positive_int(new_rate, "new_rate")
-    X = np.asarray(X)
-    if X.ndim == 0:
-        raise ValueError("X must have at least one (time) axis")
-    if new_rate == orig_rate:
-        return X.astype(np.float32, copy=True)
-    if method == "decimate":
-        if new_rate > orig_rate or orig_rate % new_rate:
-            raise ValueError(
-                f"method='decimate' keeps every k-th sample, so new_rate must divide orig_rate; "
-                f"{orig_rate} Hz -> {new_rate} Hz is not possible. Use method='resample'."
-            )
-        return np.ascontiguousarray(X[..., :: orig_rate // new_rate], dtype=np.float32)
-
-    import torch
-    import torchaudio.functional as AF
-
-    lead_shape, length = X.shape[:-1], X.shape[-1]
-    flat = X.reshape(-1, length)
-    new_length = -(-length * new_rate // orig_rate)  # ceil, as torchaudio computes it
-    out = np.empty((flat.shape[0], new_length), dtype=np.float32)
-    with torch.no_grad():
-        for start in range(0, flat.shape[0], _CHUNK):
-            chunk = torch.from_numpy(np.ascontiguousarray(flat[start : start + _CHUNK], dtype=np.float32))
-            out[start : start + _CHUNK] = AF.resample(chunk, orig_rate, new_rate).numpy()
-    return out.reshape(*lead_shape, new_length)
 
 
 def load_speech_commands(
@@ -320,11 +277,3 @@ def _mfcc(waves: np.ndarray, sample_rate: int) -> np.ndarray:
         for start in range(0, len(waves), _CHUNK):
             out[start : start + _CHUNK] = transform(torch.from_numpy(waves[start : start + _CHUNK])).numpy()
     return out
-
-
-def _positive_int(value: object, name: str) -> int:
-    """Accept 8000 or 8000.0 (TaskData stores rates as floats); reject 0, negatives, 7999.5, True."""
-    is_number = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))
-    if not is_number or not math.isfinite(value) or value != int(value) or value <= 0:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)

@@ -1,10 +1,21 @@
-"""Pure-PyTorch core: discretization, initialization, the SSM layer, blocks and backbones."""
+"""Pure-PyTorch core: discretization, initialization, the SSM layer, blocks, backbones and heads.
+
+Imports nothing from scikit-learn, pandas or sktime (tests/test_architecture.py checks it).
+"""
 from .discretization import DISCRETIZATIONS, discretize
 from .init import INITS, PTDResult, hippo_legs, hippo_legs_normal, ptd_perturbation
+from .resampling import delta_factor, scaled_delta
 from .ssm import SSM
 
-__all__ = ["SSM", "discretize", "DISCRETIZATIONS", "INITS", "hippo_legs", "hippo_legs_normal", "ptd_perturbation", "PTDResult"]
+__all__ = ["SSM", "discretize", "DISCRETIZATIONS", "INITS", "hippo_legs", "hippo_legs_normal", "ptd_perturbation",
+           "PTDResult", "delta_factor", "scaled_delta"]
 from .blocks import ACTIVATIONS, NORMS, SSMBlock
 from .backbone import POOLINGS, SSMBackbone, parameter_groups
+from .heads import (
+    DirectForecastHead, ForecastEnsemble, MaskedReconstruction, PerStepHead, RecursiveForecastHead, SequenceHead,
+    TwoTowerRetrieval,
+)
 
-__all__ += ["SSMBlock", "SSMBackbone", "parameter_groups", "NORMS", "ACTIVATIONS", "POOLINGS"]
+__all__ += ["SSMBlock", "SSMBackbone", "parameter_groups", "NORMS", "ACTIVATIONS", "POOLINGS",
+            "SequenceHead", "PerStepHead", "MaskedReconstruction", "DirectForecastHead", "RecursiveForecastHead",
+            "ForecastEnsemble", "TwoTowerRetrieval"]

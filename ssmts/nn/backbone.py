@@ -10,7 +10,8 @@ import torch
 from torch import nn
 
 from .blocks import SSMBlock, make_norm
-from .functional import channel_linear
+from .functional import channel_linear, pool
+from .resampling import check_delta_factor
 from .ssm import SSM
 
 POOLINGS = ("mean", "last", "none")
@@ -71,13 +72,13 @@ class SSMBackbone(nn.Module):
 
     @dt_scale.setter
     def dt_scale(self, value: float) -> None:
-        if not value > 0:
-            raise ValueError(f"dt_scale must be > 0, got {value}")
+        value = check_delta_factor(value, "dt_scale")
         for layer in self.ssm_layers:
-            layer.dt_scale = float(value)
+            layer.dt_scale = value
 
     def set_sample_rate(self, new_rate: float, train_rate: float) -> None:
-        """Zero-shot resampling: Delta *= train_rate / new_rate in every layer."""
+        """Set every layer's dt_scale to train_rate / new_rate for good (see SSM.set_sample_rate;
+        ``ssmts.nn.scaled_delta`` is the scoped form)."""
         for layer in self.ssm_layers:
             layer.set_sample_rate(new_rate, train_rate)
 
@@ -104,18 +105,7 @@ class SSMBackbone(nn.Module):
 
     def pool(self, x: torch.Tensor, mask: torch.Tensor | None = None, how: str | None = None) -> torch.Tensor:
         """(batch, d_model, L) -> (batch, d_model), ignoring padded steps. how: "mean"/"last" (default: pooling)."""
-        how = self.pooling if how is None else how
-        if how not in ("mean", "last"):
-            raise ValueError(f"pooling must be 'mean' or 'last' here, got {how!r}")
-        if mask is None:
-            return x.mean(dim=-1) if how == "mean" else x[..., -1]
-        if how == "mean":
-            m = mask[:, None, :].to(x.dtype)
-            return (x * m).sum(-1) / m.sum(-1).clamp_min(1.0)
-        # Index of the last real step, wherever the padding is (left or right).
-        steps = torch.arange(mask.shape[-1], device=mask.device)
-        last = torch.where(mask, steps, torch.zeros_like(steps)).amax(-1)
-        return x.gather(-1, last[:, None, None].expand(-1, x.shape[1], 1))[..., 0]
+        return pool(x, mask, self.pooling if how is None else how)
 
     def forward(self, u: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         x = self.features(u, mask)
@@ -144,6 +134,9 @@ class SSMBackbone(nn.Module):
 
     def step(self, u_t: torch.Tensor, state: list[torch.Tensor]):
         """One step: u_t (batch, d_input) or (batch,) tokens -> ((batch, d_output|d_model), state)."""
+        if len(state) != len(self.blocks):
+            raise ValueError(f"state must hold one tensor per block ({len(self.blocks)}), got {len(state)}; "
+                             "start from initial_state(batch) or forward_with_state")
         x = self._encode_input(u_t[:, None] if self.vocab_size else u_t[..., None])[..., 0]
         new_state = []
         for block, s in zip(self.blocks, state):

@@ -16,3 +16,45 @@ def channel_linear(linear: nn.Linear, x: torch.Tensor) -> torch.Tensor:
     weight = linear.weight.expand(x.shape[0], -1, -1)
     y = torch.bmm(weight, x)
     return y if linear.bias is None else y + linear.bias[None, :, None]
+
+
+POOLINGS = ("mean", "last")
+
+
+def pool(x: torch.Tensor, mask: torch.Tensor | None = None, how: str = "mean") -> torch.Tensor:
+    """(batch, d, L) -> (batch, d), ignoring padded steps. how: "mean" or "last" (the last real step)."""
+    if how not in POOLINGS:
+        raise ValueError(f"pooling must be 'mean' or 'last' here, got {how!r}")
+    if mask is None:
+        return x.mean(dim=-1) if how == "mean" else x[..., -1]
+    if how == "mean":
+        m = mask[:, None, :].to(x.dtype)
+        return (x * m).sum(-1) / m.sum(-1).clamp_min(1.0)
+    # Index of the last real step, wherever the padding is (left or right).
+    steps = torch.arange(mask.shape[-1], device=mask.device)
+    last = torch.where(mask, steps, torch.zeros_like(steps)).amax(-1)
+    return x.gather(-1, last[:, None, None].expand(-1, x.shape[1], 1))[..., 0]
+
+
+def channel_statistics(x: torch.Tensor, mask: torch.Tensor | None = None,
+                       rel_floor: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-channel mean and scale of x: (n, C, L) over samples and (real) steps, in float64.
+
+    The scale is the standard deviation, or 1 for a channel that is constant up to the
+    resolution of its values (std <= rel_floor * max |x|): the floor is relative to the
+    data's magnitude, so series at 1e-13 or 1e13 are standardized like any other, while a
+    constant channel stays unscaled instead of being blown up by rounding noise.
+    """
+    x = x.double()
+    if mask is None:
+        mean = x.mean(dim=(0, 2))
+        std = x.std(dim=(0, 2), unbiased=False)
+        magnitude = x.abs().amax(dim=(0, 2))
+    else:
+        m = mask[:, None, :].double()
+        count = m.sum().clamp_min(1.0)
+        mean = (x * m).sum(dim=(0, 2)) / count
+        std = torch.sqrt((((x - mean[None, :, None]) ** 2) * m).sum(dim=(0, 2)) / count)
+        magnitude = (x.abs() * m).amax(dim=(0, 2))
+    informative = (std > 0) & (std > rel_floor * magnitude)
+    return mean, torch.where(informative, std, torch.ones_like(std))

@@ -23,6 +23,7 @@ from torch import nn
 from .functional import channel_linear
 from .discretization import check_discretization, discretize, log_transition
 from .init import INITS, initialize_head, ptd_perturbation
+from .resampling import check_delta_factor, delta_factor
 
 LAMBDA_ENFORCERS = ("exp", "softplus", "clip")
 D_MODES = ("none", "identity", "diagonal", "full")
@@ -124,8 +125,10 @@ class SSM(nn.Module):
         self.D_mode, self.min_decay = D, float(min_decay)
         self.convolution = convolution
         self.dt_min, self.dt_max = float(dt_min), float(dt_max)
-        # Zero-shot resampling: every Delta is multiplied by f_train / f_new.
+        # A constant factor on every Delta, part of the model (e.g. Path-X's 0.0625).
         self.dt_scale = 1.0
+        # Zero-shot resampling, set only inside `scaled_delta` (ssmts.nn.resampling).
+        self._delta_factor = 1.0
 
         heads_init = [
             initialize_head(
@@ -190,9 +193,19 @@ class SSM(nn.Module):
         return self._lambda()
 
     @property
+    def dt_scale(self) -> float:
+        """Constant factor on every Delta, kept with the model (finite, > 0)."""
+        return self._dt_scale
+
+    @dt_scale.setter
+    def dt_scale(self, value: float) -> None:
+        self._dt_scale = check_delta_factor(value, "dt_scale")
+
+    @property
     def Delta(self) -> torch.Tensor:
-        """Step sizes in use, (heads, P): exp(log_dt) * dt_scale."""
-        return torch.exp(self.log_dt) * self.dt_scale
+        """Step sizes in use, (heads, P): exp(log_dt) * dt_scale, times the factor of an
+        enclosing `scaled_delta` block."""
+        return torch.exp(self.log_dt) * (self.dt_scale * self._delta_factor)
 
     def _complex(self, param: torch.Tensor) -> torch.Tensor:
         if self.real_bc:
@@ -203,10 +216,12 @@ class SSM(nn.Module):
         return torch.complex128 if self.log_dt.dtype == torch.float64 else torch.complex64
 
     def set_sample_rate(self, new_rate: float, train_rate: float) -> None:
-        """Run at `new_rate` a layer trained at `train_rate`: Delta *= train_rate / new_rate."""
-        if not (new_rate > 0 and train_rate > 0):
-            raise ValueError(f"sample rates must be > 0, got new_rate={new_rate}, train_rate={train_rate}")
-        self.dt_scale = float(train_rate) / float(new_rate)
+        """Set dt_scale = train_rate / new_rate for good (replacing any base scale).
+
+        For a scoped change that composes with the base scale and is undone afterwards, use
+        ``with ssmts.nn.scaled_delta(layer, delta_factor(train_rate, new_rate)):``.
+        """
+        self.dt_scale = delta_factor(train_rate, new_rate)
 
     def discrete(self, backward: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """(Abar (S, P), Bbar (S, P, Hh), log Abar (S, P), C (S, Mh, P)) of the current parameters."""
