@@ -1,4 +1,25 @@
-"""The one training loop of ssmts, shared by the sklearn and sktime estimators and the task pipelines."""
-from .trainer import OPTIMIZERS, SCHEDULERS, SequenceData, Trainer, resolve_device
+"""The one training path of ssmts, shared by the scikit-learn and sktime faces and the task pipelines.
 
-__all__ = ["Trainer", "SequenceData", "resolve_device", "OPTIMIZERS", "SCHEDULERS"]
+    params     every backbone and training parameter, declared once (config: the machinery)
+    trainer    the loop (Trainer), SequenceData, the one batched prediction (predict_batches)
+    callbacks  EarlyStopping, Checkpoint, ProgressBar and the Callback base class
+    fit        fit_model: seed, build, hold out, train, resume
+    objectives losses and scores shared by the faces and the task runner
+"""
+from .callbacks import Callback, Checkpoint, EarlyStopping, ProgressBar
+from .config import Configurable, InvalidParameterError, param
+from .fit import FitResult, fit_model, holdout_split, seed_from
+from .params import (
+    OPTIMIZERS, SCHEDULERS, BackboneParams, ClassWeightParams, ContinuationParams, EarlyStoppingParams,
+    OptimizerParams, ScheduleParams, SequenceParams, TrainerConfig, resolve_device,
+)
+from .trainer import SequenceData, Trainer, predict_batches, read_checkpoint
+
+__all__ = [
+    "Trainer", "TrainerConfig", "SequenceData", "predict_batches", "read_checkpoint", "resolve_device",
+    "fit_model", "FitResult", "holdout_split", "seed_from",
+    "Callback", "EarlyStopping", "Checkpoint", "ProgressBar",
+    "Configurable", "param", "InvalidParameterError",
+    "BackboneParams", "SequenceParams", "OptimizerParams", "ScheduleParams", "EarlyStoppingParams",
+    "ContinuationParams", "ClassWeightParams", "OPTIMIZERS", "SCHEDULERS",
+]

@@ -1,0 +1,109 @@
+"""The one fit path of ssmts: every face (scikit-learn, sktime) and the task runner call `fit_model`.
+
+    result = fit_model(lambda: SequenceHead(backbone, 10), data, loss, TrainerConfig(max_epochs=5), seed=0)
+    result.model, result.history, result.state          # state: resume=result.state continues it
+
+It seeds, builds the network (or reuses one), holds out a validation split when asked,
+trains with the shared Trainer and its callbacks, and returns what is needed to continue
+(optimizer, scheduler, shuffling RNG, history) as an explicit value. Nothing of the Trainer
+leaks out.
+"""
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..nn.resampling import scaled_delta
+from .callbacks import Callback, EarlyStopping
+from .params import TrainerConfig
+from .trainer import SequenceData, Trainer
+
+
+@dataclass
+class FitResult:
+    """model: the trained network (eval mode); history: one record per epoch of its whole life;
+    state: Trainer.state_dict() without the model (CPU), to pass as `resume` to a later fit_model."""
+
+    model: nn.Module
+    history: list[dict]
+    state: dict = field(repr=False)
+
+
+def seed_from(random_state) -> int:
+    """An int seed from None / int / np.random.RandomState (scikit-learn's random_state forms)."""
+    if random_state is None:
+        return int(np.random.SeedSequence().generate_state(1)[0])
+    if isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool):
+        return int(random_state) % (2**32)
+    if isinstance(random_state, np.random.RandomState):
+        return int(random_state.randint(0, 2**31 - 1))
+    raise ValueError(f"random_state must be None, an int or a numpy RandomState, got {random_state!r}")
+
+
+def holdout_split(data: SequenceData, fraction: float, seed: int, stratify=None) -> tuple[SequenceData, SequenceData]:
+    """A seeded random (stratified where every class allows it) hold-out of `fraction` of `data`."""
+    from sklearn.model_selection import train_test_split  # only fits with a hold-out need scikit-learn
+
+    index = np.arange(len(data))
+    try:
+        train, val = train_test_split(index, test_size=fraction, random_state=seed, stratify=stratify)
+    except ValueError:  # a class too small to stratify: split without it
+        train, val = train_test_split(index, test_size=fraction, random_state=seed)
+    return data.take(torch.from_numpy(train)), data.take(torch.from_numpy(val))
+
+
+def fit_model(
+    network: nn.Module | Callable[[], nn.Module],
+    data: SequenceData,
+    loss_fn: Callable,
+    config: TrainerConfig,
+    *,
+    seed: int,
+    score_fn: Callable | None = None,
+    validation: SequenceData | float | None = None,
+    stratify=None,
+    early_stopping: EarlyStopping | None = None,
+    callbacks: Iterable[Callback] = (),
+    resume: dict | None = None,
+    epochs: int | None = None,
+    checkpoint: str | Path | None = None,
+    resume_checkpoint: bool = False,
+    delta_factor: float = 1.0,
+    description: str = "training",
+) -> FitResult:
+    """Train `network` (a module, or a factory called under the seed) on `data`.
+
+    validation: held-out SequenceData, or a fraction of `data` to hold out (stratified by
+    `stratify` when given), or None. early_stopping: an EarlyStopping callback (it needs
+    no validation data: it then monitors the training loss). resume: the `state` of an
+    earlier FitResult of the same network: the optimizer, shuffling RNG and history carry
+    on, with a new schedule of `epochs` (a warm start). checkpoint / resume_checkpoint: write
+    the run's checkpoint after every epoch / continue the run from it. delta_factor:
+    every Delta is multiplied by it while training (data at another rate than the model's).
+    """
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = network if isinstance(network, nn.Module) else network()
+        if isinstance(validation, float):
+            train, val = holdout_split(data, validation, seed, stratify)
+        else:
+            train, val = data, validation
+        extra = [early_stopping] if early_stopping is not None else []
+        # The seed drawn by the face also orders the mini-batches.
+        trainer = Trainer(model, loss_fn, config, score_fn=score_fn, callbacks=[*callbacks, *extra],
+                          description=description, random_state=int(seed))
+        if resume is not None:
+            trainer.load_state_dict(resume, continue_run=False)
+        with scaled_delta(model, delta_factor):
+            trainer.fit(train, val, epochs=epochs, checkpoint=checkpoint, resume=resume_checkpoint)
+    model.eval()
+    return FitResult(model, trainer.history, trainer.state_dict(model=False))
+
+
+__all__ = ["FitResult", "fit_model", "holdout_split", "seed_from"]
