@@ -178,6 +178,7 @@ plt.show()
 # (`ssmts.nn.analysis.frequency_response`).
 
 # %%
+from ssmts.nn import delta_factor, scaled_delta
 from ssmts.nn.analysis import frequency_response
 from ssmts.plot import ssm_layers_of
 
@@ -187,16 +188,13 @@ def largest_gain(layer, frequencies_hz, rate):
     return np.linalg.svd(np.moveaxis(response, -1, 0), compute_uv=False)[:, 0]
 
 
-backbone = classifier.model_
 first_layer = ssm_layers_of(classifier)[0]
 at_training = np.geomspace(10, TRAIN_RATE / 2, 400)
 at_16k = np.geomspace(10, ORIGINAL_RATE / 2, 800)
 gain_training = largest_gain(first_layer, at_training, TRAIN_RATE)
-try:
-    backbone.set_sample_rate(ORIGINAL_RATE, TRAIN_RATE)          # Delta * TRAIN_RATE / 16000
+# Delta * TRAIN_RATE / 16000 inside the block only: the model is back as trained afterwards
+with scaled_delta(classifier.model_, delta_factor(TRAIN_RATE, ORIGINAL_RATE)):
     gain_16k = largest_gain(first_layer, at_16k, ORIGINAL_RATE)
-finally:
-    backbone.dt_scale = 1.0                                       # back to the training rate
 
 fig, ax = plt.subplots(figsize=(8, 4), layout="constrained")
 ax.plot(at_16k, gain_16k, color="C1", lw=1.2, label=f"Δ rescaled, {ORIGINAL_RATE} Hz input")

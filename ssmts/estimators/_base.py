@@ -1,65 +1,31 @@
-"""Shared machinery of the scikit-learn estimators: parameters, input handling, the
-sample-rate logic of zero-shot resampling, persistence, and fitting through the one Trainer."""
+"""What the scikit-learn estimators share: their parameters (declared once in
+ssmts.training.params), input handling, the sample-rate logic of zero-shot resampling,
+persistence, and the thin link to the one fit path (ssmts.training.fit_model)."""
 from __future__ import annotations
 
 import copy
 import numbers
-import warnings
 from pathlib import Path
+from typing import Callable
 
 import joblib
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator
-from sklearn.model_selection import train_test_split
 from sklearn.utils.validation import check_is_fitted
 
-from ..nn import SSMBackbone
-from ..training import SequenceData, Trainer, resolve_device
+from ..nn import SequenceHead, scaled_delta
+from ..nn.functional import channel_statistics
+from ..training import (
+    BackboneParams, ContinuationParams, EarlyStopping, EarlyStoppingParams, OptimizerParams, SequenceData,
+    SequenceParams, TrainerConfig, fit_model, predict_batches, resolve_device, seed_from,
+)
 from ._input import PreparedInput, prepare_input
 
-# Constructor parameters shared by every ssmts estimator (sklearn and sktime faces),
-# with their defaults. One place, so the faces cannot drift apart.
-BACKBONE_DEFAULTS = dict(
-    d_model=64,
-    d_state=64,
-    n_layers=4,
-    heads=1,
-    bidirectional=False,
-    init="legs",
-    discretization="zoh",
-    dropout=0.0,
-    norm="layer",
-    prenorm=True,
-    activation="gated_gelu",
-    pooling="mean",
-    dt_min=1e-3,
-    dt_max=1e-1,
-)
-TRAINING_DEFAULTS = dict(
-    max_epochs=50,
-    batch_size=32,
-    lr=3e-3,
-    lr_ssm=1e-3,
-    weight_decay=0.01,
-    optimizer="adamw",
-    scheduler="cosine",
-    early_stopping=False,
-    validation_fraction=0.1,
-    n_iter_no_change=10,
-    tol=1e-4,
-    warm_start=False,
-    scale_input=True,
-    device="auto",
-    random_state=None,
-    verbose=0,
-    sample_rate=None,
-)
 
-
-def _backbone_of(model: torch.nn.Module) -> SSMBackbone:
-    """The SSMBackbone inside an estimator's network (the network itself, or its .backbone)."""
-    return model if isinstance(model, SSMBackbone) else model.backbone
+def target_statistics(y2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and scale of each target column of y2 (n, n_targets), as for input channels."""
+    mean, scale = channel_statistics(torch.from_numpy(np.asarray(y2, dtype=np.float64))[:, :, None])
+    return mean.numpy(), scale.numpy()
 
 
 def require_y(estimator, y) -> None:
@@ -67,71 +33,13 @@ def require_y(estimator, y) -> None:
         raise ValueError(f"{type(estimator).__name__} requires y to be passed, but the target y is None")
 
 
-def make_trainer(estimator, model: torch.nn.Module, loss_fn, *, max_epochs: int | None = None,
-                 score_fn=None) -> Trainer:
-    """The shared Trainer, configured from an estimator's training parameters (TRAINING_DEFAULTS)
-    and its seed `_seed_`; max_epochs overrides the estimator's (e.g. for fine-tuning)."""
-    return Trainer(
-        model,
-        loss_fn,
-        optimizer=estimator.optimizer,
-        lr=estimator.lr,
-        lr_ssm=estimator.lr_ssm,
-        weight_decay=estimator.weight_decay,
-        scheduler=estimator.scheduler,
-        max_epochs=estimator.max_epochs if max_epochs is None else max_epochs,
-        batch_size=estimator.batch_size,
-        early_stopping=estimator.early_stopping,
-        n_iter_no_change=estimator.n_iter_no_change,
-        tol=estimator.tol,
-        device=estimator.device,
-        verbose=estimator.verbose,
-        random_state=estimator._seed_,
-        score_fn=score_fn,
-        description=type(estimator).__name__,
-    )
+class SSMEstimatorMixin(BackboneParams, SequenceParams, OptimizerParams, EarlyStoppingParams, ContinuationParams):
+    """Fitting, prediction plumbing and persistence of the estimators holding `model_` (a head
+    of ssmts.nn.heads, whose `.backbone` is the SSMBackbone)."""
 
-
-def seed_from(random_state) -> int:
-    """An int seed from None / int / np.random.RandomState (sklearn's random_state forms)."""
-    if random_state is None:
-        return int(np.random.SeedSequence().generate_state(1)[0])
-    if isinstance(random_state, numbers.Integral):
-        return int(random_state) % (2**32)
-    if isinstance(random_state, np.random.RandomState):
-        return int(random_state.randint(0, 2**31 - 1))
-    raise ValueError(f"random_state must be None, an int or a numpy RandomState, got {random_state!r}")
-
-
-class SSMEstimatorMixin:
-    """Fitting, prediction plumbing and persistence for estimators holding `model_`."""
-
-    _estimator_kind = "estimator"
-
-    # ------------------------------------------------------------ parameters
-    def _backbone_kwargs(self) -> dict:
-        return {name: getattr(self, name) for name in BACKBONE_DEFAULTS}
-
-    def _check_training_params(self) -> None:
-        if not (isinstance(self.max_epochs, numbers.Integral) and self.max_epochs >= 1):
-            raise ValueError(f"max_epochs must be an integer >= 1, got {self.max_epochs!r}")
-        if not (isinstance(self.batch_size, numbers.Integral) and self.batch_size >= 1):
-            raise ValueError(f"batch_size must be an integer >= 1, got {self.batch_size!r}")
-        if not 0.0 < self.validation_fraction < 1.0:
-            raise ValueError(f"validation_fraction must lie in (0, 1), got {self.validation_fraction}")
-        if self.sample_rate is not None and not self.sample_rate > 0:
-            raise ValueError(f"sample_rate must be > 0 or None, got {self.sample_rate}")
-        resolve_device(self.device)
-
-    def _build_backbone(self, d_input: int, d_output: int | None, *, pooling: str | None = None, vocab_size=None) -> SSMBackbone:
-        kwargs = self._backbone_kwargs()
-        if pooling is not None:
-            kwargs["pooling"] = pooling
-        d_model, n_layers = kwargs.pop("d_model"), kwargs.pop("n_layers")
-        return SSMBackbone(d_input, d_model, n_layers, d_output, vocab_size=vocab_size, **kwargs)
-
-    def _make_trainer(self, model: torch.nn.Module, loss_fn, score_fn=None) -> Trainer:
-        return make_trainer(self, model, loss_fn, score_fn=score_fn)
+    # ------------------------------------------------------------ network
+    def _network(self, d_input: int, d_output: int | None, pooling: str | None = None) -> SequenceHead:
+        return SequenceHead(self.build_backbone(d_input), d_output, pooling or self.pooling)
 
     # ------------------------------------------------------------ input
     def _prepare_fit_input(self, X) -> PreparedInput:
@@ -141,16 +49,8 @@ class SSMEstimatorMixin:
         self.n_timepoints_in_ = int(data.lengths.max())
         self.input_ndim_ = data.ndim
         if self.scale_input:
-            x = data.x.double()
-            if data.mask is None:
-                mean, std = x.mean(dim=(0, 2)), x.std(dim=(0, 2), unbiased=False)
-            else:
-                m = data.mask[:, None, :].double()
-                count = m.sum()
-                mean = (x * m).sum(dim=(0, 2)) / count
-                std = torch.sqrt((((x - mean[None, :, None]) ** 2) * m).sum(dim=(0, 2)) / count)
-            std = torch.where(std > 1e-12, std, torch.ones_like(std))
-            self.input_mean_, self.input_scale_ = mean.numpy(), std.numpy()
+            mean, scale = channel_statistics(data.x, data.mask)
+            self.input_mean_, self.input_scale_ = mean.numpy(), scale.numpy()
         else:
             self.input_mean_ = np.zeros(self.n_channels_in_)
             self.input_scale_ = np.ones(self.n_channels_in_)
@@ -189,13 +89,18 @@ class SSMEstimatorMixin:
 
     # ------------------------------------------------------------ sample rate
     def _rate_ratio(self, sample_rate) -> float:
-        """new rate / training rate for data passed at `sample_rate` (or the current `sample_rate`)."""
+        """new rate / training rate for data at `sample_rate` (default: the estimator's sample_rate).
+
+        Setting sample_rate on a fitted estimator (set_params) declares the rate of the data
+        passed from then on: predictions rescale Delta by training rate / sample_rate, and a
+        warm-started fit trains at that rate with the same rescaling.
+        """
         check_is_fitted(self, "model_")
         rate = self.sample_rate if sample_rate is None else sample_rate
         train = getattr(self, "train_sample_rate_", None)
-        if rate is None or (train is None and sample_rate is None):
+        if rate is None:
             return 1.0
-        if not (isinstance(rate, numbers.Real) and rate > 0):
+        if isinstance(rate, bool) or not (isinstance(rate, numbers.Real) and np.isfinite(rate) and rate > 0):
             raise ValueError(f"sample_rate must be a positive number, got {rate!r}")
         if train is None:
             raise ValueError(
@@ -205,70 +110,40 @@ class SSMEstimatorMixin:
         return float(rate) / float(train)
 
     # ------------------------------------------------------------ fitting
-    def _fit_network(self, data: PreparedInput, y: torch.Tensor, *, d_output: int, loss_fn, score_fn=None,
-                     weight: torch.Tensor | None = None, stratify=None, epochs: int | None = None,
-                     continue_training: bool = False, network_factory=None):
-        """Build (or reuse) the network and train it. Returns the trainer."""
-        self._check_training_params()
-        torch_seed = self._seed_
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(torch_seed)
-            if not continue_training:
-                factory = network_factory or (lambda: self._build_backbone(self.n_channels_in_, d_output))
-                self.model_ = factory()
-                self.train_sample_rate_ = self.sample_rate
-            x = self._scaled(data)
-            full = SequenceData(x, y, data.mask, weight)
-            train, val = full, None
-            if self.early_stopping:
-                index = np.arange(len(full))
-                try:
-                    tr, va = train_test_split(index, test_size=self.validation_fraction, random_state=torch_seed,
-                                              stratify=stratify)
-                except ValueError:
-                    tr, va = train_test_split(index, test_size=self.validation_fraction, random_state=torch_seed)
-                train, val = full.take(torch.from_numpy(tr)), full.take(torch.from_numpy(va))
-            trainer = self._make_trainer(self.model_, loss_fn, score_fn)
-            if continue_training and getattr(self, "optimizer_state_", None) is not None:
-                try:
-                    trainer.optimizer.load_state_dict(self.optimizer_state_)
-                except (ValueError, KeyError):
-                    warnings.warn("could not restore the optimizer state; continuing with a fresh optimizer")
-            trainer.epochs_done = len(getattr(self, "history_", [])) if continue_training else 0
-            trainer.history = list(getattr(self, "history_", [])) if continue_training else []
-            # The model's dt_scale must be the training one while training.
-            _backbone_of(self.model_).dt_scale = 1.0
-            trainer.fit(train, val, epochs=epochs)
-        self.model_.eval()
-        self.history_ = trainer.history
-        self.n_iter_ = len(trainer.history)
-        self.optimizer_state_ = trainer.optimizer_state_cpu()
-        return trainer
-
     def _start_fit(self, continue_training: bool) -> None:
+        self.validate_params()
+        self.backbone_kwargs()  # cross-parameter checks
+        resolve_device(self.device)
         if not continue_training or not hasattr(self, "_seed_"):
             self._seed_ = seed_from(self.random_state)
 
-    @torch.no_grad()
-    def _run(self, data: PreparedInput, rate_ratio: float, forward) -> torch.Tensor:
-        """forward(model, x, mask) over batches with Delta rescaled by train/new rate; CPU output."""
-        device = resolve_device(self.device)
-        model = self.model_.to(device)
-        model.eval()
-        backbone = _backbone_of(model)
-        previous = backbone.dt_scale
-        backbone.dt_scale = 1.0 / rate_ratio
-        try:
-            x = self._scaled(data)
-            outs = []
-            size = max(int(self.batch_size), 64)
-            for start in range(0, len(x), size):
-                xb = x[start : start + size].to(device)
-                mb = None if data.mask is None else data.mask[start : start + size].to(device)
-                outs.append(forward(model, xb, mb).cpu())
-            return torch.cat(outs)
-        finally:
-            backbone.dt_scale = previous
+    def _fit_network(self, data: PreparedInput, y: torch.Tensor, *, d_output: int | None, loss_fn,
+                     score_fn=None, weight: torch.Tensor | None = None, stratify=None, epochs: int | None = None,
+                     continue_training: bool = False, network: Callable | None = None) -> None:
+        """Train through fit_model; the fitted attributes change only when training succeeds."""
+        ratio = self._rate_ratio(None) if continue_training else 1.0
+        if continue_training:
+            start = copy.deepcopy(self.model_)  # a failed or interrupted fit leaves model_ as it was
+        else:
+            start = network or (lambda: self._network(self.n_channels_in_, d_output))
+        result = fit_model(
+            start, SequenceData(self._scaled(data), y, data.mask, weight), loss_fn,
+            TrainerConfig.from_params(self), seed=self._seed_, score_fn=score_fn,
+            validation=self.validation_fraction if self.early_stopping else None, stratify=stratify,
+            early_stopping=EarlyStopping(self.n_iter_no_change, self.tol) if self.early_stopping else None,
+            callbacks=self.callbacks or (), resume=getattr(self, "training_state_", None) if continue_training else None,
+            epochs=epochs, delta_factor=1.0 / ratio, description=type(self).__name__,
+        )
+        if not continue_training:
+            self.train_sample_rate_ = self.sample_rate
+        self.model_, self.history_, self.training_state_ = result.model, result.history, result.state
+        self.n_iter_ = len(result.history)
+
+    def _predict_outputs(self, data: PreparedInput, rate_ratio: float, forward=None) -> torch.Tensor:
+        """Network outputs for `data` (CPU), batch by batch, with Delta rescaled by training / new rate."""
+        inputs = SequenceData(self._scaled(data), mask=data.mask)
+        with scaled_delta(self.model_, 1.0 / rate_ratio):
+            return predict_batches(self.model_, inputs, self.batch_size, resolve_device(self.device), forward)
 
     # ------------------------------------------------------------ persistence
     def __getstate__(self):

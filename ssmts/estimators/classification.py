@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.metrics import accuracy_score
 from sklearn.preprocessing import LabelEncoder
@@ -11,33 +10,19 @@ from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import column_or_1d
 
-from ._base import BACKBONE_DEFAULTS, TRAINING_DEFAULTS, SSMEstimatorMixin, require_y
-from ._params import PARAMETER_DOCS, make_init
+from ..training import ClassWeightParams
+from ..training.config import with_params_doc
+from ..training.objectives import accuracy_of_logits, weighted_cross_entropy
+from ._base import SSMEstimatorMixin, require_y
 
 
-def weighted_cross_entropy(class_weight: torch.Tensor | None):
-    def loss(logits, y, sample_weight=None):
-        weight = None if class_weight is None else class_weight.to(logits.device)
-        losses = F.cross_entropy(logits, y, weight=weight, reduction="none")
-        if weight is not None:
-            return losses.sum() / weight[y].sum()
-        return losses.mean()
+@with_params_doc
+class SSMClassifier(SSMEstimatorMixin, ClassWeightParams, ClassifierMixin, BaseEstimator):
+    """Classify time series with a deep MIMO diagonal SSM (pooled backbone + linear head).
 
-    return loss
-
-
-def accuracy_of_logits(logits: torch.Tensor, y: torch.Tensor) -> float:
-    return float((logits.argmax(-1) == y).float().mean())
-
-
-class SSMClassifier(SSMEstimatorMixin, ClassifierMixin, BaseEstimator):
-    __doc__ = (
-        "Classify time series with a deep MIMO diagonal SSM (pooled backbone + linear head).\n\n"
-        "X: (n_samples, n_timepoints), (n_samples, n_channels, n_timepoints), or a list of\n"
-        "series of different lengths (padded and masked). Labels can be any hashable values.\n\n"
-        "Parameters\n" + PARAMETER_DOCS + "    Classifier\n        class_weight : None, 'balanced' or dict.\n"
-    )
-    __init__ = make_init({**BACKBONE_DEFAULTS, **TRAINING_DEFAULTS, "class_weight": None})
+    X: (n_samples, n_timepoints), (n_samples, n_channels, n_timepoints), or a list of
+    series of different lengths (padded and masked). Labels can be any hashable values.
+    """
 
     def fit(self, X, y):
         """Train from scratch (or continue, with warm_start=True)."""
@@ -87,9 +72,7 @@ class SSMClassifier(SSMEstimatorMixin, ClassifierMixin, BaseEstimator):
         if self.class_weight is None:
             return None
         labels = np.arange(len(self.classes_))
-        if isinstance(self.class_weight, str):
-            if self.class_weight != "balanced":
-                raise ValueError(f"class_weight must be None, 'balanced' or a dict, got {self.class_weight!r}")
+        if isinstance(self.class_weight, str):  # "balanced" (validated with the other parameters)
             present = np.unique(y_index)
             w = np.ones(len(labels))
             w[present] = compute_class_weight("balanced", classes=present, y=y_index)
@@ -98,14 +81,11 @@ class SSMClassifier(SSMEstimatorMixin, ClassifierMixin, BaseEstimator):
             if unknown:
                 raise ValueError(f"class_weight names unknown classes {sorted(map(str, unknown))}")
             w = np.array([float(self.class_weight.get(c, 1.0)) for c in self.classes_])
-        else:
-            raise ValueError(f"class_weight must be None, 'balanced' or a dict, got {self.class_weight!r}")
         return torch.as_tensor(w, dtype=torch.float32)
 
     def _logits(self, X, sample_rate) -> torch.Tensor:
         ratio = self._rate_ratio(sample_rate)
-        data = self._prepare_predict_input(X, ratio)
-        return self._run(data, ratio, lambda model, x, mask: model(x, mask))
+        return self._predict_outputs(self._prepare_predict_input(X, ratio), ratio)
 
     def decision_function(self, X, sample_rate=None):
         """Logits, (n_samples, n_classes); for two classes the logit difference, (n_samples,)."""

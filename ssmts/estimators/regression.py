@@ -7,26 +7,18 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.metrics import r2_score
 from sklearn.utils.validation import check_array
 
-from ._base import BACKBONE_DEFAULTS, TRAINING_DEFAULTS, SSMEstimatorMixin, require_y
-from ._params import PARAMETER_DOCS, make_init
+from ..training.config import with_params_doc
+from ..training.objectives import mse_loss, negative_mse
+from ._base import SSMEstimatorMixin, require_y, target_statistics
 
 
-def mse_loss(pred, y, sample_weight=None):
-    return torch.mean((pred - y) ** 2)
-
-
-def negative_mse(pred, y) -> float:
-    return -float(torch.mean((pred - y) ** 2))
-
-
+@with_params_doc
 class SSMRegressor(SSMEstimatorMixin, RegressorMixin, BaseEstimator):
-    __doc__ = (
-        "Regress targets from time series with a deep MIMO diagonal SSM (pooled backbone + linear head).\n\n"
-        "X as for SSMClassifier; y: (n_samples,) or (n_samples, n_targets). Targets are\n"
-        "standardized for training and predictions are returned in the original units.\n\n"
-        "Parameters\n" + PARAMETER_DOCS
-    )
-    __init__ = make_init({**BACKBONE_DEFAULTS, **TRAINING_DEFAULTS})
+    """Regress targets from time series with a deep MIMO diagonal SSM (pooled backbone + linear head).
+
+    X as for SSMClassifier; y: (n_samples,) or (n_samples, n_targets). Targets are
+    standardized for training and predictions are returned in the original units.
+    """
 
     def fit(self, X, y):
         return self._fit(X, y, partial=False)
@@ -50,9 +42,7 @@ class SSMRegressor(SSMEstimatorMixin, RegressorMixin, BaseEstimator):
         else:
             self.n_targets_ = y2.shape[1]
             self._y_is_1d = y.ndim == 1
-            self.target_mean_ = y2.mean(axis=0)
-            scale = y2.std(axis=0)
-            self.target_scale_ = np.where(scale > 1e-12, scale, 1.0)
+            self.target_mean_, self.target_scale_ = target_statistics(y2)
         if len(y2) != len(data.x):
             raise ValueError(f"X has {len(data.x)} samples but y has {len(y2)}")
         target = torch.from_numpy(((y2 - self.target_mean_) / self.target_scale_).astype(np.float32))
@@ -66,7 +56,7 @@ class SSMRegressor(SSMEstimatorMixin, RegressorMixin, BaseEstimator):
         """Predictions, (n_samples,) or (n_samples, n_targets), float64."""
         ratio = self._rate_ratio(sample_rate)
         data = self._prepare_predict_input(X, ratio)
-        out = self._run(data, ratio, lambda model, x, mask: model(x, mask)).double().numpy()
+        out = self._predict_outputs(data, ratio).double().numpy()
         out = out * self.target_scale_ + self.target_mean_
         return out[:, 0] if self._y_is_1d else out
 

@@ -7,7 +7,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from ..data.speech import RESAMPLE_METHODS, change_rate
+from ..nn.resampling import RESAMPLE_METHODS, change_rate
 from ._input import prepare_input
 
 

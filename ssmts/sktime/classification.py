@@ -10,22 +10,9 @@ import numpy as np
 from sktime.classification.base import BaseClassifier
 
 from ..estimators import SSMClassifier
-from ..estimators._base import BACKBONE_DEFAULTS, TRAINING_DEFAULTS
-from ..estimators._params import PARAMETER_DOCS, make_init
+from ..training import BackboneParams, ClassWeightParams, EarlyStoppingParams, OptimizerParams, SequenceParams
+from ..training.config import with_params_doc
 
-# sktime's fit always starts from a reset estimator, so warm_start could never act, and
-# its predict takes no sample_rate: the two sklearn parameters are not exposed here.
-ADAPTER_NOT_USED = ("warm_start", "sample_rate")
-ADAPTER_NOTE = (
-    "    Not exposed: warm_start (sktime's fit always starts from a reset estimator) and\n"
-    "    sample_rate (sktime's predict cannot pass a rate); the sklearn estimator has both.\n"
-)
-
-
-def adapter_defaults(extra: dict | None = None) -> dict:
-    """Constructor defaults of a panel adapter: the sklearn estimator's, minus ADAPTER_NOT_USED."""
-    shared = {**BACKBONE_DEFAULTS, **TRAINING_DEFAULTS, **(extra or {})}
-    return {k: v for k, v in shared.items() if k not in ADAPTER_NOT_USED}
 
 
 def panel_to_sklearn(X):
@@ -43,18 +30,17 @@ def panel_to_sklearn(X):
     return series
 
 
-_store_params = make_init(adapter_defaults({"class_weight": None}))
+@with_params_doc
+class SSMPanelClassifier(BackboneParams, SequenceParams, OptimizerParams, EarlyStoppingParams, ClassWeightParams,
+                         BaseClassifier):
+    """Time series classifier with a deep MIMO diagonal SSM (sktime interface).
 
+    Delegates to ssmts.SSMClassifier with the same parameters (pooled backbone +
+    linear head, cross-entropy through the shared fit path). Multivariate and
+    unequal-length panels are supported (shorter series are padded and masked).
+    Not exposed: warm_start (sktime's fit always starts from a reset estimator) and
+    sample_rate (sktime's predict cannot pass a rate); the sklearn estimator has both.
 
-class SSMPanelClassifier(BaseClassifier):
-    __doc__ = (
-        "Time series classifier with a deep MIMO diagonal SSM (sktime interface).\n\n"
-        "Delegates to ssmts.SSMClassifier with the same parameters (pooled backbone +\n"
-        "linear head, cross-entropy through the shared Trainer). Multivariate and\n"
-        "unequal-length panels are supported (shorter series are padded and masked).\n\n"
-        "Parameters\n" + PARAMETER_DOCS + "    Classifier\n        class_weight : None, 'balanced' or dict.\n"
-        + ADAPTER_NOTE
-        + """
     Attributes
     ----------
     estimator_ : ssmts.SSMClassifier, the fitted sklearn estimator.
@@ -72,7 +58,6 @@ class SSMPanelClassifier(BaseClassifier):
     >>> clf.predict_proba(X[:3]).shape
     (3, 2)
     """
-    )
 
     _tags = {
         "authors": ["ssmts developers"],
@@ -91,12 +76,6 @@ class SSMPanelClassifier(BaseClassifier):
         "capability:random_state": True,
         "property:randomness": "derandomized",
     }
-
-    def __init__(self, **params):
-        _store_params(self, **params)
-        super().__init__()
-
-    __init__.__signature__ = _store_params.__signature__
 
     def _fit(self, X, y):
         self.estimator_ = SSMClassifier(**self.get_params(deep=False)).fit(panel_to_sklearn(X), y)

@@ -9,20 +9,20 @@ import numpy as np
 from sktime.regression.base import BaseRegressor
 
 from ..estimators import SSMRegressor
-from ..estimators._params import PARAMETER_DOCS, make_init
-from .classification import ADAPTER_NOTE, adapter_defaults, panel_to_sklearn
+from ..training import BackboneParams, EarlyStoppingParams, OptimizerParams, SequenceParams
+from ..training.config import with_params_doc
+from .classification import panel_to_sklearn
 
-_store_params = make_init(adapter_defaults())
 
+@with_params_doc
+class SSMPanelRegressor(BackboneParams, SequenceParams, OptimizerParams, EarlyStoppingParams, BaseRegressor):
+    """Time series regressor with a deep MIMO diagonal SSM (sktime interface).
 
-class SSMPanelRegressor(BaseRegressor):
-    __doc__ = (
-        "Time series regressor with a deep MIMO diagonal SSM (sktime interface).\n\n"
-        "Delegates to ssmts.SSMRegressor with the same parameters (pooled backbone + linear\n"
-        "head, MSE on standardized targets through the shared Trainer). Multivariate and\n"
-        "unequal-length panels, and several targets at once, are supported.\n\n"
-        "Parameters\n" + PARAMETER_DOCS + ADAPTER_NOTE
-        + """
+    Delegates to ssmts.SSMRegressor with the same parameters (pooled backbone + linear
+    head, MSE on standardized targets through the shared fit path). Multivariate and
+    unequal-length panels, and several targets at once, are supported.
+    Not exposed: warm_start and sample_rate (see SSMPanelClassifier).
+
     Attributes
     ----------
     estimator_ : ssmts.SSMRegressor, the fitted sklearn estimator.
@@ -39,7 +39,6 @@ class SSMPanelRegressor(BaseRegressor):
     >>> reg.predict(X[:3]).shape
     (3,)
     """
-    )
 
     _tags = {
         "authors": ["ssmts developers"],
@@ -56,12 +55,6 @@ class SSMPanelRegressor(BaseRegressor):
         "capability:random_state": True,
         "property:randomness": "derandomized",
     }
-
-    def __init__(self, **params):
-        _store_params(self, **params)
-        super().__init__()
-
-    __init__.__signature__ = _store_params.__signature__
 
     def _fit(self, X, y):
         y = np.asarray(y, dtype=np.float64)

@@ -96,7 +96,8 @@ def to_sequence_data(split: Split, inputs: str, kind: str, target_mean: float = 
     inputs "tokens": x (n, L) int64 + mask (n, L) from lengths; "token_pairs": x (n, 2, L)
     int64 + mask (n, 2, L); "signal": x (n, C, L) float32, no mask (clips are zero-padded
     to a fixed length, as the S4 code feeds them). Classification y: (n,) int64; regression
-    y: (n,) float32, standardized as (y - target_mean) / target_scale.
+    y: (n, 1) float32 (one target, like the network's output), standardized as
+    (y - target_mean) / target_scale.
     """
     if inputs in ("tokens", "token_pairs"):
         x = torch.from_numpy(np.ascontiguousarray(split.X)).long()
@@ -110,4 +111,5 @@ def to_sequence_data(split: Split, inputs: str, kind: str, target_mean: float = 
         y = torch.from_numpy(np.asarray(split.y, dtype=np.int64))
     else:
         y = torch.from_numpy(((np.asarray(split.y, dtype=np.float64) - target_mean) / target_scale).astype(np.float32))
+        y = y.reshape(-1, 1)
     return SequenceData(x, y, mask)

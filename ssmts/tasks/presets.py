@@ -28,6 +28,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from ssmts.nn.resampling import check_delta_factor
+from ssmts.training import BackboneParams, TrainerConfig
+
 PRESET_NAMES = ("paper", "small", "tiny")
 
 
@@ -79,14 +82,28 @@ class Preset:
     limit: int | None = None
     notes: tuple[str, ...] = ()
 
-    def model_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments of SSMBackbone (besides d_input, d_output, vocab_size)."""
-        return dict(
-            d_model=self.d_model, n_layers=self.n_layers, pooling=self.pooling, norm=self.norm,
-            prenorm=self.prenorm, activation=self.activation, dropout=self.dropout,
-            d_state=self.d_state, heads=self.heads, bidirectional=self.bidirectional,
-            dt_min=self.dt_min, dt_max=self.dt_max,
-        )
+    def __post_init__(self):
+        # The shared parameters are checked against their one declaration (ssmts.training.params).
+        self.backbone_params()
+        self.trainer_config()
+        check_delta_factor(self.dt_scale, "dt_scale")
+
+    def backbone_params(self) -> BackboneParams:
+        """The preset's architecture as the estimators declare it (validated)."""
+        values = {name: getattr(self, name) for name in BackboneParams.param_names() if hasattr(self, name)}
+        params = BackboneParams(**values)
+        params.validate_params()
+        params.backbone_kwargs()
+        return params
+
+    def trainer_config(self, **overrides) -> TrainerConfig:
+        """The Trainer settings of the preset (its paper schedule included), validated."""
+        values = dict(optimizer="adamw", lr=self.lr, lr_ssm=self.lr_ssm, weight_decay=self.weight_decay,
+                      scheduler=self.scheduler, max_epochs=self.epochs, batch_size=self.batch_size,
+                      **trainer_schedule_kwargs(self))
+        config = TrainerConfig(**{**values, **overrides})
+        config.validate_params()
+        return config
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)

@@ -1,4 +1,4 @@
-"""Run one benchmark task end to end with the shared Trainer.
+"""Run one benchmark task end to end through the one fit path (ssmts.training.fit_model).
 
     results = run_task("sc10", synthetic=True, preset="small", out="runs/sc10/results.json")
 
@@ -25,17 +25,20 @@ from typing import Callable
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 import ssmts
-from ssmts.data.base import Split, TaskData
+from ssmts.data.base import TaskData
 from ssmts.data.bidmc import standardize_splits
-from ssmts.training import SequenceData, Trainer, resolve_device
+from ssmts.nn import scaled_delta
+from ssmts.training import (
+    EarlyStopping, SequenceData, fit_model, predict_batches, read_checkpoint, resolve_device,
+)
+from ssmts.training.objectives import accuracy_of_logits, mse_loss, weighted_cross_entropy
 
 from . import zero_shot
 from .data_utils import json_safe, limit_task_data, to_sequence_data
-from .models import backbone_of, build_model
-from .presets import Preset, get_preset, trainer_schedule_kwargs
+from .models import build_model
+from .presets import Preset, get_preset
 from .registry import SyntheticUnavailableError, Task, get_task
 
 # What the papers report for each task (test accuracy in %, or RMSE), for the results file.
@@ -155,41 +158,48 @@ def run_task(
                for split in ("train", "val", "test")}
 
     # ---------------------------------------------------------------- model and training
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        model = build_model(task.inputs, task.kind, data, config)
-    n_parameters = sum(p.numel() for p in model.parameters())
     loss_fn, score_fn = _objective(task.kind)
-    trainer = Trainer(
-        model, loss_fn, optimizer="adamw", lr=config.lr, lr_ssm=config.lr_ssm, weight_decay=config.weight_decay,
-        scheduler=config.scheduler, max_epochs=epochs, batch_size=config.batch_size,
-        **trainer_schedule_kwargs(config),
-        # Keep the weights of the best validation epoch: early stopping whose patience
-        # outlasts the run never stops, but restores the best state at the end.
-        early_stopping=True, n_iter_no_change=epochs + 1, tol=0.0,
-        device=torch_device, verbose=verbose, random_state=seed, score_fn=score_fn,
-        description=f"{name} ({preset})",
-    )
-    echo(f"[{name}] {preset} preset: {config.n_layers} layers, H={config.d_model}, N={config.d_state}, "
-         f"heads={config.heads}, {n_parameters:,} parameters, {epochs} epochs of batch {config.batch_size} "
-         f"on {torch_device}" + (f", resuming after epoch {start_epoch}" if start_epoch else ""))
+    trainer_config = config.trainer_config(max_epochs=epochs, device=torch_device, verbose=verbose, random_state=seed)
+    description = f"{name} ({preset})"
     t0 = time.perf_counter()
-    trainer.fit(tensors["train"], tensors["val"], epochs=epochs, checkpoint=paths["checkpoint"], resume=resume)
+    n_parameters = None
+
+    def network():
+        nonlocal n_parameters
+        model = build_model(task.inputs, task.kind, data, config)
+        n_parameters = sum(p.numel() for p in model.parameters())
+        echo(f"[{name}] {preset} preset: {config.n_layers} layers, H={config.d_model}, N={config.d_state}, "
+             f"heads={config.heads}, {n_parameters:,} parameters, {epochs} epochs of batch {config.batch_size} "
+             f"on {torch_device}" + (f", resuming after epoch {start_epoch}" if start_epoch else ""))
+        return model
+
+    # Evaluate the weights of the best validation epoch: early stopping that never stops
+    # (patience None) but restores the best state at the end.
+    result = fit_model(
+        network, tensors["train"], loss_fn, trainer_config, seed=seed, score_fn=score_fn,
+        validation=tensors["val"], early_stopping=EarlyStopping(patience=None, tol=0.0),
+        epochs=epochs, checkpoint=paths["checkpoint"], resume_checkpoint=resume, description=description,
+    )
+    model = result.model
     train_seconds = time.perf_counter() - t0
 
     # ---------------------------------------------------------------- evaluation
     t0 = time.perf_counter()
+
+    def outputs(split: SequenceData) -> torch.Tensor:
+        return predict_batches(model, split, config.batch_size, torch_device)
+
     metric = _metric_fn(task.kind, target_scale)
-    val_metric = metric(trainer, tensors["val"])
-    test_metric = metric(trainer, tensors["test"])
+    val_metric = metric(outputs(tensors["val"]), tensors["val"].y)
+    test_metric = metric(outputs(tensors["test"]), tensors["test"].y)
     eval_seconds = time.perf_counter() - t0
-    history = _history_rows(trainer.history, task.kind, target_scale)
+    history = _history_rows(result.history, task.kind, target_scale)
     selected = _selected_epoch(history, start_epoch, task.kind)
 
     zero_shot_rows, zero_shot_seconds = None, 0.0
     if task.zero_shot:
         t0 = time.perf_counter()
-        zero_shot_rows = zero_shot_evaluation(trainer, model, data, config)
+        zero_shot_rows = zero_shot_evaluation(model, data, config, torch_device)
         zero_shot_seconds = time.perf_counter() - t0
 
     metric_name = "accuracy" if task.kind == "classification" else "rmse"
@@ -261,8 +271,7 @@ def _check_resume(paths: dict[str, Path], settings: dict, resume: bool, echo) ->
     if differing:
         raise ValueError(f"cannot resume {checkpoint}: it was trained with other settings ({', '.join(differing)} "
                          "differ). Run with the same task/preset/data/limit/seed or choose another --out.")
-    state = torch.load(checkpoint, map_location="cpu", weights_only=False)
-    return int(state["epoch"])
+    return int(read_checkpoint(checkpoint)["run_epoch"])
 
 
 def _check_data(task: Task, data: TaskData) -> None:
@@ -274,28 +283,18 @@ def _check_data(task: Task, data: TaskData) -> None:
 
 
 def _objective(kind: str):
-    """(loss_fn(outputs, y, weight), score_fn or None) of a task kind."""
+    """(loss_fn(outputs, y, weight), score_fn or None) of a task kind: the estimators' objectives."""
     if kind == "classification":
-        def loss(logits, y, weight=None):
-            return F.cross_entropy(logits, y)
-
-        def accuracy(logits, y) -> float:
-            return float((logits.argmax(-1) == y).float().mean())
-
-        return loss, accuracy
-
-    def mse(outputs, y, weight=None):
-        return F.mse_loss(outputs.reshape(-1), y)
-
-    # No score: the Trainer then selects on the validation loss (MSE), monotone in RMSE.
-    return mse, None
+        return weighted_cross_entropy(None), accuracy_of_logits
+    # No score: early stopping then selects on the validation loss (MSE), monotone in RMSE.
+    return mse_loss, None
 
 
 def _metric_fn(kind: str, target_scale: float):
-    """metric(trainer, data) -> accuracy, or RMSE in target units."""
+    """metric(outputs, y) -> accuracy, or RMSE in target units."""
     if kind == "classification":
-        return lambda trainer, data: trainer.evaluate(data)[1]
-    return lambda trainer, data: math.sqrt(trainer.evaluate(data)[0]) * target_scale
+        return accuracy_of_logits
+    return lambda outputs, y: math.sqrt(float(mse_loss(outputs, y))) * target_scale
 
 
 def _history_rows(history: list[dict], kind: str, target_scale: float) -> list[dict]:
@@ -339,28 +338,20 @@ def _write_history(path: Path, history: list[dict]) -> None:
         writer.writerows(history)
 
 
-def zero_shot_evaluation(trainer: Trainer, model: torch.nn.Module, data: TaskData, config: Preset) -> list[dict]:
+def zero_shot_evaluation(model: torch.nn.Module, data: TaskData, config: Preset,
+                         device: torch.device | str = "cpu") -> list[dict]:
     """Accuracy on val and test under every zero-shot condition (see ssmts.tasks.zero_shot)."""
     if not data.sample_rate:
         raise ValueError("zero-shot evaluation needs the data's sample rate")
     train_rate = int(round(data.sample_rate))
-    backbone = backbone_of(model)
-    rows = []
-    try:
-        for condition in zero_shot.conditions(train_rate):
-            scale = train_rate / condition.rate if condition.rescale_delta else 1.0
-            backbone.dt_scale = config.dt_scale * scale
-            row = {"condition": condition.name, "rate_hz": condition.rate, "input": condition.input_method,
-                   "delta_scale": scale}
-            for split_name in ("val", "test"):
-                split: Split = getattr(data, split_name)
-                x = zero_shot.make_input(split.X, train_rate, condition)
-                logits = trainer.predict(SequenceData(torch.from_numpy(x)))
-                row[f"{split_name}_accuracy"] = float((logits.argmax(-1).numpy() == split.y).mean())
-            rows.append(row)
-    finally:
-        backbone.dt_scale = config.dt_scale
-    return rows
+
+    def predict(X: np.ndarray, factor: float) -> np.ndarray:
+        with scaled_delta(model, factor):  # composes with the preset's base dt_scale
+            logits = predict_batches(model, SequenceData(torch.from_numpy(X)), config.batch_size, device)
+        return logits.argmax(-1).numpy()
+
+    splits = {name: (getattr(data, name).X, getattr(data, name).y) for name in ("val", "test")}
+    return zero_shot.evaluate(predict, splits, train_rate)
 
 
 def summary(results: dict) -> str:

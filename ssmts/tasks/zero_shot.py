@@ -9,10 +9,11 @@ rescaling, which tells how much of the result the rescaling is responsible for.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
-from ssmts.data.speech import change_rate
+from ssmts.nn.resampling import change_rate
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,26 @@ def make_input(X: np.ndarray, train_rate: int, condition: Condition) -> np.ndarr
     if condition.input_method == "as trained":
         return np.asarray(X, dtype=np.float32)
     return change_rate(X, train_rate, condition.rate, method=condition.input_method)
+
+
+def evaluate(predict: Callable[[np.ndarray, float], np.ndarray], splits: dict[str, tuple[np.ndarray, np.ndarray]],
+             train_rate: int) -> list[dict]:
+    """Accuracy on every split under every condition: the zero-shot table of the demo and the tasks.
+
+    predict(X, delta_factor) -> labels runs the model on X (n, C, L) with every Delta times
+    delta_factor (train_rate / input rate when the condition rescales, else 1).
+    splits: {name: (X at train_rate, labels)}; the row gets a "<name>_accuracy" per split.
+    """
+    rows = []
+    for condition in conditions(train_rate):
+        factor = train_rate / condition.rate if condition.rescale_delta else 1.0
+        row = {"condition": condition.name, "rate_hz": condition.rate, "input": condition.input_method,
+               "delta_scale": factor}
+        for name, (X, y) in splits.items():
+            labels = predict(make_input(X, train_rate, condition), factor)
+            row[f"{name}_accuracy"] = float(np.mean(np.asarray(labels) == np.asarray(y)))
+        rows.append(row)
+    return rows
 
 
 def format_table(rows: list[dict], columns: list[str], chance: float | None = None) -> str:

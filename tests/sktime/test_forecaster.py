@@ -248,8 +248,7 @@ def test_recursive_step_roll_equals_the_fft_pass():
     picked, rolled = net.rollout(context, None, 6, lambda q: q.sort(-1).values[..., median])
     sequence = torch.cat([context, picked[:, :-1].transpose(1, 2)], dim=-1)  # inputs y_0..y_{c+4}
     with torch.no_grad():
-        fft = net.backbone(sequence)[..., c - 1 :]  # (3, C*Q, 6)
-    fft = fft.reshape(3, C, -1, 6).permute(0, 3, 1, 2)
+        fft = net(sequence)  # the teacher-forced FFT pass from the last context step: (3, 6, C, Q)
     torch.testing.assert_close(rolled, fft, rtol=1e-9, atol=1e-9)
 
 
@@ -261,7 +260,7 @@ def test_update_with_params_fine_tunes_and_keeps_the_optimizer():
     after = weights(f)
     assert any(not torch.equal(before[k], after[k]) for k in before)
     assert f.n_iter_ == epochs + f.update_epochs and f.cutoff[0] == y.index[-1]
-    assert f.optimizer_state_["state"], "the optimizer state (Adam moments) is carried over"
+    assert f.training_state_["optimizer"]["state"], "the optimizer state (Adam moments) is carried over"
 
 
 def test_update_predict_over_a_stream():

@@ -174,7 +174,7 @@ def test_pathx_model_keeps_delta_scale():
                     Split(np.zeros((1, 1, 16), np.float32), np.array([0])),
                     Split(np.zeros((1, 1, 16), np.float32), np.array([1])), n_classes=2)
     model = build_model("signal", "classification", data, get_preset("lra-pathx", "tiny"))
-    assert model.dt_scale == 0.0625
+    assert model.backbone.dt_scale == 0.0625
 
 
 # ----------------------------------------------------------------------------- stand-ins

@@ -1,0 +1,154 @@
+"""The forecaster's two strategies as objects, and the quantile arithmetic they share.
+
+    DIRECT      the last context step's features (+ the future X, flattened) go through a
+                linear head that emits every step up to the horizon at once.
+    RECURSIVE   a one-step-ahead model; the context is read with the FFT and the forecast
+                is rolled with the layer's step mode, feeding back the median (point
+                forecast) or draws from the predicted quantile grid (sample paths).
+
+A strategy knows its head (ssmts.nn.heads), the layout of a training window's input, and
+how to turn normalized contexts into quantile forecasts. The forecaster does the rest.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from scipy.stats import norm
+
+from ..nn import DirectForecastHead, RecursiveForecastHead, SSMBackbone
+from ._windows import pad_rows
+
+
+def interpolate_quantiles(values: np.ndarray, levels: np.ndarray, alpha: np.ndarray) -> np.ndarray:
+    """Quantiles at `alpha` from sorted grid values (..., Q) at `levels` (Q,) -> (..., len(alpha)).
+
+    Piecewise linear in the normal score z = Phi^-1(level) (exact for a Gaussian), and
+    linear extrapolation with the outermost segments beyond the grid. Monotone in alpha
+    because the values are sorted.
+    """
+    z, za = norm.ppf(levels), norm.ppf(alpha)
+    right = np.clip(np.searchsorted(z, za), 1, len(z) - 1)
+    left = right - 1
+    w = (za - z[left]) / (z[right] - z[left])
+    return values[..., left] + w * (values[..., right] - values[..., left])
+
+
+def sample_from_grid(q: torch.Tensor, z_grid: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """One draw per row from the (sorted) quantile grid q (b, C, Q), interpolated as above."""
+    u = torch.rand(q.shape[:-1], generator=generator, dtype=torch.float64).clamp(1e-3, 1 - 1e-3)
+    za = torch.special.ndtri(u).to(q.dtype).to(q.device)
+    right = torch.searchsorted(z_grid, za.contiguous()).clamp(1, len(z_grid) - 1)
+    left = right - 1
+    z0, z1 = z_grid[left], z_grid[right]
+    v0, v1 = q.gather(-1, left[..., None])[..., 0], q.gather(-1, right[..., None])[..., 0]
+    return v0 + (za - z0) / (z1 - z0) * (v1 - v0)
+
+
+@dataclass(frozen=True)
+class Contexts:
+    """Normalized inputs of one forecast call, for n series.
+
+    y: (n, C, c) normalized contexts; x_context: (n, C_x, c) or None; x_future: list of
+    (k_i, C_x) future X rows per series or None; steps: the largest requested step.
+    """
+
+    y: np.ndarray
+    x_context: np.ndarray | None
+    x_future: list | None
+    steps: int
+
+
+class DirectStrategy:
+    name = "direct"
+    needs_future_x = True  # the head reads X at every horizon step
+    causal_only = False
+
+    def head(self, backbone: SSMBackbone, n_targets, n_exog, context, horizon, n_quantiles):
+        return DirectForecastHead(backbone, n_targets, n_exog, context, horizon, n_quantiles)
+
+    def future_steps(self, horizon: int, largest_step: int) -> int:
+        """How many future X rows a forecast needs."""
+        return horizon
+
+    @staticmethod
+    def training_inputs(yn: np.ndarray, xw: np.ndarray | None, c: int, H: int) -> np.ndarray:
+        """yn (n, C, c + H) normalized windows, xw (n, C_x, c + H) -> (n, C + C_x, c + H)."""
+        n, C = yn.shape[:2]
+        inputs = np.zeros((n, C + (0 if xw is None else xw.shape[1]), c + H))
+        inputs[:, :C, :c] = yn[..., :c]
+        if xw is not None:
+            inputs[:, C:, :] = xw
+        return inputs
+
+    @torch.no_grad()
+    def forecast(self, model, ctx: Contexts, horizon: int, device, **_) -> tuple[np.ndarray, np.ndarray | None]:
+        """(grid (n, horizon, C, Q) of sorted, member-averaged quantiles (normalized), None)."""
+        n, C, c = ctx.y.shape
+        n_exog = 0 if ctx.x_context is None else ctx.x_context.shape[1]
+        x = np.zeros((n, C + n_exog, c + horizon))
+        x[:, :C, :c] = ctx.y
+        if n_exog:
+            x[:, C:, :c] = ctx.x_context
+            x[:, C:, c:] = np.stack([rows.T for rows in ctx.x_future])
+        out = model(torch.as_tensor(x, dtype=torch.float32, device=device)).double().cpu().numpy()
+        # (n, members, H, C, Q): sorting removes quantile crossing, then the members' grids are averaged
+        return np.sort(out, axis=-1).mean(1), None
+
+
+class RecursiveStrategy:
+    name = "recursive"
+    needs_future_x = False
+    causal_only = True
+
+    def head(self, backbone: SSMBackbone, n_targets, n_exog, context, horizon, n_quantiles):
+        return RecursiveForecastHead(backbone, n_targets, n_exog, context, horizon, n_quantiles)
+
+    def future_steps(self, horizon: int, largest_step: int) -> int:
+        return largest_step
+
+    @staticmethod
+    def training_inputs(yn: np.ndarray, xw: np.ndarray | None, c: int, H: int) -> np.ndarray:
+        """Teacher forcing: position p holds [y_p, X_{p+1}]: (n, C + C_x, c + H - 1)."""
+        n, C = yn.shape[:2]
+        inputs = np.zeros((n, C + (0 if xw is None else xw.shape[1]), c + H - 1))
+        inputs[:, :C, :] = yn[..., : c + H - 1]
+        if xw is not None:
+            inputs[:, C:, :] = xw[..., 1:]
+        return inputs
+
+    @torch.no_grad()
+    def forecast(self, model, ctx: Contexts, horizon: int, device, *, median: int, levels: np.ndarray,
+                 n_paths: int = 0, seed: int = 0) -> tuple[np.ndarray, np.ndarray | None]:
+        """(point (n, S, C) normalized: the members' median paths averaged,
+        paths (n, P, members, S, C) normalized sample paths, or None when n_paths is 0)."""
+        n, C, c = ctx.y.shape
+        S = ctx.steps
+        n_exog = 0 if ctx.x_context is None else ctx.x_context.shape[1]
+        x = np.zeros((n, C + n_exog, c))
+        x[:, :C] = ctx.y
+        fut = None
+        if n_exog:
+            x[:, C:, : c - 1] = ctx.x_context[..., 1:]
+            x[:, C:, c - 1] = np.stack([rows[0] for rows in ctx.x_future])
+            fut = torch.as_tensor(np.stack([pad_rows(rows[1:S], S - 1).T for rows in ctx.x_future]),
+                                  dtype=torch.float32, device=device)
+        context = torch.as_tensor(x, dtype=torch.float32, device=device)
+        point, _ = model.rollout(context, fut, S, lambda q: q.sort(-1).values[..., median])
+        point = point.mean(1).double().cpu().numpy()
+        if not n_paths:
+            return point, None
+        generator = torch.Generator().manual_seed(seed)
+        z_grid = torch.as_tensor(norm.ppf(levels), dtype=torch.float32, device=device)
+        rows = max(1, 8192 // n_paths)  # bound the batch of series x paths
+        out = []
+        for start in range(0, n, rows):
+            c_b = context[start : start + rows].repeat_interleave(n_paths, 0)
+            f_b = None if fut is None else fut[start : start + rows].repeat_interleave(n_paths, 0)
+            picked, _ = model.rollout(c_b, f_b, S, lambda q: sample_from_grid(q.sort(-1).values, z_grid, generator))
+            out.append(picked.double().cpu().numpy().reshape(-1, n_paths, len(model.members), S, C))
+        return point, np.concatenate(out)
+
+
+STRATEGIES = {"direct": DirectStrategy(), "recursive": RecursiveStrategy()}

@@ -1,0 +1,133 @@
+"""Windowing for the forecaster: pandas series (single, panel, hierarchy) to network arrays.
+
+    split_instances / merge      frames by series, and the union of old and new observations
+    steps / future_times         a ForecastingHorizon against a series' time index
+    Windows, make_windows        training windows (context + horizon), normalized per window
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+import torch
+from numpy.lib.stride_tricks import sliding_window_view
+from sktime.forecasting.base import ForecastingHorizon
+
+from ..training import SequenceData
+
+
+def split_instances(frame: pd.DataFrame) -> list[tuple[tuple, pd.DataFrame]]:
+    """[(instance key, frame indexed by time)] in order of first appearance; key () for one series."""
+    if not isinstance(frame.index, pd.MultiIndex):
+        return [((), frame)]
+    levels = list(range(frame.index.nlevels - 1))
+    parts = []
+    for key, part in frame.groupby(level=levels if len(levels) > 1 else 0, sort=False):
+        key = key if isinstance(key, tuple) else (key,)
+        parts.append((key, part.droplevel(levels)))
+    return parts
+
+
+def merge(old: pd.DataFrame | None, new: pd.DataFrame | None) -> pd.DataFrame | None:
+    """Union by time; values in `new` win on duplicate time stamps."""
+    if old is None:
+        return new
+    if new is None:
+        return old
+    merged = pd.concat([old, new])
+    return merged[~merged.index.duplicated(keep="last")].sort_index()
+
+
+def key_name(key: tuple) -> str:
+    return "y" if key == () else f"series {key if len(key) > 1 else key[0]!r}"
+
+
+def as_float(frame: pd.DataFrame, name: str) -> pd.DataFrame:
+    try:
+        return frame.astype(np.float64)
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"{name} must have numeric columns only: {error}") from None
+
+
+def pad_rows(rows: np.ndarray, n: int) -> np.ndarray:
+    """rows (k, C_x) -> (n, C_x), zero rows appended (unused future steps of shorter horizons)."""
+    if len(rows) >= n:
+        return rows[:n]
+    return np.concatenate([rows, np.zeros((n - len(rows), rows.shape[1]))])
+
+
+def steps(fh: ForecastingHorizon, time_index: pd.Index) -> np.ndarray:
+    """Relative steps of fh for a series whose last observation is time_index[-1]."""
+    if fh.is_relative:
+        return np.asarray(fh.to_pandas(), dtype=np.int64)
+    cutoff = time_index[[-1]]
+    if fh.freq is None and isinstance(time_index, pd.DatetimeIndex):
+        fh = ForecastingHorizon(fh.to_pandas(), is_relative=False, freq=pd.infer_freq(time_index))
+    return np.asarray(fh.to_relative(cutoff).to_pandas(), dtype=np.int64)
+
+
+def future_times(fh: ForecastingHorizon, time_index: pd.Index, relative_steps) -> pd.Index:
+    freq = fh.freq
+    if freq is None and isinstance(time_index, pd.DatetimeIndex):
+        freq = pd.infer_freq(time_index)
+    return ForecastingHorizon(list(relative_steps), is_relative=True, freq=freq).to_absolute_index(time_index[[-1]])
+
+
+@dataclass
+class Windows:
+    """Network inputs, targets, target weights and the end of each window's targets (numpy, float32)."""
+
+    x: np.ndarray
+    target: np.ndarray
+    weight: np.ndarray
+    end: np.ndarray
+
+    @staticmethod
+    def concat(parts: list["Windows | None"]) -> "Windows | None":
+        parts = [p for p in parts if p is not None and len(p.x)]
+        if not parts:
+            return None
+        return Windows(*(np.concatenate([getattr(p, a) for p in parts]) for a in ("x", "target", "weight", "end")))
+
+    def data(self, index=None) -> SequenceData:
+        pick = (lambda a: a) if index is None else (lambda a: a[index])
+        return SequenceData(torch.from_numpy(pick(self.x)), torch.from_numpy(pick(self.target)),
+                            None, torch.from_numpy(pick(self.weight)))
+
+
+def make_windows(y: np.ndarray, x: np.ndarray | None, context: int, horizon: int, strategy, norm_stats,
+                 min_start: int = 0) -> Windows | None:
+    """Training windows of one series. y (T, C), x (T, C_x) standardized or None.
+
+    Every start with at least one target is used; targets past the end are masked. With X
+    and a strategy that reads the future X of every horizon step, only windows with the
+    whole horizon inside the series are used (when there are any). norm_stats(context
+    (n, C, c)) -> (shift, scale) normalizes each window; strategy.inputs lays out the input.
+    """
+    c, H, C = context, horizon, y.shape[1]
+    T = len(y)
+    n = T - c
+    if n < 1 or min_start >= n:
+        return None
+    ypad = np.concatenate([y, np.zeros((H, C))])
+    yw = sliding_window_view(ypad, c + H, axis=0)[:n]  # (n, C, c + H)
+    end = np.arange(n)[:, None] + c + np.arange(H)[None, :]
+    available = end < T  # (n, H)
+    keep = np.arange(n) >= min_start
+    if x is not None and strategy.needs_future_x and (available.all(1) & keep).any():
+        keep &= available.all(1)
+    yw, available = yw[keep], available[keep]
+    shift, scale = norm_stats(yw[..., :c])
+    yn = (yw - shift) / scale
+    yn[..., c:] *= available[:, None, :]  # padding stays 0 in normalized units
+    target = np.transpose(yn[..., c:], (0, 2, 1))  # (n, H, C)
+    weight = np.broadcast_to(available[:, :, None], target.shape).astype(np.float32)
+    xw = None
+    if x is not None:
+        # one extra zero row: the recursive layout reads X one step ahead
+        xw = sliding_window_view(np.concatenate([x, np.zeros((H + 1, x.shape[1]))]), c + H, axis=0)[:n][keep]
+    inputs = strategy.training_inputs(yn, xw, c, H)
+    start = np.flatnonzero(keep)
+    last_target = np.minimum(start + c + H, T)  # for the temporal validation split
+    return Windows(inputs.astype(np.float32), target.astype(np.float32), weight, last_target)
