@@ -1,0 +1,98 @@
+"""The import direction of docs/architecture.md, checked on the source (AST) and at run time.
+
+    nn -> training -> estimators, sktime -> tasks, cli, bench
+
+A module may import from its own package and from the packages its row allows; anything
+else is a layering error (e.g. the core importing a face, a face importing a data loader).
+"""
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "ssmts"
+
+# What each part of ssmts may import (besides itself). Top-level modules count as parts.
+ALLOWED = {
+    "nn": set(),
+    "training": {"nn"},
+    "data": {"nn"},
+    "estimators": {"nn", "training"},
+    "sktime": {"nn", "training", "estimators"},
+    "plot": {"nn"},
+    "baselines": {"data"},
+    "tasks": {"nn", "training", "estimators", "data", "baselines"},
+    "cli": {"nn", "training", "estimators", "sktime", "data", "tasks", "plot", "baselines", "bench"},
+    "bench": {"nn", "training", "estimators", "sktime", "data", "tasks", "plot", "baselines"},
+    "__main__": {"cli"},
+    "__init__": {"estimators"},
+}
+
+
+def _part(module: str) -> str:
+    """'ssmts.nn.ssm' -> 'nn'; 'ssmts' -> '__init__'."""
+    pieces = module.split(".")
+    return pieces[1] if len(pieces) > 1 else "__init__"
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def _ssmts_imports(path: Path, source: str | None = None) -> list[tuple[int, str]]:
+    module = _module_name(path)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(source if source is not None else path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names if alias.name.split(".")[0] == "ssmts"]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+                # "from . import zero_shot" names submodules of the package itself
+                found.append((node.lineno, target))
+            elif node.module and node.module.split(".")[0] == "ssmts":
+                found.append((node.lineno, node.module))
+    return found
+
+
+def _sources():
+    return sorted(p for p in PACKAGE.rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", _sources(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_imports_follow_the_layers(path):
+    own = _part(_module_name(path)) if path != PACKAGE / "__init__.py" else "__init__"
+    allowed = ALLOWED[own] | {own}
+    bad = [(line, target) for line, target in _ssmts_imports(path)
+           if target != "ssmts" and _part(target) not in allowed]
+    assert not bad, f"{path.relative_to(PACKAGE)} imports across the layers: {bad} (docs/architecture.md)"
+
+
+def test_every_part_has_a_row():
+    parts = {p.name if p.is_dir() else p.stem for p in PACKAGE.iterdir()
+             if (p.is_dir() and (p / "__init__.py").exists()) or p.suffix == ".py"}
+    assert parts <= set(ALLOWED), f"add a row for {sorted(parts - set(ALLOWED))} to ALLOWED and the architecture page"
+
+
+def test_import_ssmts_nn_loads_no_sklearn_pandas_or_sktime():
+    code = ("import sys, ssmts.nn, ssmts.nn.heads, ssmts.nn.analysis, ssmts.training; "
+            "print(sorted(m for m in ('sklearn', 'pandas', 'sktime') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_the_checker_sees_a_violation():
+    """The AST walk resolves relative imports: a face imported from the core is caught."""
+    imports = _ssmts_imports(PACKAGE / "nn" / "probe.py", source="from ..estimators import SSMClassifier\n")
+    assert imports == [(1, "ssmts.estimators")] and _part(imports[0][1]) not in ALLOWED["nn"]
