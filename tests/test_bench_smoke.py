@@ -1,6 +1,7 @@
-"""Smoke tests of `python -m ssmts.bench layer` (tiny shapes) and of the benchmark dispatcher."""
+"""Smoke tests of `python -m ssmts.bench layer` and `lncde` (tiny shapes) and of the benchmark dispatcher."""
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -10,6 +11,7 @@ import pandas as pd
 import pytest
 
 from ssmts.bench import layer as bench_layer
+from ssmts.bench import lncde as bench_lncde
 from ssmts.bench.__main__ import BENCHMARKS
 from ssmts.bench.__main__ import main as bench_main
 
@@ -71,6 +73,7 @@ def test_attention_estimate_skips_only_long_sequences_by_default():
 
 def test_dispatcher_registry_and_errors(capsys, monkeypatch):
     assert BENCHMARKS["layer"] == "ssmts.bench.layer" and BENCHMARKS["forecast"] == "ssmts.bench.forecast"
+    assert BENCHMARKS["lncde"] == "ssmts.bench.lncde"
     assert bench_main(["nope"]) == 2
     assert "unknown benchmark 'nope'" in capsys.readouterr().err
     assert bench_main([]) == 2
@@ -80,3 +83,40 @@ def test_dispatcher_registry_and_errors(capsys, monkeypatch):
     assert "not available" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         bench_main(["layer", "--models", "mamba"])  # argparse error for an unknown model
+
+
+def test_lncde_quick_runs_in_a_subprocess_and_prints_the_table():
+    """`python -m ssmts.bench lncde --quick`: every structure at L = 64 and 128, all three modes timed."""
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "ssmts.bench", "lncde", "--quick"], capture_output=True, text=True, timeout=60,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
+    elapsed = time.perf_counter() - start
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert elapsed < 20, f"--quick took {elapsed:.1f} s"
+    out = proc.stdout
+    header = next(line for line in out.splitlines() if line.startswith("structure"))
+    for column in ("params", "compose MACs", "recurrence ms", "scan ms", "chunked ms", "vs dense scan"):
+        assert column in header
+    for structure in bench_lncde.STRUCTURES:
+        for L in (64, 128):
+            assert re.search(rf"^{re.escape(structure)}\s+16\s+\d+\s+\d+\s+{L}(\s+\d+\.\d){{3}}\s+\d+\.\dx$", out, re.M), (structure, L, out)
+    assert re.search(r"^dense\s+16\s+\d+\s+4096\s", out, re.M)  # d^3 compositions
+
+
+def test_lncde_skips_over_memory_and_time_budgets(capsys):
+    """In-process: with no memory the scans are skipped (recurrence still timed); with no time budget
+    only the first length is measured and the next says why it was skipped."""
+    assert bench_lncde.main(["--quick", "--structures", "block4,dense", "--max-gb", "0"]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith(("block4", "dense"))]
+    assert len(rows) == 4 and all("scan: memory ~" in r and "chunked: memory ~" in r for r in rows)
+    assert all(re.search(r"\s\d+\.\d\s+-\s+-\s", r) for r in rows)
+
+    assert bench_lncde.main(["--quick", "--structures", "diagonal", "--budget", "0"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("diagonal")]
+    assert "skipped" not in rows[0] and "time ~" not in rows[0]
+    assert all(f"{mode}: time ~" in rows[1] for mode in bench_lncde.MODES)
+    with pytest.raises(SystemExit):
+        bench_lncde.main(["--structures", "sparse"])

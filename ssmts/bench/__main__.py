@@ -10,6 +10,7 @@ import sys
 BENCHMARKS = {
     "layer": "ssmts.bench.layer",
     "forecast": "ssmts.bench.forecast",
+    "lncde": "ssmts.bench.lncde",
 }
 
 

@@ -1,14 +1,16 @@
-"""Pure-PyTorch core: discretization, initialization, the SSM layer, blocks, backbones and heads.
+"""Pure-PyTorch core: discretization, initialization, the SSM layer, the structured linear
+neural CDE layer (LinearCDE), blocks, backbones and heads.
 
 Imports nothing from scikit-learn, pandas or sktime (tests/test_architecture.py checks it).
 """
 from .discretization import DISCRETIZATIONS, discretize
 from .init import INITS, PTDResult, hippo_legs, hippo_legs_normal, ptd_perturbation
+from .lncde import LNCDE_STRUCTURES, LinearCDE
 from .resampling import delta_factor, scaled_delta
 from .ssm import SSM
 
 __all__ = ["SSM", "discretize", "DISCRETIZATIONS", "INITS", "hippo_legs", "hippo_legs_normal", "ptd_perturbation",
-           "PTDResult", "delta_factor", "scaled_delta"]
+           "PTDResult", "delta_factor", "scaled_delta", "LinearCDE", "LNCDE_STRUCTURES"]
 from .blocks import ACTIVATIONS, NORMS, SSMBlock
 from .backbone import POOLINGS, SSMBackbone, parameter_groups
 from .heads import (
