@@ -209,10 +209,26 @@ def _cifar_dir(root: Path) -> Path:
     return root / CIFAR10_DIR
 
 
+class _CifarUnpickler(pickle.Unpickler):
+    """CIFAR-10's python batches are pickles by format, and unpickling can run code. This
+    unpickler resolves only what a CIFAR batch holds (numpy arrays and dtypes; dicts, lists,
+    bytes and numbers need no class lookup), so a crafted batch file cannot execute anything."""
+
+    _ALLOWED = {("numpy", "ndarray"), ("numpy", "dtype"), ("numpy.core.multiarray", "_reconstruct"),
+                ("numpy._core.multiarray", "_reconstruct"), ("numpy.core.multiarray", "scalar"),
+                ("numpy._core.multiarray", "scalar")}
+
+    def find_class(self, module: str, name: str):
+        if (module, name) not in self._ALLOWED:
+            raise pickle.UnpicklingError(f"refusing to load {module}.{name}: a CIFAR-10 batch holds only numpy "
+                                         "arrays, lists, bytes and numbers")
+        return super().find_class(module, name)
+
+
 def _read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
     try:
         with open(path, "rb") as f:
-            batch = pickle.load(f, encoding="bytes")
+            batch = _CifarUnpickler(f, encoding="bytes").load()
     except (OSError, EOFError, pickle.UnpicklingError, ValueError) as error:
         raise DataNotFoundError(f"{path} is not a readable CIFAR-10 batch: {error}. {_CIFAR_HOW_TO_GET}") from error
     if not isinstance(batch, dict) or b"data" not in batch or b"labels" not in batch:

@@ -134,6 +134,13 @@ def load_speech_commands(
             f"{SPLIT_LISTS[1]}, e.g. {sorted(in_both)[0]}. {_HOW_TO_GET}"
         )
 
+    listed_missing = sorted(r for r in validation | testing
+                            if r.split("/", 1)[0] in classes and not (root / r).is_file())
+    if listed_missing:
+        raise DataNotFoundError(
+            f"{root}: {len(listed_missing)} clip(s) named in {SPLIT_LISTS[0]} / {SPLIT_LISTS[1]} are missing, e.g. "
+            f"{listed_missing[0]}; the copy is incomplete. {_HOW_TO_GET}")
+
     files: dict[str, list[tuple[str, int]]] = {"train": [], "val": [], "test": []}
     rng = np.random.default_rng(random_state)
     for label, word in enumerate(classes):
@@ -252,6 +259,8 @@ def read_clip(path: str | Path) -> np.ndarray:
         )
     if samples.shape[1] != 1:
         raise ValueError(f"{path} has {samples.shape[1]} channels; Speech Commands clips must be mono")
+    if len(samples) == 0:
+        raise ValueError(f"{path} holds no samples: the file is empty or truncated")
     if len(samples) > CLIP_SAMPLES:
         raise ValueError(
             f"{path} has {len(samples)} samples ({len(samples) / rate:.3f} s); Speech Commands clips "

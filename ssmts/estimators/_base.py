@@ -4,6 +4,7 @@ persistence, and the thin link to the one fit path (ssmts.training.fit_model).""
 from __future__ import annotations
 
 import copy
+import functools
 import numbers
 from pathlib import Path
 from typing import Callable
@@ -20,12 +21,31 @@ from ..training import (
     SequenceParams, TrainerConfig, fit_model, predict_batches, resolve_device, seed_from,
 )
 from ._input import PreparedInput, prepare_input
+from ._persistence import load_estimator, save_estimator
 
 
 def target_statistics(y2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Mean and scale of each target column of y2 (n, n_targets), as for input channels."""
     mean, scale = channel_statistics(torch.from_numpy(np.asarray(y2, dtype=np.float64))[:, :, None])
     return mean.numpy(), scale.numpy()
+
+
+def transactional(fit):
+    """Wrap a fit method so that the estimator changes only when it succeeds: on any exception,
+    KeyboardInterrupt included, every attribute is put back as it was before the call (the
+    previous fitted model, or none). Continued fits train a copy of model_, so it is intact."""
+
+    @functools.wraps(fit)
+    def wrapper(self, *args, **kwargs):
+        saved = dict(self.__dict__)
+        try:
+            return fit(self, *args, **kwargs)
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(saved)
+            raise
+
+    return wrapper
 
 
 def require_y(estimator, y) -> None:
@@ -143,7 +163,16 @@ class SSMEstimatorMixin(BackboneParams, SequenceParams, OptimizerParams, EarlySt
         """Network outputs for `data` (CPU), batch by batch, with Delta rescaled by training / new rate."""
         inputs = SequenceData(self._scaled(data), mask=data.mask)
         with scaled_delta(self.model_, 1.0 / rate_ratio):
-            return predict_batches(self.model_, inputs, self.batch_size, resolve_device(self.device), forward)
+            out = predict_batches(self.model_, inputs, self.batch_size, resolve_device(self.device), forward)
+        bad = ~torch.isfinite(out.reshape(len(out), -1)).all(dim=1)
+        if bad.any():
+            largest = float(inputs.x.abs().amax()) if len(inputs.x) else 0.0
+            raise FloatingPointError(
+                f"{type(self).__name__} computed non-finite outputs for {int(bad.sum())} of {len(out)} samples. "
+                f"Likely causes: inputs far outside the training data (largest |x| after the training scaling: "
+                f"{largest:.3g}), a sample rate far from the training rate (every Delta x {1.0 / rate_ratio:.3g}), "
+                "or a model whose training diverged")
+        return out
 
     # ------------------------------------------------------------ persistence
     def __getstate__(self):
@@ -153,19 +182,49 @@ class SSMEstimatorMixin(BackboneParams, SequenceParams, OptimizerParams, EarlySt
             state["model_"] = copy.deepcopy(state["model_"]).cpu()
         return state
 
-    def save(self, path: str | Path) -> Path:
-        """Save the fitted estimator with joblib (loadable on CPU-only machines)."""
-        path = Path(path)
-        joblib.dump(self, path)
-        return path
+    # Fitted attributes written by `save` (besides the weights); subclasses add theirs.
+    _saved_attributes = ("n_features_in_", "n_channels_in_", "n_timepoints_in_", "input_ndim_", "input_mean_",
+                         "input_scale_", "train_sample_rate_", "history_", "n_iter_", "_seed_")
+
+    def save(self, path: str | Path, *, format: str = "safetensors") -> Path:
+        """Save the fitted estimator.
+
+        format="safetensors" (default): one file holding the weights (safetensors) and a JSON
+        of parameters, fitted attributes, versions and a checksum; `load` runs no code from it.
+        format="joblib": a pickle, as joblib.dump writes it. Loading a pickle RUNS CODE from the
+        file: load only pickles you made or trust. Both load on CPU-only machines.
+        """
+        if format == "safetensors":
+            return save_estimator(self, path)
+        if format == "joblib":
+            path = Path(path)
+            joblib.dump(self, path)
+            return path
+        raise ValueError(f"unknown format {format!r}; choose 'safetensors' or 'joblib'")
 
     @classmethod
-    def load(cls, path: str | Path):
-        """Load an estimator saved with `save`; checks that it is an instance of this class."""
+    def load(cls, path: str | Path, *, format: str = "safetensors"):
+        """Load an estimator written by `save`, checking that it is an instance of this class.
+
+        format="safetensors" executes no code from the file, refuses a damaged or altered file
+        (checksum) and warns when it was written by other ssmts/torch versions.
+        format="joblib" unpickles, which RUNS CODE from the file: only for files you trust.
+        """
+        if format == "safetensors":
+            return load_estimator(cls, path)
+        if format != "joblib":
+            raise ValueError(f"unknown format {format!r}; choose 'safetensors' or 'joblib'")
         obj = joblib.load(path)
         if not isinstance(obj, cls):
             raise TypeError(f"{path} holds a {type(obj).__name__}, not a {cls.__name__}")
         return obj
+
+    def _restore_after_load(self) -> None:
+        """Derived state that `load` rebuilds from the saved attributes (subclasses)."""
+
+    def _rebuild_network(self) -> torch.nn.Module:
+        """An untrained network of the fitted shape, for `load` to fill with the saved weights."""
+        raise NotImplementedError
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -24,6 +24,17 @@ class PreparedInput:
     ndim: int  # 2 or 3 (ragged lists count as 3)
 
 
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def _as_float32(arr: np.ndarray, name: str) -> np.ndarray:
+    """float64 -> float32, refusing values the cast would turn into infinity."""
+    if arr.size and np.abs(arr).max() > FLOAT32_MAX:
+        raise ValueError(f"{name} has values beyond the float32 range (|x| > {FLOAT32_MAX:.3g}); the network computes "
+                         "in float32, so rescale the data first")
+    return arr.astype(np.float32)
+
+
 def _is_ragged_list(X) -> bool:
     if not isinstance(X, (list, tuple)) or len(X) == 0:
         return False
@@ -37,6 +48,8 @@ def _is_ragged_list(X) -> bool:
 
 def prepare_input(X) -> PreparedInput:
     """Validate X (NaN/inf, empty, complex, sparse, rank) and convert it to float32 tensors."""
+    if isinstance(X, (list, tuple)) and len(X) == 0:
+        raise ValueError("X is empty: need at least one series (0 samples given)")
     if _is_ragged_list(X):
         series = []
         for i, item in enumerate(X):
@@ -52,19 +65,28 @@ def prepare_input(X) -> PreparedInput:
         n, C, L = len(series), series[0].shape[0], int(lengths.max())
         x = np.zeros((n, C, L), dtype=np.float32)
         for i, s in enumerate(series):
-            x[i, :, : s.shape[1]] = s
+            x[i, :, : s.shape[1]] = _as_float32(s, f"X[{i}]")
         mask = torch.arange(L)[None, :] < torch.from_numpy(lengths)[:, None]
         return PreparedInput(torch.from_numpy(x), mask, lengths, True, C, 3)
 
     if isinstance(X, (list, tuple)) and len(X) and np.ndim(X[0]) == 2:
+        shapes = {np.shape(item) for item in X}
+        if len(shapes) > 1:
+            channels = sorted({shape[0] if len(shape) == 2 else 1 for shape in shapes})
+            raise ValueError(f"all series must have the same number of channels, got {channels} "
+                             f"(series shapes {sorted(shapes)[:5]})")
         X = np.asarray(X)  # equal-length (C, L) series: a numpy3D array
+    ndim = getattr(X, "ndim", None)
+    if ndim is not None and ndim > 3:
+        raise ValueError(f"X must be 2-D (n_samples, n_timepoints), 3-D (n_samples, n_channels, n_timepoints) or "
+                         f"a list of series; got a {ndim}-D array of shape {tuple(X.shape)}")
     if getattr(X, "ndim", None) == 3:
         arr = check_array(X, dtype=np.float64, allow_nd=True, ensure_min_samples=1, input_name="X")
         if arr.shape[1] < 1 or arr.shape[2] < 1:
             raise ValueError(f"X has shape {arr.shape}: need at least one channel and one timepoint")
-        x = torch.from_numpy(arr.astype(np.float32))
+        x = torch.from_numpy(_as_float32(arr, "X"))
         return PreparedInput(x, None, np.full(arr.shape[0], arr.shape[2]), False, arr.shape[1], 3)
 
     arr = check_array(X, dtype=np.float64, ensure_min_samples=1, ensure_min_features=1, input_name="X")
-    x = torch.from_numpy(arr.astype(np.float32))[:, None, :]
+    x = torch.from_numpy(_as_float32(arr, "X"))[:, None, :]
     return PreparedInput(x, None, np.full(arr.shape[0], arr.shape[1]), False, arr.shape[1], 2)

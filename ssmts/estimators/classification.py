@@ -13,7 +13,7 @@ from sklearn.utils.validation import column_or_1d
 from ..training import ClassWeightParams
 from ..training.config import with_params_doc
 from ..training.objectives import accuracy_of_logits, weighted_cross_entropy
-from ._base import SSMEstimatorMixin, require_y
+from ._base import SSMEstimatorMixin, require_y, transactional
 
 
 @with_params_doc
@@ -32,6 +32,7 @@ class SSMClassifier(SSMEstimatorMixin, ClassWeightParams, ClassifierMixin, BaseE
         """One more epoch on (X, y). `classes` is required on the first call."""
         return self._fit(X, y, classes=classes, partial=True)
 
+    @transactional
     def _fit(self, X, y, classes, partial: bool):
         continuing = hasattr(self, "model_") and (partial or self.warm_start)
         if partial and not continuing and classes is None:
@@ -40,6 +41,10 @@ class SSMClassifier(SSMEstimatorMixin, ClassWeightParams, ClassifierMixin, BaseE
         require_y(self, y)
         data = self._prepare_predict_input(X, 1.0) if continuing else self._prepare_fit_input(X)
         y = column_or_1d(y, warn=True)
+        missing = np.flatnonzero([label is None for label in y]) if y.dtype == object else []
+        if len(missing):
+            raise ValueError(f"y has no label (None) for {len(missing)} sample(s), e.g. index {int(missing[0])}; "
+                             "every sample needs a class label")
         check_classification_targets(y)
         if continuing:
             unseen = np.setdiff1d(np.unique(y), self.classes_)
@@ -67,6 +72,15 @@ class SSMClassifier(SSMEstimatorMixin, ClassWeightParams, ClassifierMixin, BaseE
             continue_training=continuing,
         )
         return self
+
+    _saved_attributes = SSMEstimatorMixin._saved_attributes + ("classes_",)
+
+    def _restore_after_load(self) -> None:
+        self._encoder = LabelEncoder()
+        self._encoder.classes_ = self.classes_
+
+    def _rebuild_network(self):
+        return self._network(self.n_channels_in_, len(self.classes_))
 
     def _class_weights(self, y_index: np.ndarray) -> torch.Tensor | None:
         if self.class_weight is None:

@@ -9,7 +9,7 @@ from sklearn.utils.validation import check_array
 
 from ..training.config import with_params_doc
 from ..training.objectives import mse_loss, negative_mse
-from ._base import SSMEstimatorMixin, require_y, target_statistics
+from ._base import SSMEstimatorMixin, require_y, transactional, target_statistics
 
 
 @with_params_doc
@@ -27,14 +27,15 @@ class SSMRegressor(SSMEstimatorMixin, RegressorMixin, BaseEstimator):
         """One more epoch on (X, y)."""
         return self._fit(X, y, partial=True)
 
+    @transactional
     def _fit(self, X, y, partial: bool):
         continuing = hasattr(self, "model_") and (partial or self.warm_start)
         self._start_fit(continuing)
         require_y(self, y)
         data = self._prepare_predict_input(X, 1.0) if continuing else self._prepare_fit_input(X)
+        if np.ndim(y) not in (1, 2):
+            raise ValueError(f"y must be 1-D (n_samples,) or 2-D (n_samples, n_targets), got shape {np.shape(y)}")
         y = check_array(y, ensure_2d=False, dtype=np.float64, input_name="y")
-        if y.ndim not in (1, 2):
-            raise ValueError(f"y must be 1D or 2D, got shape {y.shape}")
         y2 = y.reshape(len(y), -1)
         if continuing:
             if y2.shape[1] != self.n_targets_:
@@ -51,6 +52,12 @@ class SSMRegressor(SSMEstimatorMixin, RegressorMixin, BaseEstimator):
             epochs=1 if partial else None, continue_training=continuing,
         )
         return self
+
+    _saved_attributes = SSMEstimatorMixin._saved_attributes + ("n_targets_", "_y_is_1d", "target_mean_",
+                                                                "target_scale_")
+
+    def _rebuild_network(self):
+        return self._network(self.n_channels_in_, self.n_targets_)
 
     def predict(self, X, sample_rate=None):
         """Predictions, (n_samples,) or (n_samples, n_targets), float64."""

@@ -15,7 +15,7 @@ from ..training.config import Options, param, with_params_doc
 from ..training.objectives import (
     accuracy_of_logits, masked_reconstruction_loss, mse_loss, negative_mse, weighted_cross_entropy,
 )
-from ._base import SSMEstimatorMixin, target_statistics
+from ._base import SSMEstimatorMixin, target_statistics, transactional
 
 OBJECTIVES = ("auto", "reconstruction", "classification", "regression", "none")
 
@@ -31,7 +31,9 @@ class SSMTransformer(ClassNamePrefixFeaturesOutMixin, SSMEstimatorMixin, Transfo
                 "discrete labels, regression otherwise), masked-step reconstruction when y is None. 'none': "
                 "untrained random features.", constraint=Options(*OBJECTIVES), group="Transformer")
 
+    @transactional
     def fit(self, X, y=None):
+        """Train the backbone (see objective); with warm_start=True continue the fitted one."""
         continuing = hasattr(self, "model_") and self.warm_start
         self._start_fit(continuing)
         objective = self._resolve_objective(y)
@@ -70,6 +72,27 @@ class SSMTransformer(ClassNamePrefixFeaturesOutMixin, SSMEstimatorMixin, Transfo
         elif objective == "regression":
             self._target_stats = stats
         return self
+
+    _saved_attributes = SSMEstimatorMixin._saved_attributes + ("objective_", "_target_stats", "_label_classes")
+
+    @property
+    def _label_classes(self):
+        return self._label_encoder.classes_
+
+    @_label_classes.setter
+    def _label_classes(self, classes) -> None:
+        self._label_encoder = LabelEncoder()
+        self._label_encoder.classes_ = classes
+
+    def _rebuild_network(self):
+        C = self.n_channels_in_
+        if self.objective_ == "reconstruction":
+            return MaskedReconstruction(self.build_backbone(C), C)
+        if self.objective_ == "classification":
+            return self._network(C, len(self._label_classes))
+        if self.objective_ == "regression":
+            return self._network(C, len(self._target_stats[0]))
+        return self._network(C, None)
 
     def _resolve_objective(self, y) -> str:
         if self.objective != "auto":

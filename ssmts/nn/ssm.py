@@ -247,6 +247,17 @@ class SSM(nn.Module):
             raise ValueError(f"SSM expects {self.d_model} input channels, got {u.shape[1]} (input shape {tuple(u.shape)})")
         if u.shape[2] < 1:
             raise ValueError("SSM input has length 0")
+        self._check_dtype(u)
+
+    def _check_dtype(self, u: torch.Tensor) -> None:
+        """Any floating dtype matching the layer's (float32 or float64); others get a clear error.
+        Under autocast the mixed dtypes are autocast's to manage."""
+        if not u.is_floating_point():
+            raise TypeError(f"SSM input must be floating point, got {u.dtype}; cast it with u.to({self.log_dt.dtype}) "
+                            "(integer token ids go through SSMBackbone(vocab_size=...))")
+        if u.dtype != self.log_dt.dtype and not torch.is_autocast_enabled(u.device.type):
+            raise TypeError(f"SSM input has dtype {u.dtype} but the layer's parameters are {self.log_dt.dtype}: "
+                            f"cast the input with u.to({self.log_dt.dtype}) or the layer with .to({u.dtype})")
 
     def _readout(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         """y from states. x: (b, S, P, L) complex, u: (b, H, L) real -> (b, M, L)."""
@@ -364,6 +375,7 @@ class SSM(nn.Module):
             raise ValueError("a bidirectional SSM cannot run step by step")
         if u_t.dim() != 2 or u_t.shape[1] != self.d_model:
             raise ValueError(f"step expects u_t of shape (batch, {self.d_model}), got {tuple(u_t.shape)}")
+        self._check_dtype(u_t)
         self._check_state(state, u_t.shape[0])
         Abar, Bbar, _, _ = self.discrete()
         v = self._input_projection(u_t[..., None], Bbar)[..., 0]

@@ -131,3 +131,34 @@ def make_windows(y: np.ndarray, x: np.ndarray | None, context: int, horizon: int
     start = np.flatnonzero(keep)
     last_target = np.minimum(start + c + H, T)  # for the temporal validation split
     return Windows(inputs.astype(np.float32), target.astype(np.float32), weight, last_target)
+
+
+def check_regular_index(index: pd.Index, what: str) -> None:
+    """A forecaster's time index must be unique and evenly spaced: an SSM step is one period,
+    so a gap or a repeated time stamp would silently be read as contiguous data."""
+    if index.has_duplicates:
+        repeated = index[index.duplicated()].unique()
+        raise ValueError(f"{what} has repeated time stamps ({', '.join(map(str, repeated[:3]))}"
+                         f"{' ...' if len(repeated) > 3 else ''}); each time point may appear once")
+    if not index.is_monotonic_increasing:
+        raise ValueError(f"{what} has time stamps out of order; sort it by time")
+    if len(index) < 3:
+        return
+    if isinstance(index, pd.DatetimeIndex):
+        if index.freq is not None or pd.infer_freq(index) is not None:
+            return
+        steps = np.diff(index.asi8)
+    elif isinstance(index, pd.PeriodIndex):
+        steps = np.diff(index.asi8)
+    elif pd.api.types.is_numeric_dtype(index.dtype):
+        steps = np.diff(index.to_numpy())
+    else:
+        return
+    values, counts = np.unique(steps, return_counts=True)
+    if len(values) > 1:
+        usual = values[np.argmax(counts)]
+        first = int(np.flatnonzero(steps != usual)[0])
+        raise ValueError(
+            f"{what} is not evenly spaced: after {index[first]} comes {index[first + 1]} (the usual step is "
+            f"{index[1] - index[0] if steps[0] == usual else usual}); fill or resample the gaps first, since "
+            "each step of the model is one period")

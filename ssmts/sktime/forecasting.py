@@ -21,6 +21,7 @@ import torch
 from sktime.forecasting.base import BaseForecaster
 
 from ..nn import ForecastEnsemble
+from ..nn.functional import channel_statistics
 from ..training import (
     BackboneParams, EarlyStopping, EarlyStoppingParams, OptimizerParams, TrainerConfig, fit_model, resolve_device,
     seed_from,
@@ -28,7 +29,9 @@ from ..training import (
 from ..training.config import Integer, Options, Satisfies, param, with_params_doc
 from ..training.objectives import pinball_loss
 from ._strategies import STRATEGIES, Contexts, interpolate_quantiles
-from ._windows import Windows, as_float, future_times, key_name, make_windows, merge, split_instances
+from ._windows import (
+    Windows, as_float, check_regular_index, future_times, key_name, make_windows, merge, split_instances,
+)
 from ._windows import steps as horizon_steps
 
 INSTANCE_NORMS = ("last", "mean")  # True means "last"
@@ -41,6 +44,13 @@ def _is_quantile_grid(value) -> bool:
     except (TypeError, ValueError):
         return False
     return levels.size > 0 and bool(np.all(np.isfinite(levels) & (levels > 0) & (levels < 1)))
+
+
+def _column_statistics(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and scale of each column of values (T, C): the per-channel statistics of the
+    estimators (a floor relative to the data's magnitude, so series at 1e-12 work too)."""
+    mean, scale = channel_statistics(torch.from_numpy(np.ascontiguousarray(values.T))[None])
+    return mean.numpy(), scale.numpy()
 
 
 class ForecasterParams(BackboneParams, OptimizerParams, EarlyStoppingParams):
@@ -180,6 +190,22 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
         self.quantile_levels_ = levels
 
     # ------------------------------------------------------------ data
+    def _update_y_X(self, y, X):
+        """sktime's hook before the cutoff moves (fit and update): check the time index first."""
+        store = getattr(self, "_store", None)
+        for key, part in split_instances(y):
+            what = f"the time index of {key_name(key)}"
+            check_regular_index(part.index, what)
+            if store and key in store:
+                seen = store[key][0].index
+                if part.index[-1] < seen[-1]:
+                    raise ValueError(
+                        f"update data for {key_name(key)} ends at {part.index[-1]}, before the cutoff {seen[-1]}: "
+                        "update takes data that continues the series (revisions may overlap the past, but must "
+                        "reach the cutoff)")
+                check_regular_index(seen.union(part.index), f"{what} with the update appended")
+        super()._update_y_X(y, X)
+
     def _split_xy(self, y: pd.DataFrame, X: pd.DataFrame | None) -> list[tuple[tuple, pd.DataFrame, pd.DataFrame | None]]:
         """[(key, y part, X part or None)] with float values; X parts keep all their rows."""
         x_parts = dict(split_instances(X)) if X is not None else {}
@@ -218,8 +244,6 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
         # ("no change", the naive forecast) or the context's mean. Scale: the context's spread.
         shift = context.mean(-1, keepdims=True) if self.window_location_ == "mean" else context[..., -1:]
         std = context.std(-1, keepdims=True)
-        # A constant context has std 0: the floor (a thousandth of the channel's global
-        # spread) keeps the scaled targets finite without distorting ordinary windows.
         scale = np.sqrt(std**2 + self.scale_floor_[:, None] ** 2)
         return shift, scale
 
@@ -251,17 +275,15 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
         self.horizon_ = int(max(horizon_steps(fh, y_part.index).max() for _, y_part, _ in parts))
 
         values = np.concatenate([p.to_numpy() for _, p, _ in parts])
-        self.y_mean_ = values.mean(0)
-        spread = values.std(0)
-        self.y_scale_ = np.where(spread > 1e-12, spread, 1.0)
+        self.y_mean_, self.y_scale_ = _column_statistics(values)
+        # A constant context has std 0: the floor (a thousandth of the channel's global
+        # spread) keeps the scaled targets finite without distorting ordinary windows.
         self.scale_floor_ = 1e-3 * self.y_scale_
         if X is not None:
             aligned = np.concatenate([xp.reindex(yp.index).to_numpy() for _, yp, xp in parts])
             if np.isnan(aligned).any():
                 raise ValueError("X must cover every time point of y (X-y must have the same index)")
-            self.x_mean_ = aligned.mean(0)
-            xs = aligned.std(0)
-            self.x_scale_ = np.where(xs > 1e-12, xs, 1.0)
+            self.x_mean_, self.x_scale_ = _column_statistics(aligned)
 
         windows = [self._series_windows(key, yp, xp) for key, yp, xp in parts]
         data = Windows.concat(windows)

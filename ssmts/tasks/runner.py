@@ -266,7 +266,11 @@ def _check_resume(paths: dict[str, Path], settings: dict, resume: bool, echo) ->
     if not paths["config"].is_file():
         raise ValueError(f"{checkpoint} has no {paths['config'].name} next to it; cannot check what it was "
                          "trained with. Remove the checkpoint or choose another --out.")
-    previous = json.loads(paths["config"].read_text())
+    try:
+        previous = json.loads(paths["config"].read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise ValueError(f"cannot resume: {paths['config']} is not valid JSON ({error}); remove the run directory "
+                         "or choose another --out") from None
     differing = sorted(k for k in set(previous) | set(settings) if previous.get(k) != settings.get(k))
     if differing:
         raise ValueError(f"cannot resume {checkpoint}: it was trained with other settings ({', '.join(differing)} "
