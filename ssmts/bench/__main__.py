@@ -11,6 +11,7 @@ BENCHMARKS = {
     "layer": "ssmts.bench.layer",
     "forecast": "ssmts.bench.forecast",
     "lncde": "ssmts.bench.lncde",
+    "scaling": "ssmts.bench.scaling",
 }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import math
 import numbers
 from pathlib import Path
 from typing import Callable
@@ -15,9 +16,9 @@ import torch
 from sklearn.utils.validation import check_is_fitted
 
 from ..nn import SequenceHead, scaled_delta
-from ..nn.functional import channel_statistics
+from ..nn.functional import channel_statistics, chunked_channel_statistics
 from ..training import (
-    BackboneParams, ContinuationParams, EarlyStopping, EarlyStoppingParams, OptimizerParams, SequenceData,
+    BackboneParams, ContinuationParams, EarlyStopping, EarlyStoppingParams, LazyRows, OptimizerParams, SequenceData,
     SequenceParams, TrainerConfig, fit_model, predict_batches, resolve_device, seed_from,
 )
 from ._input import PreparedInput, prepare_input
@@ -69,7 +70,8 @@ class SSMEstimatorMixin(BackboneParams, SequenceParams, OptimizerParams, EarlySt
         self.n_timepoints_in_ = int(data.lengths.max())
         self.input_ndim_ = data.ndim
         if self.scale_input:
-            mean, scale = channel_statistics(data.x, data.mask)
+            lazy = isinstance(data.x, LazyRows)
+            mean, scale = chunked_channel_statistics(data.x.array) if lazy else channel_statistics(data.x, data.mask)
             self.input_mean_, self.input_scale_ = mean.numpy(), scale.numpy()
         else:
             self.input_mean_ = np.zeros(self.n_channels_in_)
@@ -99,9 +101,11 @@ class SSMEstimatorMixin(BackboneParams, SequenceParams, OptimizerParams, EarlySt
                 )
         return data
 
-    def _scaled(self, data: PreparedInput) -> torch.Tensor:
+    def _scaled(self, data: PreparedInput) -> torch.Tensor | LazyRows:
         mean = torch.as_tensor(self.input_mean_, dtype=torch.float32)[None, :, None]
         scale = torch.as_tensor(self.input_scale_, dtype=torch.float32)[None, :, None]
+        if isinstance(data.x, LazyRows):  # scaled batch by batch as the rows are read
+            return LazyRows(data.x.array, data.x.index, lambda x: (x - mean) / scale)
         x = (data.x - mean) / scale
         if data.mask is not None:
             x = x * data.mask[:, None, :]
@@ -166,7 +170,7 @@ class SSMEstimatorMixin(BackboneParams, SequenceParams, OptimizerParams, EarlySt
             out = predict_batches(self.model_, inputs, self.batch_size, resolve_device(self.device), forward)
         bad = ~torch.isfinite(out.reshape(len(out), -1)).all(dim=1)
         if bad.any():
-            largest = float(inputs.x.abs().amax()) if len(inputs.x) else 0.0
+            largest = float(inputs.x.abs().amax()) if isinstance(inputs.x, torch.Tensor) and len(inputs.x) else math.nan
             raise FloatingPointError(
                 f"{type(self).__name__} computed non-finite outputs for {int(bad.sum())} of {len(out)} samples. "
                 f"Likely causes: inputs far outside the training data (largest |x| after the training scaling: "

@@ -13,10 +13,12 @@ import numpy as np
 import torch
 from sklearn.utils.validation import check_array
 
+from ..training import LazyRows
+
 
 @dataclass
 class PreparedInput:
-    x: torch.Tensor  # (n, C, L) float32
+    x: torch.Tensor | LazyRows  # (n, C, L) float32, or rows of a memmap read batch by batch
     mask: torch.Tensor | None  # (n, L) bool, None when every series has full length
     lengths: np.ndarray  # (n,) true lengths
     ragged: bool  # came as a list of unequal lengths
@@ -46,8 +48,33 @@ def _is_ragged_list(X) -> bool:
     return len(lengths) > 1 and ranks <= {1, 2}
 
 
+def _prepare_memmap(X: np.memmap) -> PreparedInput:
+    """A memory-mapped (n, L) or (n, C, L) array stays on disk: validated chunk by chunk, read
+    batch by batch during fit and predict (LazyRows), so memory does not grow with n."""
+    if X.ndim not in (2, 3):
+        raise ValueError(f"a memory-mapped X must be 2-D (n_samples, n_timepoints) or 3-D (n_samples, n_channels, "
+                         f"n_timepoints), got shape {X.shape}")
+    if X.dtype.kind not in "fiu":
+        raise ValueError(f"a memory-mapped X must hold real numbers, got dtype {X.dtype}")
+    if X.shape[0] < 1 or X.shape[-1] < 1 or (X.ndim == 3 and X.shape[1] < 1):
+        raise ValueError(f"X has shape {X.shape}: need at least one sample, channel and timepoint")
+    rows = max(1, (1 << 20) // max(1, X[0].nbytes))  # about 1 MB at a time
+    for start in range(0, X.shape[0], rows):
+        chunk = np.asarray(X[start : start + rows])
+        if not np.isfinite(chunk).all():
+            bad = start + int(np.flatnonzero(~np.isfinite(chunk.reshape(len(chunk), -1)).all(axis=1))[0])
+            raise ValueError(f"X contains NaN or infinity (first in sample {bad})")
+        if np.abs(chunk).max() > FLOAT32_MAX:
+            raise ValueError(f"X has values beyond the float32 range (|x| > {FLOAT32_MAX:.3g}); rescale the data first")
+    view = X[:, None, :] if X.ndim == 2 else X
+    return PreparedInput(LazyRows(view), None, np.full(X.shape[0], X.shape[-1]), False, X.shape[1], X.ndim)
+
+
 def prepare_input(X) -> PreparedInput:
-    """Validate X (NaN/inf, empty, complex, sparse, rank) and convert it to float32 tensors."""
+    """Validate X (NaN/inf, empty, complex, sparse, rank) and convert it to float32 tensors
+    (a numpy memmap stays on disk and is read batch by batch)."""
+    if isinstance(X, np.memmap):
+        return _prepare_memmap(X)
     if isinstance(X, (list, tuple)) and len(X) == 0:
         raise ValueError("X is empty: need at least one series (0 samples given)")
     if _is_ragged_list(X):

@@ -1,6 +1,7 @@
 """Small tensor operations shared by the layer, the blocks and the backbone."""
 from __future__ import annotations
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -56,5 +57,27 @@ def channel_statistics(x: torch.Tensor, mask: torch.Tensor | None = None,
         mean = (x * m).sum(dim=(0, 2)) / count
         std = torch.sqrt((((x - mean[None, :, None]) ** 2) * m).sum(dim=(0, 2)) / count)
         magnitude = (x.abs() * m).amax(dim=(0, 2))
+    informative = (std > 0) & (std > rel_floor * magnitude)
+    return mean, torch.where(informative, std, torch.ones_like(std))
+
+
+def chunked_channel_statistics(array, rel_floor: float = 1e-6,
+                               chunk_bytes: int = 1 << 20) -> tuple[torch.Tensor, torch.Tensor]:
+    """channel_statistics of a (n, C, L) array-like read about `chunk_bytes` at a time (a memmap on
+    disk is never loaded whole): two passes, the mean and then the spread around it, in float64."""
+    n, C = array.shape[0], array.shape[1]
+    chunk_rows = max(1, chunk_bytes // max(1, 8 * int(np.prod(array.shape[1:]))))
+    total, count, magnitude = torch.zeros(C, dtype=torch.float64), 0, torch.zeros(C, dtype=torch.float64)
+    for start in range(0, n, chunk_rows):
+        x = torch.from_numpy(np.asarray(array[start : start + chunk_rows], dtype=np.float64))
+        total += x.sum(dim=(0, 2))
+        count += x.shape[0] * x.shape[2]
+        magnitude = torch.maximum(magnitude, x.abs().amax(dim=(0, 2)))
+    mean = total / max(count, 1)
+    squares = torch.zeros(C, dtype=torch.float64)
+    for start in range(0, n, chunk_rows):
+        x = torch.from_numpy(np.asarray(array[start : start + chunk_rows], dtype=np.float64))
+        squares += ((x - mean[None, :, None]) ** 2).sum(dim=(0, 2))
+    std = torch.sqrt(squares / max(count, 1))
     informative = (std > 0) & (std > rel_floor * magnitude)
     return mean, torch.where(informative, std, torch.ones_like(std))

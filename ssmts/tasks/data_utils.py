@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -9,7 +10,7 @@ import numpy as np
 import torch
 
 from ssmts.data.base import Split, TaskData
-from ssmts.training import SequenceData
+from ssmts.training import LazyRows, SequenceData
 
 
 def subset_split(split: Split, limit: int | None, seed: int) -> Split:
@@ -52,34 +53,43 @@ def json_safe(value: Any) -> Any:
     return value
 
 
-def save_task_npz(data: TaskData, path: str | Path) -> None:
-    """Write the splits and descriptors of `data` to one .npz (written to a temporary name, then renamed)."""
-    path = Path(path)
-    arrays: dict[str, np.ndarray] = {}
+def save_task_arrays(data: TaskData, directory: str | Path) -> None:
+    """Write the splits of `data` as .npy files (train_X.npy, train_y.npy, ...) and its descriptors
+    as header.json into `directory`, built in a temporary directory and renamed into place."""
+    directory = Path(directory)
+    staging = directory.with_name(directory.name + ".tmp")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
     for name in ("train", "val", "test"):
         split = getattr(data, name)
-        arrays[f"{name}_X"], arrays[f"{name}_y"] = split.X, split.y
+        np.save(staging / f"{name}_X.npy", np.asarray(split.X))
+        np.save(staging / f"{name}_y.npy", np.asarray(split.y))
         if split.lengths is not None:
-            arrays[f"{name}_lengths"] = split.lengths
+            np.save(staging / f"{name}_lengths.npy", np.asarray(split.lengths))
     header = {"n_classes": data.n_classes, "vocab_size": data.vocab_size, "sample_rate": data.sample_rate,
               "classes": data.classes, "source": data.source, "meta": json_safe(data.meta)}
-    arrays["header"] = np.array(json.dumps(header))
-    tmp = path.with_name(path.name + ".tmp.npz")
-    np.savez(tmp, **arrays)
-    tmp.replace(path)
+    (staging / "header.json").write_text(json.dumps(header))
+    shutil.rmtree(directory, ignore_errors=True)
+    staging.replace(directory)
 
 
-def load_task_npz(path: str | Path) -> TaskData:
-    """Read a file written by `save_task_npz`."""
-    with np.load(path, allow_pickle=False) as f:
-        header = json.loads(str(f["header"]))
-        splits = [
-            Split(f[f"{name}_X"], f[f"{name}_y"], f[f"{name}_lengths"] if f"{name}_lengths" in f else None)
-            for name in ("train", "val", "test")
-        ]
+def load_task_arrays(directory: str | Path, mmap: bool = True) -> TaskData:
+    """Read what `save_task_arrays` wrote; with mmap the inputs X stay on disk (numpy memmaps,
+    read batch by batch by the training path), so a large set needs no room in memory."""
+    directory = Path(directory)
+    try:
+        header = json.loads((directory / "header.json").read_text())
+    except (OSError, json.JSONDecodeError) as error:
+        raise ValueError(f"{directory} is not a readable task cache ({error})") from error
+    splits = []
+    for name in ("train", "val", "test"):
+        lengths = directory / f"{name}_lengths.npy"
+        splits.append(Split(np.load(directory / f"{name}_X.npy", mmap_mode="r" if mmap else None, allow_pickle=False),
+                            np.load(directory / f"{name}_y.npy", allow_pickle=False),
+                            np.load(lengths, allow_pickle=False) if lengths.exists() else None))
     return TaskData(*splits, n_classes=header["n_classes"], vocab_size=header["vocab_size"],
                     sample_rate=header["sample_rate"], classes=header["classes"],
-                    source=header["source"], meta=dict(header["meta"], cached_file=str(path)))
+                    source=header["source"], meta=dict(header["meta"], cached_dir=str(directory)))
 
 
 def length_mask(lengths: np.ndarray | None, length: int) -> torch.Tensor | None:
@@ -103,7 +113,9 @@ def to_sequence_data(split: Split, inputs: str, kind: str, target_mean: float = 
         x = torch.from_numpy(np.ascontiguousarray(split.X)).long()
         mask = length_mask(split.lengths, x.shape[-1])
     elif inputs == "signal":
-        x = torch.from_numpy(np.ascontiguousarray(split.X, dtype=np.float32))
+        # A memory-mapped split (a task cache) stays on disk and is read batch by batch.
+        x = LazyRows(split.X) if isinstance(split.X, np.memmap) else torch.from_numpy(
+            np.ascontiguousarray(split.X, dtype=np.float32))
         mask = None
     else:
         raise ValueError(f"unknown input kind {inputs!r}")

@@ -363,21 +363,21 @@ def spoken_commands_standin(words: str, clips_per_voice: int, n_voices: int | No
 
 
 def cached_task(cache: Path, key: str, build: Callable[[], TaskData], use_cache: bool = True) -> TaskData:
-    """build() once and keep its splits in `cache`/key.npz; later calls read the file."""
-    from .data_utils import load_task_npz, save_task_npz
+    """build() once and keep its splits in `cache`/key/ (.npy files); later calls read them memory-mapped."""
+    from .data_utils import load_task_arrays, save_task_arrays
 
     if not use_cache:
         return build()
-    path = cache / f"{key}.npz"
-    if path.is_file():
+    path = cache / key
+    if (path / "header.json").is_file():
         try:
-            return load_task_npz(path)
+            return load_task_arrays(path)
         except (OSError, ValueError, KeyError):
-            path.unlink(missing_ok=True)  # unreadable (interrupted write): build it again
+            shutil.rmtree(path, ignore_errors=True)  # unreadable (interrupted write): build it again
     data = build()
     cache.mkdir(parents=True, exist_ok=True)
-    save_task_npz(data, path)
-    return data
+    save_task_arrays(data, path)
+    return load_task_arrays(path)
 
 
 # ----------------------------------------------------------------------------- the registry

@@ -18,6 +18,7 @@ from __future__ import annotations
 import csv
 import json
 import math
+import os
 import platform
 import time
 from pathlib import Path
@@ -106,6 +107,12 @@ def run_task(
     for bad settings.
     """
     started = time.perf_counter()
+    # Under torchrun every process runs this function; they train one model with DDP and
+    # only rank 0 writes files and prints.
+    distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
+    main_process = int(os.environ.get("RANK", "0")) == 0
+    if not main_process:
+        echo = lambda line: None  # noqa: E731
     task = get_task(name)
     if (data_dir is None) == (not synthetic):
         raise ValueError("pass exactly one of data_dir (real data) and synthetic=True")
@@ -142,7 +149,8 @@ def run_task(
     data_seconds = time.perf_counter() - t0
     # Written only once the data loaded, so a failed start leaves no stray run directory.
     paths["results"].parent.mkdir(parents=True, exist_ok=True)
-    paths["config"].write_text(json.dumps(run_settings, indent=2) + "\n")
+    if main_process:
+        paths["config"].write_text(json.dumps(run_settings, indent=2) + "\n")
     echo(f"[{name}] data: {len(data.train)} train / {len(data.val)} val / {len(data.test)} test, "
          f"input {tuple(data.train.X.shape[1:])}, source {data.source} ({data_seconds:.1f} s)")
 
@@ -159,7 +167,8 @@ def run_task(
 
     # ---------------------------------------------------------------- model and training
     loss_fn, score_fn = _objective(task.kind)
-    trainer_config = config.trainer_config(max_epochs=epochs, device=torch_device, verbose=verbose, random_state=seed)
+    trainer_config = config.trainer_config(max_epochs=epochs, device=torch_device, verbose=verbose if main_process else 0,
+                                           random_state=seed, distributed=distributed)
     description = f"{name} ({preset})"
     t0 = time.perf_counter()
     n_parameters = None
@@ -245,9 +254,10 @@ def run_task(
         "files": {key: str(path) for key, path in paths.items()},
         "versions": {"ssmts": ssmts.__version__, "torch": torch.__version__, "python": platform.python_version()},
     }
-    _write_history(paths["history"], history)
-    paths["results"].write_text(json.dumps(json_safe(results), indent=2) + "\n")
-    echo(summary(results))
+    if main_process:
+        _write_history(paths["history"], history)
+        paths["results"].write_text(json.dumps(json_safe(results), indent=2) + "\n")
+        echo(summary(results))
     return results
 
 

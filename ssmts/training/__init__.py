@@ -8,16 +8,16 @@
 """
 from .callbacks import Callback, Checkpoint, EarlyStopping, ProgressBar
 from .config import Configurable, InvalidParameterError, param
-from .fit import FitResult, fit_model, holdout_split, seed_from
+from .fit import FitResult, fit_model, holdout_split, seed_from, start_process_group
 from .params import (
     OPTIMIZERS, SCHEDULERS, BackboneParams, ClassWeightParams, ContinuationParams, EarlyStoppingParams,
     OptimizerParams, ScheduleParams, SequenceParams, TrainerConfig, resolve_device,
 )
-from .trainer import SequenceData, Trainer, predict_batches, read_checkpoint
+from .trainer import LazyRows, SequenceData, Trainer, predict_batches, read_checkpoint
 
 __all__ = [
-    "Trainer", "TrainerConfig", "SequenceData", "predict_batches", "read_checkpoint", "resolve_device",
-    "fit_model", "FitResult", "holdout_split", "seed_from",
+    "Trainer", "TrainerConfig", "SequenceData", "LazyRows", "predict_batches", "read_checkpoint", "resolve_device",
+    "fit_model", "FitResult", "holdout_split", "seed_from", "start_process_group",
     "Callback", "EarlyStopping", "Checkpoint", "ProgressBar",
     "Configurable", "param", "InvalidParameterError",
     "BackboneParams", "SequenceParams", "OptimizerParams", "ScheduleParams", "EarlyStoppingParams",

@@ -11,6 +11,9 @@ leaks out.
 from __future__ import annotations
 
 import numbers
+import os
+import sys
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
@@ -86,8 +89,13 @@ def fit_model(
     on, with a new schedule of `epochs` (a warm start). checkpoint / resume_checkpoint: write
     the run's checkpoint after every epoch / continue the run from it. delta_factor:
     every Delta is multiplied by it while training (data at another rate than the model's).
+    With config.distributed, every process of the group calls fit_model alike (same data,
+    same arguments) and the Trainer runs DistributedDataParallel; rank 0's seed is used.
+    Inside a Dask worker torch uses the worker's threads only.
     """
-    with torch.random.fork_rng(devices=[]):
+    if config.distributed:
+        seed = _shared_seed(seed)
+    with torch.random.fork_rng(devices=[]), torch_threads(worker_threads()):
         torch.manual_seed(seed)
         model = network if isinstance(network, nn.Module) else network()
         if isinstance(validation, float):
@@ -106,4 +114,54 @@ def fit_model(
     return FitResult(model, trainer.history, trainer.state_dict(model=False))
 
 
-__all__ = ["FitResult", "fit_model", "holdout_split", "seed_from"]
+def start_process_group() -> None:
+    """Join the torch.distributed group torchrun describes in the environment (gloo on CPU,
+    NCCL with GPUs), unless one is running already."""
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        return
+    if "WORLD_SIZE" not in os.environ:
+        raise RuntimeError("distributed=True needs a torch.distributed process group: launch with torchrun, or call "
+                           "torch.distributed.init_process_group before fit")
+    dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
+
+
+def _shared_seed(seed: int) -> int:
+    """Rank 0's seed on every rank: the ranks must shuffle alike and start from the same weights."""
+    import torch.distributed as dist
+
+    start_process_group()
+    box = [int(seed)]
+    dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def worker_threads() -> int | None:
+    """The thread count of the Dask worker this runs in (None outside one), so that torch uses
+    the worker's share of the machine instead of every core in every worker."""
+    if "distributed" not in sys.modules:
+        return None
+    try:
+        from distributed import get_worker
+
+        return int(get_worker().state.nthreads)
+    except (ImportError, ValueError, AttributeError):
+        return None
+
+
+@contextmanager
+def torch_threads(n: int | None):
+    """torch's intra-op threads set to n inside the block (unchanged when n is None)."""
+    if n is None:
+        yield
+        return
+    previous = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
+
+
+__all__ = ["FitResult", "fit_model", "holdout_split", "seed_from", "start_process_group", "worker_threads"]

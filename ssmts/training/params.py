@@ -129,6 +129,10 @@ class OptimizerParams(Configurable):
                         constraint=Satisfies(_is_device, "'auto', 'cpu', 'cuda', 'cuda:N' or a torch.device", choice=True))
     random_state: int | np.random.RandomState | None = param(default=None, doc="Fixes initialization, shuffling and dropout (int, RandomState or None).",
                                      constraint=Satisfies(_is_seed, "None, an int >= 0 or a numpy RandomState"))
+    distributed: bool = param(
+        default=False, doc="Train with DistributedDataParallel in the torch.distributed process group (torchrun's, "
+                           "or yours): each process takes its share of every batch; results equal one process.",
+        constraint=Boolean())
     verbose: int = param(default=0, doc="1 shows a progress bar with the loss and validation score per epoch.",
                          constraint=AnyOf(Integer(0), Boolean()))
 

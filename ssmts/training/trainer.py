@@ -11,6 +11,7 @@ at the end of an epoch (early stopping, checkpoints, progress, user code) are ca
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,10 +25,48 @@ from ..nn.backbone import parameter_groups
 from .callbacks import Callback, Checkpoint, ProgressBar
 from .params import TrainerConfig, resolve_device
 
+class LazyRows:
+    """Rows of an array that stays on disk (a numpy memmap, e.g. np.load(path, mmap_mode="r")) until
+    a batch is taken: indexing gives another LazyRows, `materialize` reads just those rows as a
+    float32 tensor, with `transform` (e.g. the training scaling) applied to them.
+
+    array: (n, ...) array-like; index: the rows in use (None: all); transform(tensor) -> tensor.
+    """
+
+    def __init__(self, array, index: np.ndarray | None = None, transform: Callable | None = None):
+        self.array, self.index, self.transform = array, index, transform
+
+    @property
+    def shape(self) -> tuple:
+        n = len(self.array) if self.index is None else len(self.index)
+        return (n, *self.array.shape[1:])
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __getitem__(self, index) -> "LazyRows":
+        rows = np.arange(len(self.array)) if self.index is None else self.index
+        picked = rows[np.asarray(index.cpu() if isinstance(index, torch.Tensor) else index)]
+        return LazyRows(self.array, np.atleast_1d(picked), self.transform)
+
+    def materialize(self) -> torch.Tensor:
+        rows = slice(None) if self.index is None else self.index
+        order = None
+        if self.index is not None and len(self.index) > 1 and np.any(np.diff(self.index) < 0):
+            # read in file order (much faster on disk), then put back in the requested order
+            order = np.argsort(self.index, kind="stable")
+            rows = self.index[order]
+        x = torch.from_numpy(np.ascontiguousarray(self.array[rows], dtype=np.float32))
+        if order is not None:
+            x = x[torch.from_numpy(np.argsort(order, kind="stable"))]
+        return x if self.transform is None else self.transform(x)
+
+
 @dataclass
 class SequenceData:
-    """Tensors of one data set. x: (n, C, L) float32 or (n, L) int64; y: (n, ...) or None;
-    mask: (n, L) bool or None; weight: (n,) float per-sample loss weights or None."""
+    """Tensors of one data set. x: (n, C, L) float32 or (n, L) int64, or LazyRows of such an
+    array on disk (read batch by batch); y: (n, ...) or None; mask: (n, L) bool or None;
+    weight: (n,) float per-sample loss weights or None."""
 
     x: torch.Tensor
     y: torch.Tensor | None = None
@@ -42,7 +81,12 @@ class SequenceData:
         return SequenceData(self.x[index], pick(self.y), pick(self.mask), pick(self.weight))
 
     def to(self, device: torch.device) -> "SequenceData":
-        move = lambda t: None if t is None else t.to(device, non_blocking=True)  # noqa: E731
+        """On `device`, with lazy rows read from disk."""
+        def move(t):
+            if isinstance(t, LazyRows):
+                t = t.materialize()
+            return None if t is None else t.to(device, non_blocking=True)
+
         return SequenceData(move(self.x), move(self.y), move(self.mask), move(self.weight))
 
 
@@ -100,11 +144,21 @@ class Trainer:
             config = TrainerConfig(**{**config.param_values(), **settings})
         config.validate_params()
         self.config = config
+        self.rank, self.world_size = _process_group(config.distributed)
         self.device = resolve_device(config.device)
+        if self.world_size > 1 and self.device.type == "cuda" and self.device.index is None:
+            self.device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", self.rank)) % torch.cuda.device_count())
         self.model = model.to(self.device)
+        self._forward_model = self.model
+        if config.distributed:
+            from torch.nn.parallel import DistributedDataParallel
+
+            # Broadcasts rank 0's weights, then averages the gradients of every step over the ranks.
+            self._forward_model = DistributedDataParallel(
+                self.model, device_ids=None if self.device.type == "cpu" else [self.device])
         self.loss_fn, self.score_fn, self.description = loss_fn, score_fn, description
         self.callbacks = list(callbacks)
-        if config.verbose:
+        if config.verbose and self.is_main:
             self.callbacks.append(ProgressBar(description))
         seed = config.random_state
         if seed is None:
@@ -119,6 +173,11 @@ class Trainer:
         self.epochs_planned = 0
         self._scheduler = None
         self._scheduler_state = None
+
+    @property
+    def is_main(self) -> bool:
+        """Rank 0 (or the only process): the one that writes checkpoints and shows progress."""
+        return self.rank == 0
 
     # ------------------------------------------------------------ set-up
     def _make_optimizer(self) -> torch.optim.Optimizer:
@@ -214,19 +273,28 @@ class Trainer:
     def _train_epoch(self, data: SequenceData, scheduler) -> float:
         self.model.train()
         total, count = 0.0, 0
-        for batch in batches(data, self.config.batch_size, shuffle_generator=self.shuffle_generator,
-                             device=self.device):
-            outputs = self.model(batch.x, batch.mask)
+        for batch in batches(data, self.config.batch_size, shuffle_generator=self.shuffle_generator):
+            n_global = len(batch)
+            if self.world_size > 1:
+                batch, weight = _shard(batch, self.rank, self.world_size)
+            batch = batch.to(self.device)
+            outputs = self._forward_model(batch.x, batch.mask)
             loss = self.loss_fn(outputs, batch.y, batch.weight)
             self.optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            if self.world_size > 1:
+                # DDP averages gradients over the ranks; weighting each rank's mean loss by its
+                # share of the global batch makes that the gradient of the global batch's mean.
+                (loss * weight * self.world_size).backward()
+                loss = _all_reduce_sum(loss.detach() * weight)
+            else:
+                loss.backward()
             if self.config.grad_clip:
                 nn.utils.clip_grad_norm_(self.model.parameters(), self.config.grad_clip)
             self.optimizer.step()
             if scheduler is not None:
                 scheduler.step()
-            total += float(loss.detach()) * len(batch)
-            count += len(batch)
+            total += float(loss.detach()) * n_global
+            count += n_global
         return total / count
 
     @torch.no_grad()
@@ -273,17 +341,61 @@ class Trainer:
             self.run_epoch, self._scheduler_state = 0, None
 
     def save_checkpoint(self, path: str | Path) -> None:
-        """state_dict() written atomically (loadable with torch.load(weights_only=True))."""
+        """state_dict() written atomically (loadable with torch.load(weights_only=True)); in a
+        distributed run by rank 0 only, the others wait until it is written."""
+        if not self.is_main:
+            _barrier(self.world_size)
+            return
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(path.suffix + ".tmp")
         torch.save(self.state_dict(), tmp)
         tmp.replace(path)
+        _barrier(self.world_size)
 
     def load_checkpoint(self, path: str | Path) -> int:
         """Restore a checkpoint (no code runs: weights_only); returns the epoch of the run it reached."""
         self.load_state_dict(read_checkpoint(path))
         return self.run_epoch
+
+
+def _process_group(distributed: bool) -> tuple[int, int]:
+    """(rank, world size) of the process group a distributed Trainer runs in; (0, 1) otherwise."""
+    if not distributed:
+        return 0, 1
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        raise RuntimeError("distributed=True needs a torch.distributed process group: launch with torchrun (ssmts "
+                           "starts the group from its environment) or call torch.distributed.init_process_group")
+    return dist.get_rank(), dist.get_world_size()
+
+
+def _shard(batch: SequenceData, rank: int, world_size: int) -> tuple[SequenceData, float]:
+    """This rank's contiguous part of a global batch and its share of the batch. A rank left
+    without samples (a batch smaller than the group) takes one with weight 0, since every
+    rank must run the backward pass for the gradient average."""
+    n = len(batch)
+    bounds = [n * r // world_size for r in range(world_size + 1)]
+    start, stop = bounds[rank], bounds[rank + 1]
+    if stop > start:
+        return batch.take(torch.arange(start, stop)), (stop - start) / n
+    return batch.take(torch.arange(0, 1)), 0.0
+
+
+def _all_reduce_sum(value: torch.Tensor) -> torch.Tensor:
+    import torch.distributed as dist
+
+    value = value.clone()
+    dist.all_reduce(value)
+    return value
+
+
+def _barrier(world_size: int) -> None:
+    if world_size > 1:
+        import torch.distributed as dist
+
+        dist.barrier()
 
 
 def read_checkpoint(path: str | Path) -> dict:

@@ -21,7 +21,7 @@ from ssmts.tasks import (
     run_task,
 )
 from ssmts.tasks import zero_shot
-from ssmts.tasks.data_utils import limit_task_data, load_task_npz, save_task_npz
+from ssmts.tasks.data_utils import limit_task_data, load_task_arrays, save_task_arrays
 from ssmts.tasks.models import RetrievalTwoTower, build_model
 from ssmts.tasks.synthetic_text import NEGATIVE_CUES, POSITIVE_CUES, make_retrieval_standin, make_text_standin
 from ssmts.tasks.presets import trainer_schedule_kwargs
@@ -199,13 +199,14 @@ def test_retrieval_stand_in_shapes_and_determinism():
     assert set(np.unique(a.train.y)) == {0, 1}
 
 
-def test_limit_and_npz_cache_round_trip(tmp_path):
+def test_limit_and_array_cache_round_trip(tmp_path):
     data = make_text_standin(30, 10, 10, max_length=128)
     limited = limit_task_data(data, 8, 4, seed=0)
     assert (len(limited.train), len(limited.val), len(limited.test)) == (8, 4, 4)
     assert limited.meta["subset"]["from_sizes"] == {"train": 30, "val": 10, "test": 10}
-    save_task_npz(limited, tmp_path / "x.npz")
-    again = load_task_npz(tmp_path / "x.npz")
+    save_task_arrays(limited, tmp_path / "x")
+    again = load_task_arrays(tmp_path / "x")
+    assert isinstance(again.train.X, np.memmap)  # read from disk batch by batch
     np.testing.assert_array_equal(again.train.X, limited.train.X)
     np.testing.assert_array_equal(again.test.lengths, limited.test.lengths)
     assert again.vocab_size == 257 and again.classes == ["neg", "pos"]
