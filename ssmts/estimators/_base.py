@@ -7,6 +7,7 @@ import copy
 import functools
 import math
 import numbers
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -16,6 +17,7 @@ import torch
 from sklearn.utils.validation import check_is_fitted
 
 from ..nn import SequenceHead, scaled_delta
+from ..nn.functional import channel_linear
 from ..nn.functional import channel_statistics, chunked_channel_statistics
 from ..training import (
     BackboneParams, ContinuationParams, EarlyStopping, EarlyStoppingParams, LazyRows, OptimizerParams, SequenceData,
@@ -23,6 +25,17 @@ from ..training import (
 )
 from ._input import PreparedInput, prepare_input
 from ._persistence import load_estimator, save_estimator
+
+
+@dataclass
+class StreamState:
+    """Where a set of streams stands: the SSM state of every block, the running sum of the
+    features (mean pooling), the number of steps seen and of streams."""
+
+    blocks: list
+    total: torch.Tensor | None
+    count: int
+    n_streams: int
 
 
 def target_statistics(y2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -177,6 +190,47 @@ class SSMEstimatorMixin(BackboneParams, SequenceParams, OptimizerParams, EarlySt
                 f"{largest:.3g}), a sample rate far from the training rate (every Delta x {1.0 / rate_ratio:.3g}), "
                 "or a model whose training diverged")
         return out
+
+    # ------------------------------------------------------------ streaming
+    @torch.no_grad()
+    def _stream_outputs(self, X_new, state: StreamState | None, sample_rate) -> tuple[torch.Tensor, StreamState]:
+        """Per-step network outputs (n, k, d_output) for k new steps of n streams, continuing `state`.
+
+        The pooled output after each step is what predict gives on the prefix up to that step:
+        the block states carry the recurrence, and for mean pooling the running sum carries the mean.
+        """
+        check_is_fitted(self, "model_")
+        backbone = self.model_.backbone
+        if any(block.ssm.bidirectional for block in backbone.blocks):
+            raise ValueError(f"streaming needs a causal model, but this {type(self).__name__} was fitted with "
+                             f"bidirectional={self.bidirectional!r}")
+        ratio = self._rate_ratio(sample_rate)
+        data = prepare_input(X_new)
+        if data.ndim == 2 and not data.ragged:  # (n, k): k new steps of n univariate streams
+            data = prepare_input(np.asarray(X_new, dtype=np.float64)[:, None, :])
+        if data.mask is not None:
+            raise ValueError("stream takes the same number of new steps for every stream (no ragged lists)")
+        if data.x.shape[1] != self.n_channels_in_:
+            raise ValueError(f"X has {data.x.shape[1]} channels, but {type(self).__name__} was fitted with "
+                             f"{self.n_channels_in_} channels")
+        if state is not None and state.n_streams != len(data.x):
+            raise ValueError(f"the state holds {state.n_streams} streams, but X has {len(data.x)}")
+        device = resolve_device(self.device)
+        self.model_.to(device).eval()
+        x = self._scaled(data).to(device)
+        with scaled_delta(self.model_, 1.0 / ratio):
+            features, blocks = backbone.forward_with_state(x, None if state is None else state.blocks)
+        k = features.shape[-1]
+        if self.model_.pooling == "last":
+            pooled, total, count = features, None, (0 if state is None else state.count) + k
+        else:
+            previous = 0.0 if state is None else state.total[..., None]
+            start = 0 if state is None else state.count
+            running = features.cumsum(-1) + previous
+            pooled = running / torch.arange(start + 1, start + k + 1, device=device, dtype=features.dtype)
+            total, count = running[..., -1], start + k
+        outputs = channel_linear(self.model_.decoder, pooled).transpose(1, 2).cpu()
+        return outputs, StreamState(blocks, total, count, len(data.x))
 
     # ------------------------------------------------------------ persistence
     def __getstate__(self):

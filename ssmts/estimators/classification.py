@@ -117,6 +117,14 @@ class SSMClassifier(SSMEstimatorMixin, ClassWeightParams, ClassifierMixin, BaseE
         index = self._logits(X, sample_rate).argmax(-1).numpy()
         return self.classes_[index]
 
+    def stream(self, X_new, state=None, sample_rate=None):
+        """Classify streams as they arrive: X_new (n, k) or (n, channels, k), the next k steps of
+        n streams; state: what the previous call returned (None to start). Returns (proba
+        (n, k, n_classes), state), where proba[:, t] equals predict_proba on each stream's
+        prefix up to that step. Needs a causal model (bidirectional=False)."""
+        logits, state = self._stream_outputs(X_new, state, sample_rate)
+        return torch.softmax(logits.double(), dim=-1).numpy(), state
+
     def score(self, X, y, sample_weight=None, sample_rate=None):
         """Accuracy of predict(X, sample_rate) against y."""
         return accuracy_score(y, self.predict(X, sample_rate=sample_rate), sample_weight=sample_weight)

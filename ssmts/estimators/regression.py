@@ -67,6 +67,15 @@ class SSMRegressor(SSMEstimatorMixin, RegressorMixin, BaseEstimator):
         out = out * self.target_scale_ + self.target_mean_
         return out[:, 0] if self._y_is_1d else out
 
+    def stream(self, X_new, state=None, sample_rate=None):
+        """Regress on streams as they arrive: X_new (n, k) or (n, channels, k), the next k steps;
+        state: what the previous call returned (None to start). Returns (predictions (n, k) or
+        (n, k, n_targets), state), where [:, t] equals predict on each prefix up to that step.
+        Needs a causal model (bidirectional=False)."""
+        out, state = self._stream_outputs(X_new, state, sample_rate)
+        out = out.double().numpy() * self.target_scale_ + self.target_mean_
+        return (out[..., 0] if self._y_is_1d else out), state
+
     def score(self, X, y, sample_weight=None, sample_rate=None):
         """R^2 of predict(X, sample_rate) against y."""
         return r2_score(y, self.predict(X, sample_rate=sample_rate), sample_weight=sample_weight)

@@ -31,6 +31,7 @@ import ssmts
 from ssmts.data.base import TaskData
 from ssmts.data.bidmc import standardize_splits
 from ssmts.nn import scaled_delta
+from ssmts.nn.functional import channel_statistics
 from ssmts.training import (
     EarlyStopping, SequenceData, fit_model, predict_batches, read_checkpoint, resolve_device,
 )
@@ -160,8 +161,9 @@ def run_task(
 
     target_mean, target_scale = 0.0, 1.0
     if task.kind == "regression" and config.standardize_target:
-        target_mean = float(np.mean(data.train.y))
-        target_scale = float(np.std(data.train.y)) or 1.0
+        # the estimators' statistics (one function): a floor relative to the targets' magnitude
+        mean, scale = channel_statistics(torch.from_numpy(np.asarray(data.train.y, dtype=np.float64))[:, None, None])
+        target_mean, target_scale = float(mean[0]), float(scale[0])
     tensors = {split: to_sequence_data(getattr(data, split), task.inputs, task.kind, target_mean, target_scale)
                for split in ("train", "val", "test")}
 

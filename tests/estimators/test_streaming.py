@@ -1,0 +1,73 @@
+"""Streaming on the scikit-learn estimators: `stream` continues a state chunk by chunk, and its
+output after every step equals predict on each stream's prefix up to that step."""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from ssmts import SSMClassifier, SSMRegressor
+
+TINY = dict(d_model=8, d_state=4, n_layers=2, max_epochs=2, batch_size=8, device="cpu", random_state=0)
+RNG = np.random.default_rng(0)
+X = RNG.standard_normal((12, 2, 30))
+Y = (X[:, 0, :15].mean(1) > 0).astype(int)
+CHUNKS = [(0, 4), (4, 5), (5, 17), (17, 30)]  # uneven chunks, one of a single step
+
+
+def _streamed(estimator, X, **kwargs):
+    state, outs = None, []
+    for start, stop in CHUNKS:
+        out, state = estimator.stream(X[..., start:stop], state, **kwargs)
+        outs.append(out)
+    return np.concatenate(outs, axis=1), state
+
+
+@pytest.mark.parametrize("pooling", ["mean", "last"])
+def test_classifier_stream_equals_predict_on_every_prefix(pooling):
+    clf = SSMClassifier(**TINY, pooling=pooling).fit(X, Y)
+    streamed, state = _streamed(clf, X)
+    prefixes = np.stack([clf.predict_proba(X[..., :t]) for t in range(1, 31)], axis=1)
+    np.testing.assert_allclose(streamed, prefixes, rtol=0, atol=1e-5)
+    assert state.count == 30 and state.n_streams == 12
+
+
+def test_regressor_stream_with_several_targets_and_a_new_rate():
+    targets = np.stack([X[:, 0].mean(1), X[:, 1].std(1)], axis=1)
+    reg = SSMRegressor(**TINY, sample_rate=100.0).fit(X, targets)
+    X_half = X[..., ::2]  # the same streams at 50 Hz: Delta doubled inside stream and predict
+    state, outs = None, []
+    for start, stop in [(0, 3), (3, 15)]:
+        out, state = reg.stream(X_half[..., start:stop], state, sample_rate=50.0)
+        outs.append(out)
+    streamed = np.concatenate(outs, axis=1)
+    prefixes = np.stack([reg.predict(X_half[..., :t], sample_rate=50.0) for t in range(1, 16)], axis=1)
+    assert streamed.shape == (12, 15, 2)
+    np.testing.assert_allclose(streamed, prefixes, rtol=1e-5, atol=1e-5)
+
+
+def test_streaming_refuses_what_it_cannot_do():
+    clf = SSMClassifier(**TINY, bidirectional=True).fit(X, Y)
+    with pytest.raises(ValueError, match="causal model"):
+        clf.stream(X[..., :3])
+    causal = SSMClassifier(**TINY).fit(X, Y)
+    _, state = causal.stream(X[..., :3])
+    with pytest.raises(ValueError, match="holds 12 streams"):
+        causal.stream(X[:5, :, 3:4], state)
+    with pytest.raises(ValueError, match="channels"):
+        causal.stream(X[:, :1, :3])
+
+
+def test_stream_throughput_is_reported():
+    """Steps per second of one step at a time (printed; not a timed assertion)."""
+    clf = SSMClassifier(**TINY).fit(X, Y)
+    for batch in (1, 64):
+        streams = np.random.default_rng(1).standard_normal((batch, 2, 200))
+        state = None
+        started = time.perf_counter()
+        for t in range(200):
+            _, state = clf.stream(streams[..., t : t + 1], state)
+        per_second = 200 / (time.perf_counter() - started)
+        print(f"stream: {per_second:.0f} steps/s at batch {batch} ({per_second * batch:.0f} samples/s)")
+        assert per_second > 0
