@@ -120,6 +120,16 @@ def bench_ddp(epochs: int) -> list[tuple[str, float]]:
     return rows
 
 
+def _print_speedups(title: str, rows: list[tuple], extra: tuple[str, str] | None = None) -> None:
+    """rows: (engine, seconds, *extra value); speed-ups against the first row."""
+    base = rows[0][1]
+    print(f"\n{title}")
+    print(f"{'engine':<36} {'seconds':>8} {'speed-up':>9}" + (f" {extra[0]:>17}" if extra else ""))
+    for name, seconds, *more in rows:
+        line = f"{name:<36} {seconds:>8.1f} {base / seconds:>8.2f}x"
+        print(line + (" " + extra[1].format(*more) if extra else ""))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ssmts.bench scaling", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -129,19 +139,10 @@ def main(argv: list[str] | None = None) -> int:
     epochs = 1 if args.quick else 5
     print(f"ssmts scaling benchmark: {os.cpu_count()} CPU cores, torch {torch.__version__}, {epochs} epoch(s)")
     if args.only in (None, "dask"):
-        rows = bench_dask(epochs)
-        base = rows[0][1]
-        print("\n12-fit grid search (SSMClassifier on digits, cv=2)")
-        print(f"{'engine':<36} {'seconds':>8} {'speed-up':>9} {'best CV accuracy':>17}")
-        for name, seconds, score in rows:
-            print(f"{name:<36} {seconds:>8.1f} {base / seconds:>8.2f}x {score:>17.3f}")
+        _print_speedups("12-fit grid search (SSMClassifier on digits, cv=2)", bench_dask(epochs),
+                        extra=("best CV accuracy", "{:>17.3f}"))
     if args.only in (None, "ddp"):
-        rows = bench_ddp(epochs)
-        base = rows[0][1]
-        print("\none network, global batch 64 (digits, 1797 sequences of 64 steps)")
-        print(f"{'engine':<36} {'seconds':>8} {'speed-up':>9}")
-        for name, seconds in rows:
-            print(f"{name:<36} {seconds:>8.1f} {base / seconds:>8.2f}x")
+        _print_speedups("one network, global batch 64 (digits, 1797 sequences of 64 steps)", bench_ddp(epochs))
     return 0
 
 

@@ -238,14 +238,18 @@ def _truncated(clf, tmp):
     return SSMClassifier.load(path)
 
 
-def _pickle_posing(tmp):
+def _loads_crafted_pickle(tmp, name: str, load):
+    """load(path) on a pickle that would create a marker file if it ran: it must not run."""
     marker = tmp / "executed"
-    path = tmp / "evil.safetensors"
-    path.write_bytes(_malicious_pickle(marker))
+    (tmp / name).write_bytes(_malicious_pickle(marker))
     try:
-        return SSMClassifier.load(path)
+        return load(tmp / name)
     finally:
         assert not marker.exists(), "loading ran code from the file"
+
+
+def _pickle_posing(tmp):
+    return _loads_crafted_pickle(tmp, "evil.safetensors", SSMClassifier.load)
 
 
 def _other_version(clf, tmp):
@@ -278,23 +282,13 @@ def _truncated_checkpoint(tmp):
 
 
 def _pickle_checkpoint(tmp):
-    marker = tmp / "executed"
-    (tmp / "c.pt").write_bytes(_malicious_pickle(marker))
-    try:
-        return read_checkpoint(tmp / "c.pt")
-    finally:
-        assert not marker.exists(), "loading ran code from the file"
+    return _loads_crafted_pickle(tmp, "c.pt", read_checkpoint)
 
 
 def _crafted_cifar(tmp):
     from ssmts.data.pixels import _read_cifar_batch
 
-    marker = tmp / "executed"
-    (tmp / "data_batch_1").write_bytes(_malicious_pickle(marker))
-    try:
-        return _read_cifar_batch(tmp / "data_batch_1")
-    finally:
-        assert not marker.exists(), "loading ran code from the file"
+    return _loads_crafted_pickle(tmp, "data_batch_1", _read_cifar_batch)
 
 
 def _empty_wav(tmp):
@@ -307,16 +301,7 @@ def _empty_wav(tmp):
 
 
 def _corrupt_config(tmp):
-    out = tmp / "run" / "results.json"
-    base = ["tasks", "run", "bidmc-rr", "--synthetic", "--preset", "tiny", "--out", str(out), "--quiet"]
-    _cli(*base)
-    out.with_name("results_config.json").write_text("{not json")
-    stderr = io.StringIO()
-    with redirect_stderr(stderr):
-        try:
-            _cli(*base, "--resume")
-        except SystemExit as stop:
-            raise SystemExit(stderr.getvalue()) from stop
+    return _resume_after_damage(tmp, "results_config.json", lambda path: path.write_text("{not json"))
 
 
 def _tiny_series_forecast():
@@ -336,19 +321,22 @@ def _cli(*args):
     return code
 
 
-def _cli_resume_truncated(tmp):
+def _resume_after_damage(tmp, name: str, damage):
+    """Run a tiny task, damage one of its files, resume: SystemExit carrying what the CLI printed."""
     out = tmp / "run" / "results.json"
     base = ["tasks", "run", "bidmc-rr", "--synthetic", "--preset", "tiny", "--out", str(out), "--quiet"]
     _cli(*base)
-    ckpt = out.with_name("results_checkpoint.pt")
-    ckpt.write_bytes(ckpt.read_bytes()[:300])
+    damage(out.with_name(name))
     stderr = io.StringIO()
     with redirect_stderr(stderr):
         try:
             _cli(*base, "--resume")
         except SystemExit as stop:
             raise SystemExit(stderr.getvalue()) from stop
-    return None
+
+
+def _cli_resume_truncated(tmp):
+    return _resume_after_damage(tmp, "results_checkpoint.pt", lambda path: path.write_bytes(path.read_bytes()[:300]))
 
 
 @pytest.mark.parametrize("area, name, action, expectation", PROBES, ids=[f"{p[0]}: {p[1]}" for p in PROBES])
