@@ -172,8 +172,11 @@ def _bin_names(preset: StateTrackingPreset) -> list[str]:
 
 
 def train_and_evaluate(preset: StateTrackingPreset, problem: str, model_name: str, seed: int,
-                       device: str | torch.device = "cpu") -> dict:
-    """One run: train the row on the problem through fit_model, accuracy per length bin."""
+                       device: str | torch.device = "cpu", curve: bool = False) -> dict:
+    """One run: train the row on the problem through fit_model, accuracy per length bin.
+
+    curve: also return "accuracy_by_step", the test accuracy at every step 1..test_length
+    (the accuracy on sequences of that length), and the trained "network"."""
     info = PROBLEM_INFO[problem]
     train, test = _splits(preset, problem, seed)
     params = preset.backbone_params(model_name)
@@ -191,12 +194,15 @@ def train_and_evaluate(preset: StateTrackingPreset, problem: str, model_name: st
     for name, (low, high) in zip(_bin_names(preset), ((0, preset.train_length), *preset.bins)):
         accuracy[name] = float(correct[low:high].mean())
     train_logits = predict_batches(result.model, train, max(preset.batch_size, 64), device)
-    return {
+    run = {
         "problem": problem, "model": model_name, "seed": seed, "accuracy": accuracy,
         "train_accuracy": accuracy_of_step_logits(train_logits, train.y),
         "final_train_loss": result.history[-1]["train_loss"], "epochs": len(result.history),
         "n_parameters": sum(p.numel() for p in result.model.parameters()), "train_seconds": train_seconds,
     }
+    if curve:
+        run.update(accuracy_by_step=correct.tolist(), network=result.model)
+    return run
 
 
 def summarize(runs: list[dict]) -> list[dict]:
