@@ -146,7 +146,8 @@ class SSMBackbone(nn.Module):
     def forward_with_state(self, u: torch.Tensor, state: list[torch.Tensor] | None = None):
         """Causal per-step pass continuing from `state`: -> ((batch, d_output|d_model, L), final state).
 
-        Reads a context with the FFT and returns what `step` needs to roll forward.
+        Reads a context in one pass (FFT for SSM layers, the scan for LinearCDE layers) and
+        returns what `step` needs to roll forward.
         """
         x = self._encode_input(u)
         new_state = []

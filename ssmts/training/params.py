@@ -162,7 +162,14 @@ class BackboneParams(Configurable):
 
 
 def _same(value, default) -> bool:
-    return type(value) is type(default) and value == default or (value is None and default is None)
+    """Whether a value equals a parameter's default (numpy scalars included; True is not 1)."""
+    if value is None or default is None:
+        return value is default
+    if isinstance(value, (bool, np.bool_)) or isinstance(default, (bool, np.bool_)):
+        return isinstance(value, (bool, np.bool_)) and isinstance(default, (bool, np.bool_)) and bool(value) == bool(default)
+    if isinstance(value, numbers.Real) and isinstance(default, numbers.Real):
+        return value == default
+    return type(value) is type(default) and value == default
 
 
 def _is_int(value) -> bool:

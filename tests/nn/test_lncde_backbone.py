@@ -193,6 +193,16 @@ def test_options_of_the_other_layer_family_are_refused_by_name(kwargs, match):
         BackboneParams(**kwargs).backbone_kwargs()
 
 
+def test_defaults_given_as_numpy_scalars_are_defaults():
+    import numpy as np
+
+    kwargs = BackboneParams(layer="lncde", bidirectional=np.False_, dt_max=np.float64(0.1), heads=np.int64(1)
+                            ).backbone_kwargs()
+    assert kwargs["layer"] == "lncde" and "heads" not in kwargs
+    with pytest.raises(InvalidParameterError, match="bidirectional=True only applies"):
+        BackboneParams(layer="lncde", bidirectional=True).backbone_kwargs()
+
+
 @pytest.mark.parametrize("kwargs,match", [(dict(layer="mamba"), r"unknown layer 'mamba'"),
                                           (dict(lncde_max_norm=1.5), r"lncde_max_norm must be"),
                                           (dict(lncde_structure="sparse"), r"unknown lncde_structure 'sparse'")])
