@@ -44,7 +44,8 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--quick", action="store_true", help="a seconds-long smoke run (tiny model, 2 clips per word)")
     demo.add_argument("--quiet", action="store_true", help="no progress bar")
 
-    tasks = commands.add_parser("tasks", help="list and run the benchmark tasks (LRA, Speech Commands, pixels, BIDMC)")
+    tasks = commands.add_parser("tasks", help="list and run the benchmark tasks (LRA, Speech Commands, pixels, BIDMC, "
+                                              "state tracking)")
     task_commands = tasks.add_subparsers(dest="tasks_command", metavar="{list,show,run}")
     listing = task_commands.add_parser("list", help="every task with its description and data status")
     listing.add_argument("--data-dir", type=Path, help="check which tasks' data are present under DIR")
@@ -112,6 +113,10 @@ def _tasks_show(name: str) -> int:
     print(f"  synthetic stand-in (--synthetic): {task.synthetic or 'none. ' + task.no_synthetic_reason}")
     if task.zero_shot:
         print("  zero-shot: also evaluated at half the sample rate (Delta rescaled / not; decimated / resampled)")
+    if task.describe_presets is not None:
+        for line in task.describe_presets():
+            print(f"  {line}")
+        return 0
     for preset_name in ("paper", "small"):
         p = get_preset(task.name, preset_name)
         print(f"  preset {preset_name}: depth {p.n_layers}, heads {p.heads}, H {p.d_model}, N {p.d_state}, "

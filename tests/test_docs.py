@@ -51,7 +51,7 @@ def page(site_dir: Path, name: str) -> str:
 def test_every_page_of_the_navigation_is_built(site):
     site_dir, _, _ = site
     for name in ["", "getting-started", "concepts", "guides/sklearn", "guides/sktime", "guides/inspecting-models",
-                 "guides/resampling", "guides/tasks-and-data", "notebooks", "benchmarks",
+                 "guides/resampling", "guides/slice", "guides/tasks-and-data", "notebooks", "benchmarks",
                  "api/ssmts", "api/estimators", "api/sktime", "api/nn", "api/plot", "api/training", "api/data",
                  "api/tasks"]:
         page(site_dir, name)
@@ -71,7 +71,7 @@ def test_api_reference_comes_from_the_docstrings(site):
     expectations = {
         "api/estimators": ["SSMClassifier", "SSMRegressor", "SSMTransformer", "predict_proba"],
         "api/sktime": ["SSMForecaster", "SSMPanelClassifier", "SSMPanelRegressor"],
-        "api/nn": ["SSM", "SSMBackbone", "transfer_function", "frequency_response", "from_matrices"],
+        "api/nn": ["SSM", "SSMBackbone", "transfer_function", "frequency_response", "from_matrices", "LinearCDE"],
         "api/plot": ["plot_eigenvalues", "plot_step_sizes", "plot_kernels", "plot_transfer_function", "plot_history"],
         "api/data": ["load_bidmc", "make_synthetic_vitals", "load_speech_commands", "change_rate"],
         "api/training": ["Trainer"],

@@ -2,7 +2,7 @@
 file holding the same cells (edit the .py, then `jupytext --sync notebooks/*.py`), and
 runnable top to bottom (with SSMTS_NOTEBOOK_QUICK=1, which shrinks data, model and epochs).
 
-Measured on 2 shared CPU cores: the four quick runs take 11 to 15 s each, about 50 s
+Measured on 2 shared CPU cores: the quick runs take 11 to 15 s each, about a minute
 together, most of it kernel start-up and imports.
 """
 from __future__ import annotations
@@ -19,6 +19,7 @@ EXPECTED = [
     "02_audio_sample_rates.ipynb",
     "03_forecasting_sktime.ipynb",
     "04_sklearn_gridsearch.ipynb",
+    "05_state_tracking.ipynb",
 ]
 CELL_TIMEOUT_S = 300
 PAIRING = "ipynb,py:percent"
@@ -28,7 +29,7 @@ def cells(notebook):
     return [(cell.cell_type, cell.source) for cell in notebook.cells]
 
 
-def test_the_four_notebooks_are_committed():
+def test_the_five_notebooks_are_committed():
     assert sorted(p.name for p in NOTEBOOK_DIR.glob("*.ipynb")) == EXPECTED
 
 

@@ -1,5 +1,8 @@
 """Deep SSM backbone: encoder -> n_layers SSM blocks -> decoder (eSSM 4.6).
 
+The blocks' sequence layer is an SSM (layer="ssm", default) or a structured linear neural
+CDE (layer="lncde", see ssmts.nn.lncde.LinearCDE).
+
 Shapes: u: (batch, d_input, L) float, or (batch, L) int64 token ids (0 = padding)
 when `vocab_size` is set; mask: (batch, L) bool, True on real steps.
 Output: (batch, d_output) with pooling "mean"/"last", (batch, d_output, L) with "none".
@@ -11,6 +14,7 @@ from torch import nn
 
 from .blocks import SSMBlock, make_norm
 from .functional import channel_linear, pool
+from .lncde import LinearCDE
 from .resampling import check_delta_factor
 from .ssm import SSM
 
@@ -26,8 +30,14 @@ class SSMBackbone(nn.Module):
             pooled or per-step features (d_model) are returned.
         pooling: "mean" or "last" for sequence-level outputs, "none" for per-step outputs.
         norm, prenorm, activation, dropout: block options (see SSMBlock).
-        **ssm_kwargs: passed to every SSM layer (d_state, heads, init, discretization,
-            bidirectional, D, dt_min, dt_max, lambda_enforce, conj_sym, real_bc ...).
+        layer: "ssm" (default) or "lncde": the sequence layer of every block.
+        **ssm_kwargs: passed to every layer: for an SSM d_state, heads, init, discretization,
+            bidirectional, D, dt_min, dt_max, lambda_enforce, conj_sym, real_bc ...; for a
+            LinearCDE d_hidden, structure, block_size, block_sizes, rank, dt, max_norm ...
+
+    Zero-shot rate change: ``dt_scale`` and ``set_sample_rate`` are the SSM layers' base
+    factor on Delta and change nothing in LinearCDE layers; ``ssmts.nn.scaled_delta``
+    multiplies the Delta of SSM layers and the path step dt of LinearCDE layers alike.
     """
 
     def __init__(
@@ -43,6 +53,7 @@ class SSMBackbone(nn.Module):
         prenorm: bool = True,
         activation: str = "gated_gelu",
         dropout: float = 0.0,
+        layer: str = "ssm",
         **ssm_kwargs,
     ):
         super().__init__()
@@ -51,10 +62,11 @@ class SSMBackbone(nn.Module):
         if n_layers < 1:
             raise ValueError(f"n_layers must be >= 1, got {n_layers}")
         self.d_input, self.d_model, self.n_layers, self.pooling = d_input, d_model, n_layers, pooling
-        self.vocab_size = vocab_size
+        self.vocab_size, self.layer = vocab_size, layer
         self.encoder = nn.Embedding(vocab_size, d_model, padding_idx=0) if vocab_size else nn.Linear(d_input, d_model)
         self.blocks = nn.ModuleList(
-            SSMBlock(d_model, norm=norm, prenorm=prenorm, activation=activation, dropout=dropout, **ssm_kwargs)
+            SSMBlock(d_model, norm=norm, prenorm=prenorm, activation=activation, dropout=dropout, layer=layer,
+                     **ssm_kwargs)
             for _ in range(n_layers)
         )
         # Pre-norm stacks leave the residual stream unnormalized: normalize once at the end.
@@ -67,18 +79,31 @@ class SSMBackbone(nn.Module):
         return [m for m in self.modules() if isinstance(m, SSM)]
 
     @property
+    def lncde_layers(self) -> list[LinearCDE]:
+        return [m for m in self.modules() if isinstance(m, LinearCDE)]
+
+    @property
     def dt_scale(self) -> float:
-        return self.ssm_layers[0].dt_scale
+        """The SSM layers' constant factor on Delta (1.0 in a backbone without SSM layers)."""
+        layers = self.ssm_layers
+        return layers[0].dt_scale if layers else 1.0
 
     @dt_scale.setter
     def dt_scale(self, value: float) -> None:
         value = check_delta_factor(value, "dt_scale")
+        if value != 1.0 and self.lncde_layers:
+            raise ValueError(f"dt_scale={value} is a factor on the Delta of SSM layers; a backbone with layer='lncde' "
+                             "has none (set the LinearCDE step with lncde_dt, or use ssmts.nn.scaled_delta)")
         for layer in self.ssm_layers:
             layer.dt_scale = value
 
     def set_sample_rate(self, new_rate: float, train_rate: float) -> None:
-        """Set every layer's dt_scale to train_rate / new_rate for good (see SSM.set_sample_rate;
-        ``ssmts.nn.scaled_delta`` is the scoped form)."""
+        """Set every SSM layer's dt_scale to train_rate / new_rate for good (see SSM.set_sample_rate;
+        ``ssmts.nn.scaled_delta`` is the scoped form). LinearCDE layers have no base factor: for
+        them use ``scaled_delta`` (or build them with another ``dt``); a ValueError says so."""
+        if self.lncde_layers:
+            raise ValueError("set_sample_rate changes SSM layers only; a backbone with layer='lncde' takes a "
+                             "rate change through ssmts.nn.scaled_delta(model, delta_factor(train_rate, new_rate))")
         for layer in self.ssm_layers:
             layer.set_sample_rate(new_rate, train_rate)
 
@@ -121,7 +146,8 @@ class SSMBackbone(nn.Module):
     def forward_with_state(self, u: torch.Tensor, state: list[torch.Tensor] | None = None):
         """Causal per-step pass continuing from `state`: -> ((batch, d_output|d_model, L), final state).
 
-        Reads a context with the FFT and returns what `step` needs to roll forward.
+        Reads a context in one pass (FFT for SSM layers, the scan for LinearCDE layers) and
+        returns what `step` needs to roll forward.
         """
         x = self._encode_input(u)
         new_state = []
@@ -148,11 +174,16 @@ class SSMBackbone(nn.Module):
 
 def parameter_groups(model: nn.Module, lr: float, lr_ssm: float | None = None, weight_decay: float = 0.0) -> list[dict]:
     """AdamW groups: SSM parameters (Lambda, Delta, B) at `lr_ssm` without weight decay
-    (eSSM Table 10 "LR SSM"); biases and norm weights without decay; the rest with it."""
+    (eSSM Table 10 "LR SSM"); biases and norm weights without decay; the rest with it.
+
+    LinearCDE layers put their transition parameters (every A^j) and B in the same "ssm"
+    group: they set the dynamics as Lambda and Delta do, and weight decay would pull every
+    transition towards the identity. Their path projection, C and D are trained like the
+    other weights."""
     ssm_ids = set()
     ssm_params = []
     for module in model.modules():
-        if isinstance(module, SSM):
+        if isinstance(module, (SSM, LinearCDE)):
             for p in module.ssm_parameters():
                 if id(p) not in ssm_ids:
                     ssm_ids.add(id(p))

@@ -1,4 +1,8 @@
-"""Deep SSM block (eSSM 4.6, E.1): [norm] -> SSM -> activation -> dropout -> + residual -> [norm].
+"""Deep SSM block (eSSM 4.6, E.1): [norm] -> layer -> activation -> dropout -> + residual -> [norm].
+
+The sequence layer is an SSM (layer="ssm", the default) or a structured linear neural CDE
+(layer="lncde", ssmts.nn.lncde.LinearCDE); both map (batch, H, L) -> (batch, H, L) and have
+`step`, `initial_state` and a `state`/`return_state` forward.
 
 Shapes: x: (batch, H, L); mask: (batch, L) bool, True on real steps, or None.
 """
@@ -9,10 +13,21 @@ import torch.nn.functional as F
 from torch import nn
 
 from .functional import channel_linear
+from .lncde import LinearCDE
 from .ssm import SSM
 
 NORMS = ("layer", "batch", "none")
 ACTIVATIONS = ("gated_gelu", "gelu", "leaky_relu")
+LAYERS = ("ssm", "lncde")
+
+
+def make_layer(kind: str, d_model: int, **kwargs) -> nn.Module:
+    """The sequence layer of a block, H -> H: SSM(d_model, **kwargs) or LinearCDE(d_model, **kwargs)."""
+    if kind == "ssm":
+        return SSM(d_model, d_output=d_model, **kwargs)
+    if kind == "lncde":
+        return LinearCDE(d_model, d_output=d_model, **kwargs)
+    raise ValueError(f"unknown layer {kind!r}; choose one of {LAYERS}")
 
 
 class MaskedBatchNorm(nn.Module):
@@ -95,8 +110,13 @@ def make_activation(kind: str, channels: int) -> nn.Module:
 class SSMBlock(nn.Module):
     """Residual SSM block. x: (batch, H, L) -> (batch, H, L).
 
-    prenorm=True: x + drop(act(SSM(norm(x)))); prenorm=False: norm(x + drop(act(SSM(x)))).
-    Padded steps (mask False) are zeroed before the SSM, so they change nothing on real steps.
+    prenorm=True: x + drop(act(layer(norm(x)))); prenorm=False: norm(x + drop(act(layer(x)))).
+    layer: "ssm" (SSM, the default) or "lncde" (LinearCDE); **layer_kwargs go to that layer.
+    The layer is the attribute `ssm` whichever it is (the name of the saved weights).
+    Padded steps (mask False) are zeroed before the layer. For an SSM they change nothing on
+    real steps. A LinearCDE still moves its state on a zero input (the time channel of its
+    path), so with layer="lncde" only padding at the end (what ssmts does with ragged input)
+    leaves the real steps untouched; the layer is causal, so later steps never reach them.
     """
 
     def __init__(
@@ -107,14 +127,16 @@ class SSMBlock(nn.Module):
         prenorm: bool = True,
         activation: str = "gated_gelu",
         dropout: float = 0.0,
-        **ssm_kwargs,
+        layer: str = "ssm",
+        **layer_kwargs,
     ):
         super().__init__()
         if not 0.0 <= dropout < 1.0:
             raise ValueError(f"dropout must lie in [0, 1), got {dropout}")
         self.prenorm = bool(prenorm)
+        self.layer_kind = layer
         self.norm = make_norm(norm, d_model)
-        self.ssm = SSM(d_model, d_output=d_model, **ssm_kwargs)
+        self.ssm = make_layer(layer, d_model, **layer_kwargs)
         self.activation = make_activation(activation, d_model)
         self.dropout = nn.Dropout(dropout)
 

@@ -172,6 +172,9 @@ class LinearCDE(nn.Module):
         self.dt, self.init_std = float(dt), float(init_std)
         self.max_norm = None if max_norm is None else float(max_norm)
         self.D_mode, self.mode, self.chunk_size = D, mode, int(chunk_size)
+        # Zero-shot change of sample rate, set only inside `ssmts.nn.scaled_delta`: the step of the
+        # path, dt, is multiplied by it (the path is an integral over time, see `path_increments`).
+        self._delta_factor = 1.0
         P = p + 1
 
         def randn(*shape: int, std: float) -> nn.Parameter:
@@ -264,11 +267,34 @@ class LinearCDE(nn.Module):
         return [int(s) for s in sizes]
 
     # ------------------------------------------------------------ path and transitions
+    @property
+    def step_size(self) -> float:
+        """The step of the path in use: dt times the factor of an enclosing `scaled_delta` block."""
+        return self.dt * self._delta_factor
+
     def path_increments(self, u: torch.Tensor) -> torch.Tensor:
-        """x = dt * (1, tanh(W u + c)): u (batch, H, L) -> (batch, L, P)."""
+        """x = dt * (1, tanh(W u + c)): u (batch, H, L) -> (batch, L, P).
+
+        The driving path is omega(t) = int_0^t (1, tanh(W u(s) + c)) ds, and x_i its increment over
+        one sample interval; data sampled at another rate covers another interval per step, which
+        ``scaled_delta`` accounts for by multiplying dt (see `step_size`).
+        """
         z = torch.tanh(self.path(u.transpose(1, 2)))
         ones = torch.ones_like(z[..., :1])
-        return self.dt * torch.cat([ones, z], dim=-1)
+        return self.step_size * torch.cat([ones, z], dim=-1)
+
+    def ssm_parameters(self) -> list[nn.Parameter]:
+        """The transition parameters (every A^j) and B: what the optimizer groups train at the SSM
+        learning rate without weight decay, as Lambda, Delta and B of an SSM layer."""
+        if self.structure in ("diagonal", "block_diagonal"):
+            transitions = list(self.A_blocks)
+        elif self.structure == "dense":
+            transitions = [self.A]
+        elif self.structure == "dplr":
+            transitions = [self.A_diag, self.A_U, self.A_V]
+        else:
+            transitions = [self.A_diag]
+        return [*transitions, self.B]
 
     @property
     def hadamard(self) -> torch.Tensor:

@@ -89,9 +89,11 @@ class SSMPanelClassifier(BackboneParams, SequenceParams, OptimizerParams, EarlyS
 
     @classmethod
     def get_test_params(cls, parameter_set="default"):
-        """Two tiny configurations (one SSM block; several heads, last-step pooling, balanced weights)."""
+        """Three tiny configurations (one SSM block; several heads, last-step pooling, balanced weights;
+        a block-diagonal LinearCDE block)."""
         tiny = dict(d_model=8, d_state=4, n_layers=1, max_epochs=2, batch_size=16, device="cpu", random_state=0)
         return [
             tiny,
             {**tiny, "d_state": 8, "heads": 2, "pooling": "last", "class_weight": "balanced", "random_state": 1},
+            {**tiny, "layer": "lncde", "lncde_structure": "block_diagonal", "lncde_block_size": 2, "random_state": 2},
         ]

@@ -482,11 +482,14 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
     # ------------------------------------------------------------ testing
     @classmethod
     def get_test_params(cls, parameter_set="default"):
-        """Two tiny configurations (direct / recursive ensemble of two) that fit in well under a second."""
+        """Three tiny configurations (direct / recursive ensemble of two / recursive on a diagonal-plus-low-rank
+        LinearCDE block, which rolls forward with the layer's `step`) that fit in well under a second."""
         tiny = dict(d_model=8, d_state=4, n_layers=1, max_epochs=2, batch_size=16, device="cpu",
                     update_epochs=1, quantiles=(0.1, 0.5, 0.9))
         return [
             {**tiny, "context_length": 4, "random_state": 0},
             {**tiny, "context_length": 5, "strategy": "recursive", "instance_norm": False,
              "n_sample_paths": 16, "ensemble_size": 2, "random_state": 1},
+            {**tiny, "context_length": 4, "strategy": "recursive", "n_sample_paths": 8, "random_state": 2,
+             "layer": "lncde", "lncde_structure": "dplr"},
         ]

@@ -67,6 +67,8 @@ class SSMPanelRegressor(BackboneParams, SequenceParams, OptimizerParams, EarlySt
 
     @classmethod
     def get_test_params(cls, parameter_set="default"):
-        """Two tiny configurations (one SSM block; several heads and last-step pooling)."""
+        """Three tiny configurations (one SSM block; several heads and last-step pooling; a Walsh-Hadamard
+        LinearCDE block)."""
         tiny = dict(d_model=8, d_state=4, n_layers=1, max_epochs=2, batch_size=16, device="cpu", random_state=0)
-        return [tiny, {**tiny, "d_state": 8, "heads": 2, "pooling": "last", "random_state": 1}]
+        return [tiny, {**tiny, "d_state": 8, "heads": 2, "pooling": "last", "random_state": 1},
+                {**tiny, "layer": "lncde", "lncde_structure": "walsh_hadamard", "pooling": "last", "random_state": 2}]

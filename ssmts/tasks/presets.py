@@ -45,7 +45,8 @@ class Preset:
 
     Model: n_layers (depth), heads, d_model (H), d_state (N per head), activation, norm,
     prenorm, dropout, bidirectional, pooling, dt_min/dt_max (Delta init range), dt_scale
-    (constant factor on Delta, Path-X). Optimization: batch_size, epochs, lr (others),
+    (constant factor on Delta, Path-X); layer ("ssm" or "lncde") and the lncde_* options of
+    ssmts.training.BackboneParams (a SLiCE backbone). Optimization: batch_size, epochs, lr (others),
     lr_ssm (Lambda, Delta, B), weight_decay, scheduler (what the Trainer runs: "cosine",
     "plateau" or "none") and paper_schedule (what the paper specifies).
     standardize_input / standardize_target: scale signal channels / regression targets with
@@ -72,6 +73,12 @@ class Preset:
     dt_min: float = 1e-3
     dt_max: float = 1e-1
     dt_scale: float = 1.0
+    layer: str = "ssm"
+    lncde_structure: str = "block_diagonal"
+    lncde_block_size: int | None = None
+    lncde_rank: int | None = None
+    lncde_dt: float = 0.1
+    lncde_max_norm: float | None = 1.0
     weight_decay: float = PAPER_WEIGHT_DECAY
     scheduler: str = "cosine"
     paper_schedule: dict = field(default_factory=dict)

@@ -4,6 +4,7 @@ Task names are part of the public interface (CLI, results files):
 
     lra-listops lra-text lra-retrieval lra-image lra-pathfinder lra-pathx
     sc10 sc35 sc10-mfcc smnist psmnist scifar bidmc-rr bidmc-hr bidmc-spo2
+    state-tracking
 
 Every task loads real data from a directory (``Task.load``) and, where an honest
 stand-in exists, builds one offline (``Task.synthesize``); bidmc-spo2 has none.
@@ -51,6 +52,9 @@ class Task:
     expected: the files the loader reads, relative to --data-dir; how_to_get: where from.
     synthetic: what --synthetic builds, or None with no_synthetic_reason.
     zero_shot: evaluate at half the sample rate too (raw speech).
+    runner: a task with its own protocol (several problems, models and seeds; state-tracking)
+        is run by this function instead of the one-model pipeline of ssmts.tasks.run_task; it
+        still trains through ssmts.training.fit_model. describe_presets: its presets, in words.
     """
 
     name: str
@@ -66,6 +70,8 @@ class Task:
     synthesizer: Callable[[dict, Path], TaskData] | None = None
     no_synthetic_reason: str = ""
     zero_shot: bool = False
+    runner: Callable[..., dict] | None = None
+    describe_presets: Callable[[], list[str]] | None = None
 
     @property
     def can_synthesize(self) -> bool:
@@ -362,6 +368,43 @@ def spoken_commands_standin(words: str, clips_per_voice: int, n_voices: int | No
     return target
 
 
+def _load_state_tracking(root: Path, opts: dict) -> TaskData:
+    raise ValueError("state-tracking has no real data set: its problems are generated offline; run it with "
+                     "--synthetic")
+
+
+def _synth_state_tracking(opts: dict, cache: Path) -> TaskData:
+    from ssmts.data.state_tracking import make_state_tracking_task
+
+    return make_state_tracking_task(opts.get("problem", "parity"), opts.get("n_train", 2000), opts.get("n_val", 200),
+                                    opts.get("n_test", 200), train_length=opts.get("train_length", 40),
+                                    test_length=opts.get("test_length", 80), random_state=opts.get("random_state", 0))
+
+
+def _run_state_tracking(*, data_dir=None, synthetic: bool = False, preset: str = "small", epochs=None,
+                        device: str = "auto", out=None, resume: bool = False, seed: int = 0, limit=None,
+                        cache_dir=None, verbose: int = 1, echo=print) -> dict:
+    """run_task's interface for state-tracking; settings it has no use for are refused by name."""
+    from .state_tracking import run_state_tracking
+
+    if data_dir is not None or not synthetic:
+        raise ValueError("state-tracking has no real data set: its problems are generated offline; run it with "
+                         "--synthetic")
+    for name, value in (("epochs", epochs), ("limit", limit)):
+        if value is not None:
+            raise ValueError(f"state-tracking does not take --{name}: its preset fixes the optimizer steps and the "
+                             "data sizes (see `ssmts tasks show state-tracking`)")
+    if resume:
+        raise ValueError("state-tracking runs many short trainings and keeps no checkpoint: --resume does not apply")
+    return run_state_tracking(preset=preset, out=out, device=device, seed=seed, echo=echo)
+
+
+def _describe_state_tracking() -> list[str]:
+    from .state_tracking import STATE_TRACKING_PRESETS, get_state_tracking_preset
+
+    return [get_state_tracking_preset(name).describe() for name in STATE_TRACKING_PRESETS]
+
+
 def cached_task(cache: Path, key: str, build: Callable[[], TaskData], use_cache: bool = True) -> TaskData:
     """build() once and keep its splits in `cache`/key/ (.npy files); later calls read them memory-mapped."""
     from .data_utils import load_task_arrays, save_task_arrays
@@ -478,6 +521,12 @@ TASKS: dict[str, Task] = {
         _bidmc_task("rr", "BIDMC respiratory rate from 32 s of PPG+ECG at 125 Hz (L=4000), RMSE"),
         _bidmc_task("hr", "BIDMC heart rate from 32 s of PPG+ECG at 125 Hz (L=4000), RMSE"),
         _bidmc_task("spo2", "BIDMC blood oxygen saturation from 32 s of PPG+ECG at 125 Hz (L=4000), RMSE"),
+        Task("state-tracking", "parity, mod-5 sum, cycle navigation, A5 word problem: accuracy beyond the training "
+             "length for SSM and LNCDE (SLiCE) layers", "classification", "accuracy", "tokens",
+             "nothing: generated offline", "no download: ssmts.data.state_tracking generates the problems",
+             "seeded generators of ssmts.data.state_tracking (train length <= 40, test up to 320)",
+             _load_state_tracking, lambda root: False, _synth_state_tracking,
+             runner=_run_state_tracking, describe_presets=_describe_state_tracking),
     )
 }
 """Every registered task, by name."""

@@ -115,6 +115,10 @@ def run_task(
     if not main_process:
         echo = lambda line: None  # noqa: E731
     task = get_task(name)
+    if task.runner is not None:  # a task with its own protocol (state-tracking)
+        return task.runner(data_dir=data_dir, synthetic=synthetic, preset=preset, epochs=epochs, device=device,
+                           out=out, resume=resume, seed=seed, limit=limit, cache_dir=cache_dir, verbose=verbose,
+                           echo=echo)
     if (data_dir is None) == (not synthetic):
         raise ValueError("pass exactly one of data_dir (real data) and synthetic=True")
     config = get_preset(name, preset)

@@ -24,6 +24,11 @@ def accuracy_of_logits(logits: torch.Tensor, y: torch.Tensor) -> float:
     return float((logits.argmax(-1) == y).float().mean())
 
 
+def accuracy_of_step_logits(logits: torch.Tensor, y: torch.Tensor) -> float:
+    """Accuracy over every step of per-step logits (b, K, L) against labels (b, L)."""
+    return float((logits.argmax(1) == y).float().mean())
+
+
 def mse_loss(pred, y, sample_weight=None):
     """Mean squared error over every element; pred and y of the same shape."""
     if pred.shape != y.shape:
@@ -64,5 +69,5 @@ def pinball_loss(levels: torch.Tensor):
     return loss
 
 
-__all__ = ["weighted_cross_entropy", "accuracy_of_logits", "mse_loss", "negative_mse",
+__all__ = ["weighted_cross_entropy", "accuracy_of_logits", "accuracy_of_step_logits", "mse_loss", "negative_mse",
            "masked_reconstruction_loss", "pinball_loss"]

@@ -19,9 +19,10 @@ import numpy as np
 import torch
 
 from ..nn.backbone import SSMBackbone
-from ..nn.blocks import ACTIVATIONS, NORMS
+from ..nn.blocks import ACTIVATIONS, LAYERS, NORMS
 from ..nn.discretization import DISCRETIZATIONS
 from ..nn.init import INITS
+from ..nn.lncde import LNCDE_STRUCTURES
 from .config import (
     AnyOf, Boolean, Configurable, Integer, InvalidParameterError, NoneOr, Options, Real, Satisfies, param,
 )
@@ -70,23 +71,50 @@ def resolve_device(device: str | torch.device) -> torch.device:
     return torch.device(device)
 
 
+# Parameters that only one layer family reads. A value other than the default with the other
+# family's layer is an error (it would be silently ignored otherwise).
+SSM_ONLY_PARAMS = ("heads", "bidirectional", "init", "discretization", "dt_min", "dt_max")
+LNCDE_ONLY_PARAMS = ("lncde_structure", "lncde_block_size", "lncde_rank", "lncde_dt", "lncde_max_norm")
+
+
 class BackboneParams(Configurable):
     _params_group = "Backbone"
     d_model: int = param(default=64, doc="Width H of every block.", constraint=Integer(1))
-    d_state: int = param(default=64, doc="State size N of each head (N/2 complex modes).", constraint=Integer(2))
-    n_layers: int = param(default=4, doc="Number of SSM blocks.", constraint=Integer(1))
-    heads: int = param(default=1, doc="Block-diagonal heads (1 = one MIMO system, d_model = SISO).", constraint=Integer(1))
+    d_state: int = param(default=64, doc="State size: N of each SSM head (N/2 complex modes); with layer='lncde' the "
+                                         "hidden size d of each LinearCDE.", constraint=Integer(2))
+    n_layers: int = param(default=4, doc="Number of blocks.", constraint=Integer(1))
+    layer: str = param(
+        default="ssm", doc="Sequence layer of every block: 'ssm' (diagonal time-invariant SSM) or 'lncde' (SLiCE: a "
+                           "linear neural CDE with input-dependent structured transitions, ssmts.nn.LinearCDE).",
+        constraint=Options(*LAYERS))
+    heads: int = param(default=1, doc="SSM only: block-diagonal heads (1 = one MIMO system, d_model = SISO).",
+                       constraint=Integer(1))
     bidirectional: bool | str = param(
-        default=False, doc="Causal (False) or non-causal: 'essm'/True (flipped kernel) or 'ldnn' (own backward Lambda).",
-        constraint=Options(False, True, "essm", "ldnn"))
-    init: str = param(default="legs", doc="Initialization of Lambda, B, C (ssm-math.md section 6).", constraint=Options(*INITS))
-    discretization: str = param(default="zoh", doc="Continuous-to-discrete map of each mode.", constraint=Options(*DISCRETIZATIONS))
+        default=False, doc="SSM only: causal (False) or non-causal: 'essm'/True (flipped kernel) or 'ldnn' (own "
+                           "backward Lambda).", constraint=Options(False, True, "essm", "ldnn"))
+    init: str = param(default="legs", doc="SSM only: initialization of Lambda, B, C (ssm-math.md section 6).",
+                      constraint=Options(*INITS))
+    discretization: str = param(default="zoh", doc="SSM only: continuous-to-discrete map of each mode.",
+                                constraint=Options(*DISCRETIZATIONS))
     dropout: float = param(default=0.0, doc="Dropout after each block's activation.", constraint=Real(0.0, 1.0, closed="left"))
     norm: str = param(default="layer", doc="Normalization of each block.", constraint=Options(*NORMS))
-    prenorm: bool = param(default=True, doc="Normalize before the SSM (True) or after the residual sum.", constraint=Boolean())
-    activation: str = param(default="gated_gelu", doc="Activation after the SSM.", constraint=Options(*ACTIVATIONS))
-    dt_min: float = param(default=1e-3, doc="Lower end of the log-uniform initial Delta.", constraint=POSITIVE)
-    dt_max: float = param(default=1e-1, doc="Upper end of the log-uniform initial Delta.", constraint=POSITIVE)
+    prenorm: bool = param(default=True, doc="Normalize before the layer (True) or after the residual sum.", constraint=Boolean())
+    activation: str = param(default="gated_gelu", doc="Activation after the layer.", constraint=Options(*ACTIVATIONS))
+    dt_min: float = param(default=1e-3, doc="SSM only: lower end of the log-uniform initial Delta.", constraint=POSITIVE)
+    dt_max: float = param(default=1e-1, doc="SSM only: upper end of the log-uniform initial Delta.", constraint=POSITIVE)
+    lncde_structure: str = param(
+        default="block_diagonal", doc="LNCDE only: structure of the transition matrices A^j ('diagonal' is not "
+                                      "maximally expressive; the others are).", constraint=Options(*LNCDE_STRUCTURES))
+    lncde_block_size: int | None = param(
+        default=None, doc="LNCDE only, lncde_structure='block_diagonal': size of the dense blocks, a divisor of "
+                          "d_state (None: 4).", constraint=NoneOr(Integer(1)))
+    lncde_rank: int | None = param(default=None, doc="LNCDE only, lncde_structure='dplr': rank of the low-rank part "
+                                                     "(None: 1).", constraint=NoneOr(Integer(1)))
+    lncde_dt: float = param(default=0.1, doc="LNCDE only: step of the driving path per sample (scaled by "
+                                             "ssmts.nn.scaled_delta).", constraint=POSITIVE)
+    lncde_max_norm: float | None = param(
+        default=1.0, doc="LNCDE only: bound on the spectral norm of every transition, in (0, 1]; None: no rescaling.",
+        constraint=NoneOr(Real(0.0, 1.0, closed="right")))
 
     def build_backbone(self, d_input: int, *, vocab_size: int | None = None) -> SSMBackbone:
         """The SSMBackbone of these parameters, without a decoder (a head from ssmts.nn.heads goes on top)."""
@@ -95,12 +123,57 @@ class BackboneParams(Configurable):
         return SSMBackbone(d_input, d_model, n_layers, None, vocab_size=vocab_size, **kwargs)
 
     def backbone_kwargs(self) -> dict[str, Any]:
-        """The values of this group, checked across parameters (dt_min <= dt_max)."""
+        """SSMBackbone's keyword arguments of this group, checked across parameters: dt_min <= dt_max, the
+        options of the other layer family at their defaults, the LinearCDE structure's needs."""
         values = self.param_values(BackboneParams)
+        owner = type(self).__name__
         if _is_real(values["dt_min"]) and _is_real(values["dt_max"]) and values["dt_min"] > values["dt_max"]:
             raise InvalidParameterError(
-                f"dt_min={values['dt_min']} must not exceed dt_max={values['dt_max']} ({type(self).__name__})")
-        return values
+                f"dt_min={values['dt_min']} must not exceed dt_max={values['dt_max']} ({owner})")
+        layer = values.pop("layer")
+        other = LNCDE_ONLY_PARAMS if layer == "ssm" else SSM_ONLY_PARAMS
+        for name in other:
+            default = type(self).__params__[name].default
+            if not _same(values[name], default):
+                raise InvalidParameterError(
+                    f"{name}={values[name]!r} only applies to layer={'lncde' if layer == 'ssm' else 'ssm'!r}; with "
+                    f"layer={layer!r} leave it at its default {default!r} ({owner})")
+        lncde = {name: values.pop(name) for name in LNCDE_ONLY_PARAMS}
+        if layer == "ssm":
+            return values
+        structure, block_size, rank = lncde["lncde_structure"], lncde["lncde_block_size"], lncde["lncde_rank"]
+        d = values.pop("d_state")
+        if block_size is not None and structure != "block_diagonal":
+            raise InvalidParameterError(f"lncde_block_size={block_size} needs lncde_structure='block_diagonal', got "
+                                        f"{structure!r} ({owner})")
+        if rank is not None and structure != "dplr":
+            raise InvalidParameterError(f"lncde_rank={rank} needs lncde_structure='dplr', got {structure!r} ({owner})")
+        if structure == "block_diagonal" and _is_int(d) and _is_int(block_size or 4) and d % (block_size or 4):
+            raise InvalidParameterError(
+                f"lncde_block_size={block_size or 4}{' (the default)' if block_size is None else ''} must divide "
+                f"d_state={d} ({owner})")
+        if structure == "walsh_hadamard" and _is_int(d) and d & (d - 1):
+            raise InvalidParameterError(f"d_state={d} must be a power of two with lncde_structure='walsh_hadamard' "
+                                        f"({owner})")
+        for name in SSM_ONLY_PARAMS:
+            values.pop(name)
+        return dict(values, layer="lncde", d_hidden=d, structure=structure, block_size=block_size, rank=rank,
+                    dt=lncde["lncde_dt"], max_norm=lncde["lncde_max_norm"])
+
+
+def _same(value, default) -> bool:
+    """Whether a value equals a parameter's default (numpy scalars included; True is not 1)."""
+    if value is None or default is None:
+        return value is default
+    if isinstance(value, (bool, np.bool_)) or isinstance(default, (bool, np.bool_)):
+        return isinstance(value, (bool, np.bool_)) and isinstance(default, (bool, np.bool_)) and bool(value) == bool(default)
+    if isinstance(value, numbers.Real) and isinstance(default, numbers.Real):
+        return value == default
+    return type(value) is type(default) and value == default
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
 def _is_real(value) -> bool:
@@ -192,6 +265,6 @@ class ClassWeightParams(Configurable):
 
 
 __all__ = [
-    "BackboneParams", "SequenceParams", "OptimizerParams", "ScheduleParams", "TrainerConfig", "EarlyStoppingParams",
+    "BackboneParams", "SSM_ONLY_PARAMS", "LNCDE_ONLY_PARAMS", "SequenceParams", "OptimizerParams", "ScheduleParams", "TrainerConfig", "EarlyStoppingParams",
     "ContinuationParams", "ClassWeightParams", "OPTIMIZERS", "SCHEDULERS", "POOLINGS", "resolve_device",
 ]

@@ -16,7 +16,9 @@ from ssmts.cli import main
 TASK_NAMES = [
     "lra-listops", "lra-text", "lra-retrieval", "lra-image", "lra-pathfinder", "lra-pathx",
     "sc10", "sc35", "sc10-mfcc", "smnist", "psmnist", "scifar", "bidmc-rr", "bidmc-hr", "bidmc-spo2",
+    "state-tracking",
 ]
+
 
 
 @pytest.fixture(autouse=True)
