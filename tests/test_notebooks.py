@@ -19,6 +19,7 @@ EXPECTED = [
     "02_audio_sample_rates.ipynb",
     "03_forecasting_sktime.ipynb",
     "04_sklearn_gridsearch.ipynb",
+    "06_ptd_robustness.ipynb",
 ]
 CELL_TIMEOUT_S = 300
 PAIRING = "ipynb,py:percent"

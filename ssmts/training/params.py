@@ -87,6 +87,12 @@ class BackboneParams(Configurable):
     activation: str = param(default="gated_gelu", doc="Activation after the SSM.", constraint=Options(*ACTIVATIONS))
     dt_min: float = param(default=1e-3, doc="Lower end of the log-uniform initial Delta.", constraint=POSITIVE)
     dt_max: float = param(default=1e-1, doc="Upper end of the log-uniform initial Delta.", constraint=POSITIVE)
+    ptd_eps: float = param(default=1e-4, doc="init='ptd': size of the starting perturbation E of the HiPPO-LegS "
+                           "matrix (the measured ||E||/||A|| is what the optimization ends at).", constraint=POSITIVE)
+    ptd_gamma: float = param(default=1e3, doc="init='ptd': weight of ||E||/||A|| against log cond(V) in the "
+                             "perturbation's objective.", constraint=POSITIVE)
+    fixed_transition: bool = param(default=False, doc="LSSL-fixed: freeze Lambda and Delta at their initialization; "
+                                   "B, C, D and the other weights learn.", constraint=Boolean())
 
     def build_backbone(self, d_input: int, *, vocab_size: int | None = None) -> SSMBackbone:
         """The SSMBackbone of these parameters, without a decoder (a head from ssmts.nn.heads goes on top)."""
