@@ -78,7 +78,10 @@ class PTDPreset:
     points per axis), phases (test phases per grid point), theta_range, amplitude_range,
     upsample (digits: repeat each pixel this many times), limit (cap per split).
     Noise test: noise_amplitudes, n_frequencies (spike and random frequencies each).
-    Ablation: ablation_eps, ablation_states. notes: sources and departures from the paper.
+    Ablation: ablation_eps, ablation_states, ablation_gamma_eps (each point uses
+    ptd_gamma = ablation_gamma_eps / ptd_eps, so that the measured ||E||/||A|| follows ptd_eps
+    over the whole sweep; None keeps ptd_gamma, whose penalty then stops ||E||/||A|| near 1e-3).
+    notes: sources and departures from the paper.
     """
 
     name: str
@@ -110,11 +113,13 @@ class PTDPreset:
     limit: int | None = None
     noise_amplitudes: tuple[float, ...] = (0.1, 0.3, 1.0)
     n_frequencies: int = 3
-    ablation_eps: tuple[float, ...] = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1)
+    ablation_eps: tuple[float, ...] = (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 3e-2)
     ablation_states: tuple[int, ...] = (16, 64)
+    ablation_gamma_eps: float | None = 0.1
     notes: tuple[str, ...] = ()
 
-    def backbone_params(self, init: str, d_state: int | None = None, ptd_eps: float | None = None) -> BackboneParams:
+    def backbone_params(self, init: str, d_state: int | None = None, ptd_eps: float | None = None,
+                        ptd_gamma: float | None = None) -> BackboneParams:
         """The architecture as the estimators declare it (ssmts.training.params), validated."""
         N = self.d_state if d_state is None else d_state
         if self.dt is not None:
@@ -126,7 +131,7 @@ class PTDPreset:
         params = BackboneParams(
             d_model=self.d_model, d_state=N, n_layers=self.n_layers, heads=self.heads, init=init, norm=self.norm,
             prenorm=self.prenorm, dt_min=dt_min, dt_max=dt_max, ptd_eps=self.ptd_eps if ptd_eps is None else ptd_eps,
-            ptd_gamma=self.ptd_gamma)
+            ptd_gamma=self.ptd_gamma if ptd_gamma is None else ptd_gamma)
         params.validate_params()
         params.backbone_kwargs()
         return params
@@ -178,7 +183,7 @@ def get_ptd_preset(experiment: str, preset: str) -> PTDPreset:
                        notes=("section 3.4 gives no model size in our copy; a 4-layer H=128, N=64 model",))
     if experiment == "ptd-robustness":
         return replace(paper, noise_amplitudes=(0.05, 0.1, 0.2, 0.5, 1.0), n_frequencies=5)
-    return replace(paper, seeds=(0,), ablation_eps=tuple(10.0 ** np.arange(-6.0, -0.5, 0.5)),
+    return replace(paper, seeds=(0,), ablation_eps=tuple(10.0 ** np.arange(-6.0, -1.4, 0.5)),
                    ablation_states=(16, 64))
 
 
@@ -268,9 +273,45 @@ def run_sinusoids(preset: PTDPreset, epochs: int | None = None, verbose: int = 0
                     print(f"[ptd-sinusoids] {domain} {init} seed {seed}: amplitude MAE seen "
                           f"{runs[-1]['amplitude_mae_seen']:.3f} unseen {runs[-1]['amplitude_mae_unseen']:.3f}",
                           flush=True)
-    return {"grid_theta": grid_theta.tolist(), "grid_amplitude": grid_amp.tolist(), "runs": runs,
+    body = {"grid_theta": grid_theta.tolist(), "grid_amplitude": grid_amp.tolist(), "runs": runs,
             "summary": _summarize(runs, ("domain", "init"), ("amplitude_mae_seen", "amplitude_mae_unseen",
                                                               "theta_mae_seen", "theta_mae_unseen"))}
+    body["spike_columns"] = spike_column_errors(body)
+    return body
+
+
+def spike_column_errors(results: dict, n_spikes: int = 3) -> list[dict]:
+    """Amplitude error on the grid columns at the legs model's spike frequencies against the other columns.
+
+    For each seed and domain, the theta columns nearest to the first `n_spikes` distinct spike
+    frequencies of the trained legs model's first layer (``layer0_spikes``, radians per sample,
+    within half a grid step) are the "spike" columns; every init of that seed and domain is
+    scored on them and on the rest. Mean and spread over seeds per (domain, init).
+    """
+    grid = np.asarray(results["grid_theta"])
+    step = grid[1] - grid[0] if len(grid) > 1 else np.inf
+    records = []
+    for run in results["runs"]:
+        legs = [r for r in results["runs"] if r["init"] == "legs" and r["seed"] == run["seed"]
+                and r["domain"] == run["domain"]]
+        if not legs:
+            continue
+        thetas = _distinct_thetas(_PeakThetas(legs[0]["layer0_spikes"]["peak_thetas"]), n_spikes)
+        columns = sorted({int(np.argmin(np.abs(grid - t))) for t in thetas if np.abs(grid - t).min() <= step / 2})
+        if not columns or len(columns) == len(grid):
+            continue
+        error = np.asarray(run["amplitude_abs_error"])
+        others = [c for c in range(len(grid)) if c not in columns]
+        records.append({"domain": run["domain"], "init": run["init"], "seed": run["seed"],
+                        "spike_thetas": [float(grid[c]) for c in columns],
+                        "amplitude_mae_spike_columns": float(error[columns].mean()),
+                        "amplitude_mae_other_columns": float(error[others].mean())})
+    return _summarize(records, ("domain", "init"), ("amplitude_mae_spike_columns", "amplitude_mae_other_columns"))
+
+
+class _PeakThetas:
+    def __init__(self, thetas):
+        self.peak_thetas = np.asarray(thetas)
 
 
 # ------------------------------------------------------------------------- 5.2 noise
@@ -388,20 +429,23 @@ def run_ablation(preset: PTDPreset, data_dir: Path | None = None, epochs: int | 
         norm_A = float(np.linalg.norm(hippo_legs(N)[0], 2))
         settings = [("legs", None)] + [("ptd", eps) for eps in preset.ablation_eps]
         for init, eps in settings:
+            gamma = preset.ptd_gamma
+            if init == "ptd" and preset.ablation_gamma_eps is not None:
+                gamma = preset.ablation_gamma_eps / eps
             if init == "ptd":
-                ptd = ptd_legs(N, eps=eps, gamma=preset.ptd_gamma)
+                ptd = ptd_legs(N, eps=eps, gamma=gamma)
                 relative, condition = ptd.relative_size, ptd.condition_number
                 max_re = float(ptd.Lambda.real.max())
             else:
                 relative, condition, max_re = 0.0, 1.0, -0.5  # the normal part: unitary V
             for seed in preset.seeds:
-                params = preset.backbone_params(init, d_state=N, ptd_eps=eps)
+                params = preset.backbone_params(init, d_state=N, ptd_eps=eps, ptd_gamma=gamma)
                 start = time.perf_counter()
                 result = fit_model(lambda: build_network(params, Xtr.shape[1], n_classes), train,
                                    weighted_cross_entropy(), preset.trainer_config(epochs), seed=seed,
                                    score_fn=accuracy_of_logits, validation=val, description=f"N={N} {init} {eps}")
                 acc = accuracy_of_logits(predict_batches(result.model, test, 256, "cpu"), torch.from_numpy(yte))
-                runs.append({"d_state": N, "init": init, "ptd_eps": eps, "relative_size": relative,
+                runs.append({"d_state": N, "init": init, "ptd_eps": eps, "ptd_gamma": gamma, "relative_size": relative,
                              "condition_number": condition, "max_real_eigenvalue": max_re, "norm_A": norm_A,
                              "seed": seed, "test_accuracy": acc, "seconds": time.perf_counter() - start})
                 if verbose:
@@ -494,6 +538,18 @@ def sinusoid_table(results: dict) -> str:
     return "\n".join(lines)
 
 
+def spike_column_table(results: dict) -> str:
+    """Markdown table of ``spike_column_errors`` of a ptd-sinusoids results dict."""
+    rows = results.get("spike_columns") or spike_column_errors(results)
+    lines = ["| domain | init | seeds | amplitude MAE, spike columns | amplitude MAE, other columns |",
+             "|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['domain']} | {r['init']} | {r['n_seeds']} | {r['amplitude_mae_spike_columns']:.3f} ± "
+                     f"{r['amplitude_mae_spike_columns_std']:.3f} | {r['amplitude_mae_other_columns']:.3f} ± "
+                     f"{r['amplitude_mae_other_columns_std']:.3f} |")
+    return "\n".join(lines)
+
+
 def ablation_table(results: dict) -> str:
     """Markdown table of a ptd-ablation results dict."""
     lines = ["| N | init | ptd_eps | ‖E‖/‖A‖ | cond(V) | test accuracy (%) | seeds |", "|---|---|---|---|---|---|---|"]
@@ -506,4 +562,4 @@ def ablation_table(results: dict) -> str:
 
 
 __all__ = ["EXPERIMENTS", "PTDPreset", "get_ptd_preset", "run_ptd", "build_network", "sinusoids", "add_sinusoid",
-           "amplitude_domain", "top_frequency_dt", "robustness_table", "sinusoid_table", "ablation_table"]
+           "amplitude_domain", "top_frequency_dt", "robustness_table", "sinusoid_table", "ablation_table", "spike_column_errors", "spike_column_table"]

@@ -106,3 +106,16 @@ def test_cli_lists_and_shows_the_ptd_experiments(capsys):
     assert all(name in listing for name in EXPERIMENTS)
     assert main(["tasks", "show", "ptd-ablation"]) == 0
     assert "preset paper" in capsys.readouterr().out
+
+
+def test_spike_column_errors_scores_the_columns_at_the_legs_spikes():
+    grid = [0.1, 0.2, 0.3, 0.4]
+    legs_error = [[1.0, 1.0], [5.0, 5.0], [1.0, 1.0], [1.0, 1.0]]  # (theta, amplitude): bad at theta = 0.2
+    runs = [{"domain": "interpolation", "init": init, "seed": 0, "amplitude_abs_error": error,
+             "layer0_spikes": {"peak_thetas": [0.21, 0.205, 2.5]}}
+            for init, error in (("legs", legs_error), ("ptd", np.ones((4, 2)).tolist()))]
+    from ssmts.tasks.ptd import spike_column_errors
+
+    rows = {r["init"]: r for r in spike_column_errors({"grid_theta": grid, "runs": runs})}
+    assert rows["legs"]["amplitude_mae_spike_columns"] == 5.0 and rows["legs"]["amplitude_mae_other_columns"] == 1.0
+    assert rows["ptd"]["amplitude_mae_spike_columns"] == 1.0
