@@ -327,20 +327,37 @@ def transfer_gap(layer: SSM, omegas, reference: "SSM | str" = "hippo") -> np.nda
     """
     _check_layer(layer)
     omegas = _as_frequencies(omegas, "omegas")
-    G = transfer_function(layer, omegas, include_feedthrough=False, include_mixer=False)
+    reference_of = _reference_function(layer, reference)
+    return _chunked(layer, omegas, lambda w: _frobenius(
+        transfer_function(layer, w, include_feedthrough=False, include_mixer=False) - reference_of(w)))
+
+
+def _reference_function(layer: SSM, reference):
+    """w -> G_ref(i w) (M, H, n) of a reference given as "hippo" or an SSM layer."""
     if isinstance(reference, str):
         if reference != "hippo":
             raise ValueError(f"reference must be 'hippo' or an SSM layer, got {reference!r}")
-        G_ref = hippo_reference_transfer_function(layer, omegas)
-    elif isinstance(reference, SSM):
+        return lambda w: hippo_reference_transfer_function(layer, w)
+    if isinstance(reference, SSM):
         if (reference.d_output, reference.d_model) != (layer.d_output, layer.d_model):
             raise ValueError(
                 f"reference maps {reference.d_model} -> {reference.d_output} channels, the layer "
                 f"{layer.d_model} -> {layer.d_output}; they must match")
-        G_ref = transfer_function(reference, omegas, include_feedthrough=False, include_mixer=False)
-    else:
-        raise TypeError(f"reference must be 'hippo' or an ssmts.nn.SSM, got {type(reference).__name__}")
-    return np.sqrt(np.sum(np.abs(G - G_ref) ** 2, axis=(0, 1)))
+        return lambda w: transfer_function(reference, w, include_feedthrough=False, include_mixer=False)
+    raise TypeError(f"reference must be 'hippo' or an ssmts.nn.SSM, got {type(reference).__name__}")
+
+
+def _frobenius(G: np.ndarray) -> np.ndarray:
+    return np.sqrt(np.sum(np.abs(G) ** 2, axis=(0, 1)))
+
+
+def _chunked(layer: SSM, omegas: np.ndarray, per_chunk) -> np.ndarray:
+    """per_chunk(omegas[a:b]) -> (b - a,) over chunks holding at most ~2^21 complex entries of G
+    (wide layers: an (M, H, n) array for a fine grid would not fit in memory)."""
+    size = max(1, (1 << 21) // max(1, layer.d_output * layer.d_model, layer.d_state ** 2))
+    if len(omegas) <= size:
+        return per_chunk(omegas)
+    return np.concatenate([per_chunk(omegas[i:i + size]) for i in range(0, len(omegas), size)])
 
 
 def digital_frequency(omegas, delta: float, *, fold: bool = True) -> np.ndarray:
@@ -449,11 +466,8 @@ def sensitive_frequencies(
         layer = all_layers[index]
         grid = default_omegas(layer) if omegas is None else _as_frequencies(omegas, "omegas")
         gap = transfer_gap(layer, grid, reference)
-        if isinstance(reference, str):
-            G_ref = hippo_reference_transfer_function(layer, grid)
-        else:
-            G_ref = transfer_function(reference, grid, include_feedthrough=False, include_mixer=False)
-        reference_gain = np.sqrt(np.sum(np.abs(G_ref) ** 2, axis=(0, 1)))
+        reference_of = _reference_function(layer, reference)
+        reference_gain = _chunked(layer, grid, lambda w: _frobenius(reference_of(w)))
         Delta = _numpy(layer.Delta).ravel()
         step = float(np.exp(np.mean(np.log(Delta)))) if delta is None else float(delta)
         if not (np.isfinite(step) and step > 0):
