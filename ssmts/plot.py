@@ -709,7 +709,8 @@ def plot_noise_robustness(results: Mapping, *, fig: "Figure | None" = None) -> "
             x = [0.0] + amplitudes
             yerr = np.abs(np.array([np.subtract(mean, low), np.subtract(high, mean)]))
             ax.errorbar(x, mean, yerr=yerr, marker="o", capsize=3, label=f"init={row['init']} ({row['n_seeds']} seeds)")
-        ax.set_title(f"noise at {'the legs spike' if label == 'spike' else 'random'} frequencies", fontsize="small")
+        title = "noise at the legs spike frequencies" if label == "spike" else "noise at random frequencies (spikes' band)"
+        ax.set_title(title, fontsize="small")
         ax.set_xlabel("noise amplitude (standardized input units)")
         ax.set_ylabel("test accuracy")
         ax.legend(fontsize="x-small")

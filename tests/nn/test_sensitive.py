@@ -164,3 +164,10 @@ def test_fixed_transition_freezes_lambda_and_delta_only():
     assert layer.C.requires_grad and layer.D.requires_grad
     with pytest.raises(ValueError, match="fixed_transition"):
         SSM(2, 8, fixed_transition="yes")
+
+
+def test_wide_layers_are_analysed_in_frequency_chunks_with_the_same_numbers():
+    layer = SSM(64, 8, init="legs", D="none")  # 64 x 64 channels: chunks of 512 frequencies
+    omegas = np.linspace(0.0, 60.0, 1500)
+    pieces = np.concatenate([transfer_gap(layer, omegas[i:i + 7]) for i in range(0, len(omegas), 7)])
+    np.testing.assert_allclose(transfer_gap(layer, omegas), pieces, rtol=1e-12)
