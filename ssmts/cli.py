@@ -5,6 +5,8 @@
     ssmts tasks show NAME
     ssmts tasks run NAME (--data-dir DIR | --synthetic) [--preset paper|small|tiny] [--epochs N]
                     [--device auto|cpu|cuda] [--out results.json] [--resume] [--seed S] [--limit N]
+    ssmts tasks run ptd-sinusoids|ptd-robustness|ptd-ablation [--preset paper|small|tiny]
+                    [--data-dir DIR] [--epochs N] [--seeds 0,1,2] [--out results.json]
 
 Missing or malformed data, an unknown task, or a bad setting print one line saying what
 is wrong and how to fix it, and exit with status 2 (set SSMTS_DEBUG=1 for the traceback).
@@ -58,7 +60,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Train a task with the shared Trainer, checkpointing every epoch next to --out, and write "
                     "the results JSON and a per-epoch history CSV.")
     run.add_argument("name", help="task name (see `ssmts tasks list`)")
-    source = run.add_mutually_exclusive_group(required=True)
+    source = run.add_mutually_exclusive_group()  # one is required, except by the PTD experiments
     source.add_argument("--data-dir", type=Path, help="directory with the real data set")
     source.add_argument("--synthetic", action="store_true", help="use the offline synthetic stand-in")
     run.add_argument("--preset", default="small", choices=("paper", "small", "tiny"),
@@ -73,7 +75,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--cache-dir", type=Path, help="where synthetic stand-ins are cached (default $SSMTS_CACHE_DIR "
                                                       "or ~/.cache/ssmts)")
     run.add_argument("--quiet", action="store_true", help="no progress bar")
-    parser.set_defaults(tasks_parser=tasks)
+    run.add_argument("--seeds", help="PTD experiments (ptd-*): comma-separated seeds (default: the preset's)")
+    parser.set_defaults(tasks_parser=tasks, run_parser=run)
     return parser
 
 
@@ -98,12 +101,28 @@ def _tasks_list(data_dir: Path | None) -> int:
         print("\nData status without --data-dir: pass --data-dir DIR to check for the real data sets.")
     else:
         print(f"\nData directory: {data_dir}")
+    from ssmts.tasks.ptd import DESCRIPTIONS
+
+    print("\nPTD robustness experiments (offline; `ssmts tasks run NAME --preset tiny|small|paper`):")
+    for name, description in DESCRIPTIONS.items():
+        print(f"  {name}  {description}")
     print("Run one with `ssmts tasks run NAME --synthetic` or `--data-dir DIR`; `ssmts tasks show NAME` for details.")
     return 0
 
 
 def _tasks_show(name: str) -> int:
     from ssmts.tasks import get_preset, get_task
+    from ssmts.tasks.ptd import DESCRIPTIONS, get_ptd_preset
+
+    if name in DESCRIPTIONS:
+        print(f"{name}: {DESCRIPTIONS[name]}")
+        for preset_name in ("paper", "small", "tiny"):
+            p = get_ptd_preset(name, preset_name)
+            print(f"  preset {preset_name}: depth {p.n_layers}, H {p.d_model}, N {p.d_state}, epochs {p.epochs}, "
+                  f"batch {p.batch_size}, lr {p.lr}, lr SSM {p.lr_ssm}, seeds {list(p.seeds)}, data {p.data}")
+            for note in p.notes:
+                print(f"      - {note}")
+        return 0
 
     task = get_task(name)
     print(f"{task.name}: {task.description}")
@@ -130,11 +149,38 @@ def _tasks_show(name: str) -> int:
 
 def _tasks_run(args: argparse.Namespace) -> int:
     from ssmts.tasks import run_task
+    from ssmts.tasks.ptd import EXPERIMENTS, run_ptd
+
+    if args.name in EXPERIMENTS:
+        seeds = None if args.seeds is None else _seed_list(args.seeds)
+        import matplotlib
+
+        matplotlib.use("Agg")
+        from ssmts.plot import save_ptd_figures
+        from ssmts.tasks.ptd import default_ptd_out
+
+        out = args.out or default_ptd_out(args.name, args.preset)
+        results = run_ptd(args.name, preset=args.preset, out=out, data_dir=args.data_dir, epochs=args.epochs,
+                          seeds=seeds, verbose=0 if args.quiet else 1)
+        print(f"wrote {out}" + "".join(f", {p}" for p in save_ptd_figures(results, out)))
+        return 0
+    if args.seeds is not None:
+        raise ValueError("--seeds is for the PTD experiments (ptd-*); use --seed S")
 
     run_task(args.name, data_dir=args.data_dir, synthetic=args.synthetic, preset=args.preset, epochs=args.epochs,
              device=args.device, out=args.out, resume=args.resume, seed=args.seed, limit=args.limit,
              cache_dir=args.cache_dir, verbose=0 if args.quiet else 1)
     return 0
+
+
+def _seed_list(text: str) -> tuple[int, ...]:
+    try:
+        seeds = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise ValueError(f"--seeds must be comma-separated integers, got {text!r}") from None
+    if not seeds or min(seeds) < 0:
+        raise ValueError(f"--seeds must be comma-separated integers >= 0, got {text!r}")
+    return seeds
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -164,6 +210,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "tasks" and args.tasks_command is None:
         args.tasks_parser.print_help()
         return EXIT_USAGE
+    if (args.command == "tasks" and args.tasks_command == "run" and not args.name.startswith("ptd-")
+            and args.data_dir is None and not args.synthetic):
+        args.run_parser.error("one of the arguments --data-dir --synthetic is required (the ptd-* experiments "
+                              "need neither)")
     try:
         if args.command == "demo":
             return _demo(args)

@@ -20,6 +20,7 @@ EXPECTED = [
     "03_forecasting_sktime.ipynb",
     "04_sklearn_gridsearch.ipynb",
     "05_state_tracking.ipynb",
+    "06_ptd_robustness.ipynb",
 ]
 CELL_TIMEOUT_S = 300
 PAIRING = "ipynb,py:percent"

@@ -334,3 +334,22 @@ def test_sktime_estimators_are_accepted():
     classifier.fit(X, y)
     assert ssmplot.ssm_layers_of(classifier) == ssmplot.ssm_layers_of(classifier.estimator_)
     assert isinstance(ssmplot.plot_history(classifier), Figure)
+
+
+# ---------------------------------------------------------------- sensitive frequencies (PTD)
+def test_plot_sensitive_frequencies_marks_the_spikes_of_two_inits():
+    from ssmts.nn.analysis import sensitive_frequencies
+
+    omegas = np.linspace(0.0, 100.0, 2001)
+    legs = SSM(1, 16, init="legs", D="none", conj_sym=False)
+    ptd = SSM(1, 16, init="ptd", D="none", conj_sym=False)
+    fig = ssmplot.plot_sensitive_frequencies(legs, omegas, n_peaks=3, label="legs")
+    ax = fig.axes[0]
+    modes = sensitive_frequencies(ptd, 3, omegas=omegas)[0]
+    ssmplot.plot_sensitive_frequencies(modes, label="ptd", ax=ax)
+    assert isinstance(fig, Figure) and ax.get_yscale() == "log"
+    assert len(ax.lines) == 4 and len(ax.collections) == 2  # gap + reference per init, spikes as points
+    np.testing.assert_allclose(ax.collections[1].get_offsets()[:, 0], modes.peak_omegas)
+    assert any("rad/sample" in text.get_text() for text in ax.get_legend().get_texts())
+    with pytest.raises(ValueError, match="layer_index"):
+        ssmplot.plot_sensitive_frequencies(legs, omegas, layer_index=3)

@@ -37,6 +37,15 @@ Both handle the parts of the layer that a plain ``C (sI - A)^-1 B`` formula miss
   reproduces exactly; ``transfer_function`` shares the continuous ``B``, which agrees
   with it to first order in ``Delta``.
 
+Sensitive frequencies (PTD paper, sections 3.4 and 5.2): ``hippo_reference_transfer_function``,
+``transfer_gap``, ``sensitive_frequencies`` and ``digital_frequency`` compare a layer
+initialized from HiPPO-LegS (``init="legs"``, the S4D/S5 normal part, or ``init="ptd"``)
+with the dense HiPPO-LegS system it stands for, and locate the frequencies where the two
+differ most. Those comparisons are continuous-time: ``w`` in radians per unit of model
+time. On sampled data a mode runs at ``z = exp(lambda Delta)`` (ZOH), so a continuous
+frequency ``w`` is seen at the digital frequency ``theta = w Delta`` radians per sample,
+folded into ``[0, pi]`` (aliasing): ``digital_frequency`` does exactly this map.
+
 Every computation is float64/complex128 numpy on detached copies of the parameters.
 """
 from __future__ import annotations
@@ -46,7 +55,8 @@ import torch
 
 from .ssm import SSM
 
-__all__ = ["transfer_function", "frequency_response"]
+__all__ = ["transfer_function", "frequency_response", "hippo_reference_transfer_function", "transfer_gap",
+           "digital_frequency", "sensitive_frequencies", "SensitiveModes", "layers_of"]
 
 
 def transfer_function(
@@ -203,3 +213,275 @@ def _as_frequencies(values, name: str) -> np.ndarray:
     if not np.all(np.isfinite(array)):
         raise ValueError(f"{name} must be finite")
     return array
+
+
+# ---------------------------------------------------------------- sensitive frequencies
+def layers_of(obj) -> list[SSM]:
+    """The SSM layers of a layer, a module (a backbone, a head with ``.backbone``) or a fitted
+    estimator (its ``model_``), first layer first. Duck-typed: no scikit-learn import."""
+    from torch import nn
+
+    if isinstance(obj, SSM):
+        return [obj]
+    if not isinstance(obj, nn.Module):
+        network = getattr(obj, "model_", None)
+        if network is None:
+            raise TypeError(
+                f"expected an ssmts.nn.SSM, a torch module holding SSM layers or a fitted ssmts estimator "
+                f"(with model_), got {type(obj).__name__}; an estimator must be fitted first")
+        obj = network
+    layers = [m for m in obj.modules() if isinstance(m, SSM)]
+    if not layers:
+        raise TypeError(f"the {type(obj).__name__} module contains no ssmts.nn.SSM layer")
+    return layers
+
+
+def _init_eigenvectors(layer: SSM) -> tuple[np.ndarray, np.ndarray]:
+    """The eigenvectors the layer's init projected B and C with, as the layer stores its modes.
+
+    Returns (V_half (N, P), c_scale (P,)): the stored modes' columns and the output factor
+    the init applied (1/2 on a real mode kept in a conjugate-pair slot).
+    """
+    from .init import conjugate_half, diagonalize_legs_normal, ptd_legs
+
+    N = layer.d_state
+    if layer.init == "legs":
+        Lambda, V = diagonalize_legs_normal(N)
+        V_inv = V.conj().T
+    elif layer.init == "ptd":
+        result = ptd_legs(N, eps=layer.ptd_eps, gamma=layer.ptd_gamma)
+        Lambda, V, V_inv = result.Lambda, result.V, result.V_inv
+    else:
+        raise ValueError(
+            f"the HiPPO-LegS reference needs a layer with init='legs' or init='ptd' (its B and C are "
+            f"HiPPO's projected on known eigenvectors); this layer has init={layer.init!r}. Pass "
+            f"reference=<an SSM layer>, e.g. SSM.from_matrices(A, B, C, dt=...), to compare with another system")
+    if layer.conj_sym:
+        import warnings
+
+        with warnings.catch_warnings():  # the layer warned when it dropped modes; do not repeat it
+            warnings.simplefilter("ignore")
+            _, V_half, _, c_scale = conjugate_half(Lambda, V, V_inv, layer.P)
+        return V_half, c_scale
+    return V, np.ones(N)
+
+
+def hippo_reference_transfer_function(layer: SSM, omegas) -> np.ndarray:
+    """``G_HiPPO(i w) = C0 (i w I - A)^-1 B0`` with the dense HiPPO-LegS ``A`` (N x N): ``(M, H, n)``.
+
+    The reference of a layer built with ``init="legs"`` or ``"ptd"``: the same input and output
+    maps in HiPPO's own coordinates, ``B0 = V B`` and ``C0 = C V^-1`` (V: the eigenvectors the
+    init projected with, both members of each conjugate pair), with the dense HiPPO-LegS matrix
+    in place of the diagonal ``Lambda``. At initialization this is exactly the system whose
+    normal part (legs) or perturbation (ptd) the layer diagonalizes; after training it keeps
+    the layer's learned B and C, so the gap to it measures what replacing HiPPO's ``A`` by the
+    layer's ``Lambda`` does. Without real modes (``legs`` never has any) the map back is exact;
+    PTD can produce real eigenvalues: a kept one is mapped back exactly at
+    initialization, but when ``conj_sym`` had to drop some (its warning at construction) the map
+    back is a least-squares one and a warning says the reference is approximate. Per head; without D and mixer (they would cancel in a difference). ``w`` is
+    continuous (radians per unit of model time); see ``digital_frequency`` for samples.
+    """
+    from .init import hippo_legs
+
+    _check_layer(layer)
+    if layer.bidirectional:
+        raise ValueError(f"the HiPPO-LegS reference is causal; this layer has bidirectional={layer.bidirectional!r}")
+    omegas = _as_frequencies(omegas, "omegas")
+    V_half, c_scale = _init_eigenvectors(layer)
+    s0 = 1.0 if layer.conj_sym else 0.5
+    # Realized system: stored modes and their conjugates, x_orig = W x_full.
+    W = s0 * np.concatenate([V_half * c_scale, np.conj(V_half) * c_scale], axis=1)  # (N, 2P)
+    W_pinv = np.linalg.pinv(W)
+    if np.linalg.matrix_rank(W) < W.shape[0]:
+        import warnings
+
+        warnings.warn(
+            f"the layer keeps fewer than N={layer.d_state} independent modes (conj_sym dropped real "
+            "eigenvalues of the PTD system), so B and C map back to HiPPO's coordinates only approximately; "
+            "build the layer with conj_sym=False for an exact reference", stacklevel=3)
+    A = hippo_legs(layer.d_state)[0]
+    N = A.shape[0]
+    resolvent = np.linalg.inv(1j * omegas[:, None, None] * np.eye(N) - A)  # (n, N, N)
+    B_all = _numpy(layer._complex(layer.B))  # (S, P, Hh)
+    C_all = _numpy(layer._complex(layer.C))  # (S, Mh, P)
+    G = np.zeros((layer.d_output, layer.d_model, len(omegas)), dtype=np.complex128)
+    Mh, Hh = layer.d_head_out, layer.d_head_in
+    for head in range(layer.heads):
+        B_full = np.concatenate([B_all[head], np.conj(B_all[head])], axis=0)  # (2P, Hh)
+        C_full = s0 * np.concatenate([C_all[head], np.conj(C_all[head])], axis=1)  # (Mh, 2P)
+        B0 = (W @ B_full).real  # (N, Hh): a real system
+        C0 = (C_full @ W_pinv).real  # (Mh, N); C_full = C0 W
+        G[head * Mh:(head + 1) * Mh, head * Hh:(head + 1) * Hh] = np.einsum("mi,nij,jh->mhn", C0, resolvent, B0)
+    return G
+
+
+def transfer_gap(layer: SSM, omegas, reference: "SSM | str" = "hippo") -> np.ndarray:
+    """``||G_layer(i w) - G_ref(i w)||_F`` over the (output, input) channels: ``(n,)`` float.
+
+    reference: ``"hippo"`` (``hippo_reference_transfer_function``: the dense HiPPO-LegS system
+    with the layer's B and C, for ``init="legs"``/``"ptd"`` layers) or another ``SSM`` layer with
+    the same channels (e.g. ``SSM.from_matrices(A, B, C, dt=...)`` of a dense system). D and the
+    mixer are left out of both. ``w``: radians per unit of continuous model time. For a
+    single-input single-output layer this is ``|G_layer(i w) - G_ref(i w)|``, the quantity whose
+    spikes the PTD paper plots (its Figure 1).
+    """
+    _check_layer(layer)
+    omegas = _as_frequencies(omegas, "omegas")
+    reference_of = _reference_function(layer, reference)
+    return _chunked(layer, omegas, lambda w: _frobenius(
+        transfer_function(layer, w, include_feedthrough=False, include_mixer=False) - reference_of(w)))
+
+
+def _reference_function(layer: SSM, reference):
+    """w -> G_ref(i w) (M, H, n) of a reference given as "hippo" or an SSM layer."""
+    if isinstance(reference, str):
+        if reference != "hippo":
+            raise ValueError(f"reference must be 'hippo' or an SSM layer, got {reference!r}")
+        return lambda w: hippo_reference_transfer_function(layer, w)
+    if isinstance(reference, SSM):
+        if (reference.d_output, reference.d_model) != (layer.d_output, layer.d_model):
+            raise ValueError(
+                f"reference maps {reference.d_model} -> {reference.d_output} channels, the layer "
+                f"{layer.d_model} -> {layer.d_output}; they must match")
+        return lambda w: transfer_function(reference, w, include_feedthrough=False, include_mixer=False)
+    raise TypeError(f"reference must be 'hippo' or an ssmts.nn.SSM, got {type(reference).__name__}")
+
+
+def _frobenius(G: np.ndarray) -> np.ndarray:
+    return np.sqrt(np.sum(np.abs(G) ** 2, axis=(0, 1)))
+
+
+def _chunked(layer: SSM, omegas: np.ndarray, per_chunk) -> np.ndarray:
+    """per_chunk(omegas[a:b]) -> (b - a,) over chunks holding at most ~2^21 complex entries of G
+    (wide layers: an (M, H, n) array for a fine grid would not fit in memory)."""
+    size = max(1, (1 << 21) // max(1, layer.d_output * layer.d_model, layer.d_state ** 2))
+    if len(omegas) <= size:
+        return per_chunk(omegas)
+    return np.concatenate([per_chunk(omegas[i:i + size]) for i in range(0, len(omegas), size)])
+
+
+def digital_frequency(omegas, delta: float, *, fold: bool = True) -> np.ndarray:
+    """The digital frequency (radians per sample) at which a layer with step ``delta`` sees ``w``.
+
+    Under zero-order hold a mode ``lambda`` becomes ``exp(lambda delta)``, and the continuous
+    point ``s = i w`` becomes ``z = exp(i w delta)``: digital frequency ``theta = w delta``.
+    Sampled signals only have ``theta`` in ``[0, pi]``; with ``fold=True`` (default) ``w delta``
+    is aliased into that band (``theta`` and ``2 pi k +- theta`` are the same samples), with
+    ``fold=False`` it is returned as ``w delta``. A sinusoid ``sin(theta k)`` of the sample index
+    ``k`` excites the layer at ``theta``. Divide by ``2 pi`` for cycles per sample, multiply by
+    ``sample_rate / (2 pi)`` for Hz.
+    """
+    omegas = _as_frequencies(omegas, "omegas")
+    if not (np.isfinite(delta) and delta > 0):
+        raise ValueError(f"delta must be a finite step size > 0, got {delta}")
+    theta = omegas * float(delta)
+    if not fold:
+        return theta
+    theta = np.mod(theta, 2 * np.pi)
+    return np.where(theta > np.pi, 2 * np.pi - theta, theta)
+
+
+class SensitiveModes:
+    """What ``sensitive_frequencies`` found in one layer.
+
+    Attributes:
+        layer_index: position of the layer in the network (0 = first).
+        omegas: the continuous frequency grid (radians per unit model time), ``(n,)``.
+        gap: ``transfer_gap`` on that grid, ``(n,)``.
+        reference_gain: ``||G_ref(i w)||_F`` on the grid (to judge the gap's size), ``(n,)``.
+        peak_omegas: continuous frequencies of the largest spikes (local maxima of ``gap``),
+            largest first, ``(k,)``.
+        peak_gaps: the gap at each spike, ``(k,)``.
+        delta: the step size used for the continuous-to-discrete map.
+        delta_range: (smallest, largest) Delta in the layer: the map is exact when they agree;
+            otherwise modes with other steps see the same ``w`` at other digital frequencies.
+        peak_thetas: ``digital_frequency(peak_omegas, delta)`` in radians per sample ``[0, pi]``.
+    """
+
+    def __init__(self, layer_index, omegas, gap, reference_gain, peak_index, delta, delta_range):
+        self.layer_index = int(layer_index)
+        self.omegas, self.gap, self.reference_gain = omegas, gap, reference_gain
+        self.peak_omegas = omegas[peak_index]
+        self.peak_gaps = gap[peak_index]
+        self.delta, self.delta_range = float(delta), (float(delta_range[0]), float(delta_range[1]))
+        self.peak_thetas = digital_frequency(self.peak_omegas, self.delta)
+
+    @property
+    def peak_cycles_per_sample(self) -> np.ndarray:
+        return self.peak_thetas / (2 * np.pi)
+
+    def as_dict(self) -> dict:
+        return {"layer": self.layer_index, "delta": self.delta, "delta_range": list(self.delta_range),
+                "peak_omegas": self.peak_omegas.tolist(), "peak_gaps": self.peak_gaps.tolist(),
+                "peak_thetas": self.peak_thetas.tolist(), "max_reference_gain": float(self.reference_gain.max())}
+
+    def __repr__(self) -> str:
+        peaks = ", ".join(f"w={w:.4g} (theta={t:.3f})" for w, t in zip(self.peak_omegas, self.peak_thetas))
+        return f"SensitiveModes(layer={self.layer_index}, delta={self.delta:.3g}, peaks=[{peaks}])"
+
+
+def default_omegas(layer: SSM, n: int = 4000) -> np.ndarray:
+    """A grid covering the layer's eigenfrequencies: 0 .. 1.5 max |Im Lambda| + 10, ``n`` points."""
+    top = float(np.abs(_numpy(layer.Lambda).imag).max())
+    return np.linspace(0.0, 1.5 * top + 10.0, int(n))
+
+
+def sensitive_frequencies(
+    obj,
+    n_peaks: int = 5,
+    *,
+    omegas=None,
+    reference: "SSM | str" = "hippo",
+    delta: float | None = None,
+    layers=None,
+) -> list[SensitiveModes]:
+    """The frequencies where each SSM layer's transfer function departs most from a reference.
+
+    Args:
+        obj: an ``SSM``, a network holding SSM layers (``SSMBackbone``, a head with
+            ``.backbone``) or a fitted ssmts estimator (its ``model_``).
+        n_peaks: how many spikes (local maxima of ``transfer_gap``, largest first) to return.
+        omegas: continuous frequency grid (radians per unit model time); default
+            ``default_omegas(layer)``, 0 to 1.5 x the largest ``|Im lambda|``. Spikes are narrow
+            (width about ``|Re lambda|``): use a grid fine enough to resolve them.
+        reference: ``"hippo"`` (the dense HiPPO-LegS system with the layer's B, C; layers with
+            ``init="legs"`` or ``"ptd"``) or an ``SSM`` to compare with (``transfer_gap``).
+        delta: step size of the continuous-to-discrete map ``theta = w delta`` (ZOH). Default:
+            the geometric mean of the layer's ``Delta`` (every state has its own); the result
+            records the layer's smallest and largest Delta so the spread is visible.
+        layers: indices of the layers to analyse (default all).
+
+    Returns:
+        One ``SensitiveModes`` per analysed layer: the grid, the gap, the spikes in continuous
+        (``peak_omegas``) and digital (``peak_thetas``, radians per sample) frequency.
+    """
+    all_layers = layers_of(obj)
+    chosen = range(len(all_layers)) if layers is None else list(layers)
+    if isinstance(n_peaks, bool) or int(n_peaks) != n_peaks or n_peaks < 1:
+        raise ValueError(f"n_peaks must be a positive integer, got {n_peaks!r}")
+    results = []
+    for index in chosen:
+        if not 0 <= index < len(all_layers):
+            raise ValueError(f"layers: index {index} out of range for {len(all_layers)} SSM layers")
+        layer = all_layers[index]
+        grid = default_omegas(layer) if omegas is None else _as_frequencies(omegas, "omegas")
+        gap = transfer_gap(layer, grid, reference)
+        reference_of = _reference_function(layer, reference)
+        reference_gain = _chunked(layer, grid, lambda w: _frobenius(reference_of(w)))
+        Delta = _numpy(layer.Delta).ravel()
+        step = float(np.exp(np.mean(np.log(Delta)))) if delta is None else float(delta)
+        if not (np.isfinite(step) and step > 0):
+            raise ValueError(f"delta must be a finite step size > 0, got {delta}")
+        results.append(SensitiveModes(index, grid, gap, reference_gain, _peaks(gap, int(n_peaks)), step,
+                                      (Delta.min(), Delta.max())))
+    return results
+
+
+def _peaks(values: np.ndarray, count: int) -> np.ndarray:
+    """Indices of the `count` largest local maxima of a 1-d array (ends included), largest first."""
+    if len(values) < 3:
+        return np.argsort(-values)[:count]
+    left = np.concatenate([[-np.inf], values[:-1]])
+    right = np.concatenate([values[1:], [-np.inf]])
+    candidates = np.flatnonzero((values >= left) & (values > right))
+    return candidates[np.argsort(-values[candidates], kind="stable")][:count]

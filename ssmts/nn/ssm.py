@@ -56,6 +56,9 @@ class SSM(nn.Module):
             when M == H, else full).
         dt_min, dt_max: range of the log-uniform init of Delta (one per state).
         ptd_eps, ptd_gamma: PTD perturbation size and its penalty weight.
+        fixed_transition: LSSL-fixed (LSSL's fixed-A variant): Lambda and Delta keep their
+            initial values (``requires_grad=False``; ``ssm_parameters`` then lists only B);
+            B, C, D and the mixer still learn. Default False (everything learns).
         min_decay: floor on -Re(Lambda) so that huge optimizer steps cannot reach 0.
         convolution: how the FFT mode convolves. "state" (eSSM): x = V * (Bbar u) per mode, then
             C x; memory (batch, heads, P, 2L) complex. "kernel" (S4D): build each head's
@@ -83,6 +86,7 @@ class SSM(nn.Module):
         dt_max: float = 1e-1,
         ptd_eps: float = 1e-4,
         ptd_gamma: float = 1e3,
+        fixed_transition: bool = False,
         min_decay: float = 1e-4,
         convolution: str = "auto",
         generator: torch.Generator | None = None,
@@ -125,6 +129,10 @@ class SSM(nn.Module):
         self.D_mode, self.min_decay = D, float(min_decay)
         self.convolution = convolution
         self.dt_min, self.dt_max = float(dt_min), float(dt_max)
+        self.ptd_eps, self.ptd_gamma = float(ptd_eps), float(ptd_gamma)
+        if not isinstance(fixed_transition, (bool, np.bool_)):
+            raise ValueError(f"fixed_transition must be True or False, got {fixed_transition!r}")
+        self.fixed_transition = bool(fixed_transition)
         # A constant factor on every Delta, part of the model (e.g. Path-X's 0.0625).
         self.dt_scale = 1.0
         # Zero-shot resampling, set only inside `scaled_delta` (ssmts.nn.resampling).
@@ -156,6 +164,9 @@ class SSM(nn.Module):
         else:
             self.register_parameter("D", None)
         self.mixer = nn.Linear(M, M) if heads > 1 else None
+        if self.fixed_transition:
+            for p in self.transition_parameters():
+                p.requires_grad_(False)
 
     # ------------------------------------------------------------ parameters
     def _set_lambda(self, prefix: str, Lambda: torch.Tensor) -> None:
@@ -232,12 +243,22 @@ class SSM(nn.Module):
         log_abar = log_transition(Abar, Lambda, Delta, self.discretization)
         return Abar, Bbar, log_abar, self._complex(self.C)
 
-    def ssm_parameters(self) -> list[nn.Parameter]:
-        """Lambda, Delta and B: the parameters trained with their own rate and no weight decay (eSSM Table 10)."""
-        params = [self.Lambda_re_raw, self.Lambda_im, self.log_dt, self.B]
+    def transition_parameters(self) -> list[nn.Parameter]:
+        """Lambda (both directions) and Delta: what ``fixed_transition=True`` freezes."""
+        params = [self.Lambda_re_raw, self.Lambda_im, self.log_dt]
         if self.bidirectional == "ldnn":
             params += [self.Lambda_backward_re_raw, self.Lambda_backward_im]
         return params
+
+    def ssm_parameters(self) -> list[nn.Parameter]:
+        """Lambda, Delta and B: the parameters trained with their own rate and no weight decay (eSSM Table 10).
+
+        Frozen ones (``fixed_transition=True``: Lambda and Delta) are left out.
+        """
+        params = [self.Lambda_re_raw, self.Lambda_im, self.log_dt, self.B]  # this order: optimizer checkpoints
+        if self.bidirectional == "ldnn":
+            params += [self.Lambda_backward_re_raw, self.Lambda_backward_im]
+        return [p for p in params if p.requires_grad]
 
     # ------------------------------------------------------------ helpers
     def _check_input(self, u: torch.Tensor) -> None:
@@ -448,7 +469,7 @@ class SSM(nn.Module):
             f"d_model={self.d_model}, d_state={self.d_state}, d_output={self.d_output}, heads={self.heads}, "
             f"init={self.init!r}, discretization={self.discretization!r}, bidirectional={self.bidirectional!r}, "
             f"D={self.D_mode!r}, conj_sym={self.conj_sym}, real_bc={self.real_bc}, "
-            f"convolution={self.convolution!r}"
+            f"convolution={self.convolution!r}" + (", fixed_transition=True" if self.fixed_transition else "")
         )
 
     # ------------------------------------------------------------ dense systems

@@ -73,7 +73,8 @@ def resolve_device(device: str | torch.device) -> torch.device:
 
 # Parameters that only one layer family reads. A value other than the default with the other
 # family's layer is an error (it would be silently ignored otherwise).
-SSM_ONLY_PARAMS = ("heads", "bidirectional", "init", "discretization", "dt_min", "dt_max")
+SSM_ONLY_PARAMS = ("heads", "bidirectional", "init", "discretization", "dt_min", "dt_max", "ptd_eps", "ptd_gamma",
+                   "fixed_transition")
 LNCDE_ONLY_PARAMS = ("lncde_structure", "lncde_block_size", "lncde_rank", "lncde_dt", "lncde_max_norm")
 
 
@@ -115,6 +116,12 @@ class BackboneParams(Configurable):
     lncde_max_norm: float | None = param(
         default=1.0, doc="LNCDE only: bound on the spectral norm of every transition, in (0, 1]; None: no rescaling.",
         constraint=NoneOr(Real(0.0, 1.0, closed="right")))
+    ptd_eps: float = param(default=1e-4, doc="SSM only, init='ptd': size of the starting perturbation E of the HiPPO-LegS "
+                           "matrix (the measured ||E||/||A|| is what the optimization ends at).", constraint=POSITIVE)
+    ptd_gamma: float = param(default=1e3, doc="SSM only, init='ptd': weight of ||E||/||A|| against log cond(V) in the "
+                             "perturbation's objective.", constraint=POSITIVE)
+    fixed_transition: bool = param(default=False, doc="SSM only, LSSL-fixed: freeze Lambda and Delta at their initialization; "
+                                   "B, C, D and the other weights learn.", constraint=Boolean())
 
     def build_backbone(self, d_input: int, *, vocab_size: int | None = None) -> SSMBackbone:
         """The SSMBackbone of these parameters, without a decoder (a head from ssmts.nn.heads goes on top)."""
