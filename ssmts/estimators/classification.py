@@ -41,6 +41,8 @@ class SSMClassifier(SSMEstimatorMixin, ClassWeightParams, ClassifierMixin, BaseE
         require_y(self, y)
         data = self._prepare_predict_input(X, 1.0) if continuing else self._prepare_fit_input(X)
         y = column_or_1d(y, warn=True)
+        if len(y) != len(data.x):
+            raise ValueError(f"X has {len(data.x)} samples but y has {len(y)}")
         missing = np.flatnonzero([label is None for label in y]) if y.dtype == object else []
         if len(missing):
             raise ValueError(f"y has no label (None) for {len(missing)} sample(s), e.g. index {int(missing[0])}; "
@@ -57,8 +59,6 @@ class SSMClassifier(SSMEstimatorMixin, ClassWeightParams, ClassifierMixin, BaseE
                 raise ValueError(
                     f"{type(self).__name__} needs samples of at least 2 classes in the data, got 1 class: {self.classes_[0]!r}"
                 )
-        if len(y) != len(data.x):
-            raise ValueError(f"X has {len(data.x)} samples but y has {len(y)}")
         y_index = self._encoder.transform(y)
         weight = self._class_weights(y_index)
         self._fit_network(

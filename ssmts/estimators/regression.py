@@ -33,9 +33,9 @@ class SSMRegressor(SSMEstimatorMixin, RegressorMixin, BaseEstimator):
         self._start_fit(continuing)
         require_y(self, y)
         data = self._prepare_predict_input(X, 1.0) if continuing else self._prepare_fit_input(X)
-        if np.ndim(y) not in (1, 2):
-            raise ValueError(f"y must be 1-D (n_samples,) or 2-D (n_samples, n_targets), got shape {np.shape(y)}")
-        y = check_array(y, ensure_2d=False, dtype=np.float64, input_name="y")
+        y = check_array(y, ensure_2d=False, allow_nd=True, dtype=np.float64, input_name="y")
+        if y.ndim not in (1, 2):
+            raise ValueError(f"y must be 1-D (n_samples,) or 2-D (n_samples, n_targets), got shape {y.shape}")
         y2 = y.reshape(len(y), -1)
         if continuing:
             if y2.shape[1] != self.n_targets_:

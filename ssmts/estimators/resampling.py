@@ -11,6 +11,11 @@ from ..nn.resampling import RESAMPLE_METHODS, change_rate
 from ._input import prepare_input
 
 
+def _prepare(X):
+    """The estimators' input handling, with a memmap read whole: resampling returns the whole array anyway."""
+    return prepare_input(np.asarray(X) if isinstance(X, np.memmap) else X)
+
+
 class Resampler(TransformerMixin, BaseEstimator):
     """Resample time series from `sample_rate` to `target_rate` (torchaudio band-limited resampling).
 
@@ -33,7 +38,7 @@ class Resampler(TransformerMixin, BaseEstimator):
 
     def fit(self, X, y=None):
         self._check_params()
-        data = prepare_input(X)
+        data = _prepare(X)
         self.n_features_in_ = data.n_features
         self.input_ndim_ = data.ndim
         self.fit_sample_rate_ = self.sample_rate
@@ -55,7 +60,7 @@ class Resampler(TransformerMixin, BaseEstimator):
             raise ValueError("Resampler needs the rate of X: set sample_rate or pass transform(X, sample_rate=...)")
         if not (isinstance(rate, numbers.Integral) and rate > 0):
             raise ValueError(f"sample_rate must be a positive integer (Hz), got {rate!r}")
-        data = prepare_input(X)
+        data = _prepare(X)
         if data.ndim == 2 and self.input_ndim_ == 2 and rate == self.fit_sample_rate_ and data.n_features != self.n_features_in_:
             # At the rate seen in fit, a 2D row's timepoints are its sklearn features; at another rate
             # the length changes legitimately.
