@@ -3,8 +3,8 @@
     dask   a 12-fit grid (3 x 2 parameters, cv=2) of SSMClassifier on sklearn's digits read as
            64-step sequences: one process (1 thread) vs a LocalCluster of 1 and of 2
            single-threaded workers on 127.0.0.1 (joblib's dask backend)
-    ddp    fit_model of one network, the same global batch: 1 process vs 2 gloo processes
-           (torch.multiprocessing, 127.0.0.1), 1 thread each
+    ddp    fit_model of one network (width 32, batch 64; width 256, batch 256), the same global
+           batch: 1 process vs 2 gloo processes (torch.multiprocessing, 127.0.0.1), 1 thread each
 
 Prints seconds and the ratios; --quick shrinks both to a smoke run.
 """
@@ -55,7 +55,9 @@ def bench_dask(max_epochs: int) -> list[tuple[str, float, float]]:
     for workers in (1, 2):
         cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
                                dashboard_address=None, silence_logs=40)
-        with Client(cluster):
+        with Client(cluster) as client:
+            # Workers are fresh processes: import torch and ssmts before the clock starts.
+            client.run(lambda: __import__("ssmts.estimators"))
             rows.append((f"dask, {workers} worker(s) x 1 thread", *_grid_search(-1, max_epochs, "dask")))
         cluster.close()
     return rows
@@ -75,30 +77,36 @@ def _ddp_data():
     return SequenceData(x, torch.from_numpy(y).long())
 
 
-def _ddp_network():
-    from ssmts.nn import SequenceHead, SSMBackbone
+class _Network:
+    """A picklable factory: SequenceHead on an SSMBackbone of the given width."""
 
-    return SequenceHead(SSMBackbone(1, 32, 2, None, d_state=16), 10)
+    def __init__(self, width: int):
+        self.width = width
+
+    def __call__(self):
+        from ssmts.nn import SequenceHead, SSMBackbone
+
+        return SequenceHead(SSMBackbone(1, self.width, 2, None, d_state=16), 10)
 
 
-def _ddp_fit(distributed: bool, epochs: int) -> float:
+def _ddp_fit(distributed: bool, epochs: int, width: int, batch: int) -> float:
     from ssmts.training import TrainerConfig, fit_model
     from ssmts.training.objectives import weighted_cross_entropy
 
-    config = TrainerConfig(max_epochs=epochs, batch_size=64, device="cpu", random_state=0, distributed=distributed)
+    config = TrainerConfig(max_epochs=epochs, batch_size=batch, device="cpu", random_state=0, distributed=distributed)
     started = time.perf_counter()
-    fit_model(_ddp_network, _ddp_data(), weighted_cross_entropy(), config, seed=0)
+    fit_model(_Network(width), _ddp_data(), weighted_cross_entropy(), config, seed=0)
     return time.perf_counter() - started
 
 
-def _ddp_worker(rank: int, world: int, port: int, epochs: int, out: str) -> None:
+def _ddp_worker(rank: int, world: int, port: int, epochs: int, out: str, width: int, batch: int) -> None:
     import torch.distributed as dist
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world)
     torch.set_num_threads(1)
     try:
-        seconds = _ddp_fit(True, epochs)
+        seconds = _ddp_fit(True, epochs, width, batch)
         if rank == 0:
             with open(out, "w") as f:
                 f.write(str(seconds))
@@ -106,16 +114,16 @@ def _ddp_worker(rank: int, world: int, port: int, epochs: int, out: str) -> None
         dist.destroy_process_group()
 
 
-def bench_ddp(epochs: int) -> list[tuple[str, float]]:
+def bench_ddp(epochs: int, width: int, batch: int) -> list[tuple[str, float]]:
     import tempfile
 
     import torch.multiprocessing as mp
 
     torch.set_num_threads(1)
-    rows = [("1 process, 1 thread", _ddp_fit(False, epochs))]
+    rows = [("1 process, 1 thread", _ddp_fit(False, epochs, width, batch))]
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "seconds")
-        mp.spawn(_ddp_worker, args=(2, _free_port(), epochs, out), nprocs=2, join=True)
+        mp.spawn(_ddp_worker, args=(2, _free_port(), epochs, out, width, batch), nprocs=2, join=True)
         rows.append(("DDP, 2 processes x 1 thread (gloo)", float(open(out).read())))
     return rows
 
@@ -142,7 +150,9 @@ def main(argv: list[str] | None = None) -> int:
         _print_speedups("12-fit grid search (SSMClassifier on digits, cv=2)", bench_dask(epochs),
                         extra=("best CV accuracy", "{:>17.3f}"))
     if args.only in (None, "ddp"):
-        _print_speedups("one network, global batch 64 (digits, 1797 sequences of 64 steps)", bench_ddp(epochs))
+        for width, batch in ((32, 64), (256, 256)):
+            _print_speedups(f"one network, width {width}, global batch {batch} (digits, 1797 sequences of 64 steps)",
+                            bench_ddp(epochs, width, batch))
     return 0
 
 
