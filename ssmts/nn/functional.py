@@ -69,14 +69,14 @@ def chunked_channel_statistics(array, rel_floor: float = 1e-6,
     chunk_rows = max(1, chunk_bytes // max(1, 8 * int(np.prod(array.shape[1:]))))
     total, count, magnitude = torch.zeros(C, dtype=torch.float64), 0, torch.zeros(C, dtype=torch.float64)
     for start in range(0, n, chunk_rows):
-        x = torch.from_numpy(np.asarray(array[start : start + chunk_rows], dtype=np.float64))
+        x = torch.from_numpy(np.array(array[start : start + chunk_rows], dtype=np.float64))
         total += x.sum(dim=(0, 2))
         count += x.shape[0] * x.shape[2]
         magnitude = torch.maximum(magnitude, x.abs().amax(dim=(0, 2)))
     mean = total / max(count, 1)
     squares = torch.zeros(C, dtype=torch.float64)
     for start in range(0, n, chunk_rows):
-        x = torch.from_numpy(np.asarray(array[start : start + chunk_rows], dtype=np.float64))
+        x = torch.from_numpy(np.array(array[start : start + chunk_rows], dtype=np.float64))
         squares += ((x - mean[None, :, None]) ** 2).sum(dim=(0, 2))
     std = torch.sqrt(squares / max(count, 1))
     informative = (std > 0) & (std > rel_floor * magnitude)

@@ -56,7 +56,7 @@ class LazyRows:
             # read in file order (much faster on disk), then put back in the requested order
             order = np.argsort(self.index, kind="stable")
             rows = self.index[order]
-        x = torch.from_numpy(np.ascontiguousarray(self.array[rows], dtype=np.float32))
+        x = torch.from_numpy(np.array(self.array[rows], dtype=np.float32))  # a copy: the map may be read-only
         if order is not None:
             x = x[torch.from_numpy(np.argsort(order, kind="stable"))]
         return x if self.transform is None else self.transform(x)
