@@ -15,7 +15,6 @@ Clips are zero-padded at the end to 1 s. The same format is written by
 """
 from __future__ import annotations
 
-import math
 import warnings
 from pathlib import Path
 from typing import Sequence

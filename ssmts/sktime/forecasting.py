@@ -23,8 +23,8 @@ from sktime.forecasting.base import BaseForecaster
 from ..nn import ForecastEnsemble
 from ..nn.functional import channel_statistics
 from ..training import (
-    BackboneParams, EarlyStopping, EarlyStoppingParams, OptimizerParams, TrainerConfig, fit_model, resolve_device,
-    seed_from,
+    BackboneParams, EarlyStopping, EarlyStoppingParams, OptimizerParams, SequenceData, TrainerConfig, fit_model,
+    resolve_device, seed_from,
 )
 from ..training.config import Integer, Options, Satisfies, param, with_params_doc
 from ..training.objectives import pinball_loss

@@ -34,10 +34,9 @@ with ``ssmts.plot.save_ptd_figures``).
 from __future__ import annotations
 
 import json
-import math
 import platform
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 

@@ -14,6 +14,8 @@ import torch
 from torch import nn
 
 from ssmts.nn import SSM, SSMBackbone, SequenceHead
+
+from .test_init import _legs_loop
 from ssmts.nn.analysis import (
     digital_frequency, frequency_response, hippo_reference_transfer_function, sensitive_frequencies, transfer_function,
     transfer_gap,
@@ -21,14 +23,8 @@ from ssmts.nn.analysis import (
 
 
 def dense_legs(N):
-    A = np.zeros((N, N))
-    for n in range(N):
-        for k in range(N):
-            if n > k:
-                A[n, k] = -math.sqrt(2 * n + 1) * math.sqrt(2 * k + 1)
-            elif n == k:
-                A[n, k] = -(n + 1)
-    B = np.array([math.sqrt(2 * n + 1) for n in range(N)])
+    """HiPPO-LegS (the entry-by-entry oracle of test_init) and its normal part A + P P^T."""
+    A, B = _legs_loop(N)
     p = np.sqrt(np.arange(N) + 0.5)
     return A, B, A + np.outer(p, p)
 
