@@ -23,6 +23,7 @@ from ..training import (
     BackboneParams, ContinuationParams, EarlyStopping, EarlyStoppingParams, LazyRows, OptimizerParams, SequenceData,
     SequenceParams, TrainerConfig, fit_model, predict_batches, resolve_device, seed_from,
 )
+from ..training.fit import pickle_state
 from ._input import PreparedInput, prepare_input
 from ._persistence import load_estimator, save_estimator
 
@@ -234,11 +235,7 @@ class SSMEstimatorMixin(BackboneParams, SequenceParams, OptimizerParams, EarlySt
 
     # ------------------------------------------------------------ persistence
     def __getstate__(self):
-        state = self.__dict__.copy()
-        if "model_" in state:
-            # A model trained on a GPU must unpickle on a CPU-only machine.
-            state["model_"] = copy.deepcopy(state["model_"]).cpu()
-        return state
+        return pickle_state(self)  # model_ on the CPU
 
     # Fitted attributes written by `save` (besides the weights); subclasses add theirs.
     _saved_attributes = ("n_features_in_", "n_channels_in_", "n_timepoints_in_", "input_ndim_", "input_mean_",

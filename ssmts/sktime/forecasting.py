@@ -27,6 +27,7 @@ from ..training import (
     resolve_device, seed_from,
 )
 from ..training.config import Integer, Options, Satisfies, param, with_params_doc
+from ..training.fit import pickle_state
 from ..training.objectives import pinball_loss
 from ._strategies import STRATEGIES, Contexts, interpolate_quantiles
 from ._windows import (
@@ -473,11 +474,7 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
 
     # ------------------------------------------------------------ persistence
     def __getstate__(self):
-        state = self.__dict__.copy()
-        if "model_" in state:
-            # A model trained on a GPU must unpickle on a CPU-only machine.
-            state["model_"] = copy.deepcopy(state["model_"]).cpu()
-        return state
+        return pickle_state(self)  # model_ on the CPU
 
     # ------------------------------------------------------------ testing
     @classmethod

@@ -10,7 +10,7 @@ leaks out.
 """
 from __future__ import annotations
 
-import numbers
+import copy
 import os
 import sys
 from contextlib import contextmanager
@@ -25,7 +25,7 @@ from torch import nn
 from ..nn.resampling import scaled_delta
 from .callbacks import Callback, EarlyStopping
 from .params import TrainerConfig
-from .trainer import SequenceData, Trainer
+from .trainer import SequenceData, Trainer, seed_from
 
 
 @dataclass
@@ -36,17 +36,6 @@ class FitResult:
     model: nn.Module
     history: list[dict]
     state: dict = field(repr=False)
-
-
-def seed_from(random_state) -> int:
-    """An int seed from None / int / np.random.RandomState (scikit-learn's random_state forms)."""
-    if random_state is None:
-        return int(np.random.SeedSequence().generate_state(1)[0])
-    if isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool):
-        return int(random_state) % (2**32)
-    if isinstance(random_state, np.random.RandomState):
-        return int(random_state.randint(0, 2**31 - 1))
-    raise ValueError(f"random_state must be None, an int or a numpy RandomState, got {random_state!r}")
 
 
 def holdout_split(data: SequenceData, fraction: float, seed: int, stratify=None) -> tuple[SequenceData, SequenceData]:
@@ -114,6 +103,15 @@ def fit_model(
     return FitResult(model, trainer.history, trainer.state_dict(model=False))
 
 
+def pickle_state(obj) -> dict:
+    """obj.__dict__ for pickling, with a fitted network (model_) copied to the CPU: an estimator
+    trained on a GPU must unpickle on a CPU-only machine."""
+    state = obj.__dict__.copy()
+    if "model_" in state:
+        state["model_"] = copy.deepcopy(state["model_"]).cpu()
+    return state
+
+
 def start_process_group() -> None:
     """Join the torch.distributed group torchrun describes in the environment (gloo on CPU,
     NCCL with GPUs), unless one is running already."""
@@ -164,4 +162,5 @@ def torch_threads(n: int | None):
         torch.set_num_threads(previous)
 
 
-__all__ = ["FitResult", "fit_model", "holdout_split", "seed_from", "start_process_group", "worker_threads"]
+__all__ = ["FitResult", "fit_model", "holdout_split", "pickle_state", "seed_from", "start_process_group",
+           "worker_threads"]

@@ -11,6 +11,7 @@ at the end of an epoch (early stopping, checkpoints, progress, user code) are ca
 from __future__ import annotations
 
 import math
+import numbers
 import os
 import time
 from dataclasses import dataclass
@@ -24,6 +25,17 @@ from torch import nn
 from ..nn.backbone import parameter_groups
 from .callbacks import Callback, Checkpoint, ProgressBar
 from .params import TrainerConfig, resolve_device
+
+def seed_from(random_state) -> int:
+    """An int seed from None / int / np.random.RandomState (scikit-learn's random_state forms)."""
+    if random_state is None:
+        return int(np.random.SeedSequence().generate_state(1)[0])
+    if isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool):
+        return int(random_state) % (2**32)
+    if isinstance(random_state, np.random.RandomState):
+        return int(random_state.randint(0, 2**31 - 1))
+    raise ValueError(f"random_state must be None, an int or a numpy RandomState, got {random_state!r}")
+
 
 class LazyRows:
     """Rows of an array that stays on disk (a numpy memmap, e.g. np.load(path, mmap_mode="r")) until
@@ -160,12 +172,7 @@ class Trainer:
         self.callbacks = list(callbacks)
         if config.verbose and self.is_main:
             self.callbacks.append(ProgressBar(description))
-        seed = config.random_state
-        if seed is None:
-            seed = int(np.random.SeedSequence().generate_state(1)[0])
-        elif isinstance(seed, np.random.RandomState):
-            seed = int(seed.randint(0, 2**31 - 1))
-        self.shuffle_generator = torch.Generator().manual_seed(int(seed))
+        self.shuffle_generator = torch.Generator().manual_seed(seed_from(config.random_state))
         self.optimizer = self._make_optimizer()
         self.history: list[dict] = []
         self.epochs_done = 0  # over the model's whole life (warm starts included)
