@@ -68,7 +68,7 @@ plt.show()
 # A 2D array `(n_samples, 64)` is read by the SSM estimators as one univariate series per
 # row, so any scikit-learn transformer for 2D data can come first. `StandardScaler`
 # standardizes every pixel position with training statistics (the estimator's own
-# `scale_input` standardizes channels, i.e. all steps alike). The pipeline is then one
+# `normalize="channel"` standardizes channels, i.e. all steps alike). The pipeline is then one
 # estimator with parameters like `ssm__d_model`.
 
 # %%

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -120,3 +121,32 @@ def test_lncde_skips_over_memory_and_time_budgets(capsys):
     assert all(f"{mode}: time ~" in rows[1] for mode in bench_lncde.MODES)
     with pytest.raises(SystemExit):
         bench_lncde.main(["--structures", "sparse"])
+
+
+def test_classify_benchmark_cross_validates_on_the_training_split(capsys):
+    """`bench classify --cv`: every row runs on K folds of the training split (tiny SSM)."""
+    from ssmts.bench import classify
+
+    tiny = '{"d_model": 4, "d_state": 4, "n_layers": 1, "max_epochs": 1, "min_steps": 0}'
+    assert bench_main(["classify", "--cv", "2", "--sets", "UnitTest", "--models", "ssm", "1nn", "--params", tiny,
+                       "--markdown"]) == 0
+    out = capsys.readouterr().out
+    assert "2-fold CV on the training split" in out and "| ssm |" in out and "| 1nn |" in out
+    # The folds are of the training split only (20 series), stratified.
+    X_train, y_train, _, _ = classify.load_classification("UnitTest")
+    folds = classify.splits(X_train, y_train, 2, regression=False)
+    assert sorted(np.concatenate([held for _, held in folds]).tolist()) == list(range(len(X_train)))
+
+
+def test_classify_benchmark_baselines_take_unequal_lengths():
+    from ssmts.bench import classify
+
+    rng = np.random.default_rng(0)
+    X = [rng.normal(size=(2, n)) for n in (20, 35, 28, 40, 22, 31)]
+    y = np.array([0, 1, 0, 1, 0, 1])
+    knn = classify.make_model("1nn", False, {}, 0).fit(X, y)
+    assert (knn.predict(X) == y).all()  # each series is its own nearest neighbour
+    assert knn.predict([rng.normal(size=(2, 60))]).shape == (1,)  # longer than any training series: cut
+    assert classify.score([1.0, 2.0], [1.0, 2.0], True, [0.0, 2.0]) == 0.0
+    with pytest.raises(SystemExit):
+        classify.main(["--regression"])  # the regression sets are for cross-validation only

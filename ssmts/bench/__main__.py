@@ -8,6 +8,7 @@ import importlib
 import sys
 
 BENCHMARKS = {
+    "classify": "ssmts.bench.classify",
     "layer": "ssmts.bench.layer",
     "forecast": "ssmts.bench.forecast",
     "lncde": "ssmts.bench.lncde",

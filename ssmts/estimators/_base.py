@@ -17,11 +17,10 @@ import torch
 from sklearn.utils.validation import check_is_fitted
 
 from ..nn import SequenceHead, scaled_delta
-from ..nn.functional import channel_linear
-from ..nn.functional import channel_statistics, chunked_channel_statistics
+from ..nn.functional import channel_linear, channel_statistics, chunked_channel_statistics, series_statistics
 from ..training import (
-    BackboneParams, ContinuationParams, EarlyStopping, EarlyStoppingParams, LazyRows, OptimizerParams, SequenceData,
-    SequenceParams, TrainerConfig, fit_model, predict_batches, resolve_device, seed_from,
+    ContinuationParams, EarlyStopping, LazyRows, SequenceData, SequenceModelParams, TrainerConfig, fit_model,
+    predict_batches, resolve_device, seed_from,
 )
 from ..training.fit import pickle_state
 from ._input import PreparedInput, prepare_input
@@ -68,7 +67,7 @@ def require_y(estimator, y) -> None:
         raise ValueError(f"{type(estimator).__name__} requires y to be passed, but the target y is None")
 
 
-class SSMEstimatorMixin(BackboneParams, SequenceParams, OptimizerParams, EarlyStoppingParams, ContinuationParams):
+class SSMEstimatorMixin(SequenceModelParams, ContinuationParams):
     """Fitting, prediction plumbing and persistence of the estimators holding `model_` (a head
     of ssmts.nn.heads, whose `.backbone` is the SSMBackbone)."""
 
@@ -83,11 +82,12 @@ class SSMEstimatorMixin(BackboneParams, SequenceParams, OptimizerParams, EarlySt
         self.n_channels_in_ = data.x.shape[1]
         self.n_timepoints_in_ = int(data.lengths.max())
         self.input_ndim_ = data.ndim
-        if self.scale_input:
+        self.normalization_ = self.normalize
+        if self.normalize == "channel":
             lazy = isinstance(data.x, LazyRows)
             mean, scale = chunked_channel_statistics(data.x.array) if lazy else channel_statistics(data.x, data.mask)
             self.input_mean_, self.input_scale_ = mean.numpy(), scale.numpy()
-        else:
+        else:  # "series" standardizes each series at every call; "none" leaves the values
             self.input_mean_ = np.zeros(self.n_channels_in_)
             self.input_scale_ = np.ones(self.n_channels_in_)
         return data
@@ -116,11 +116,20 @@ class SSMEstimatorMixin(BackboneParams, SequenceParams, OptimizerParams, EarlySt
         return data
 
     def _scaled(self, data: PreparedInput) -> torch.Tensor | LazyRows:
+        """The network's input: data standardized as fitted (normalization_)."""
         mean = torch.as_tensor(self.input_mean_, dtype=torch.float32)[None, :, None]
         scale = torch.as_tensor(self.input_scale_, dtype=torch.float32)[None, :, None]
+        per_series = self.normalization_ == "series"
+
+        def standardize(x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+            if per_series:
+                series_mean, series_scale = series_statistics(x, mask)
+                return ((x.double() - series_mean[..., None]) / series_scale[..., None]).float()
+            return (x - mean) / scale
+
         if isinstance(data.x, LazyRows):  # scaled batch by batch as the rows are read
-            return LazyRows(data.x.array, data.x.index, lambda x: (x - mean) / scale)
-        x = (data.x - mean) / scale
+            return LazyRows(data.x.array, data.x.index, standardize)
+        x = standardize(data.x, data.mask)
         if data.mask is not None:
             x = x * data.mask[:, None, :]
         return x
@@ -157,15 +166,16 @@ class SSMEstimatorMixin(BackboneParams, SequenceParams, OptimizerParams, EarlySt
 
     def _fit_network(self, data: PreparedInput, y: torch.Tensor, *, d_output: int | None, loss_fn,
                      score_fn=None, weight: torch.Tensor | None = None, stratify=None, epochs: int | None = None,
-                     continue_training: bool = False, network: Callable | None = None) -> None:
-        """Train through fit_model; the fitted attributes change only when training succeeds."""
+                     continue_training: bool = False, network: Callable | None = None, per_step: bool = False) -> None:
+        """Train through fit_model; the fitted attributes change only when training succeeds.
+        per_step: outputs and targets per step (otherwise batches are cut at their last real step)."""
         ratio = self._rate_ratio(None) if continue_training else 1.0
         if continue_training:
             start = copy.deepcopy(self.model_)  # a failed or interrupted fit leaves model_ as it was
         else:
             start = network or (lambda: self._network(self.n_channels_in_, d_output))
         result = fit_model(
-            start, SequenceData(self._scaled(data), y, data.mask, weight), loss_fn,
+            start, SequenceData(self._scaled(data), y, data.mask, weight, crop_padding=not per_step), loss_fn,
             TrainerConfig.from_params(self), seed=self._seed_, score_fn=score_fn,
             validation=self.validation_fraction if self.early_stopping else None, stratify=stratify,
             early_stopping=EarlyStopping(self.n_iter_no_change, self.tol) if self.early_stopping else None,
@@ -177,9 +187,10 @@ class SSMEstimatorMixin(BackboneParams, SequenceParams, OptimizerParams, EarlySt
         self.model_, self.history_, self.training_state_ = result.model, result.history, result.state
         self.n_iter_ = len(result.history)
 
-    def _predict_outputs(self, data: PreparedInput, rate_ratio: float, forward=None) -> torch.Tensor:
-        """Network outputs for `data` (CPU), batch by batch, with Delta rescaled by training / new rate."""
-        inputs = SequenceData(self._scaled(data), mask=data.mask)
+    def _predict_outputs(self, data: PreparedInput, rate_ratio: float, forward=None, per_step: bool = False) -> torch.Tensor:
+        """Network outputs for `data` (CPU), batch by batch, with Delta rescaled by training / new rate.
+        per_step: outputs per step (otherwise batches of similar lengths, cut at their last real step)."""
+        inputs = SequenceData(self._scaled(data), mask=data.mask, crop_padding=not per_step)
         with scaled_delta(self.model_, 1.0 / rate_ratio):
             out = predict_batches(self.model_, inputs, self.batch_size, resolve_device(self.device), forward)
         bad = ~torch.isfinite(out.reshape(len(out), -1)).all(dim=1)
@@ -205,6 +216,10 @@ class SSMEstimatorMixin(BackboneParams, SequenceParams, OptimizerParams, EarlySt
         if any(block.ssm.bidirectional for block in backbone.blocks):
             raise ValueError(f"streaming needs a causal model, but this {type(self).__name__} was fitted with "
                              f"bidirectional={self.bidirectional!r}")
+        if self.normalization_ == "series":
+            raise ValueError(f"streaming cannot standardize a series by statistics of steps not seen yet: this "
+                             f"{type(self).__name__} was fitted with normalize='series'; fit with normalize='channel' "
+                             "or 'none' to stream")
         ratio = self._rate_ratio(sample_rate)
         data = prepare_input(X_new)
         if data.ndim == 2 and not data.ragged:  # (n, k): k new steps of n univariate streams
@@ -238,8 +253,8 @@ class SSMEstimatorMixin(BackboneParams, SequenceParams, OptimizerParams, EarlySt
         return pickle_state(self)  # model_ on the CPU
 
     # Fitted attributes written by `save` (besides the weights); subclasses add theirs.
-    _saved_attributes = ("n_features_in_", "n_channels_in_", "n_timepoints_in_", "input_ndim_", "input_mean_",
-                         "input_scale_", "train_sample_rate_", "history_", "n_iter_", "_seed_")
+    _saved_attributes = ("n_features_in_", "n_channels_in_", "n_timepoints_in_", "input_ndim_", "normalization_",
+                         "input_mean_", "input_scale_", "train_sample_rate_", "history_", "n_iter_", "_seed_")
 
     def save(self, path: str | Path, *, format: str = "safetensors") -> Path:
         """Save the fitted estimator.

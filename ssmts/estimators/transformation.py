@@ -65,7 +65,7 @@ class SSMTransformer(ClassNamePrefixFeaturesOutMixin, SSMEstimatorMixin, Transfo
             kwargs = dict(d_output=y2.shape[1], loss_fn=mse_loss, score_fn=negative_mse)
         if len(target) != len(data.x):
             raise ValueError(f"X has {len(data.x)} samples but y has {len(target)}")
-        self._fit_network(data, target, continue_training=continuing, **kwargs)
+        self._fit_network(data, target, continue_training=continuing, per_step=objective == "reconstruction", **kwargs)
         self.objective_ = objective
         if objective == "classification":
             self._label_encoder = encoder
@@ -118,7 +118,7 @@ class SSMTransformer(ClassNamePrefixFeaturesOutMixin, SSMEstimatorMixin, Transfo
         """Per-step features, (n_samples, d_model, n_timepoints) float64 (padded steps are zero)."""
         ratio = self._rate_ratio(sample_rate)
         data = self._prepare_predict_input(X, ratio)
-        out = self._predict_outputs(data, ratio, lambda model, x, mask: model.backbone.features(x, mask))
+        out = self._predict_outputs(data, ratio, lambda model, x, mask: model.backbone.features(x, mask), per_step=True)
         if data.mask is not None:
             out = out * data.mask[:, None, :]
         return out.double().numpy()

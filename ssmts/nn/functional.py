@@ -39,26 +39,39 @@ def pool(x: torch.Tensor, mask: torch.Tensor | None = None, how: str = "mean") -
 
 def channel_statistics(x: torch.Tensor, mask: torch.Tensor | None = None,
                        rel_floor: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per-channel mean and scale of x: (n, C, L) over samples and (real) steps, in float64.
+    """Per-channel mean and scale of x: (n, C, L) over samples and (real) steps, in float64: (C,), (C,).
 
     The scale is the standard deviation, or 1 for a channel that is constant up to the
     resolution of its values (std <= rel_floor * max |x|): the floor is relative to the
     data's magnitude, so series at 1e-13 or 1e13 are standardized like any other, while a
     constant channel stays unscaled instead of being blown up by rounding noise.
     """
+    return _statistics(x, mask, (0, 2), rel_floor)
+
+
+def series_statistics(x: torch.Tensor, mask: torch.Tensor | None = None,
+                      rel_floor: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor]:
+    """Mean and scale of every series and channel of x: (n, C, L) over its own (real) steps, in
+    float64: (n, C), (n, C); the scale floor is channel_statistics' (a flat series keeps scale 1)."""
+    return _statistics(x, mask, (2,), rel_floor)
+
+
+def _statistics(x: torch.Tensor, mask: torch.Tensor | None, dims: tuple[int, ...],
+                rel_floor: float) -> tuple[torch.Tensor, torch.Tensor]:
     x = x.double()
     if mask is None:
-        mean = x.mean(dim=(0, 2))
-        std = x.std(dim=(0, 2), unbiased=False)
-        magnitude = x.abs().amax(dim=(0, 2))
+        mean = x.mean(dim=dims, keepdim=True)
+        std = x.std(dim=dims, unbiased=False, keepdim=True)
+        magnitude = x.abs().amax(dim=dims, keepdim=True)
     else:
-        m = mask[:, None, :].double()
-        count = m.sum().clamp_min(1.0)
-        mean = (x * m).sum(dim=(0, 2)) / count
-        std = torch.sqrt((((x - mean[None, :, None]) ** 2) * m).sum(dim=(0, 2)) / count)
-        magnitude = (x.abs() * m).amax(dim=(0, 2))
+        m = mask[:, None, :].double().expand_as(x)
+        count = m.sum(dim=dims, keepdim=True).clamp_min(1.0)
+        mean = (x * m).sum(dim=dims, keepdim=True) / count
+        std = torch.sqrt((((x - mean) ** 2) * m).sum(dim=dims, keepdim=True) / count)
+        magnitude = (x.abs() * m).amax(dim=dims, keepdim=True)
     informative = (std > 0) & (std > rel_floor * magnitude)
-    return mean, torch.where(informative, std, torch.ones_like(std))
+    scale = torch.where(informative, std, torch.ones_like(std))
+    return mean.squeeze(dims), scale.squeeze(dims)
 
 
 def chunked_channel_statistics(array, rel_floor: float = 1e-6,

@@ -56,7 +56,7 @@ def _column_statistics(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 class ForecasterParams(BackboneParams, OptimizerParams, EarlyStoppingParams):
     """The forecaster's own parameters; it takes the backbone and training groups too (with
-    defaults for short series) but not pooling, scale_input, warm_start or sample_rate."""
+    defaults for short series) but not pooling, normalize, warm_start or sample_rate."""
 
     _params_group = "Forecaster"
     # Short classic series (tens to a few hundred points): a small network, Delta

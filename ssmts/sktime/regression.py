@@ -9,13 +9,13 @@ import numpy as np
 from sktime.regression.base import BaseRegressor
 
 from ..estimators import SSMRegressor
-from ..training import BackboneParams, EarlyStoppingParams, OptimizerParams, SequenceParams
+from ..training import SequenceModelParams
 from ..training.config import with_params_doc
 from .classification import panel_to_sklearn
 
 
 @with_params_doc
-class SSMPanelRegressor(BackboneParams, SequenceParams, OptimizerParams, EarlyStoppingParams, BaseRegressor):
+class SSMPanelRegressor(SequenceModelParams, BaseRegressor):
     """Time series regressor with a deep MIMO diagonal SSM (sktime interface).
 
     Delegates to ssmts.SSMRegressor with the same parameters (pooled backbone + linear

@@ -11,7 +11,7 @@ from .config import Configurable, InvalidParameterError, param
 from .fit import FitResult, fit_model, holdout_split, seed_from, start_process_group
 from .params import (
     OPTIMIZERS, SCHEDULERS, BackboneParams, ClassWeightParams, ContinuationParams, EarlyStoppingParams,
-    OptimizerParams, ScheduleParams, SequenceParams, TrainerConfig, resolve_device,
+    OptimizerParams, ScheduleParams, SequenceModelParams, SequenceParams, TrainerConfig, resolve_device,
 )
 from .trainer import LazyRows, SequenceData, Trainer, predict_batches, read_checkpoint
 
@@ -20,6 +20,6 @@ __all__ = [
     "fit_model", "FitResult", "holdout_split", "seed_from", "start_process_group",
     "Callback", "EarlyStopping", "Checkpoint", "ProgressBar",
     "Configurable", "param", "InvalidParameterError",
-    "BackboneParams", "SequenceParams", "OptimizerParams", "ScheduleParams", "EarlyStoppingParams",
+    "BackboneParams", "SequenceParams", "SequenceModelParams", "OptimizerParams", "ScheduleParams", "EarlyStoppingParams",
     "ContinuationParams", "ClassWeightParams", "OPTIMIZERS", "SCHEDULERS",
 ]

@@ -4,6 +4,7 @@ Groups, and who takes them:
 
     BackboneParams       every estimator, task presets        (SSMBackbone architecture)
     SequenceParams       sequence-level estimators            (pooling, input scaling)
+    SequenceModelParams  the four groups above with the sequence-level estimators' defaults
     OptimizerParams      every estimator, TrainerConfig       (optimizer, epochs, device, seed)
     ScheduleParams       TrainerConfig, task presets          (warm-up, plateau, clipping)
     EarlyStoppingParams  every estimator                      (hold-out, patience, callbacks)
@@ -30,6 +31,7 @@ from .config import (
 OPTIMIZERS = ("adamw", "adam", "sgd")
 SCHEDULERS = ("none", "cosine", "plateau")
 POOLINGS = ("mean", "last")
+NORMALIZATIONS = ("channel", "series", "none")
 POSITIVE = Real(0, None, closed="neither")
 
 
@@ -70,6 +72,9 @@ def resolve_device(device: str | torch.device) -> torch.device:
         raise InvalidParameterError(f"device={device!r} was requested but no CUDA device is available")
     return torch.device(device)
 
+
+# Defaults of the sequence-level estimators where they differ from the groups' (SequenceModelParams).
+SEQUENCE_MODEL_DEFAULTS = dict(d_model=64, d_state=64, n_layers=4)
 
 # Parameters that only one layer family reads. A value other than the default with the other
 # family's layer is an error (it would be silently ignored otherwise).
@@ -190,13 +195,21 @@ def _is_real(value) -> bool:
 class SequenceParams(Configurable):
     pooling: Literal["mean", "last"] = param(default="mean", doc="Sequence-to-vector pooling.", constraint=Options(*POOLINGS),
                                              group="Backbone")
-    scale_input: bool = param(default=True, doc="Standardize each channel with training statistics.", constraint=Boolean(),
-                              group="Training")
+    normalize: str = param(
+        default="channel", doc="Input scaling. 'channel': every channel standardized with its mean and standard "
+                               "deviation over the training data (levels keep their meaning); 'series': every series "
+                               "and channel standardized with its own (z-normalization: only shapes matter, as in the "
+                               "UCR archive); 'none': values as they are.",
+        constraint=Options(*NORMALIZATIONS), group="Training")
 
 
 class OptimizerParams(Configurable):
     _params_group = "Training"
     max_epochs: int = param(default=50, doc="Passes over the training data.", constraint=Integer(1))
+    min_steps: int = param(
+        default=0, doc="Least number of optimizer steps of a fit: on small data max_epochs is raised to reach it "
+                       "(epochs = max(max_epochs, ceil(min_steps / batches per epoch))). 0: exactly max_epochs.",
+        constraint=Integer(0))
     batch_size: int = param(default=32, doc="Sequences per optimizer step (and per prediction batch).", constraint=Integer(1))
     lr: float = param(default=3e-3, doc="Learning rate of all non-SSM parameters.", constraint=POSITIVE)
     lr_ssm: float | None = param(default=1e-3, doc="Learning rate of Lambda, Delta and B (no weight decay); None: lr.",
@@ -256,6 +269,16 @@ class EarlyStoppingParams(Configurable):
                                    constraint=Satisfies(_is_callback_list, "None or a list of ssmts.training.Callback"))
 
 
+class SequenceModelParams(BackboneParams, SequenceParams, OptimizerParams, EarlyStoppingParams):
+    """The parameters of the sequence-level estimators (SSMClassifier, SSMRegressor, SSMTransformer
+    and their sktime faces), with defaults chosen for them on the development protocol of
+    `python -m ssmts.bench classify --cv` (cross-validation on training splits; docs/benchmarks.md):
+    small networks trained for a number of optimizer steps rather than of epochs, since the
+    data these estimators meet is often tens to hundreds of series."""
+
+    _param_defaults = SEQUENCE_MODEL_DEFAULTS
+
+
 class ContinuationParams(Configurable):
     _params_group = "Training"
     warm_start: bool = param(default=False, doc="Continue training the fitted model on the next fit.", constraint=Boolean())
@@ -273,5 +296,5 @@ class ClassWeightParams(Configurable):
 
 __all__ = [
     "BackboneParams", "SSM_ONLY_PARAMS", "LNCDE_ONLY_PARAMS", "SequenceParams", "OptimizerParams", "ScheduleParams", "TrainerConfig", "EarlyStoppingParams",
-    "ContinuationParams", "ClassWeightParams", "OPTIMIZERS", "SCHEDULERS", "POOLINGS", "resolve_device",
+    "SequenceModelParams", "SEQUENCE_MODEL_DEFAULTS", "ContinuationParams", "ClassWeightParams", "OPTIMIZERS", "SCHEDULERS", "POOLINGS", "NORMALIZATIONS", "resolve_device",
 ]

@@ -84,13 +84,33 @@ class SequenceData:
     y: torch.Tensor | None = None
     mask: torch.Tensor | None = None
     weight: torch.Tensor | None = None
+    # Cut every batch at its last real step, and batch series of similar length together: for
+    # models whose outputs do not depend on padding at the end (SSMs in both directions, causal
+    # LinearCDEs) and targets per sample. Unequal lengths then cost what their real steps cost.
+    crop_padding: bool = False
 
     def __len__(self) -> int:
         return self.x.shape[0]
 
     def take(self, index) -> "SequenceData":
         pick = lambda t: None if t is None else t[index]  # noqa: E731
-        return SequenceData(self.x[index], pick(self.y), pick(self.mask), pick(self.weight))
+        return SequenceData(self.x[index], pick(self.y), pick(self.mask), pick(self.weight), self.crop_padding)
+
+    def lengths(self) -> torch.Tensor | None:
+        """(n,) index of the last real step + 1 of every sample, or None without a mask."""
+        if self.mask is None:
+            return None
+        steps = torch.arange(1, self.mask.shape[-1] + 1)
+        return torch.where(self.mask, steps, torch.zeros_like(steps)).amax(-1)
+
+    def cropped(self) -> "SequenceData":
+        """This batch cut at the last real step of its longest sample (crop_padding)."""
+        if not self.crop_padding or self.mask is None:
+            return self
+        end = max(1, int(self.lengths().max()))
+        if end == self.mask.shape[-1]:
+            return self
+        return SequenceData(self.x[..., :end], self.y, self.mask[:, :end], self.weight, True)
 
     def to(self, device: torch.device) -> "SequenceData":
         """On `device`, with lazy rows read from disk."""
@@ -99,17 +119,39 @@ class SequenceData:
                 t = t.materialize()
             return None if t is None else t.to(device, non_blocking=True)
 
-        return SequenceData(move(self.x), move(self.y), move(self.mask), move(self.weight))
+        return SequenceData(move(self.x), move(self.y), move(self.mask), move(self.weight), self.crop_padding)
 
+
+# Shuffled batches with crop_padding are formed inside pools of this many batches sorted by
+# length: batches of similar lengths, still a random order of samples and of batches.
+BUCKET_POOL = 16
+
+
+def batch_order(data: SequenceData, batch_size: int, shuffle_generator: torch.Generator | None) -> list[torch.Tensor]:
+    """Sample indices of each mini-batch: in order, or shuffled with the generator. With
+    crop_padding and a mask, samples of similar length share batches (sorted within pools of
+    BUCKET_POOL batches when shuffled, sorted outright otherwise)."""
+    n = len(data)
+    lengths = data.lengths() if data.crop_padding else None
+    if shuffle_generator is None:
+        order = torch.arange(n) if lengths is None else torch.argsort(lengths, stable=True)
+        return list(order.split(batch_size))
+    order = torch.randperm(n, generator=shuffle_generator)
+    if lengths is None:
+        return list(order.split(batch_size))
+    groups = []
+    for pool in order.split(batch_size * BUCKET_POOL):
+        pool = pool[torch.argsort(lengths[pool], stable=True)]
+        groups.extend(pool.split(batch_size))
+    return [groups[i] for i in torch.randperm(len(groups), generator=shuffle_generator).tolist()]
 
 
 def batches(data: SequenceData, batch_size: int, *, shuffle_generator: torch.Generator | None = None,
             device: torch.device | None = None):
-    """Mini-batches of `data` (shuffled with the generator when one is given), moved to `device`."""
-    n = len(data)
-    order = torch.randperm(n, generator=shuffle_generator) if shuffle_generator is not None else torch.arange(n)
-    for start in range(0, n, batch_size):
-        batch = data.take(order[start : start + batch_size])
+    """Mini-batches of `data` (shuffled with the generator when one is given; cut at their last
+    real step with crop_padding), moved to `device`."""
+    for index in batch_order(data, batch_size, shuffle_generator):
+        batch = data.take(index).cropped()
         yield batch if device is None else batch.to(device)
 
 
@@ -123,8 +165,12 @@ def predict_batches(model: nn.Module, data: SequenceData, batch_size: int, devic
     device = resolve_device(device)
     model.to(device).eval()
     call = forward or (lambda m, x, mask: m(x, mask))
+    order = batch_order(data, int(batch_size), None)
     outs = [call(model, b.x, b.mask).cpu() for b in batches(data, int(batch_size), device=device)]
-    return torch.cat(outs)
+    out = torch.cat(outs)
+    if data.crop_padding and data.mask is not None:  # batched by length: back to the samples' order
+        out = out[torch.argsort(torch.cat(order))]
+    return out
 
 
 class Trainer:
@@ -217,7 +263,7 @@ class Trainer:
     # ------------------------------------------------------------ loop
     def fit(self, train: SequenceData, val: SequenceData | None = None, *, epochs: int | None = None,
             checkpoint: str | Path | None = None, resume: bool = False) -> list[dict]:
-        """Run a training run of `epochs` epochs (default max_epochs); returns the history.
+        """Run a training run of `epochs` epochs (default: planned_epochs, from max_epochs and min_steps); returns the history.
 
         A fresh run starts at epoch 0 of its schedule. resume=True with a `checkpoint` that
         exists continues that run where it stopped (the rest of its `epochs`). With a
@@ -225,13 +271,13 @@ class Trainer:
         """
         if len(train) == 0:
             raise ValueError("cannot train on an empty data set")
-        epochs = self.config.max_epochs if epochs is None else int(epochs)
+        steps_per_epoch = math.ceil(len(train) / self.config.batch_size)
+        epochs = self.planned_epochs(len(train)) if epochs is None else int(epochs)
         if epochs < 1:
             raise ValueError(f"epochs must be >= 1, got {epochs}")
         if resume and checkpoint is not None and Path(checkpoint).exists():
             self.load_checkpoint(checkpoint)
         callbacks = list(self.callbacks) + ([Checkpoint(checkpoint)] if checkpoint is not None else [])
-        steps_per_epoch = math.ceil(len(train) / self.config.batch_size)
         restored_lrs = [group["lr"] for group in self.optimizer.param_groups]
         scheduler = self._make_scheduler(epochs, steps_per_epoch)
         if scheduler is not None and self._scheduler_state is not None:
@@ -252,6 +298,12 @@ class Trainer:
             for callback in callbacks:
                 callback.on_fit_end(self)
         return self.history
+
+    def planned_epochs(self, n_train: int) -> int:
+        """Epochs of a run on n_train samples: max_epochs, raised so that the run takes at least
+        min_steps optimizer steps (small data sets otherwise get a handful of steps)."""
+        steps_per_epoch = math.ceil(n_train / self.config.batch_size)
+        return max(self.config.max_epochs, math.ceil(self.config.min_steps / steps_per_epoch))
 
     def _run_epoch(self, train: SequenceData, val: SequenceData | None, scheduler) -> dict:
         started = time.perf_counter()

@@ -73,7 +73,7 @@ def test_faces_share_declarations_and_only_change_defaults():
     assert SSMClassifier.__params__["d_model"].default == 64 and SSMForecaster.__params__["d_model"].default == 32
     adapter = set(SSMPanelClassifier.__params__)
     assert adapter == set(SSMClassifier.__params__) - {"warm_start", "sample_rate"}
-    assert not {"pooling", "scale_input", "warm_start", "sample_rate"} & set(SSMForecaster.__params__)
+    assert not {"pooling", "normalize", "warm_start", "sample_rate"} & set(SSMForecaster.__params__)
 
 
 @pytest.mark.parametrize("params, fragment", [

@@ -1,0 +1,151 @@
+"""Training budget in steps (min_steps), batches of similar lengths cut at their last real
+step (crop_padding), and per-series standardization (normalize='series')."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from ssmts import SSMClassifier, SSMRegressor
+from ssmts.nn import SSMBackbone, SequenceHead
+from ssmts.nn.functional import series_statistics
+from ssmts.training import SequenceData, Trainer
+from ssmts.training.trainer import batch_order, predict_batches
+
+TINY = dict(d_model=8, d_state=4, n_layers=1, batch_size=8, device="cpu", random_state=0)
+
+
+class _Mean(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(2, 1)
+
+    def forward(self, x, mask=None):
+        return self.linear(x.mean(-1))
+
+
+def _regression_data(n: int) -> SequenceData:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(n, 2, 5, generator=g)
+    return SequenceData(x, x.mean(-1)[:, :1])
+
+
+@pytest.mark.parametrize("n, batch, max_epochs, min_steps, expected_epochs", [
+    (20, 8, 3, 0, 3),      # no minimum: max_epochs
+    (20, 8, 3, 30, 10),    # 3 batches an epoch: ceil(30 / 3) = 10 epochs
+    (20, 8, 12, 30, 12),   # max_epochs already gives more steps
+    (100, 8, 2, 30, 3),    # 13 batches an epoch: ceil(30 / 13) = 3
+])
+def test_min_steps_raises_the_epochs_of_small_data(n, batch, max_epochs, min_steps, expected_epochs):
+    trainer = Trainer(_Mean(), lambda out, y, w: ((out - y) ** 2).mean(), max_epochs=max_epochs, batch_size=batch,
+                      min_steps=min_steps, device="cpu", random_state=0)
+    assert trainer.planned_epochs(n) == expected_epochs
+    history = trainer.fit(_regression_data(n))
+    assert len(history) == expected_epochs
+    assert len(history) * math.ceil(n / batch) >= min_steps
+
+
+def test_min_steps_leaves_explicit_epochs_alone():
+    """partial_fit-style runs of a given number of epochs are not stretched."""
+    trainer = Trainer(_Mean(), lambda out, y, w: ((out - y) ** 2).mean(), max_epochs=1, batch_size=8, min_steps=100,
+                      device="cpu", random_state=0)
+    assert len(trainer.fit(_regression_data(16), epochs=1)) == 1
+
+
+def _ragged(n: int = 23, length: int = 40, seed: int = 0) -> SequenceData:
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(3, length + 1, (n,), generator=g)
+    mask = torch.arange(length)[None, :] < lengths[:, None]
+    x = torch.randn(n, 2, length, generator=g) * mask[:, None, :]
+    return SequenceData(x, torch.arange(n), mask, crop_padding=True)
+
+
+def test_bucketed_batches_cover_every_sample_once_and_group_similar_lengths():
+    data = _ragged(n=200)
+    order = batch_order(data, 8, torch.Generator().manual_seed(1))
+    flat = torch.cat(order)
+    assert sorted(flat.tolist()) == list(range(200))
+    lengths = data.lengths().float()
+    spread = np.mean([float(lengths[b].max() - lengths[b].min()) for b in order])
+    shuffled = torch.randperm(200, generator=torch.Generator().manual_seed(2)).split(8)
+    random_spread = np.mean([float(lengths[b].max() - lengths[b].min()) for b in shuffled])
+    assert spread < 0.5 * random_spread
+    # The batches are cut at their longest real step.
+    for index in order:
+        batch = data.take(index).cropped()
+        assert batch.x.shape[-1] == int(lengths[index].max())
+        assert batch.mask[:, -1].any()
+
+
+def test_cropped_prediction_equals_padded_prediction_for_both_directions():
+    """Padding at the end changes nothing on real steps of an SSM, in either direction: cutting
+    it per batch (and batching by length) gives the same pooled outputs, in the samples' order."""
+    data = _ragged(n=23)
+    for bidirectional in (False, "essm", "ldnn"):
+        torch.manual_seed(0)
+        model = SequenceHead(SSMBackbone(2, 8, 2, None, d_state=8, bidirectional=bidirectional), 3, "mean").double()
+        x = data.x.double()
+        padded = predict_batches(model, SequenceData(x, mask=data.mask), 5, "cpu")
+        cropped = predict_batches(model, SequenceData(x, mask=data.mask, crop_padding=True), 5, "cpu")
+        torch.testing.assert_close(cropped, padded, rtol=1e-9, atol=1e-10)
+
+
+def test_ragged_fit_trains_on_cropped_batches():
+    """A fit on series of very unequal lengths runs on batches no longer than their longest series."""
+    seen = []
+
+    class Recorder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = nn.Linear(2, 1)
+
+        def forward(self, x, mask=None):
+            seen.append(x.shape[-1])
+            return self.linear((x * mask[:, None, :]).sum(-1) / mask.sum(-1, keepdim=True))
+
+    data = _ragged(n=64, length=400)
+    data = SequenceData(data.x, data.x[:, :1, :].sum(-1), data.mask, crop_padding=True)
+    Trainer(Recorder(), lambda out, y, w: ((out - y) ** 2).mean(), max_epochs=1, batch_size=8, device="cpu",
+            random_state=0).fit(data)
+    assert len(seen) == 8 and sum(seen) < 0.8 * 8 * 400
+
+
+def test_series_statistics_against_numpy():
+    rng = np.random.default_rng(0)
+    x = rng.normal(3.0, 2.0, size=(4, 3, 30))
+    x[1, 2] = 7.0  # a flat series keeps scale 1
+    mask = torch.from_numpy(rng.random((4, 30)) < 0.7)
+    mean, scale = series_statistics(torch.from_numpy(x), mask)
+    for i in range(4):
+        for c in range(3):
+            real = x[i, c][mask[i].numpy()]
+            assert mean[i, c].item() == pytest.approx(real.mean(), rel=1e-12)
+            expected = real.std() if real.std() > 1e-6 * np.abs(real).max() else 1.0
+            assert scale[i, c].item() == pytest.approx(expected, rel=1e-12)
+
+
+def test_series_normalization_makes_the_classifier_blind_to_level_and_scale():
+    rng = np.random.default_rng(0)
+    t = np.linspace(0, 1, 32)
+    X = np.stack([np.sin(2 * np.pi * (1 + k % 2) * t + rng.normal(0, 0.2)) for k in range(24)])
+    y = np.arange(24) % 2
+    clf = SSMClassifier(normalize="series", max_epochs=2, **TINY).fit(X, y)
+    shifted = 5.0 + 100.0 * X
+    np.testing.assert_allclose(clf.predict_proba(shifted), clf.predict_proba(X), rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match="normalize='series'"):
+        clf.stream(X[:, :4])
+    # 'channel' (the training statistics) keeps levels: the shifted data is read differently.
+    channel = SSMClassifier(normalize="channel", max_epochs=2, **TINY).fit(X, y)
+    assert not np.allclose(channel.predict_proba(shifted), channel.predict_proba(X), atol=1e-3)
+
+
+def test_series_normalization_on_ragged_input_ignores_padding():
+    rng = np.random.default_rng(1)
+    X = [rng.normal(size=n) for n in (10, 20, 15, 30, 12, 25)]
+    y = [0.0, 1.0, 0.5, 2.0, 1.5, 0.2]
+    reg = SSMRegressor(normalize="series", max_epochs=1, **TINY).fit(X, y)
+    alone = np.concatenate([reg.predict([series, series[: len(series) // 2]])[:1] for series in X])
+    np.testing.assert_allclose(reg.predict(X), alone, rtol=1e-4, atol=1e-5)
