@@ -120,7 +120,7 @@ architecture = dict(d_model=16 if QUICK else 32, d_state=32, n_layers=2, random_
 
 model = Pipeline([
     ("downsample", FunctionTransformer(decimate, kw_args={"q": FACTOR, "axis": -1})),
-    ("ssm", SSMRegressor(**architecture, max_epochs=3 if QUICK else 15, batch_size=16,
+    ("ssm", SSMRegressor(**architecture, max_epochs=3 if QUICK else 15, min_steps=0, batch_size=16,
                          early_stopping=True, validation_fraction=0.15, sample_rate=RATE)),
 ])
 started = time.perf_counter()

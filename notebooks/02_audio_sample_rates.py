@@ -105,7 +105,7 @@ from ssmts import SSMClassifier
 X_train = change_rate(clips.train.X, ORIGINAL_RATE, TRAIN_RATE, method="resample")
 classifier = SSMClassifier(
     d_model=8 if QUICK else 32, d_state=32, n_layers=1 if QUICK else 3, norm="batch", prenorm=False,
-    lr=1e-2, lr_ssm=1e-3, batch_size=16, max_epochs=1 if QUICK else 20,
+    lr=1e-2, lr_ssm=1e-3, batch_size=16, max_epochs=1 if QUICK else 20, min_steps=0,
     sample_rate=TRAIN_RATE, random_state=0,
 )
 started = time.perf_counter()

@@ -80,7 +80,7 @@ from ssmts import SSMClassifier
 pipeline = Pipeline([
     ("scale", StandardScaler()),
     ("ssm", SSMClassifier(d_model=16 if QUICK else 32, d_state=32, n_layers=2, lr=1e-2,
-                          max_epochs=2 if QUICK else 20, batch_size=32, random_state=0)),
+                          max_epochs=2 if QUICK else 20, min_steps=0, batch_size=32, random_state=0)),
 ])
 pipeline
 

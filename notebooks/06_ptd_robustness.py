@@ -88,7 +88,7 @@ from ssmts.data.pixels import load_digits_sequential
 
 data = load_digits_sequential()
 n = 100 if QUICK else len(data.train.y)
-clf = SSMClassifier(d_model=16, d_state=16, n_layers=2, init="legs", max_epochs=1 if QUICK else 10,
+clf = SSMClassifier(d_model=16, d_state=16, n_layers=2, init="legs", max_epochs=1 if QUICK else 10, min_steps=0,
                     device="cpu", random_state=0)
 clf.fit(data.train.X[:n], data.train.y[:n])
 print(f"test accuracy {clf.score(data.test.X, data.test.y):.3f}")

@@ -328,7 +328,7 @@ def test_sktime_estimators_are_accepted():
     rng = np.random.default_rng(1)
     X = rng.standard_normal((12, 1, 20))
     y = np.array(["a", "b"] * 6)
-    classifier = sktime_estimators.SSMPanelClassifier(d_model=4, d_state=4, n_layers=1, max_epochs=2, random_state=0)
+    classifier = sktime_estimators.SSMPanelClassifier(d_model=4, d_state=4, n_layers=1, max_epochs=2, min_steps=0, random_state=0)
     with pytest.raises(NotFittedError):
         ssmplot.plot_eigenvalues(classifier)
     classifier.fit(X, y)

@@ -23,9 +23,9 @@ Two protocols:
 cross-validation on their training splits only, against MiniRocket + RidgeCV, 1-NN and the
 training mean (RMSE / standard deviation of the training targets; lower is better).
 
---params '{"name": value}' overrides SSM parameters (both the "ssm" and "previous" rows get
-them); --models picks rows; --threads sets torch's threads (default 1: times comparable
-between rows).
+--params '{"name": value}' overrides parameters of the "ssm" row (the "previous" row is always
+ssmts 0.1's defaults); --models picks rows; --threads sets torch's threads (default 1: times
+comparable between rows).
 """
 from __future__ import annotations
 
@@ -43,8 +43,10 @@ CLASSIFICATION_SETS = ("GunPoint", "ItalyPowerDemand", "BasicMotions", "UnitTest
 REGRESSION_SETS = ("Covid3Month", "Tecator")
 MODELS = ("ssm", "previous", "minirocket", "1nn")
 
-# The defaults of ssmts 0.1, before they were chosen on the development protocol.
-PREVIOUS_DEFAULTS = dict(d_model=64, d_state=64, n_layers=4, max_epochs=50, batch_size=32, lr=3e-3)
+# The defaults of ssmts 0.1, before they were chosen on the development protocol (every
+# parameter whose default has changed since).
+PREVIOUS_DEFAULTS = dict(d_model=64, d_state=64, n_layers=4, max_epochs=50, min_steps=0, batch_size=32, lr=3e-3,
+                         normalize="channel", early_stopping=False, bidirectional=False, dropout=0.0)
 
 
 def load_classification(name: str):
@@ -87,8 +89,7 @@ def make_model(kind: str, regression: bool, params: dict, seed: int):
     if kind in ("ssm", "previous"):
         from ssmts import SSMClassifier, SSMRegressor
 
-        settings = dict(PREVIOUS_DEFAULTS if kind == "previous" else {}, device="cpu", random_state=seed)
-        settings.update(params)
+        settings = dict(PREVIOUS_DEFAULTS if kind == "previous" else params, device="cpu", random_state=seed)
         return (SSMRegressor if regression else SSMClassifier)(**settings)
     if kind == "minirocket":
         return _MiniRocket(regression, seed)

@@ -52,7 +52,7 @@ class SSMPanelClassifier(SequenceModelParams, ClassWeightParams, BaseClassifier)
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(20, 2, 30))
     >>> y = np.where(X[:, 0].mean(axis=1) > 0, "up", "down")
-    >>> clf = SSMPanelClassifier(d_model=8, n_layers=1, max_epochs=5, random_state=0)
+    >>> clf = SSMPanelClassifier(d_model=8, n_layers=1, max_epochs=5, min_steps=0, random_state=0)
     >>> clf = clf.fit(X, y)
     >>> clf.predict_proba(X[:3]).shape
     (3, 2)
@@ -90,7 +90,7 @@ class SSMPanelClassifier(SequenceModelParams, ClassWeightParams, BaseClassifier)
     def get_test_params(cls, parameter_set="default"):
         """Three tiny configurations (one SSM block; several heads, last-step pooling, balanced weights;
         a block-diagonal LinearCDE block)."""
-        tiny = dict(d_model=8, d_state=4, n_layers=1, max_epochs=2, batch_size=16, device="cpu", random_state=0)
+        tiny = dict(d_model=8, d_state=4, n_layers=1, max_epochs=2, min_steps=0, batch_size=16, device="cpu", random_state=0)
         return [
             tiny,
             {**tiny, "d_state": 8, "heads": 2, "pooling": "last", "class_weight": "balanced", "random_state": 1},

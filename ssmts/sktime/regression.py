@@ -34,7 +34,7 @@ class SSMPanelRegressor(SequenceModelParams, BaseRegressor):
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(20, 2, 30))
     >>> y = X[:, 0].mean(axis=1)
-    >>> reg = SSMPanelRegressor(d_model=8, n_layers=1, max_epochs=5, random_state=0)
+    >>> reg = SSMPanelRegressor(d_model=8, n_layers=1, max_epochs=5, min_steps=0, random_state=0)
     >>> reg = reg.fit(X, y)
     >>> reg.predict(X[:3]).shape
     (3,)
@@ -69,6 +69,6 @@ class SSMPanelRegressor(SequenceModelParams, BaseRegressor):
     def get_test_params(cls, parameter_set="default"):
         """Three tiny configurations (one SSM block; several heads and last-step pooling; a Walsh-Hadamard
         LinearCDE block)."""
-        tiny = dict(d_model=8, d_state=4, n_layers=1, max_epochs=2, batch_size=16, device="cpu", random_state=0)
+        tiny = dict(d_model=8, d_state=4, n_layers=1, max_epochs=2, min_steps=0, batch_size=16, device="cpu", random_state=0)
         return [tiny, {**tiny, "d_state": 8, "heads": 2, "pooling": "last", "random_state": 1},
                 {**tiny, "layer": "lncde", "lncde_structure": "walsh_hadamard", "pooling": "last", "random_state": 2}]

@@ -10,6 +10,7 @@ decimated x[::2] or resampled input, and without the rescaling for comparison.
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -18,6 +19,8 @@ from typing import Callable
 import numpy as np
 
 from ssmts.data.speech import SPEECH_COMMANDS_RATE, change_rate, default_spoken_commands_dir
+from ssmts.training import TrainerConfig
+from ssmts.training.trainer import planned_epochs
 
 from . import zero_shot
 
@@ -39,7 +42,7 @@ class DemoSettings:
 DEMO = DemoSettings()
 # --quick: seconds, for smoke tests; it shows the table, not a trained model.
 QUICK = DemoSettings(rate=1000, epochs=1, max_per_class=2,
-                     classifier={**DEMO.classifier, "d_model": 8, "d_state": 4, "n_layers": 1})
+                     classifier={**DEMO.classifier, "d_model": 8, "d_state": 4, "n_layers": 1, "min_steps": 0})
 # Per class and split when reading real Speech Commands: the shipped copy's 16 training clips per word.
 REAL_DATA_MAX_PER_CLASS = 16
 
@@ -102,8 +105,10 @@ def run_demo(
 
     clf = SSMClassifier(**settings.classifier, max_epochs=epochs, sample_rate=rate, random_state=seed, device=device,
                         verbose=verbose)
-    echo(f"  SSMClassifier: {clf.n_layers} layers, H={clf.d_model}, N={clf.d_state}, "
-         f"{epochs} epochs, batch {clf.batch_size}")
+    steps_per_epoch = math.ceil(n["train"] / clf.batch_size)
+    planned = planned_epochs(n["train"], TrainerConfig.from_params(clf))
+    echo(f"  SSMClassifier: {clf.n_layers} layers, H={clf.d_model}, N={clf.d_state}, batch {clf.batch_size}, "
+         f"{planned} epochs ({planned * steps_per_epoch} steps; at least {clf.min_steps} steps)")
     t0 = time.perf_counter()
     clf.fit(*splits["train"])
     train_seconds = time.perf_counter() - t0

@@ -173,6 +173,13 @@ def predict_batches(model: nn.Module, data: SequenceData, batch_size: int, devic
     return out
 
 
+def planned_epochs(n_train: int, config: TrainerConfig) -> int:
+    """Epochs of a run on n_train samples: max_epochs, raised so that the run takes at least
+    min_steps optimizer steps (small data sets otherwise get a handful of steps)."""
+    steps_per_epoch = math.ceil(n_train / config.batch_size)
+    return max(config.max_epochs, math.ceil(config.min_steps / steps_per_epoch))
+
+
 class Trainer:
     """Mini-batch training with AdamW and a separate SSM learning rate, schedulers, gradient
     clipping and callbacks (early stopping, checkpoints, progress, your own).
@@ -300,10 +307,8 @@ class Trainer:
         return self.history
 
     def planned_epochs(self, n_train: int) -> int:
-        """Epochs of a run on n_train samples: max_epochs, raised so that the run takes at least
-        min_steps optimizer steps (small data sets otherwise get a handful of steps)."""
-        steps_per_epoch = math.ceil(n_train / self.config.batch_size)
-        return max(self.config.max_epochs, math.ceil(self.config.min_steps / steps_per_epoch))
+        """Epochs of a run on n_train samples (see planned_epochs)."""
+        return planned_epochs(n_train, self.config)
 
     def _run_epoch(self, train: SequenceData, val: SequenceData | None, scheduler) -> dict:
         started = time.perf_counter()

@@ -33,4 +33,4 @@ def toy_classification():
     return X, y
 
 
-FAST = dict(d_model=16, d_state=8, n_layers=1, max_epochs=3, batch_size=16, device="cpu", random_state=0)
+FAST = dict(d_model=16, d_state=8, n_layers=1, max_epochs=3, min_steps=0, batch_size=16, device="cpu", random_state=0)

@@ -37,7 +37,7 @@ def test_digits_as_sequences_reach_95_percent_with_defaults(record_property):
 def test_zero_shot_rate_change_keeps_accuracy_and_ignoring_the_rate_does_not():
     """Trained at 64 Hz on continuous-time tones/chirps; evaluated at 32 Hz and 128 Hz."""
     X_train, y_train = continuous_time_classes(400, 64, seed=0)
-    clf = SSMClassifier(d_model=32, n_layers=2, d_state=16, max_epochs=30, sample_rate=64, random_state=0,
+    clf = SSMClassifier(d_model=32, n_layers=2, d_state=16, max_epochs=30, min_steps=0, sample_rate=64, random_state=0,
                         device="cpu").fit(X_train, y_train)
     X_64, y_64 = continuous_time_classes(300, 64, seed=1)
     base = clf.score(X_64, y_64)

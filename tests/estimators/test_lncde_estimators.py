@@ -12,7 +12,7 @@ from ssmts import SSMClassifier, SSMRegressor, SSMTransformer
 from ssmts.nn import LinearCDE
 from ssmts.training import InvalidParameterError
 
-LNCDE = dict(layer="lncde", d_model=16, d_state=8, n_layers=1, batch_size=16, device="cpu", random_state=0)
+LNCDE = dict(layer="lncde", min_steps=0, d_model=16, d_state=8, n_layers=1, batch_size=16, device="cpu", random_state=0)
 
 
 def test_lncde_classifier_fits_predicts_and_learns():
@@ -52,9 +52,9 @@ def test_lncde_classifier_ragged_input_is_padded_at_the_end_and_matches_unpadded
 
 def test_lncde_options_with_the_ssm_layer_raise_at_fit_naming_the_parameter():
     with pytest.raises(InvalidParameterError, match="lncde_structure='dense' only applies to layer='lncde'"):
-        SSMClassifier(lncde_structure="dense", max_epochs=1).fit(np.zeros((4, 5)), [0, 1, 0, 1])
+        SSMClassifier(lncde_structure="dense", max_epochs=1, min_steps=0).fit(np.zeros((4, 5)), [0, 1, 0, 1])
     with pytest.raises(InvalidParameterError, match="heads=2 only applies to layer='ssm'"):
-        SSMRegressor(layer="lncde", heads=2, max_epochs=1).fit(np.zeros((4, 5)), np.zeros(4))
+        SSMRegressor(layer="lncde", heads=2, max_epochs=1, min_steps=0).fit(np.zeros((4, 5)), np.zeros(4))
 
 
 def test_recursive_forecaster_rolls_an_lncde_backbone_with_step():

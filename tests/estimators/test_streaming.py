@@ -9,7 +9,7 @@ import pytest
 
 from ssmts import SSMClassifier, SSMRegressor
 
-TINY = dict(d_model=8, d_state=4, n_layers=2, max_epochs=2, batch_size=8, device="cpu", random_state=0)
+TINY = dict(d_model=8, d_state=4, n_layers=2, max_epochs=2, min_steps=0, batch_size=8, device="cpu", random_state=0)
 RNG = np.random.default_rng(0)
 X = RNG.standard_normal((12, 2, 30))
 Y = (X[:, 0, :15].mean(1) > 0).astype(int)

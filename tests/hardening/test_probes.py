@@ -24,7 +24,7 @@ from ssmts.nn import SSM, SSMBackbone, scaled_delta
 from ssmts.sktime import SSMForecaster
 from ssmts.training import SequenceData, Trainer, TrainerConfig, read_checkpoint
 
-TINY = dict(d_model=8, d_state=4, n_layers=1, max_epochs=2, batch_size=8, device="cpu", random_state=0)
+TINY = dict(d_model=8, d_state=4, n_layers=1, max_epochs=2, min_steps=0, batch_size=8, device="cpu", random_state=0)
 RNG = np.random.default_rng(0)
 X = RNG.standard_normal((24, 12))
 Y = (X[:, :6].mean(1) > 0).astype(int)

@@ -11,7 +11,7 @@ from hypothesis.extra import numpy as hnp
 
 from ssmts import SSMClassifier, SSMRegressor
 
-TINY = dict(d_model=8, d_state=4, n_layers=1, max_epochs=1, batch_size=8, device="cpu", random_state=0)
+TINY = dict(d_model=8, d_state=4, n_layers=1, max_epochs=1, min_steps=0, batch_size=8, device="cpu", random_state=0)
 RNG = np.random.default_rng(0)
 X_FIT = RNG.standard_normal((16, 6))
 Y_FIT = np.tile([0, 1], 8)

@@ -21,7 +21,7 @@ from sklearn.model_selection import GridSearchCV  # noqa: E402
 from ssmts import SSMClassifier  # noqa: E402
 from ssmts.training import Callback  # noqa: E402
 
-TINY = dict(d_model=8, d_state=4, n_layers=1, max_epochs=2, batch_size=8, device="cpu", random_state=0)
+TINY = dict(d_model=8, d_state=4, n_layers=1, max_epochs=2, min_steps=0, batch_size=8, device="cpu", random_state=0)
 GRID = {"d_model": [4, 8], "lr": [3e-3, 1e-2]}
 
 # The workers unpickle this module's callback by value (they cannot import the tests).

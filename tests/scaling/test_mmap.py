@@ -32,7 +32,7 @@ SCRIPT = textwrap.dedent("""
 
     path, mode = sys.argv[1], sys.argv[2]
     y = np.load(path.replace(".npy", "_y.npy"))
-    clf = SSMClassifier(d_model=4, d_state=2, n_layers=1, max_epochs=1, batch_size=16, device="cpu", random_state=0)
+    clf = SSMClassifier(d_model=4, d_state=2, n_layers=1, max_epochs=1, min_steps=0, batch_size=16, device="cpu", random_state=0)
     clf.fit(np.random.default_rng(0).standard_normal((64, 1024)), np.arange(64) % 2)  # warm up torch's buffers
     before = anon_mb()
     threading.Thread(target=sample, daemon=True).start()
@@ -40,7 +40,7 @@ SCRIPT = textwrap.dedent("""
     if mode == "memory":  # a quarter of the rows, loaded: the in-memory contrast at a quarter of the cost
         X = np.array(X[: len(X) // 4])
     y = y[: len(X)]
-    clf = SSMClassifier(d_model=4, d_state=2, n_layers=1, max_epochs=1, batch_size=16, device="cpu", random_state=0)
+    clf = SSMClassifier(d_model=4, d_state=2, n_layers=1, max_epochs=1, min_steps=0, batch_size=16, device="cpu", random_state=0)
     clf.fit(X, y)
     accuracy = float(np.mean(clf.predict(X) == y))
     time.sleep(0.05)

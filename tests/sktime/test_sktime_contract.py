@@ -27,7 +27,7 @@ def test_check_estimator_has_no_failures(estimator):
 
 
 # ---------------------------------------------------------------- the panel adapters delegate
-TINY = dict(d_model=8, d_state=4, n_layers=1, max_epochs=3, batch_size=8, device="cpu", random_state=0)
+TINY = dict(d_model=8, d_state=4, n_layers=1, max_epochs=3, min_steps=0, batch_size=8, device="cpu", random_state=0)
 
 
 def _unequal_panel(n=12, seed=0):

@@ -132,13 +132,13 @@ def test_series_normalization_makes_the_classifier_blind_to_level_and_scale():
     t = np.linspace(0, 1, 32)
     X = np.stack([np.sin(2 * np.pi * (1 + k % 2) * t + rng.normal(0, 0.2)) for k in range(24)])
     y = np.arange(24) % 2
-    clf = SSMClassifier(normalize="series", max_epochs=2, **TINY).fit(X, y)
+    clf = SSMClassifier(normalize="series", max_epochs=2, min_steps=0, **TINY).fit(X, y)
     shifted = 5.0 + 100.0 * X
     np.testing.assert_allclose(clf.predict_proba(shifted), clf.predict_proba(X), rtol=1e-4, atol=1e-5)
     with pytest.raises(ValueError, match="normalize='series'"):
         clf.stream(X[:, :4])
     # 'channel' (the training statistics) keeps levels: the shifted data is read differently.
-    channel = SSMClassifier(normalize="channel", max_epochs=2, **TINY).fit(X, y)
+    channel = SSMClassifier(normalize="channel", max_epochs=2, min_steps=0, **TINY).fit(X, y)
     assert not np.allclose(channel.predict_proba(shifted), channel.predict_proba(X), atol=1e-3)
 
 
@@ -146,6 +146,6 @@ def test_series_normalization_on_ragged_input_ignores_padding():
     rng = np.random.default_rng(1)
     X = [rng.normal(size=n) for n in (10, 20, 15, 30, 12, 25)]
     y = [0.0, 1.0, 0.5, 2.0, 1.5, 0.2]
-    reg = SSMRegressor(normalize="series", max_epochs=1, **TINY).fit(X, y)
+    reg = SSMRegressor(normalize="series", max_epochs=1, min_steps=0, **TINY).fit(X, y)
     alone = np.concatenate([reg.predict([series, series[: len(series) // 2]])[:1] for series in X])
     np.testing.assert_allclose(reg.predict(X), alone, rtol=1e-4, atol=1e-5)

@@ -26,7 +26,7 @@ from ssmts.training import (
 )
 from ssmts.training.config import Integer
 
-TINY = dict(d_model=8, d_state=4, n_layers=1, max_epochs=3, batch_size=8, device="cpu", random_state=0)
+TINY = dict(d_model=8, d_state=4, n_layers=1, max_epochs=3, min_steps=0, batch_size=8, device="cpu", random_state=0)
 
 
 class _Mean(nn.Module):
