@@ -70,7 +70,11 @@ def test_signature_docstring_and_params_come_from_the_declarations(cls):
 
 def test_faces_share_declarations_and_only_change_defaults():
     assert SSMClassifier.__params__["d_model"].doc == SSMForecaster.__params__["d_model"].doc
-    assert SSMClassifier.__params__["d_model"].default == 64 and SSMForecaster.__params__["d_model"].default == 32
+    # One declaration (BackboneParams: 64); the sequence estimators and the forecaster change its default.
+    assert BackboneParams.__params__["d_model"].default == 64
+    assert SSMClassifier.__params__["d_model"].default == 32 and SSMForecaster.__params__["d_model"].default == 32
+    assert SSMPanelClassifier.__params__["min_steps"].default == SSMClassifier.__params__["min_steps"].default == 500
+    assert SSMForecaster.__params__["min_steps"].default == 0
     adapter = set(SSMPanelClassifier.__params__)
     assert adapter == set(SSMClassifier.__params__) - {"warm_start", "sample_rate"}
     assert not {"pooling", "normalize", "warm_start", "sample_rate"} & set(SSMForecaster.__params__)
