@@ -17,7 +17,7 @@ development sets of the defaults:
 Two protocols:
   test (default)  fit on the training split, report accuracy on the test split;
   --cv K          stratified K-fold cross-validation on the training split only. This is what
-                  the defaults were chosen on (see DEFAULTS_EVIDENCE); test splits only report.
+                  the defaults were chosen on (docs/benchmarks_results.md); test splits only report.
 
 --regression runs SSMRegressor on sktime's regression sets (Covid3Month, Tecator) with
 cross-validation on their training splits only, against MiniRocket + RidgeCV, 1-NN and the
@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import sys
 import time
@@ -196,9 +195,10 @@ def splits(X, y, folds: int, regression: bool, seed: int = 0):
     return list(StratifiedKFold(folds, shuffle=True, random_state=seed).split(X, y))
 
 
-def evaluate(kind: str, name: str, *, regression: bool, cv: int | None, params: dict, seed: int):
-    """Mean score and mean fit time of one model on one set (test split, or K folds of the training split)."""
-    X_train, y_train, X_test, y_test = (load_regression if regression else load_classification)(name)
+def evaluate(kind: str, data: tuple, *, regression: bool, cv: int | None, params: dict, seed: int):
+    """Mean score and mean fit time of one model on one set, data = (X_train, y_train, X_test,
+    y_test) as the loaders return it (test split, or K folds of the training split)."""
+    X_train, y_train, X_test, y_test = data
     if not cv:
         return run_one(kind, X_train, y_train, X_test, y_test, regression=regression, params=params, seed=seed)
 
@@ -241,8 +241,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"# {metric} ({protocol}), fit seconds at {args.threads} thread(s); SSM overrides: {params or 'none'}")
     table: dict[str, dict[str, tuple[float, float]]] = {}
     for name in sets:
+        data = (load_regression if args.regression else load_classification)(name)
         for kind in models:
-            value, seconds = evaluate(kind, name, regression=args.regression, cv=args.cv, params=params, seed=args.seed)
+            value, seconds = evaluate(kind, data, regression=args.regression, cv=args.cv, params=params, seed=args.seed)
             table.setdefault(kind, {})[name] = (value, seconds)
             print(f"{name:18s} {kind:11s} {metric} {value:.4f}  fit {seconds:7.2f} s", flush=True)
     _print_table(table, sets, metric, args.markdown)

@@ -10,7 +10,6 @@ decimated x[::2] or resampled input, and without the rescaling for comparison.
 """
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -20,7 +19,7 @@ import numpy as np
 
 from ssmts.data.speech import SPEECH_COMMANDS_RATE, change_rate, default_spoken_commands_dir
 from ssmts.training import TrainerConfig
-from ssmts.training.trainer import planned_epochs
+from ssmts.training.trainer import planned_epochs, steps_per_epoch
 
 from . import zero_shot
 
@@ -105,10 +104,10 @@ def run_demo(
 
     clf = SSMClassifier(**settings.classifier, max_epochs=epochs, sample_rate=rate, random_state=seed, device=device,
                         verbose=verbose)
-    steps_per_epoch = math.ceil(n["train"] / clf.batch_size)
     planned = planned_epochs(n["train"], TrainerConfig.from_params(clf))
+    steps = planned * steps_per_epoch(n["train"], clf.batch_size)
     echo(f"  SSMClassifier: {clf.n_layers} layers, H={clf.d_model}, N={clf.d_state}, batch {clf.batch_size}, "
-         f"{planned} epochs ({planned * steps_per_epoch} steps; at least {clf.min_steps} steps)")
+         f"{planned} epochs ({steps} steps; at least {clf.min_steps} steps)")
     t0 = time.perf_counter()
     clf.fit(*splits["train"])
     train_seconds = time.perf_counter() - t0

@@ -147,10 +147,10 @@ def batch_order(data: SequenceData, batch_size: int, shuffle_generator: torch.Ge
 
 
 def batches(data: SequenceData, batch_size: int, *, shuffle_generator: torch.Generator | None = None,
-            device: torch.device | None = None):
+            device: torch.device | None = None, order: list[torch.Tensor] | None = None):
     """Mini-batches of `data` (shuffled with the generator when one is given; cut at their last
-    real step with crop_padding), moved to `device`."""
-    for index in batch_order(data, batch_size, shuffle_generator):
+    real step with crop_padding), moved to `device`. order: batch_order's result, if already made."""
+    for index in order if order is not None else batch_order(data, batch_size, shuffle_generator):
         batch = data.take(index).cropped()
         yield batch if device is None else batch.to(device)
 
@@ -166,18 +166,22 @@ def predict_batches(model: nn.Module, data: SequenceData, batch_size: int, devic
     model.to(device).eval()
     call = forward or (lambda m, x, mask: m(x, mask))
     order = batch_order(data, int(batch_size), None)
-    outs = [call(model, b.x, b.mask).cpu() for b in batches(data, int(batch_size), device=device)]
+    outs = [call(model, b.x, b.mask).cpu() for b in batches(data, int(batch_size), device=device, order=order)]
     out = torch.cat(outs)
     if data.crop_padding and data.mask is not None:  # batched by length: back to the samples' order
         out = out[torch.argsort(torch.cat(order))]
     return out
 
 
+def steps_per_epoch(n_train: int, batch_size: int) -> int:
+    """Optimizer steps of one pass over n_train samples (the last batch may be short)."""
+    return math.ceil(n_train / batch_size)
+
+
 def planned_epochs(n_train: int, config: TrainerConfig) -> int:
     """Epochs of a run on n_train samples: max_epochs, raised so that the run takes at least
     min_steps optimizer steps (small data sets otherwise get a handful of steps)."""
-    steps_per_epoch = math.ceil(n_train / config.batch_size)
-    return max(config.max_epochs, math.ceil(config.min_steps / steps_per_epoch))
+    return max(config.max_epochs, math.ceil(config.min_steps / steps_per_epoch(n_train, config.batch_size)))
 
 
 class Trainer:
@@ -278,7 +282,6 @@ class Trainer:
         """
         if len(train) == 0:
             raise ValueError("cannot train on an empty data set")
-        steps_per_epoch = math.ceil(len(train) / self.config.batch_size)
         epochs = self.planned_epochs(len(train)) if epochs is None else int(epochs)
         if epochs < 1:
             raise ValueError(f"epochs must be >= 1, got {epochs}")
@@ -286,7 +289,7 @@ class Trainer:
             self.load_checkpoint(checkpoint)
         callbacks = list(self.callbacks) + ([Checkpoint(checkpoint)] if checkpoint is not None else [])
         restored_lrs = [group["lr"] for group in self.optimizer.param_groups]
-        scheduler = self._make_scheduler(epochs, steps_per_epoch)
+        scheduler = self._make_scheduler(epochs, steps_per_epoch(len(train), self.config.batch_size))
         if scheduler is not None and self._scheduler_state is not None:
             scheduler.load_state_dict(self._scheduler_state)  # continue the run's schedule
             # A new LambdaLR sets every lr to its step-0 value; put back the checkpoint's.
