@@ -87,7 +87,8 @@ def test_dispatcher_registry_and_errors(capsys, monkeypatch):
 
 
 def test_lncde_quick_runs_in_a_subprocess_and_prints_the_table():
-    """`python -m ssmts.bench lncde --quick`: every structure at L = 64 and 128, all three modes timed."""
+    """`python -m ssmts.bench lncde --quick`: every structure at L = 64 and 128, all three modes timed,
+    forward only and forward plus backward."""
     start = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-m", "ssmts.bench", "lncde", "--quick"], capture_output=True, text=True, timeout=60,
@@ -98,27 +99,30 @@ def test_lncde_quick_runs_in_a_subprocess_and_prints_the_table():
     assert elapsed < 20, f"--quick took {elapsed:.1f} s"
     out = proc.stdout
     header = next(line for line in out.splitlines() if line.startswith("structure"))
-    for column in ("params", "compose MACs", "recurrence ms", "scan ms", "chunked ms", "vs dense scan"):
+    for column in ("params", "compose MACs", "recurrence ms", "scan ms", "chunked ms", "recurrence f+b ms",
+                   "scan f+b ms", "chunked f+b ms", "vs dense scan"):
         assert column in header
     for structure in bench_lncde.STRUCTURES:
         for L in (64, 128):
-            assert re.search(rf"^{re.escape(structure)}\s+16\s+\d+\s+\d+\s+{L}(\s+\d+\.\d){{3}}\s+\d+\.\dx$", out, re.M), (structure, L, out)
+            assert re.search(rf"^{re.escape(structure)}\s+16\s+\d+\s+\d+\s+{L}(\s+\d+\.\d){{6}}\s+\d+\.\dx$", out, re.M), (structure, L, out)
     assert re.search(r"^dense\s+16\s+\d+\s+4096\s", out, re.M)  # d^3 compositions
 
 
 def test_lncde_skips_over_memory_and_time_budgets(capsys):
-    """In-process: with no memory the scans are skipped (recurrence still timed); with no time budget
-    only the first length is measured and the next says why it was skipped."""
+    """In-process: with no memory the scans are skipped, and every forward plus backward pass (only the
+    forward recurrence is still timed); with no time budget only the first length is measured and the
+    next says why it was skipped."""
     assert bench_lncde.main(["--quick", "--structures", "block4,dense", "--max-gb", "0"]) == 0
     out = capsys.readouterr().out
     rows = [line for line in out.splitlines() if line.startswith(("block4", "dense"))]
-    assert len(rows) == 4 and all("scan: memory ~" in r and "chunked: memory ~" in r for r in rows)
-    assert all(re.search(r"\s\d+\.\d\s+-\s+-\s", r) for r in rows)
+    assert len(rows) == 4 and all("scan fwd: memory ~" in r and "chunked fwd: memory ~" in r for r in rows)
+    assert all(f"{mode} fwd+bwd: memory ~" in r for r in rows for mode in bench_lncde.MODES)
+    assert all(re.search(r"\s\d+\.\d(\s+-){5}\s", r) for r in rows)
 
     assert bench_lncde.main(["--quick", "--structures", "diagonal", "--budget", "0"]) == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("diagonal")]
     assert "skipped" not in rows[0] and "time ~" not in rows[0]
-    assert all(f"{mode}: time ~" in rows[1] for mode in bench_lncde.MODES)
+    assert all(f"{mode} {kind}: time ~" in rows[1] for mode in bench_lncde.MODES for kind in bench_lncde.PASSES)
     with pytest.raises(SystemExit):
         bench_lncde.main(["--structures", "sparse"])
 

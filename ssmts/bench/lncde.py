@@ -1,14 +1,17 @@
 """Cost of the LinearCDE (SLiCE) structures: `python -m ssmts.bench lncde [options]`
 (or `python -m ssmts.bench.lncde`).
 
-For every structure, hidden size d and length L it prints the parameter count and the forward
-time (no gradient, median of a few runs after a warm-up) of the three compute modes: the
-sequential recurrence, the associative scan and the chunked scan. The scan's per-step
+For every structure, hidden size d and length L it prints the parameter count and, for each of
+the three compute modes (the sequential recurrence, the associative scan and the chunked scan),
+the time of a forward pass (no gradient) and of a forward plus backward pass (what a training
+step pays: the gradient of the parameters and of the input, for a fixed output gradient); each
+the median of a few runs after a warm-up. The scan's per-step
 composition cost is sum_j b_j^3 multiply-adds for blocks b_j (d^3 for dense, DPLR and WH, whose
 products have no structure), so block-diagonal and diagonal scans scale as O(L d sum b_j^2)
 (with d_path ~ d) and the dense one as O(L d^3). A measurement is skipped, with the reason,
-when its transitions would need more than --max-gb of memory or when the time measured at the
-previous length, scaled linearly in L with a 1.5x margin, exceeds --budget seconds.
+when its transitions would need more than --max-gb of memory (with a backward pass autograd
+keeps the transitions of every step, in every mode) or when the time measured at the previous
+length, scaled linearly in L with a 1.5x margin, exceeds --budget seconds.
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 
 MODES = ("recurrence", "scan", "chunked")
+PASSES = ("fwd", "fwd+bwd")  # forward only; forward and backward
 STRUCTURES = ("diagonal", "block4", "diag+4x4", "dplr", "walsh_hadamard", "dense")
 MARGIN = 1.5  # long loops measured up to ~1.5x slower than linear extrapolation (cache effects)
 
@@ -50,6 +54,17 @@ def transition_bytes(layer, batch: int, steps: int, itemsize: int = 4) -> int:
     return 3 * batch * steps * per_step * itemsize
 
 
+def pass_bytes(layer, batch: int, L: int, mode: str, kind: str, chunk_size: int) -> int | None:
+    """The memory a measurement is skipped on: None for the forward recurrence (it holds a chunk of
+    transitions at a time); the scan's transitions over its steps for a forward pass; twice those of
+    all L steps with the backward pass, which keeps what every step computed."""
+    if kind == "fwd":
+        if mode == "recurrence":
+            return None
+        return transition_bytes(layer, batch, L if mode == "scan" else min(L, chunk_size))
+    return 2 * transition_bytes(layer, batch, L)
+
+
 @dataclass
 class Row:
     structure: str
@@ -57,8 +72,8 @@ class Row:
     L: int
     params: int
     compose: int
-    ms: dict = field(default_factory=dict)  # mode -> milliseconds
-    notes: dict = field(default_factory=dict)  # mode -> why skipped
+    ms: dict = field(default_factory=dict)  # (mode, pass) -> milliseconds
+    notes: dict = field(default_factory=dict)  # (mode, pass) -> why skipped
 
 
 def time_forward(layer, u, mode: str, repeats: int) -> float:
@@ -77,64 +92,97 @@ def time_forward(layer, u, mode: str, repeats: int) -> float:
     return statistics.median(times)
 
 
+def time_forward_backward(layer, u, mode: str, repeats: int) -> float:
+    """Median seconds of layer(u, mode=mode) and its backward pass for a fixed output gradient (the
+    gradients of the parameters and of u), after one warm-up on a short prefix."""
+    import torch
+
+    def step(v: torch.Tensor, grad: torch.Tensor) -> None:
+        layer(v, mode=mode).backward(grad)
+
+    prefix = u[..., : min(64, u.shape[-1])].clone().requires_grad_(True)
+    step(prefix, torch.ones(u.shape[0], layer.d_output, prefix.shape[-1]))
+    u = u.clone().requires_grad_(True)
+    grad = torch.ones(u.shape[0], layer.d_output, u.shape[-1])
+    times = []
+    for _ in range(repeats):
+        layer.zero_grad(set_to_none=True)
+        u.grad = None
+        start = time.perf_counter()
+        step(u, grad)
+        times.append(time.perf_counter() - start)
+        if times[-1] > 1.0:
+            break
+    layer.zero_grad(set_to_none=True)
+    return statistics.median(times)
+
+
 def run(args) -> list[Row]:
     import torch
 
     from ssmts.nn import LinearCDE
 
     torch.set_num_threads(args.threads)
+    timers = {"fwd": time_forward, "fwd+bwd": time_forward_backward}
     rows: list[Row] = []
     for d in args.hidden:
         for name in args.structures:
             torch.manual_seed(0)
             layer = LinearCDE(args.d_model, d, d_path=args.d_path, chunk_size=args.chunk_size, **layer_kwargs(name, d))
             params = sum(p.numel() for p in layer.parameters())
-            last: dict[str, tuple[int, float] | str] = {}  # mode -> (L, seconds) measured, or the skip reason
+            # (mode, pass) -> (L, seconds) measured, or the skip reason
+            last: dict[tuple[str, str], tuple[int, float] | str] = {}
             for L in args.lengths:
                 row = Row(name, d, L, params, compose_cost(layer))
                 u = torch.randn(args.batch, args.d_model, L)
-                for mode in MODES:
-                    steps = L if mode == "scan" else min(L, args.chunk_size)
-                    gb = transition_bytes(layer, args.batch, steps) / 1e9
-                    previous = last.get(mode)
-                    if isinstance(previous, str):
-                        row.notes[mode] = previous
-                        continue
-                    if mode != "recurrence" and gb > args.max_gb:  # the recurrence holds one transition at a time
-                        row.notes[mode] = last[mode] = f"{mode}: memory ~{gb:.3g} GB > {args.max_gb:g} GB"
-                        continue
-                    if previous is not None:
-                        L0, seconds = previous
-                        estimate = MARGIN * seconds * L / L0
-                        if estimate > args.budget:
-                            row.notes[mode] = last[mode] = (
-                                f"{mode}: time ~{estimate:.0f} s (from L={L0}, linear in L x{MARGIN:g}) > {args.budget:g} s"
-                            )
+                for kind in PASSES:
+                    for mode in MODES:
+                        key, what = (mode, kind), f"{mode} {kind}"
+                        previous = last.get(key)
+                        if isinstance(previous, str):
+                            row.notes[key] = previous
                             continue
-                    seconds = time_forward(layer, u, mode, args.repeats)
-                    row.ms[mode] = 1e3 * seconds
-                    last[mode] = (L, seconds)
+                        nbytes = pass_bytes(layer, args.batch, L, mode, kind, args.chunk_size)
+                        if nbytes is not None and nbytes / 1e9 > args.max_gb:
+                            row.notes[key] = last[key] = f"{what}: memory ~{nbytes / 1e9:.3g} GB > {args.max_gb:g} GB"
+                            continue
+                        if previous is not None:
+                            L0, seconds = previous
+                            estimate = MARGIN * seconds * L / L0
+                            if estimate > args.budget:
+                                row.notes[key] = last[key] = (
+                                    f"{what}: time ~{estimate:.0f} s (from L={L0}, linear in L x{MARGIN:g}) > {args.budget:g} s"
+                                )
+                                continue
+                        seconds = timers[kind](layer, u, mode, args.repeats)
+                        row.ms[key] = 1e3 * seconds
+                        last[key] = (L, seconds)
                 rows.append(row)
-                done = " ".join(f"{m}={row.ms[m]:.0f}ms" for m in MODES if m in row.ms)
+                done = " ".join(f"{m} {k}={row.ms[m, k]:.0f}ms" for k in PASSES for m in MODES if (m, k) in row.ms)
                 print(f"  done {name:15s} d={d:4d} L={L:6d} {done}", file=sys.stderr, flush=True)
     return rows
 
 
+COLUMNS = [(mode, kind) for kind in PASSES for mode in MODES]
+
+
 def format_table(rows: list[Row]) -> str:
-    dense_scan = {(r.d, r.L): r.ms.get("scan") for r in rows if r.structure == "dense"}
-    header = ["structure", "d", "params", "compose MACs", "L", "recurrence ms", "scan ms", "chunked ms", "vs dense scan", "skipped"]
+    dense_scan = {(r.d, r.L): r.ms.get(("scan", "fwd")) for r in rows if r.structure == "dense"}
+    header = ["structure", "d", "params", "compose MACs", "L", "recurrence ms", "scan ms", "chunked ms",
+              "recurrence f+b ms", "scan f+b ms", "chunked f+b ms", "vs dense scan", "skipped"]
     lines = []
     for r in rows:
         ratio = ""
         ref = dense_scan.get((r.d, r.L))
-        if ref is not None and "scan" in r.ms:
-            ratio = f"{ref / r.ms['scan']:.1f}x"
+        if ref is not None and ("scan", "fwd") in r.ms:
+            ratio = f"{ref / r.ms['scan', 'fwd']:.1f}x"
         cells = [r.structure, str(r.d), str(r.params), str(r.compose), str(r.L)]
-        cells += [f"{r.ms[m]:.1f}" if m in r.ms else "-" for m in MODES]
-        cells += [ratio, "; ".join(r.notes[m] for m in MODES if m in r.notes)]
+        cells += [f"{r.ms[c]:.1f}" if c in r.ms else "-" for c in COLUMNS]
+        cells += [ratio, "; ".join(r.notes[c] for c in COLUMNS if c in r.notes)]
         lines.append(cells)
+    numeric = len(header) - 1
     widths = [max(len(h), *(len(c[i]) for c in lines)) if lines else len(h) for i, h in enumerate(header)]
-    fmt = lambda cells: "  ".join(c.rjust(w) if 0 < i < 9 else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+    fmt = lambda cells: "  ".join(c.rjust(w) if 0 < i < numeric else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
     return "\n".join([fmt(header).rstrip()] + [fmt(c).rstrip() for c in lines])
 
 
@@ -153,7 +201,7 @@ def parse_args(argv: list[str] | None):
     p.add_argument("--chunk-size", type=int, default=128, help="chunk of the chunked scan (default 128)")
     p.add_argument("--repeats", type=int, default=3, help="timed runs, median reported; 1 once a run exceeds 1 s (default 3)")
     p.add_argument("--budget", type=float, default=None, help="skip a measurement expected to exceed this many seconds (default 20; 5 with --quick)")
-    p.add_argument("--max-gb", type=float, default=4.0, help="skip a scan whose transitions would exceed this memory (default 4)")
+    p.add_argument("--max-gb", type=float, default=4.0, help="skip a measurement whose transitions would exceed this memory (default 4)")
     p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (default 1)")
     p.add_argument("--quick", action="store_true", help="tiny shapes for a smoke test (a few seconds)")
     args = p.parse_args(argv)
@@ -181,7 +229,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     print(
-        f"ssmts LinearCDE benchmark: forward only (no grad), threads={args.threads} batch={args.batch} "
+        f"ssmts LinearCDE benchmark: forward (no grad) and forward+backward, threads={args.threads} batch={args.batch} "
         f"H={args.d_model} d_path={args.d_path} chunk={args.chunk_size} budget={args.budget:g} s "
         f"max-gb={args.max_gb:g} torch={torch.__version__}"
     )
@@ -191,8 +239,9 @@ def main(argv: list[str] | None = None) -> int:
     print(format_table(rows))
     print(
         "compose MACs: multiply-adds of one composition in the scan (sum over blocks of b^3; d^3 for dense, dplr "
-        "(rank 2) and walsh_hadamard); vs dense scan: the dense scan's time over this scan's at the same d and L; "
-        "block4 = 4x4 blocks, diag+4x4 = d-4 diagonal states and one 4x4 block"
+        "(rank 2) and walsh_hadamard); ms: forward only (no grad); f+b ms: forward and backward (gradients of the "
+        "parameters and the input); vs dense scan: the dense forward scan's time over this forward scan's at the "
+        "same d and L; block4 = 4x4 blocks, diag+4x4 = d-4 diagonal states and one 4x4 block"
     )
     print(f"total {time.perf_counter() - start:.1f} s", flush=True)
     return 0

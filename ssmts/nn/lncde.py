@@ -21,6 +21,104 @@ LNCDE_STRUCTURES = ("diagonal", "block_diagonal", "dplr", "walsh_hadamard", "den
 LNCDE_MODES = ("recurrence", "scan", "chunked")
 D_MODES = ("none", "identity", "diagonal", "full")
 
+# Batch invariance. A sample's output must not depend on what else is in the batch (scikit-learn's
+# estimator checks compare a batch with every sample alone, to ~1e-7 in float32). A BLAS product
+# whose rows are the batch folded with time (a (batch * L, K) matrix) does not give that: the
+# library picks kernels and splits work between threads by matrix shape, so a row's sums are
+# accumulated in another order in another batch. Nor does a batched matmul of larger matrices
+# (MKL's batch GEMM splits one matrix between threads when the batch is small). So every product
+# here is one of:
+# - elementwise, or a reduction (sum, amax) over a fixed dimension: per-output work whatever the batch;
+# - a product per sample (`matmul_each_sample`): the same call, with the same shapes, whatever the batch;
+# - a batch of small matrices, fewer than `NAIVE_BMM_MACS` multiply-adds each, that torch's CPU bmm
+#   computes with its own loop, one fixed order per matrix (bmm_out_or_baddbmm_ in ATen's
+#   LinearAlgebra.cpp); larger ones take one of the first two forms.
+# tests/nn/test_lncde_batch_invariance.py checks it bitwise for every structure and mode.
+NAIVE_BMM_MACS = 400
+# Products with a shared matrix of at most this many multiply-adds per sample are an elementwise
+# product and a sum (one batched operation instead of a call per sample).
+ELEMENTWISE_MACS = 8192
+# The recurrence makes its products with the path for as many steps as fit this many numbers per
+# sample (at most chunk_size steps), so that they stay in cache while the steps use them.
+RECURRENCE_CHUNK_NUMBERS = 2**15
+
+
+def _matmul_each_sample(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """out[n] = a[n] @ b[n] by one call per sample, written in place (no autograd)."""
+    if a.dim() == 2:
+        batch, a_parts, b_parts = b.shape[0], [a] * b.shape[0], b.unbind(0)
+    elif b.dim() == 2:
+        batch, a_parts, b_parts = a.shape[0], a.unbind(0), [b] * a.shape[0]
+    else:
+        batch, a_parts, b_parts = a.shape[0], a.unbind(0), b.unbind(0)
+    lead = a.shape[1:-2] if a.dim() > 2 else b.shape[1:-2]
+    out = torch.empty((batch, *lead, a.shape[-2], b.shape[-1]), dtype=torch.result_type(a, b), device=a.device)
+    product = torch.matmul if lead else torch.mm
+    for a_n, b_n, out_n in zip(a_parts, b_parts, out.unbind(0)):
+        product(a_n, b_n, out=out_n)
+    return out
+
+
+class _MatmulEachSample(torch.autograd.Function):
+    """`matmul_each_sample` with autograd: the forward one sample at a time, the backward (no batch
+    invariance needed there) batched as usual."""
+
+    @staticmethod
+    def forward(ctx, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(a, b)
+        return _matmul_each_sample(a, b)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        a, b = ctx.saved_tensors
+        grad_a = grad_b = None
+        if ctx.needs_input_grad[0]:
+            if a.dim() == 2:  # shared left factor: sum over the samples
+                grad_a = torch.matmul(grad, b.mT).sum(0)
+            else:
+                grad_a = torch.matmul(grad, b.mT)
+        if ctx.needs_input_grad[1]:
+            if b.dim() == 2 and a.dim() == 3:  # shared right factor: one product over all rows
+                grad_b = a.reshape(-1, a.shape[-1]).mT @ grad.reshape(-1, grad.shape[-1])
+            elif b.dim() == 2:
+                grad_b = torch.matmul(a.mT, grad).flatten(0, -3).sum(0)
+            else:
+                grad_b = torch.matmul(a.mT, grad)
+        return grad_a, grad_b
+
+
+def matmul_each_sample(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """a @ b for a batch of samples (dim 0), out[n] = a[n] @ b[n], such that a sample's result does not
+    depend on the rest of the batch: one call per sample, the same call with the same shapes whatever
+    else is in the batch; or, for a shared matrix and at most ELEMENTWISE_MACS multiply-adds per sample,
+    an elementwise product and a sum over the contracted dimension (innermost and contiguous, so each
+    output is one row's sum). One of a, b may be a 2-D matrix shared by all samples (the other's
+    samples are then matrices too), or both have the same dimensions after the batch. E.g.
+    a (batch, L, K) @ W (K, N) -> (batch, L, N), or W (N, K) @ x (batch, K, L) -> (batch, N, L)."""
+    if b.dim() == 2 and a.dim() == 3 and a.shape[1] * a.shape[2] * b.shape[1] <= ELEMENTWISE_MACS:
+        return (a.contiguous()[..., None, :] * b.T.contiguous()).sum(-1)
+    if a.dim() == 2 and b.dim() == 3 and b.shape[2] * b.shape[1] * a.shape[0] <= ELEMENTWISE_MACS:
+        return (b.transpose(1, 2).contiguous()[..., None, :] * a.contiguous()).sum(-1).transpose(1, 2).contiguous()
+    if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
+        return _MatmulEachSample.apply(a, b)
+    return _matmul_each_sample(a, b)
+
+
+def _matvec(M: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """M @ v for (..., s, s) matrices and (..., s) vectors, batch-invariant: torch's own bmm loop for
+    small matrices, an elementwise product and a row sum for larger ones."""
+    if M.shape[-1] * M.shape[-2] < NAIVE_BMM_MACS:
+        return (M @ v[..., None])[..., 0]
+    return (M * v[..., None, :]).sum(-1)
+
+
+def _matmul(later: torch.Tensor, earlier: torch.Tensor) -> torch.Tensor:
+    """later @ earlier for (batch, ..., s, s) matrices, batch-invariant: torch's own bmm loop for small
+    matrices, one batched product per sample for larger ones."""
+    if later.shape[-1] ** 3 < NAIVE_BMM_MACS:
+        return later @ earlier
+    return matmul_each_sample(later, earlier)
+
 
 def hadamard(order: int, dtype: torch.dtype = torch.float64) -> torch.Tensor:
     """Sylvester Hadamard matrix of a power-of-two `order`, entries +-1 (not normalized)."""
@@ -78,11 +176,16 @@ class LinearCDE(nn.Module):
     factors so that ||U^j||_F ||V^j||_F = init_std / P), so the input-driven part adds about
     init_std * dt / 2 to the bounds above. The sqrt(||M||_1 ||M||_inf)
     bound is loose for large dense blocks (by up to ~sqrt(s)), so strongly input-dependent dense
-    transitions are damped more than their true norm requires.
+    transitions are damped more than their true norm requires; and for rotations: a 2 x 2
+    rotation by theta has the bound |cos theta| + |sin theta| (up to sqrt(2)), so with
+    max_norm = 1 a rotation by other than a multiple of 90 degrees is scaled down by that
+    factor at every step (0.71 for 45 degrees): an oscillating memory decays.
 
-    Compute modes (one result, to round-off):
+    Compute modes (one result, to round-off; in every mode a sample's output does not depend,
+    to the last bit, on the rest of the batch: see the note on batch invariance at the top):
     - "recurrence": the sequential loop h_{i+1} = M_i h_i + b_i, applying dplr (O(P rank d))
-      and WH transitions without forming them; the reference.
+      and WH transitions without forming them; the reference. Its products with the path are
+      made for a few steps at once.
     - "scan": a parallel associative scan over the pairs (M_i, b_i) with (M2, b2) o (M1, b1) =
       (M2 M1, M2 b1 + b2), depth O(log L). Products are structure-aware: elementwise for 1x1
       blocks, batched s x s matmuls per block group (the scan stores blocks, never a d x d
@@ -279,7 +382,7 @@ class LinearCDE(nn.Module):
         one sample interval; data sampled at another rate covers another interval per step, which
         ``scaled_delta`` accounts for by multiplying dt (see `step_size`).
         """
-        z = torch.tanh(self.path(u.transpose(1, 2)))
+        z = torch.tanh(matmul_each_sample(u.transpose(1, 2), self.path.weight.T) + self.path.bias)
         ones = torch.ones_like(z[..., :1])
         return self.step_size * torch.cat([ones, z], dim=-1)
 
@@ -321,41 +424,70 @@ class LinearCDE(nn.Module):
             return torch.diag_embed(self.A_diag) + self.A_U @ self.A_V.transpose(1, 2)
         return self.hadamard[None] * self.A_diag[:, None, :]  # H diag(d^j): column k scaled by d^j_k
 
-    def _structured_aux(self) -> torch.Tensor:
-        """Per-forward constant of the dplr / walsh_hadamard steps: ||U^j||_F ||V^j||_F (P,) for dplr,
-        the normalized Hadamard matrix (d, d) for walsh_hadamard."""
+    def _structured_aux(self) -> tuple[torch.Tensor, ...]:
+        """Per-forward constants of the dplr / walsh_hadamard steps. dplr: ||U^j||_F ||V^j||_F (P,), V as
+        (P, rank, d) and U as (d, P * rank), both contiguous; walsh_hadamard: the normalized Hadamard matrix."""
         if self.structure == "dplr":
-            return torch.linalg.vector_norm(self.A_U, dim=(1, 2)) * torch.linalg.vector_norm(self.A_V, dim=(1, 2))
-        return self.hadamard
+            norms = torch.linalg.vector_norm(self.A_U, dim=(1, 2)) * torch.linalg.vector_norm(self.A_V, dim=(1, 2))
+            V = self.A_V.transpose(1, 2).contiguous()
+            U = self.A_U.permute(1, 0, 2).reshape(self.d_hidden, -1).contiguous()
+            return norms, V, U
+        return (self.hadamard,)
 
-    def _structured_nu(self, x: torch.Tensor, g: torch.Tensor, aux: torch.Tensor) -> torch.Tensor:
+    def _structured_nu(self, x: torch.Tensor, g: torch.Tensor, aux: tuple[torch.Tensor, ...]) -> torch.Tensor:
         """The norm bound of dplr / walsh_hadamard transitions from x (..., P) and g = x @ A_diag (..., d)."""
         if self.structure == "dplr":
-            return (1 + g).abs().amax(-1) + x.abs() @ aux
+            return (1 + g).abs().amax(-1) + (x.abs() * aux[0]).sum(-1)
         return 1 + g.abs().amax(-1)
 
-    def _transitions(self, x: torch.Tensor, dense_A: torch.Tensor | None = None) -> list[torch.Tensor]:
+    # ------------------------------------------------------------ the products with the path
+    def _input_weight(self, formed: bool) -> tuple[torch.Tensor, list[int]]:
+        """Everything linear in the path increment x, as one (P, K) matrix and its column widths:
+        B^T, then the input-dependent part of the transitions, sum_j x^j A^j, in the scan's
+        representation (per block group; d x d for dense, and for dplr / walsh_hadamard when
+        `formed`), then for dplr / walsh_hadamard g = sum_j x^j d^j (their norm bound and steps)."""
+        P, d = self.d_path + 1, self.d_hidden
+        B, _ = self._grouped_BC()
+        parts = [B.T]
+        if self.structure in ("diagonal", "block_diagonal"):
+            parts += [A.reshape(P, -1) for A in self.A_blocks]
+        else:
+            if formed or self.structure == "dense":
+                parts.append(self._dense_A().reshape(P, d * d))
+            if self.structure != "dense":
+                parts.append(self.A_diag)
+        return torch.cat(parts, dim=1), [t.shape[1] for t in parts]
+
+    @staticmethod
+    def _input_products(x: torch.Tensor, weight: tuple[torch.Tensor, list[int]]) -> list[torch.Tensor]:
+        """x (batch, T, P) -> [b (batch, T, d), then the other parts of `_input_weight`], one product per sample."""
+        W, widths = weight
+        return list(matmul_each_sample(x, W).split(widths, dim=-1))
+
+    def _transitions(self, x: torch.Tensor, parts: list[torch.Tensor] | None = None) -> list[torch.Tensor]:
         """Normalized M_i in the scan's representation: x (..., P) -> one tensor per group,
-        (..., n) for 1x1 blocks and (..., n, s, s) otherwise, in the grouped state layout."""
+        (..., n) for 1x1 blocks and (..., n, s, s) otherwise, in the grouped state layout.
+        `parts`: the products of `_input_weight(formed=True)` after b (computed here, for x of shape
+        (batch, T, P), when None)."""
+        if parts is None:  # x: (batch, T, P)
+            parts = self._input_products(x, self._input_weight(formed=True))[1:]
         lead = x.shape[:-1]
         if self.structure in ("diagonal", "block_diagonal"):
             rep = []
-            for (s, n), A in zip(self._groups, self.A_blocks):
+            for (s, n), m in zip(self._groups, parts):
                 if s == 1:
-                    m = 1 + x @ A
+                    m = 1 + m
                     rep.append(m * self._scale(m.abs()))
                 else:
-                    Mg = (x @ A.reshape(A.shape[0], -1)).reshape(*lead, n, s, s)
-                    Mg = Mg + torch.eye(s, dtype=Mg.dtype, device=Mg.device)
+                    Mg = m.reshape(*lead, n, s, s) + torch.eye(s, dtype=m.dtype, device=m.device)
                     rep.append(Mg * self._scale(self._holder(Mg))[..., None, None])
             return rep
         d = self.d_hidden
-        A = self._dense_A() if dense_A is None else dense_A
-        Mi = (x @ A.reshape(A.shape[0], -1)).reshape(*lead, 1, d, d) + torch.eye(d, dtype=x.dtype, device=x.device)
+        Mi = parts[0].reshape(*lead, 1, d, d) + torch.eye(d, dtype=x.dtype, device=x.device)
         if self.structure == "dense":
             nu = self._holder(Mi)
         else:
-            nu = self._structured_nu(x, x @ self.A_diag, self._structured_aux())[..., None]
+            nu = self._structured_nu(x, parts[1], self._structured_aux())[..., None]
         return [Mi * self._scale(nu)[..., None, None]]
 
     def _split(self, h: torch.Tensor) -> list[torch.Tensor]:
@@ -371,21 +503,25 @@ class LinearCDE(nn.Module):
         """M h for a representation and a grouped-layout state (..., d), block-wise."""
         out = []
         for (s, _), Mg, hg in zip(self._groups, rep, self._split(h)):
-            out.append(Mg * hg if s == 1 else (Mg @ hg[..., None])[..., 0].flatten(-2))
+            out.append(Mg * hg if s == 1 else _matvec(Mg, hg).flatten(-2))
         return out[0] if len(out) == 1 else torch.cat(out, dim=-1)
 
     def _compose(self, later: list[torch.Tensor], earlier: list[torch.Tensor]) -> list[torch.Tensor]:
-        """The transition of `earlier` then `later`: later @ earlier, block by block (blocks stay blocks)."""
-        return [l * e if s == 1 else l @ e for (s, _), l, e in zip(self._groups, later, earlier)]
+        """The transition of `earlier` then `later`: later @ earlier, block by block (blocks stay blocks).
+        Both (batch, ...) with the batch first."""
+        return [l * e if s == 1 else _matmul(l, e) for (s, _), l, e in zip(self._groups, later, earlier)]
 
-    def _step_structured(self, x: torch.Tensor, h: torch.Tensor, aux: torch.Tensor) -> torch.Tensor:
-        """M_i h for one step of dplr / walsh_hadamard without building M_i: x (b, P), h (b, d)."""
-        g = x @ self.A_diag
+    def _step_structured(
+        self, x: torch.Tensor, g: torch.Tensor, h: torch.Tensor, aux: tuple[torch.Tensor, ...]
+    ) -> torch.Tensor:
+        """M_i h for one step of dplr / walsh_hadamard without building M_i: x (b, P), g = x @ A_diag (b, d),
+        h (b, d). Elementwise products and sums over fixed dimensions only (batch-invariant)."""
         if self.structure == "dplr":
-            vh = torch.einsum("pdr,bd->bpr", self.A_V, h) * x[..., None]
-            Mh = (1 + g) * h + torch.einsum("pdr,bpr->bd", self.A_U, vh)
+            _, V, U = aux
+            vh = (V * h[:, None, None, :]).sum(-1) * x[..., None]  # (b, P, rank): x^j V^j^T h
+            Mh = (1 + g) * h + (U * vh.flatten(1)[:, None, :]).sum(-1)
         else:
-            Mh = h + (g * h) @ aux.T  # H (g * h), H the normalized Hadamard matrix
+            Mh = h + (aux[0] * (g * h)[:, None, :]).sum(-1)  # H (g * h), H the normalized Hadamard matrix
         return Mh * self._scale(self._structured_nu(x, g, aux))[..., None]
 
     # ------------------------------------------------------------ scan
@@ -410,13 +546,14 @@ class LinearCDE(nn.Module):
         q = torch.stack([q_even[:, :n], q_odd], dim=2).flatten(1, 2)
         return torch.cat([q, q_even[:, n:]], dim=1) if T % 2 else q
 
-    def _scan_states(self, x: torch.Tensor, b: torch.Tensor, h: torch.Tensor, chunk: int) -> torch.Tensor:
+    def _scan_states(self, x: torch.Tensor, h: torch.Tensor, chunk: int) -> torch.Tensor:
         """States h_1..h_L by the scan over chunks of `chunk` steps, carrying h between chunks."""
-        dense_A = None if self.structure in ("diagonal", "block_diagonal") else self._dense_A()
+        weight = self._input_weight(formed=True)
         states = []
         for start in range(0, x.shape[1], chunk):
-            rep = self._transitions(x[:, start : start + chunk], dense_A)
-            bc = b[:, start : start + chunk]
+            xc = x[:, start : start + chunk]
+            bc, *parts = self._input_products(xc, weight)
+            rep = self._transitions(xc, parts)
             # Fold the carried state into the first input: h_1 = M_0 h_0 + b_0, so the scan starts from 0.
             first = self._act([t[:, 0] for t in rep], h) + bc[:, 0]
             q = self._scan(rep, torch.cat([first[:, None], bc[:, 1:]], dim=1))
@@ -424,21 +561,29 @@ class LinearCDE(nn.Module):
             h = q[:, -1]
         return states[0] if len(states) == 1 else torch.cat(states, dim=1)
 
-    def _recurrence_states(self, x: torch.Tensor, b: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+    def _recurrence_states(self, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+        """States h_1..h_L one step at a time. The products with the path are made for a chunk of steps
+        at once: at most `chunk_size`, and as many as keep them within RECURRENCE_CHUNK_NUMBERS numbers
+        per sample (a few dense d x d transitions), so that a chunk stays in cache. dplr and
+        walsh_hadamard steps apply their transitions without forming them."""
+        formed = self.structure not in ("dplr", "walsh_hadamard")
+        weight = self._input_weight(formed)
+        chunk = max(1, min(self.chunk_size, RECURRENCE_CHUNK_NUMBERS // weight[0].shape[1]))
+        aux = None if formed else self._structured_aux()
         states = []
-        aux = self._aux()
-        for i in range(x.shape[1]):
-            h = self._step_state(x[:, i], b[:, i], h, aux)
-            states.append(h)
+        for start in range(0, x.shape[1], chunk):
+            xc = x[:, start : start + chunk]
+            bc, *parts = self._input_products(xc, weight)
+            # Per-step views by unbind: one backward node per chunk (indexing step by step would
+            # give every step a gradient the size of the whole chunk).
+            per_step = self._transitions(xc, parts) if formed else [xc, parts[0]]
+            for b_i, *step in zip(bc.unbind(1), *(t.unbind(1) for t in per_step)):
+                if formed:
+                    h = self._act(step, h) + b_i
+                else:
+                    h = self._step_structured(*step, h, aux) + b_i
+                states.append(h)
         return torch.stack(states, dim=1)
-
-    def _aux(self) -> torch.Tensor | None:
-        return self._structured_aux() if self.structure in ("dplr", "walsh_hadamard") else None
-
-    def _step_state(self, x: torch.Tensor, b: torch.Tensor, h: torch.Tensor, aux: torch.Tensor | None) -> torch.Tensor:
-        if aux is not None:
-            return self._step_structured(x, h, aux) + b
-        return self._act(self._transitions(x), h) + b
 
     # ------------------------------------------------------------ layout
     def _to_grouped(self, h: torch.Tensor) -> torch.Tensor:
@@ -466,14 +611,28 @@ class LinearCDE(nn.Module):
         if tuple(state.shape) != expected or state.is_complex():
             raise ValueError(f"state must be real of shape {expected}, got {tuple(state.shape)} {state.dtype}")
 
-    def _feedthrough(self, y: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    def _output(self, states: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        """y = C h + D u: states (batch, L, d) in the grouped layout, u (batch, H, L) -> (batch, M, L)."""
+        _, C = self._grouped_BC()
+        y = matmul_each_sample(C, states.transpose(1, 2))
         if self.D_mode == "identity":
             return y + u
         if self.D_mode == "diagonal":
             return y + self.D[:, None] * u
         if self.D_mode == "full":
-            return y + torch.matmul(self.D, u)
+            return y + matmul_each_sample(self.D, u)
         return y
+
+    def _states(self, u: torch.Tensor, state: torch.Tensor | None, mode: str) -> torch.Tensor:
+        """States h_1..h_L in the grouped layout, (batch, L, d)."""
+        if state is None:
+            state = self.initial_state(u.shape[0], device=u.device, dtype=u.dtype)
+        self._check_state(state, u.shape[0])
+        x = self.path_increments(u)  # (b, L, P)
+        h0 = self._to_grouped(state.to(x.dtype))
+        if mode == "recurrence":
+            return self._recurrence_states(x, h0)
+        return self._scan_states(x, h0, u.shape[-1] if mode == "scan" else self.chunk_size)
 
     def forward(
         self,
@@ -493,18 +652,8 @@ class LinearCDE(nn.Module):
         mode = self.mode if mode is None else mode
         if mode not in LNCDE_MODES:
             raise ValueError(f"unknown mode {mode!r}; choose one of {LNCDE_MODES}")
-        if state is None:
-            state = self.initial_state(u.shape[0], device=u.device, dtype=u.dtype)
-        self._check_state(state, u.shape[0])
-        x = self.path_increments(u)  # (b, L, P)
-        B, C = self._grouped_BC()
-        b = x @ B.T  # (b, L, d)
-        h0 = self._to_grouped(state.to(x.dtype))
-        if mode == "recurrence":
-            states = self._recurrence_states(x, b, h0)
-        else:
-            states = self._scan_states(x, b, h0, u.shape[-1] if mode == "scan" else self.chunk_size)
-        y = self._feedthrough(torch.matmul(C, states.transpose(1, 2)), u)
+        states = self._states(u, state, mode)
+        y = self._output(states, u)
         if return_state:
             return y, self._from_grouped(states[:, -1])
         return y
@@ -518,12 +667,9 @@ class LinearCDE(nn.Module):
         """One step. u_t: (batch, H), state h_t: (batch, d_hidden) -> (y_t (batch, M), h_{t+1})."""
         if u_t.dim() != 2 or u_t.shape[1] != self.d_model:
             raise ValueError(f"step expects u_t of shape (batch, {self.d_model}), got {tuple(u_t.shape)}")
-        self._check_state(state, u_t.shape[0])
-        x = self.path_increments(u_t[..., None])[:, 0]
-        B, C = self._grouped_BC()
-        h = self._step_state(x, x @ B.T, self._to_grouped(state.to(x.dtype)), self._aux())
-        y = self._feedthrough((h @ C.T)[..., None], u_t[..., None])[..., 0]
-        return y, self._from_grouped(h)
+        u = u_t[..., None]
+        h = self._states(u, state, "recurrence")
+        return self._output(h, u)[..., 0], self._from_grouped(h[:, 0])
 
     # ------------------------------------------------------------ analysis
     def transition_product(self, u: torch.Tensor) -> torch.Tensor:
