@@ -72,6 +72,17 @@ def _vandermonde(W: torch.Tensor, log_abar: torch.Tensor, length: int) -> torch.
     return K.reshape(S, R, J * c)[..., :length]
 
 
+def _per_sample_mv(A: torch.Tensor, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """y[i, s] = A[s] @ x[i, s] (+ bias[s]): A (S, m, k), x (b, S, k) -> (b, S, m), one product per sample
+    (a sample's result never depends on the batch; a stride-0 batched matmul would copy A b times)."""
+    if A.shape[0] == 1:
+        out = [torch.mv(A[0], xi[0]) if bias is None else torch.addmv(bias[0], A[0], xi[0]) for xi in x]
+        return torch.stack(out)[:, None]
+    out = [torch.bmm(A, xi[:, :, None])[..., 0] for xi in x]
+    y = torch.stack(out)
+    return y if bias is None else y + bias
+
+
 def _two_sided(forward: torch.Tensor, backward: torch.Tensor, n: int, average: bool) -> torch.Tensor:
     """Bidirectional kernel on a circular grid of n >= 2L: forward taps at l >= 0, backward taps at
     n - l (lag -l), both at l = 0 (the eSSM sum counts that tap twice); halved when `average` (LDNN)."""
@@ -109,8 +120,8 @@ class SSM(nn.Module):
         convolution: how the FFT mode convolves. "state" (eSSM): x = V * (Bbar u) per mode, then
             C x; memory (batch, heads, P, 2L) complex. "kernel" (S4D): build each head's
             (M/s x H/s x L) kernel 2 Re(C Abar^l Bbar) and convolve u with it; memory
-            (batch, H, 2L). "auto" takes the kernel when P > (M/s)(H/s), i.e. for many small
-            heads such as the eSSM paper presets, and the state otherwise.
+            (batch, H, 2L). "auto" takes the kernel when (M/s)(H/s) < 16 P, i.e. for many small
+            heads such as the eSSM paper presets and stacked SISO, and the state otherwise.
         chunk_length: None (default) or T: the FFT mode runs sequences longer than T in chunks of T
             steps, carrying the state from chunk to chunk (bidirectional: a second, reversed pass), so
             the working memory grows with T, not with L (beyond the output). The result is the
@@ -453,25 +464,76 @@ class SSM(nn.Module):
         return torch.zeros(batch, self.heads, self.P, dtype=self._complex_dtype(), device=device)
 
     def step(self, u_t: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """One step of the recurrence. u_t: (batch, H), state: (batch, heads, P) -> (y_t (batch, M), state)."""
+        """One step of the recurrence. u_t: (batch, H), state: (batch, heads, P) -> (y_t (batch, M), state).
+
+        The discretized Abar, Bbar and C are computed once and reused while the parameters (and
+        dt_scale) stay unchanged, when no gradient is being recorded; with autograd on they are
+        recomputed every step so that gradients reach the parameters.
+        """
         if self.bidirectional:
             raise ValueError("a bidirectional SSM cannot run step by step")
         if u_t.dim() != 2 or u_t.shape[1] != self.d_model:
             raise ValueError(f"step expects u_t of shape (batch, {self.d_model}), got {tuple(u_t.shape)}")
         self._check_dtype(u_t)
         self._check_state(state, u_t.shape[0])
-        Abar, Bbar, _, _ = self.discrete()
-        v = self._input_projection(u_t[..., None], Bbar)[..., 0]
-        state = Abar * state + v
-        y = self._readout(state[..., None], u_t[..., None])[..., 0]
+        Abar, Bi, Ci = self._step_constants()
+        b, S, P, Hh, Mh = u_t.shape[0], self.heads, self.P, self.d_head_in, self.d_head_out
+        u_t = u_t.to(Bi.dtype)
+        # Every product keeps the batch as a batch index (per-sample results do not depend on the batch).
+        if Hh == 1:
+            v = Bi[..., 0] * u_t[:, :, None]  # (b, S, 2P)
+        else:
+            v = _per_sample_mv(Bi, u_t.reshape(b, S, Hh))
+        v = torch.view_as_complex(v.reshape(b, S, P, 2))
+        state = torch.addcmul(v, Abar, state.to(v.dtype))
+        x = torch.view_as_real(state).reshape(b, S, 2 * P)
+        if Mh == 1:
+            y = (Ci[:, 0] * x).sum(-1)
+        else:
+            y = _per_sample_mv(Ci, x)
+        y = y.reshape(b, self.d_output)
+        if self.D_mode == "identity":
+            y = y + u_t
+        elif self.D_mode == "diagonal":
+            y = torch.addcmul(y, self.D, u_t)
+        elif self.D_mode == "full":
+            y = y + _per_sample_mv(self.D[None], u_t[:, None])[:, 0]
+        if self.mixer is not None:
+            y = _per_sample_mv(self.mixer.weight[None], y[:, None], self.mixer.bias[None])[:, 0]
         return y, state
+
+    def _step_constants(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(Abar (S, P) complex, Bbar (S, 2P, Hh) and factor*[C_re, -C_im] (S, Mh, 2P), real with the
+        real and imaginary parts interleaved, the layout of torch.view_as_real of the state)."""
+        params = (self.Lambda_re_raw, self.Lambda_im, self.log_dt, self.B, self.C)
+        cacheable = not (torch.is_grad_enabled() and any(p.requires_grad for p in params))
+        key = (tuple((p._version, p.data_ptr(), p.dtype, p.device) for p in params), self.dt_scale, self._delta_factor)
+        cached = self.__dict__.get("_step_cache")
+        if cacheable and cached is not None and cached[0] == key:
+            return cached[1]
+        Abar, Bbar, _, C = self.discrete()
+        S, P = self.heads, self.P
+        Bi = torch.view_as_real(Bbar).permute(0, 1, 3, 2).reshape(S, 2 * P, self.d_head_in)
+        Ci = torch.stack([C.real, -C.imag], dim=-1).reshape(S, self.d_head_out, 2 * P)
+        if self.conj_sym:
+            Ci = 2.0 * Ci
+        constants = (Abar, Bi.contiguous(), Ci.contiguous())
+        if cacheable:
+            self.__dict__["_step_cache"] = (key, constants)
+        return constants
 
     # ------------------------------------------------------------ kernel-first convolution
     @property
     def kernel_first(self) -> bool:
-        """Whether the FFT mode convolves with per-head kernels (see `convolution`)."""
+        """Whether the FFT mode convolves with per-head kernels (see `convolution`).
+
+        "auto" takes the kernels when (M/s)(H/s) < 16 P: the kernels' cost grows with their
+        number H (H/s) (building, transforming and applying them), the state's with the
+        batch * s * P complex convolutions; the factor 16 is where the two cross in CPU
+        measurements (forward+backward, batch 16, H 64 and 256, N 16 to 256).
+        """
         if self.convolution == "auto":
-            return self.P > self.d_head_out * self.d_head_in
+            return self.d_head_out * self.d_head_in < 16 * self.P
         return self.convolution == "kernel"
 
     # ------------------------------------------------------------ convolution kernels
