@@ -420,6 +420,17 @@ class SSM(nn.Module):
                 x = (x + x_back) / 2 if self.bidirectional == "ldnn" else x + x_back
             y = self._readout(x, u)
             return (y, x[..., -1]) if return_state else y
+        if torch.is_autocast_enabled(u.device.type):
+            # Mixed precision: kernels, FFTs and states in the layer's dtype, D and the mixer under autocast.
+            with torch.autocast(u.device.type, enabled=False):
+                y, x, d_done = self._fft_core(u.to(self.log_dt.dtype), state, return_state)
+        else:
+            y, x, d_done = self._fft_core(u, state, return_state)
+        y = self._feedthrough(y, u, with_d=not d_done)
+        return (y, x) if return_state else y
+
+    def _fft_core(self, u: torch.Tensor, state: torch.Tensor | None, return_state: bool):
+        """The FFT-mode SSM part: -> (y before the mixer (b, M, L), final state or None, whether D is in y)."""
         L = u.shape[-1]
         chunk = self.chunk_length
         if chunk is not None and L > chunk:
@@ -427,21 +438,19 @@ class SSM(nn.Module):
             if self.bidirectional:
                 y_back, _ = self._chunked(u.flip(-1), chunk, None, False, backward=True)
                 y = (y + y_back.flip(-1)) / 2 if self.bidirectional == "ldnn" else y + y_back.flip(-1)
-            y = self._feedthrough(y, u)
-            return (y, x) if return_state else y
+            return y, x, False
         if state is None and not return_state:
             if self.kernel_first:
                 spectrum = self._kernel_spectrum(L, 2 * L, two_sided=bool(self.bidirectional), fold_d=True)
-                return self._feedthrough(self._spectral_conv(u, spectrum, 2 * L), u, with_d=False)
+                return self._spectral_conv(u, spectrum, 2 * L), None, self.D_mode in ("identity", "diagonal")
             if self.bidirectional:
                 _, Bbar, log_abar, C = self.discrete()
                 log_abar_back = self.discrete(backward=True)[2] if self.bidirectional == "ldnn" else log_abar
                 x = self._causal_conv(self._input_projection(u, Bbar), log_abar, log_abar_back,
                                       average=self.bidirectional == "ldnn")
-                return self._feedthrough(self._readout_states(x, C, u.shape[0], L), u)
+                return self._readout_states(x, C, u.shape[0], L), None, False
         y, x = self._causal_with_state(u, state, return_state)
-        y = self._feedthrough(y, u)
-        return (y, x) if return_state else y
+        return y, x, False
 
     def _recurrence(self, v: torch.Tensor, Abar: torch.Tensor, state: torch.Tensor | None) -> torch.Tensor:
         x_prev = torch.zeros_like(v[..., 0]) if state is None else state.to(v.dtype)

@@ -284,3 +284,22 @@ def test_step_cache_follows_parameter_changes_and_keeps_gradients():
     y.square().sum().backward()
     for p in (layer.Lambda_re_raw, layer.Lambda_im, layer.log_dt, layer.B, layer.C):
         assert p.grad is not None and p.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize("convolution", ["kernel", "state"])
+def test_autocast_runs_the_ssm_part_in_float32(convolution):
+    """Under CPU bf16 autocast the kernels, FFTs and states stay float32 (no mixer: the output equals the
+    float32 one exactly); with a mixer only the mixer's product runs in bf16 (its float32 bias promotes the
+    sum back to float32; rel. error at bf16 resolution)."""
+    u = torch.randn(2, 4, 40, generator=_gen(1))
+    plain = SSM(4, 8, convolution=convolution, generator=_gen(0))
+    mixed = SSM(4, 8, heads=2, convolution=convolution, generator=_gen(0))
+    for layer, exact in ((plain, True), (mixed, False)):
+        reference = layer(u)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = layer(u)
+        assert y.dtype == torch.float32
+        if exact:
+            assert torch.equal(y, reference)
+        else:
+            assert not torch.equal(y, reference) and _rel(_np(y), _np(reference)) < 3e-2
