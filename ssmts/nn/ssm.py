@@ -83,6 +83,32 @@ def _per_sample_mv(A: torch.Tensor, x: torch.Tensor, bias: torch.Tensor | None =
     return y if bias is None else y + bias
 
 
+class _SpectralProduct(torch.autograd.Function):
+    """Y[i, s, f] = K[s, f] @ U[i, s, f]: K (S, F, Mh, Hh), U (b, S, F, Hh) -> (b, S, F, Mh), complex.
+
+    The forward pass runs one batched product per sample, so that a sample's output never depends on
+    the batch it is in (a GEMM over the batch picks its kernels, and summation order, by batch size).
+    The backward pass contracts over the batch in one GEMM per (head, frequency): the kernel's
+    gradient is a sum over the batch anyway.
+    """
+
+    @staticmethod
+    def forward(ctx, K, U):
+        ctx.save_for_backward(K, U)
+        return torch.stack([torch.matmul(K, Ui[..., None])[..., 0] for Ui in U])
+
+    @staticmethod
+    def backward(ctx, grad):
+        K, U = ctx.saved_tensors
+        grad_K = grad_U = None
+        g = grad.permute(1, 2, 3, 0)  # (S, F, Mh, b)
+        if ctx.needs_input_grad[0]:
+            grad_K = torch.matmul(g, U.conj().permute(1, 2, 0, 3))  # sum_i g_i U_i^H
+        if ctx.needs_input_grad[1]:
+            grad_U = torch.matmul(K.conj().transpose(-1, -2), g).permute(3, 0, 1, 2)  # K^H g_i
+        return grad_K, grad_U
+
+
 def _two_sided(forward: torch.Tensor, backward: torch.Tensor, n: int, average: bool) -> torch.Tensor:
     """Bidirectional kernel on a circular grid of n >= 2L: forward taps at l >= 0, backward taps at
     n - l (lag -l), both at l = 0 (the eSSM sum counts that tap twice); halved when `average` (LDNN)."""
@@ -607,11 +633,9 @@ class SSM(nn.Module):
         if Mh == 1 and Hh == 1:  # stacked SISO (S4D): one product per channel
             Y = U * kernel_spectrum.reshape(S, F_)
         else:
-            # One (Mh x Hh) @ (Hh x b) product per head and frequency. The batch is the matrices' column
-            # index, never folded into a reduction, so a sample's result does not depend on its batch.
-            Up = U.reshape(b, S, Hh, F_).permute(1, 3, 2, 0)  # (S, F, Hh, b)
-            Y = torch.matmul(kernel_spectrum.permute(0, 3, 1, 2), Up)  # (S, F, Mh, b)
-            Y = Y.permute(3, 0, 2, 1).reshape(b, self.d_output, F_)
+            Up = U.reshape(b, S, Hh, F_).permute(0, 1, 3, 2)  # (b, S, F, Hh)
+            Y = _SpectralProduct.apply(kernel_spectrum.permute(0, 3, 1, 2).contiguous(), Up)  # (b, S, F, Mh)
+            Y = Y.permute(0, 1, 3, 2).reshape(b, self.d_output, F_)
         return torch.fft.irfft(Y, n=n)[..., :L]
 
     def _kernel_conv(self, u: torch.Tensor) -> torch.Tensor:

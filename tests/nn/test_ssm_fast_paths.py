@@ -137,7 +137,8 @@ def test_chunked_powers_and_vandermonde_equal_direct_exponentials(length):
 GRAD_CASES = [
     dict(heads=2, convolution="kernel", bidirectional=False),  # stacked SISO, D folded into the kernel
     dict(heads=2, convolution="kernel", bidirectional="essm"),  # two-sided kernel
-    dict(heads=1, convolution="kernel", bidirectional="ldnn", discretization="bilinear"),
+    dict(heads=1, convolution="kernel", bidirectional="ldnn", discretization="bilinear"),  # 2x2 kernels per head
+    dict(heads=1, convolution="kernel", D="full", real_bc=True),
     dict(heads=1, convolution="state", bidirectional="essm"),  # two-sided state convolution
     dict(heads=1, convolution="state", bidirectional="ldnn", conj_sym=False, d_state=3),
     dict(heads=2, convolution="kernel", chunk_length=4, discretization="gbt", alpha=0.3),  # chunks: free response, final state
@@ -303,3 +304,14 @@ def test_autocast_runs_the_ssm_part_in_float32(convolution):
             assert torch.equal(y, reference)
         else:
             assert not torch.equal(y, reference) and _rel(_np(y), _np(reference)) < 3e-2
+
+
+@pytest.mark.parametrize("heads,convolution", [(2, "kernel"), (8, "kernel"), (1, "state"), (16, "kernel")])
+def test_a_samples_output_does_not_depend_on_its_batch(heads, convolution):
+    """Bitwise: the batch of 6 against each sample alone and against the first 3 (float32)."""
+    layer = SSM(16, 16, heads=heads, convolution=convolution, bidirectional="essm", generator=_gen(0))
+    u = torch.randn(6, 16, 64, generator=_gen(1))
+    with torch.no_grad():
+        y = layer(u)
+        assert torch.equal(y, torch.cat([layer(u[i : i + 1]) for i in range(6)]))
+        assert torch.equal(y[:3], layer(u[:3]))
