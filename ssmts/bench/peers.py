@@ -1,7 +1,9 @@
 """The SSM layer against its peers' own code: `python -m ssmts.bench peers [options]`.
 
-Median forward+backward time (loss mean(y^2), random input, no input gradient) of the bare
-layer, every model in this one process, for each width H, state size N and length L:
+Forward+backward time (loss mean(y^2), random input, no input gradient) of the bare layer,
+every model in this one process, for each width H, state size N and length L: after a warm-up
+pass each, `--repeats` rounds time every model once in turn, and the fastest pass is reported
+(interleaving makes a change of machine load hit every model alike):
 
     ssmts heads=H    SSM(H, N, heads=H): stacked SISO systems (S4D's structure)
     ssmts heads=1    SSM(H, N): one MIMO system (S5's structure)
@@ -153,9 +155,8 @@ def _floor_forward(kernel, L: int):
     return forward
 
 
-def measure(name: str, H: int, N: int, L: int, batch: int, peers: Peers, repeats: int, warmup: int,
-            budget_s: float, seed: int = 0) -> tuple[float, str]:
-    """Median fwd+bwd milliseconds (and a note) of one model at one shape."""
+def prepare(name: str, H: int, N: int, L: int, batch: int, peers: Peers, seed: int = 0):
+    """A function running one forward+backward pass of the model on one random batch; returns seconds."""
     import torch
 
     torch.manual_seed(seed)
@@ -176,11 +177,37 @@ def measure(name: str, H: int, N: int, L: int, batch: int, peers: Peers, repeats
             p.grad = None
         return elapsed
 
-    times = [once() for _ in range(max(warmup, 1))]
-    if times[-1] > budget_s:
-        return 1e3 * times[-1], "1 pass (over --max-seconds)"
-    times = [once() for _ in range(repeats)] if repeats else times
-    return 1e3 * statistics.median(times), ""
+    return once
+
+
+def measure_interleaved(passes: dict, repeats: int, warmup: int, budget_s: float) -> dict:
+    """{name: (ms, note)}: after the warm-up, `repeats` rounds that time every model once in turn (so
+    that a change of machine load hits all of them alike); the fastest pass of each is reported. A
+    model whose warm-up pass exceeds budget_s is reported from that one pass."""
+    results, active = {}, {}
+    for name, once in passes.items():
+        try:
+            seconds = [once() for _ in range(max(warmup, 1))][-1]
+        except (RuntimeError, MemoryError) as error:
+            results[name] = (None, f"error: {type(error).__name__}: {str(error).splitlines()[0][:80]}")
+            continue
+        if seconds > budget_s or repeats == 0:
+            results[name] = (1e3 * seconds, "1 pass (over --max-seconds)" if seconds > budget_s else "")
+        else:
+            active[name] = []
+    for _ in range(repeats):
+        for name in active:
+            active[name].append(passes[name]())
+    for name, seconds in active.items():
+        results[name] = (1e3 * min(seconds), "")
+    return results
+
+
+def measure(name: str, H: int, N: int, L: int, batch: int, peers: Peers, repeats: int, warmup: int,
+            budget_s: float, seed: int = 0) -> tuple[float, str]:
+    """Fastest fwd+bwd milliseconds (and a note) of one model at one shape."""
+    once = prepare(name, H, N, L, batch, peers, seed)
+    return measure_interleaved({name: once}, repeats, warmup, budget_s)[name]
 
 
 def estimate_seconds(previous, N: int, L: int, name: str) -> float | None:
@@ -253,7 +280,7 @@ def parse_args(argv: list[str] | None):
     p.add_argument("--peers", default=",".join(PEERS), help=f"comma-separated subset of {','.join(PEERS)} ('' for none)")
     p.add_argument("--no-lstm", action="store_true", help="leave out the LSTM row")
     p.add_argument("--batch", type=int, default=16, help="batch size (default 16)")
-    p.add_argument("--repeats", type=int, default=3, help="timed passes; the median is reported (default 3)")
+    p.add_argument("--repeats", type=int, default=3, help="interleaved timed rounds; the fastest pass is reported (default 3)")
     p.add_argument("--warmup", type=int, default=1, help="untimed passes first (default 1)")
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: all cores available)")
     p.add_argument("--max-seconds", type=float, default=60.0, help="skip a model whose pass is estimated (from its shorter L) above this; a warm-up above it is reported as the time (default 60)")
@@ -283,21 +310,19 @@ def run(args, peers: Peers, log=print) -> list[Row]:
     torch.set_num_threads(args.threads)
     rows: list[Row] = []
     last: dict = {}  # (model, H) -> (N, L, ms) of its last measurement, for the time estimate
-    shared: dict = {}  # N-independent rows (lstm, fft floor) measured once per (H, L)
     for H in args.widths:
         for N in args.states:
             for L in args.lengths:
                 models = [f"ssmts heads={k}" for k in ssmts_heads(H, args.heads)]
                 models += [name for name in args.peers]
                 models += ([] if args.no_lstm else ["lstm"]) + ["fft floor"]
+                passes, shape_rows = {}, {}
                 for name in models:
                     row = Row(H, N, L, name)
                     rows.append(row)
+                    shape_rows[name] = row
                     if name in peers.missing:
                         row.note = f"skipped: {peers.missing[name]}"
-                        continue
-                    if name in ("lstm", "fft floor") and (H, L, name) in shared:
-                        row.time_ms = shared[(H, L, name)]
                         continue
                     gb = estimate_gb(name, H, N, L, args.batch)
                     if gb > args.max_gb:
@@ -307,15 +332,14 @@ def run(args, peers: Peers, log=print) -> list[Row]:
                     if estimate is not None and estimate > args.max_seconds:
                         row.note = f"skipped: ~{estimate:.0f} s per pass estimated (> --max-seconds)"
                         continue
-                    try:
-                        row.time_ms, row.note = measure(name, H, N, L, args.batch, peers, args.repeats, args.warmup, args.max_seconds)
-                    except (RuntimeError, MemoryError) as error:
-                        row.note = f"error: {type(error).__name__}: {str(error).splitlines()[0][:80]}"
-                    if row.time_ms is not None:
-                        last[(name, H)] = (N, L, row.time_ms)
-                    if name in ("lstm", "fft floor") and row.time_ms is not None:
-                        shared[(H, L, name)] = row.time_ms
-                    log(f"  H={H} N={N} L={L} {name:15s} {'' if row.time_ms is None else f'{row.time_ms:.1f} ms'} {row.note}")
+                    passes[name] = prepare(name, H, N, L, args.batch, peers)
+                for name, (ms, note) in measure_interleaved(passes, args.repeats, args.warmup, args.max_seconds).items():
+                    row = shape_rows[name]
+                    row.time_ms, row.note = ms, note
+                    if ms is not None:
+                        last[(name, H)] = (N, L, ms)
+                    log(f"  H={H} N={N} L={L} {name:15s} {'' if ms is None else f'{ms:.1f} ms'} {note}")
+                del passes
     add_ratios(rows)
     return rows
 
@@ -405,7 +429,7 @@ def main(argv: list[str] | None = None) -> int:
 
     peers = load_peers(args.peers, args.s4d)
     print(f"ssmts peers benchmark: threads={args.threads} batch={args.batch} repeats={args.repeats} "
-          f"(median fwd+bwd after {args.warmup} warm-up) torch={torch.__version__}")
+          f"(fastest of the interleaved fwd+bwd passes after {args.warmup} warm-up) torch={torch.__version__}")
     for name, reason in peers.missing.items():
         print(f"peer {name} skipped: {reason}")
     start = time.perf_counter()
