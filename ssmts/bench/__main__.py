@@ -13,6 +13,7 @@ BENCHMARKS = {
     "forecast": "ssmts.bench.forecast",
     "lncde": "ssmts.bench.lncde",
     "scaling": "ssmts.bench.scaling",
+    "peers": "ssmts.bench.peers",
 }
 
 

@@ -32,7 +32,7 @@ class SSMBackbone(nn.Module):
         norm, prenorm, activation, dropout: block options (see SSMBlock).
         layer: "ssm" (default) or "lncde": the sequence layer of every block.
         **ssm_kwargs: passed to every layer: for an SSM d_state, heads, init, discretization,
-            bidirectional, D, dt_min, dt_max, lambda_enforce, conj_sym, real_bc ...; for a
+            bidirectional, D, dt_min, dt_max, lambda_enforce, conj_sym, real_bc, chunk_length ...; for a
             LinearCDE d_hidden, structure, block_size, block_sizes, rank, dt, max_norm ...
 
     Zero-shot rate change: ``dt_scale`` and ``set_sample_rate`` are the SSM layers' base
@@ -96,6 +96,17 @@ class SSMBackbone(nn.Module):
                              "has none (set the LinearCDE step with lncde_dt, or use ssmts.nn.scaled_delta)")
         for layer in self.ssm_layers:
             layer.dt_scale = value
+
+    @property
+    def chunk_length(self) -> int | None:
+        """The SSM layers' chunk size for long sequences (see SSM's `chunk_length`; None: unchunked)."""
+        layers = self.ssm_layers
+        return layers[0].chunk_length if layers else None
+
+    @chunk_length.setter
+    def chunk_length(self, value: int | None) -> None:
+        for layer in self.ssm_layers:
+            layer.chunk_length = value
 
     def set_sample_rate(self, new_rate: float, train_rate: float) -> None:
         """Set every SSM layer's dt_scale to train_rate / new_rate for good (see SSM.set_sample_rate;

@@ -35,6 +35,89 @@ def _softplus_inverse(x: torch.Tensor) -> torch.Tensor:
     return x + torch.log(-torch.expm1(-x))
 
 
+def _chunk_sizes(length: int) -> tuple[int, int]:
+    """(c, J) with c * J >= length and c ~ sqrt(length): lag l = j c + i, i < c, j < J."""
+    c = max(1, math.isqrt(max(length - 1, 0)) + 1)
+    return c, -(-length // c)
+
+
+def _powers(log_abar: torch.Tensor, length: int, start: int = 0) -> torch.Tensor:
+    """Abar^(start + l) for l < length: (..., length) complex, from c + J ~ 2 sqrt(length) complex
+    exponentials per mode (Abar^(start + j c) Abar^i) instead of `length` of them."""
+    c, J = _chunk_sizes(length)
+    dtype, device = log_abar.real.dtype, log_abar.device
+    head = torch.exp(log_abar[..., None] * torch.arange(c, device=device, dtype=dtype))
+    tail = torch.exp(log_abar[..., None] * (torch.arange(J, device=device, dtype=dtype) * c + start))
+    return (tail[..., :, None] * head[..., None, :]).flatten(-2)[..., :length]
+
+
+def _vandermonde(W: torch.Tensor, log_abar: torch.Tensor, length: int) -> torch.Tensor:
+    """K[s, r, l] = Re(sum_p W[s, p, r] Abar_sp^l) for l < length: (S, R, length) real.
+
+    W: (S, P, R) complex, log_abar: (S, P). With l = j c + i, Abar^l = Abar^(j c) Abar^i, so
+    K[s, r, j c + i] = Re(sum_p Abar_sp^(jc) (W[s, p, r] Abar_sp^i)): one real GEMM per head,
+    (J x 2P) @ (2P x R c), on the real and imaginary parts (only the real part is formed).
+    """
+    S, P, R = W.shape
+    c, J = _chunk_sizes(length)
+    dtype, device = log_abar.real.dtype, log_abar.device
+    head = torch.exp(log_abar[..., None] * torch.arange(c, device=device, dtype=dtype))  # (S, P, c)
+    tail = torch.exp(log_abar[..., None] * (torch.arange(J, device=device, dtype=dtype) * c))  # (S, P, J)
+    X = W[..., None] * head[:, :, None, :]  # (S, P, R, c)
+    X = torch.cat([X.real, X.imag], dim=1).reshape(S, 2 * P, R * c)
+    T = torch.cat([tail.real, -tail.imag], dim=1).transpose(1, 2)  # (S, J, 2P)
+    K = torch.bmm(T, X).reshape(S, J, R, c)
+    if R > 1:
+        K = K.transpose(1, 2)
+    return K.reshape(S, R, J * c)[..., :length]
+
+
+def _per_sample_mv(A: torch.Tensor, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
+    """y[i, s] = A[s] @ x[i, s] (+ bias[s]): A (S, m, k), x (b, S, k) -> (b, S, m), one product per sample
+    (a sample's result never depends on the batch; a stride-0 batched matmul would copy A b times)."""
+    if A.shape[0] == 1:
+        out = [torch.mv(A[0], xi[0]) if bias is None else torch.addmv(bias[0], A[0], xi[0]) for xi in x]
+        return torch.stack(out)[:, None]
+    out = [torch.bmm(A, xi[:, :, None])[..., 0] for xi in x]
+    y = torch.stack(out)
+    return y if bias is None else y + bias
+
+
+class _SpectralProduct(torch.autograd.Function):
+    """Y[i, s, f] = K[s, f] @ U[i, s, f]: K (S, F, Mh, Hh), U (b, S, F, Hh) -> (b, S, F, Mh), complex.
+
+    The forward pass runs one batched product per sample, so that a sample's output never depends on
+    the batch it is in (a GEMM over the batch picks its kernels, and summation order, by batch size).
+    The backward pass contracts over the batch in one GEMM per (head, frequency): the kernel's
+    gradient is a sum over the batch anyway.
+    """
+
+    @staticmethod
+    def forward(ctx, K, U):
+        ctx.save_for_backward(K, U)
+        return torch.stack([torch.matmul(K, Ui[..., None])[..., 0] for Ui in U])
+
+    @staticmethod
+    def backward(ctx, grad):
+        K, U = ctx.saved_tensors
+        grad_K = grad_U = None
+        g = grad.permute(1, 2, 3, 0)  # (S, F, Mh, b)
+        if ctx.needs_input_grad[0]:
+            grad_K = torch.matmul(g, U.conj().permute(1, 2, 0, 3))  # sum_i g_i U_i^H
+        if ctx.needs_input_grad[1]:
+            grad_U = torch.matmul(K.conj().transpose(-1, -2), g).permute(3, 0, 1, 2)  # K^H g_i
+        return grad_K, grad_U
+
+
+def _two_sided(forward: torch.Tensor, backward: torch.Tensor, n: int, average: bool) -> torch.Tensor:
+    """Bidirectional kernel on a circular grid of n >= 2L: forward taps at l >= 0, backward taps at
+    n - l (lag -l), both at l = 0 (the eSSM sum counts that tap twice); halved when `average` (LDNN)."""
+    L = forward.shape[-1]
+    gap = torch.zeros(*forward.shape[:-1], n - 2 * L + 1, dtype=forward.dtype, device=forward.device)
+    kernel = torch.cat([forward[..., :1] + backward[..., :1], forward[..., 1:], gap, backward[..., 1:].flip(-1)], -1)
+    return kernel / 2 if average else kernel
+
+
 class SSM(nn.Module):
     """Multi-head MIMO diagonal state-space layer.
 
@@ -63,8 +146,12 @@ class SSM(nn.Module):
         convolution: how the FFT mode convolves. "state" (eSSM): x = V * (Bbar u) per mode, then
             C x; memory (batch, heads, P, 2L) complex. "kernel" (S4D): build each head's
             (M/s x H/s x L) kernel 2 Re(C Abar^l Bbar) and convolve u with it; memory
-            (batch, H, 2L). "auto" takes the kernel when P > (M/s)(H/s), i.e. for many small
-            heads such as the eSSM paper presets, and the state otherwise.
+            (batch, H, 2L). "auto" takes the kernel when (M/s)(H/s) < 16 P, i.e. for many small
+            heads such as the eSSM paper presets and stacked SISO, and the state otherwise.
+        chunk_length: None (default) or T: the FFT mode runs sequences longer than T in chunks of T
+            steps, carrying the state from chunk to chunk (bidirectional: a second, reversed pass), so
+            the working memory grows with T, not with L (beyond the output). The result is the
+            unchunked one up to float rounding. Can be changed later (``layer.chunk_length = T``).
     """
 
     def __init__(
@@ -89,6 +176,7 @@ class SSM(nn.Module):
         fixed_transition: bool = False,
         min_decay: float = 1e-4,
         convolution: str = "auto",
+        chunk_length: int | None = None,
         generator: torch.Generator | None = None,
     ):
         super().__init__()
@@ -128,6 +216,7 @@ class SSM(nn.Module):
         self.bidirectional = "essm" if bidirectional is True else (bidirectional or False)
         self.D_mode, self.min_decay = D, float(min_decay)
         self.convolution = convolution
+        self.chunk_length = chunk_length
         self.dt_min, self.dt_max = float(dt_min), float(dt_max)
         self.ptd_eps, self.ptd_gamma = float(ptd_eps), float(ptd_gamma)
         if not isinstance(fixed_transition, (bool, np.bool_)):
@@ -213,6 +302,17 @@ class SSM(nn.Module):
         self._dt_scale = check_delta_factor(value, "dt_scale")
 
     @property
+    def chunk_length(self) -> int | None:
+        """Chunk size T of the FFT mode for long sequences (None: one FFT over the whole sequence)."""
+        return getattr(self, "_chunk_length", None)
+
+    @chunk_length.setter
+    def chunk_length(self, value: int | None) -> None:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1):
+            raise ValueError(f"chunk_length must be None or a positive integer, got {value!r}")
+        self._chunk_length = None if value is None else int(value)
+
+    @property
     def Delta(self) -> torch.Tensor:
         """Step sizes in use, (heads, P): exp(log_dt) * dt_scale, times the factor of an
         enclosing `scaled_delta` block."""
@@ -282,21 +382,22 @@ class SSM(nn.Module):
 
     def _readout(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         """y from states. x: (b, S, P, L) complex, u: (b, H, L) real -> (b, M, L)."""
-        C = self._complex(self.C)
-        b, L = u.shape[0], u.shape[-1]
+        return self._feedthrough(self._readout_states(x, self._complex(self.C), u.shape[0], u.shape[-1]), u)
+
+    def _readout_states(self, x: torch.Tensor, C: torch.Tensor, b: int, L: int) -> torch.Tensor:
+        """factor Re(C x) per head, before D and mixer: x (b, S, P, L) complex -> (b, M, L)."""
         # 2 Re(C x) = 2 (C_re x_re - C_im x_im): real matmuls are much faster than complex einsum on
         # CPU; the factor 2 goes into the small C rather than the (b, M, L) output.
         Cr = torch.cat([C.real, -C.imag], dim=-1)  # (S, Mh, 2P)
         if self.conj_sym:
             Cr = 2.0 * Cr
         xr = torch.cat([x.real, x.imag], dim=2)  # (b, S, 2P, L)
-        y = torch.matmul(Cr, xr).reshape(b, self.d_output, L)
-        return self._feedthrough(y, u)
+        return torch.matmul(Cr, xr).reshape(b, self.d_output, L)
 
-    def _feedthrough(self, y: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-        if self.D_mode == "identity":
+    def _feedthrough(self, y: torch.Tensor, u: torch.Tensor, with_d: bool = True) -> torch.Tensor:
+        if with_d and self.D_mode == "identity":
             y = y + u
-        elif self.D_mode == "diagonal":
+        elif with_d and self.D_mode == "diagonal":
             y = y + self.D[:, None] * u
         elif self.D_mode == "full":
             y = y + torch.bmm(self.D.expand(u.shape[0], -1, -1), u)
@@ -312,16 +413,6 @@ class SSM(nn.Module):
         v = torch.matmul(Br, uh)  # (b, S, 2P, L)
         return torch.complex(v[:, :, : self.P], v[:, :, self.P :])
 
-    @staticmethod
-    def _causal_conv(v: torch.Tensor, log_abar: torch.Tensor) -> torch.Tensor:
-        """x_k = sum_{l<=k} Abar^l v_{k-l} by FFT. v: (..., S, P, L) complex, log_abar: (S, P)."""
-        L = v.shape[-1]
-        n = 2 * L  # zero padding to 2L removes the circular wrap-around
-        steps = torch.arange(L, device=v.device, dtype=log_abar.real.dtype)
-        kernel = torch.exp(log_abar[..., None] * steps)  # (S, P, L): Abar^l
-        x = torch.fft.ifft(torch.fft.fft(v, n=n) * torch.fft.fft(kernel, n=n), n=n)
-        return x[..., :L]
-
     # ------------------------------------------------------------ compute modes
     def forward(
         self,
@@ -336,6 +427,7 @@ class SSM(nn.Module):
         mode: "fft" (convolution, default) or "recurrence" (sequential reference loop).
         state: (batch, heads, P) complex state x_{-1} to continue from (causal only).
         return_state: also return the final state x_{L-1}, (batch, heads, P), for `step`.
+        With `chunk_length` set and L above it, the FFT mode runs chunk by chunk (same result).
         """
         self._check_input(u)
         if mode not in ("fft", "recurrence"):
@@ -344,31 +436,47 @@ class SSM(nn.Module):
             raise ValueError("a bidirectional SSM has no causal state: state/return_state need bidirectional=False")
         if state is not None:
             self._check_state(state, u.shape[0])
-        if mode == "fft" and state is None and not return_state and self.kernel_first:
-            return self._feedthrough(self._kernel_conv(u), u)
-        Abar, Bbar, log_abar, _ = self.discrete()
-        v = self._input_projection(u, Bbar)
         if mode == "recurrence":
+            Abar, Bbar, _, _ = self.discrete()
+            v = self._input_projection(u, Bbar)
             x = self._recurrence(v, Abar, state)
             if self.bidirectional:
                 Abar_b, _, _, _ = self.discrete(backward=True) if self.bidirectional == "ldnn" else (Abar, None, None, None)
                 x_back = self._recurrence(v.flip(-1), Abar_b, None).flip(-1)
                 x = (x + x_back) / 2 if self.bidirectional == "ldnn" else x + x_back
+            y = self._readout(x, u)
+            return (y, x[..., -1]) if return_state else y
+        if torch.is_autocast_enabled(u.device.type):
+            # Mixed precision: kernels, FFTs and states in the layer's dtype, D and the mixer under autocast.
+            with torch.autocast(u.device.type, enabled=False):
+                y, x, d_done = self._fft_core(u.to(self.log_dt.dtype), state, return_state)
         else:
+            y, x, d_done = self._fft_core(u, state, return_state)
+        y = self._feedthrough(y, u, with_d=not d_done)
+        return (y, x) if return_state else y
+
+    def _fft_core(self, u: torch.Tensor, state: torch.Tensor | None, return_state: bool):
+        """The FFT-mode SSM part: -> (y before the mixer (b, M, L), final state or None, whether D is in y)."""
+        L = u.shape[-1]
+        chunk = self.chunk_length
+        if chunk is not None and L > chunk:
+            y, x = self._chunked(u, chunk, state, return_state)
             if self.bidirectional:
-                log_abar_b = self.discrete(backward=True)[2] if self.bidirectional == "ldnn" else log_abar
-                both = self._causal_conv(torch.stack([v, v.flip(-1)]), torch.stack([log_abar, log_abar_b])[:, None])
-                x = (both[0] + both[1].flip(-1)) / 2 if self.bidirectional == "ldnn" else both[0] + both[1].flip(-1)
-            else:
-                x = self._causal_conv(v, log_abar)
-                if state is not None:
-                    # Free response of x_{-1}: Abar^(k+1) x_{-1}.
-                    steps = torch.arange(1, u.shape[-1] + 1, device=u.device, dtype=log_abar.real.dtype)
-                    x = x + torch.exp(log_abar[..., None] * steps) * state[..., None]
-        y = self._readout(x, u)
-        if return_state:
-            return y, x[..., -1]
-        return y
+                y_back, _ = self._chunked(u.flip(-1), chunk, None, False, backward=True)
+                y = (y + y_back.flip(-1)) / 2 if self.bidirectional == "ldnn" else y + y_back.flip(-1)
+            return y, x, False
+        if state is None and not return_state:
+            if self.kernel_first:
+                spectrum = self._kernel_spectrum(L, 2 * L, two_sided=bool(self.bidirectional), fold_d=True)
+                return self._spectral_conv(u, spectrum, 2 * L), None, self.D_mode in ("identity", "diagonal")
+            if self.bidirectional:
+                _, Bbar, log_abar, C = self.discrete()
+                log_abar_back = self.discrete(backward=True)[2] if self.bidirectional == "ldnn" else log_abar
+                x = self._causal_conv(self._input_projection(u, Bbar), log_abar, log_abar_back,
+                                      average=self.bidirectional == "ldnn")
+                return self._readout_states(x, C, u.shape[0], L), None, False
+        y, x = self._causal_with_state(u, state, return_state)
+        return y, x, False
 
     def _recurrence(self, v: torch.Tensor, Abar: torch.Tensor, state: torch.Tensor | None) -> torch.Tensor:
         x_prev = torch.zeros_like(v[..., 0]) if state is None else state.to(v.dtype)
@@ -391,65 +499,219 @@ class SSM(nn.Module):
         return torch.zeros(batch, self.heads, self.P, dtype=self._complex_dtype(), device=device)
 
     def step(self, u_t: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """One step of the recurrence. u_t: (batch, H), state: (batch, heads, P) -> (y_t (batch, M), state)."""
+        """One step of the recurrence. u_t: (batch, H), state: (batch, heads, P) -> (y_t (batch, M), state).
+
+        The discretized Abar, Bbar and C are computed once and reused while the parameters (and
+        dt_scale) stay unchanged, when no gradient is being recorded; with autograd on they are
+        recomputed every step so that gradients reach the parameters.
+        """
         if self.bidirectional:
             raise ValueError("a bidirectional SSM cannot run step by step")
         if u_t.dim() != 2 or u_t.shape[1] != self.d_model:
             raise ValueError(f"step expects u_t of shape (batch, {self.d_model}), got {tuple(u_t.shape)}")
         self._check_dtype(u_t)
         self._check_state(state, u_t.shape[0])
-        Abar, Bbar, _, _ = self.discrete()
-        v = self._input_projection(u_t[..., None], Bbar)[..., 0]
-        state = Abar * state + v
-        y = self._readout(state[..., None], u_t[..., None])[..., 0]
+        Abar, Bi, Ci = self._step_constants()
+        b, S, P, Hh, Mh = u_t.shape[0], self.heads, self.P, self.d_head_in, self.d_head_out
+        u_t = u_t.to(Bi.dtype)
+        # Every product keeps the batch as a batch index (per-sample results do not depend on the batch).
+        if Hh == 1:
+            v = Bi[..., 0] * u_t[:, :, None]  # (b, S, 2P)
+        else:
+            v = _per_sample_mv(Bi, u_t.reshape(b, S, Hh))
+        v = torch.view_as_complex(v.reshape(b, S, P, 2))
+        state = torch.addcmul(v, Abar, state.to(v.dtype))
+        x = torch.view_as_real(state).reshape(b, S, 2 * P)
+        if Mh == 1:
+            y = (Ci[:, 0] * x).sum(-1)
+        else:
+            y = _per_sample_mv(Ci, x)
+        y = y.reshape(b, self.d_output)
+        if self.D_mode == "identity":
+            y = y + u_t
+        elif self.D_mode == "diagonal":
+            y = torch.addcmul(y, self.D, u_t)
+        elif self.D_mode == "full":
+            y = y + _per_sample_mv(self.D[None], u_t[:, None])[:, 0]
+        if self.mixer is not None:
+            y = _per_sample_mv(self.mixer.weight[None], y[:, None], self.mixer.bias[None])[:, 0]
         return y, state
+
+    def _step_constants(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(Abar (S, P) complex, Bbar (S, 2P, Hh) and factor*[C_re, -C_im] (S, Mh, 2P), real with the
+        real and imaginary parts interleaved, the layout of torch.view_as_real of the state)."""
+        params = (self.Lambda_re_raw, self.Lambda_im, self.log_dt, self.B, self.C)
+        cacheable = not (torch.is_grad_enabled() and any(p.requires_grad for p in params))
+        key = (tuple((p._version, p.data_ptr(), p.dtype, p.device) for p in params), self.dt_scale, self._delta_factor)
+        cached = self.__dict__.get("_step_cache")
+        if cacheable and cached is not None and cached[0] == key:
+            return cached[1]
+        Abar, Bbar, _, C = self.discrete()
+        S, P = self.heads, self.P
+        Bi = torch.view_as_real(Bbar).permute(0, 1, 3, 2).reshape(S, 2 * P, self.d_head_in)
+        Ci = torch.stack([C.real, -C.imag], dim=-1).reshape(S, self.d_head_out, 2 * P)
+        if self.conj_sym:
+            Ci = 2.0 * Ci
+        constants = (Abar, Bi.contiguous(), Ci.contiguous())
+        if cacheable:
+            self.__dict__["_step_cache"] = (key, constants)
+        return constants
 
     # ------------------------------------------------------------ kernel-first convolution
     @property
     def kernel_first(self) -> bool:
-        """Whether the FFT mode convolves with per-head kernels (see `convolution`)."""
+        """Whether the FFT mode convolves with per-head kernels (see `convolution`).
+
+        "auto" takes the kernels when (M/s)(H/s) < 16 P: the kernels' cost grows with their
+        number H (H/s) (building, transforming and applying them), the state's with the
+        batch * s * P complex convolutions; the factor 16 is where the two cross in CPU
+        measurements (forward+backward, batch 16, H 64 and 256, N 16 to 256).
+        """
         if self.convolution == "auto":
-            return self.P > self.d_head_out * self.d_head_in
+            return self.d_head_out * self.d_head_in < 16 * self.P
         return self.convolution == "kernel"
+
+    # ------------------------------------------------------------ convolution kernels
+    def _discrete_direction(self, backward: bool = False):
+        """(Abar, Bbar, log Abar, C) of one direction. The LDNN backward system has its own Abar and
+        shares the forward Bbar and C (LDNN eq. 18)."""
+        Abar, Bbar, log_abar, C = self.discrete()
+        if backward and self.bidirectional == "ldnn":
+            Abar, _, log_abar, _ = self.discrete(backward=True)
+        return Abar, Bbar, log_abar, C
+
+    @staticmethod
+    def _causal_conv(v: torch.Tensor, log_abar: torch.Tensor, log_abar_back: torch.Tensor | None = None,
+                     average: bool = False) -> torch.Tensor:
+        """x_k = sum_{l<=k} Abar^l v_{k-l} by FFT. v: (..., S, P, L) complex, log_abar: (S, P).
+
+        With `log_abar_back` also the anti-causal part sum_{l>=0} Abar_back^l v_{k+l} (the bidirectional
+        state, both directions in one two-sided kernel), halved when `average` (LDNN).
+        """
+        L = v.shape[-1]
+        n = 2 * L  # zero padding to 2L removes the circular wrap-around
+        kernel = _powers(log_abar, L)  # (S, P, L): Abar^l
+        if log_abar_back is not None:
+            kernel = _two_sided(kernel, _powers(log_abar_back, L), n, average)
+        x = torch.fft.ifft(torch.fft.fft(v, n=n) * torch.fft.fft(kernel, n=n), n=n)
+        return x[..., :L]
 
     def _block_kernels(self, length: int, backward: bool = False) -> torch.Tensor:
         """Per-head kernels K[s, m, h, l] = 2 Re(C_s Abar_s^l Bbar_s)[m, h]: (S, Mh, Hh, length) real.
 
-        The backward (LDNN) kernel has its own Abar and shares Bbar (eq. 18).
+        The backward (LDNN) kernel has its own Abar and shares Bbar (eq. 18). Built as one real GEMM per
+        head over chunks of the lag (see `_vandermonde`), not from S * P * length complex exponentials.
         """
-        _, Bbar, log_abar, C = self.discrete()
-        if backward:
-            log_abar = self.discrete(backward=True)[2]
-        steps = torch.arange(length, device=log_abar.device, dtype=log_abar.real.dtype)
-        powers = torch.exp(log_abar[..., None] * steps)  # (S, P, L)
+        _, Bbar, log_abar, C = self._discrete_direction(backward)
         S, Mh, Hh = self.heads, self.d_head_out, self.d_head_in
-        CB = (C[:, :, None, :] * Bbar.transpose(1, 2)[:, None, :, :]).reshape(S, Mh * Hh, -1)  # (S, Mh Hh, P)
-        # One (Mh Hh x P) @ (P x L) product per head; broadcasting powers over Mh would copy it Mh times.
-        K = torch.bmm(CB, powers).real.reshape(S, Mh, Hh, length)
-        return K * (2.0 if self.conj_sym else 1.0)
+        factor = 2.0 if self.conj_sym else 1.0
+        W = (factor * C).transpose(1, 2)[:, :, :, None] * Bbar[:, :, None, :]  # (S, P, Mh, Hh)
+        return _vandermonde(W.reshape(S, self.P, Mh * Hh), log_abar, length).reshape(S, Mh, Hh, length)
+
+    def _kernel_spectrum(self, length: int, n: int, *, two_sided: bool, fold_d: bool) -> torch.Tensor:
+        """rfft (size n) of the per-head kernels: (S, Mh, Hh, n/2 + 1) complex.
+
+        two_sided: the bidirectional kernel (forward taps at l >= 0, backward taps at -l), so that one
+        convolution gives both directions. fold_d: a diagonal/identity D added to tap 0 (then the
+        feed-through costs nothing at run time).
+        """
+        K = self._block_kernels(length)
+        if two_sided:
+            back = K if self.bidirectional == "essm" else self._block_kernels(length, backward=True)
+            K = _two_sided(K, back, n, average=self.bidirectional == "ldnn")
+        if fold_d and self.D_mode in ("identity", "diagonal"):
+            d = self.D if self.D_mode == "diagonal" else torch.ones(self.d_model, dtype=K.dtype, device=K.device)
+            K = torch.cat([K[..., :1] + torch.diag_embed(d.reshape(self.heads, self.d_head_in))[..., None], K[..., 1:]], -1)
+        return torch.fft.rfft(K, n=n)
+
+    def _spectral_conv(self, u: torch.Tensor, kernel_spectrum: torch.Tensor, n: int) -> torch.Tensor:
+        """y = K * u by FFT with per-head kernel spectra (S, Mh, Hh, n/2 + 1): u (b, H, L) -> (b, M, L)."""
+        b, _, L = u.shape
+        S, Mh, Hh = self.heads, self.d_head_out, self.d_head_in
+        U = torch.fft.rfft(u, n=n)  # (b, H, F)
+        F_ = U.shape[-1]
+        if Mh == 1 and Hh == 1:  # stacked SISO (S4D): one product per channel
+            Y = U * kernel_spectrum.reshape(S, F_)
+        else:
+            Up = U.reshape(b, S, Hh, F_).permute(0, 1, 3, 2)  # (b, S, F, Hh)
+            Y = _SpectralProduct.apply(kernel_spectrum.permute(0, 3, 1, 2).contiguous(), Up)  # (b, S, F, Mh)
+            Y = Y.permute(0, 1, 3, 2).reshape(b, self.d_output, F_)
+        return torch.fft.irfft(Y, n=n)[..., :L]
 
     def _kernel_conv(self, u: torch.Tensor) -> torch.Tensor:
         """y = K * u with per-head kernels, by FFT: u (b, H, L) -> (b, M, L), before D and mixer."""
+        L = u.shape[-1]
+        spectrum = self._kernel_spectrum(L, 2 * L, two_sided=bool(self.bidirectional), fold_d=False)
+        return self._spectral_conv(u, spectrum, 2 * L)
+
+    # ------------------------------------------------------------ causal pieces with a state
+    def _free_response(self, state: torch.Tensor, powers: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
+        """factor Re(C Abar^(k+1) x_{-1}) for k < L: state (b, S, P), powers (S, 2P, L) real
+        ([Re; -Im] of Abar^(k+1)) -> (b, M, L). One GEMM per sample (batch-independent results)."""
+        factor = 2.0 if self.conj_sym else 1.0
+        w = (factor * C)[None] * state[:, :, None, :]  # (b, S, Mh, P)
+        w = torch.cat([w.real, w.imag], dim=-1)  # (b, S, Mh, 2P)
+        y = torch.stack([torch.bmm(wi, powers) for wi in w])  # (b, S, Mh, L)
+        return y.reshape(state.shape[0], self.d_output, -1)
+
+    def _final_state(self, u: torch.Tensor, state: torch.Tensor | None, reversed_powers: torch.Tensor,
+                     Bbar: torch.Tensor, abar_length: torch.Tensor) -> torch.Tensor:
+        """x_{L-1} = Abar^L x_{-1} + sum_k Abar^(L-1-k) Bbar u_k. u (b, H, L), reversed_powers (S, L, 2P)
+        real ([Re, Im] of Abar^(L-1-k)), abar_length: Abar^L (S, P) -> (b, S, P) complex."""
         b, _, L = u.shape
-        n = 2 * L  # zero padding to 2L removes the circular wrap-around
-        uh = u.reshape(b, self.heads, 1, self.d_head_in, L)
+        uh = u.reshape(b, self.heads, self.d_head_in, L)
+        q = torch.stack([torch.bmm(ui, reversed_powers) for ui in uh])  # (b, S, Hh, 2P)
+        q = torch.complex(q[..., : self.P], q[..., self.P :])
+        x = (Bbar.transpose(1, 2)[None] * q).sum(2)  # (b, S, P)
+        return x if state is None else x + abar_length * state
 
-        def spectrum(kernel: torch.Tensor) -> torch.Tensor:
-            return torch.fft.rfft(kernel, n=n)[None]  # (1, S, Mh, Hh, n/2 + 1)
+    def _causal_with_state(self, u: torch.Tensor, state: torch.Tensor | None, want_state: bool,
+                           backward: bool = False, cache: dict | None = None):
+        """The SSM part (before D and mixer) of a causal pass from `state`: -> (y (b, M, L), x_{L-1} or None).
 
-        def convolve(kernel_spectrum: torch.Tensor, signal: torch.Tensor) -> torch.Tensor:
-            # Broadcast-multiply and sum over the (few) head inputs: one sample's result does not
-            # depend on the batch it is in (a batched GEMM would pick kernels by batch size).
-            product = (kernel_spectrum * torch.fft.rfft(signal, n=n)).sum(3)
-            return torch.fft.irfft(product, n=n)[..., :L]  # (b, S, Mh, L)
+        `cache` (a dict) keeps what depends only on the parameters and L between calls (chunked runs).
+        """
+        cache = {} if cache is None else cache
+        L = u.shape[-1]
+        if "discrete" not in cache:
+            cache["discrete"] = self._discrete_direction(backward)
+        Abar, Bbar, log_abar, C = cache["discrete"]
+        if self.kernel_first:
+            key = ("spectrum", L)
+            if key not in cache:
+                cache[key] = torch.fft.rfft(self._block_kernels(L, backward=backward), n=2 * L)
+            y = self._spectral_conv(u, cache[key], 2 * L)
+            if state is None and not want_state:
+                return y, None
+            key = ("powers", L)
+            if key not in cache:
+                pw = _powers(log_abar, L + 1)  # Abar^0 .. Abar^L
+                cache[key] = (
+                    torch.cat([pw[..., 1:].real, -pw[..., 1:].imag], dim=1),  # (S, 2P, L): Abar^(k+1)
+                    torch.cat([pw[..., :L].real, pw[..., :L].imag], dim=1).flip(-1).transpose(1, 2),  # (S, L, 2P)
+                    pw[..., L],
+                )
+            free, reversed_powers, abar_length = cache[key]
+            if state is not None:
+                y = y + self._free_response(state, free, C)
+            new_state = self._final_state(u, state, reversed_powers, Bbar, abar_length) if want_state else None
+            return y, new_state
+        v = self._input_projection(u, Bbar)
+        x = self._causal_conv(v, log_abar)
+        if state is not None:  # free response of x_{-1}: Abar^(k+1) x_{-1}
+            x = x + _powers(log_abar, L, start=1) * state[..., None]
+        return self._readout_states(x, C, u.shape[0], L), (x[..., -1] if want_state else None)
 
-        K_f = spectrum(self._block_kernels(L))
-        y = convolve(K_f, uh)
-        if self.bidirectional == "essm":  # the same kernel on the reversed sequence
-            y = y + convolve(K_f, uh.flip(-1)).flip(-1)
-        elif self.bidirectional == "ldnn":
-            y = (y + convolve(spectrum(self._block_kernels(L, backward=True)), uh.flip(-1)).flip(-1)) / 2
-        return y.reshape(b, self.d_output, L)
+    def _chunked(self, u: torch.Tensor, chunk: int, state: torch.Tensor | None, want_state: bool,
+                 backward: bool = False):
+        """Causal SSM part over chunks of `chunk` steps, the state carried between them."""
+        cache: dict = {}
+        ys = []
+        for start in range(0, u.shape[-1], chunk):
+            last = start + chunk >= u.shape[-1]
+            y, state = self._causal_with_state(u[..., start : start + chunk], state, want_state or not last, backward, cache)
+            ys.append(y)
+        return torch.cat(ys, dim=-1), state
 
     # ------------------------------------------------------------ analysis
     def kernel(self, length: int) -> torch.Tensor:

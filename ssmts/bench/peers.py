@@ -1,0 +1,443 @@
+"""The SSM layer against its peers' own code: `python -m ssmts.bench peers [options]`.
+
+Forward+backward time (loss mean(y^2), random input, no input gradient) of the bare layer,
+every model in this one process, for each width H, state size N and length L: after a warm-up
+pass each, `--repeats` rounds time every model once in turn, and the fastest pass is reported
+(interleaving makes a change of machine load hit every model alike):
+
+    ssmts heads=H    SSM(H, N, heads=H): stacked SISO systems (S4D's structure)
+    ssmts heads=1    SSM(H, N): one MIMO system (S5's structure)
+    ssmts heads=k    k in --heads (2, 4, 8, 32 below H): block-diagonal MIMO
+    s4d              the S4D layer of the S4 repository (models/s4/s4d.py, read from --s4d PATH)
+    s5               s5-pytorch's S5(H, state_width=N/2): N/2 complex modes like ssmts (conj_sym)
+    mamba            mambapy's MambaBlock(d_model=H, d_state=N, expand 2): selective, input-dependent
+    lstm             torch.nn.LSTM(H, H)
+    fft floor        the FFT convolution alone: rfft of u (B, H, 2L) and of a precomputed (H, L)
+                     kernel, product, irfft (the kernel gets the gradient)
+
+and the ratios ssmts / fastest peer of the same structure (heads=H: s4d, mamba; heads=1: s5;
+other heads: any peer) and ssmts / FFT floor. A peer that cannot be imported is skipped with
+the reason. `--step` adds streaming rows: steps per second of SSM.step against nn.LSTMCell.
+What each layer contains: S4D = kernel + FFT convolution + D + GELU + Conv1d(H, 2H) + GLU;
+ssmts = kernel + FFT convolution + D (+ a Linear(H, H) mixer when heads > 1); S5 = parallel
+scan + C + D; Mamba = in/out projections (H -> 4H -> H), causal conv, selective scan.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import math
+import os
+import statistics
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+PEERS = ("s4d", "s5", "mamba")
+SISO_PEERS = ("s4d", "mamba")  # one state (or state block) per channel
+MIMO_PEERS = ("s5",)
+DEFAULT_HEADS = (2, 4, 8, 32)
+
+
+@dataclass
+class Row:
+    H: int
+    N: int
+    L: int
+    model: str
+    time_ms: float | None = None
+    note: str = ""
+    peer: str = ""  # the peer this ssmts row is compared with
+    vs_peer: float | None = None
+    vs_floor: float | None = None
+
+
+@dataclass
+class StepRow:
+    H: int
+    N: int
+    batch: int
+    model: str
+    steps_per_s: float
+    vs_lstm: float | None = None
+
+
+@dataclass
+class Peers:
+    """Peer layer classes, or the reason each one is missing."""
+    classes: dict = field(default_factory=dict)
+    missing: dict = field(default_factory=dict)
+
+
+# ---------------------------------------------------------------- peers
+def load_s4d(path: str | os.PathLike):
+    """The S4D class of an S4 checkout, imported from its file (the repository root goes on sys.path
+    for its own `src.models.nn` import)."""
+    root = Path(path).expanduser().resolve()
+    source = root / "models" / "s4" / "s4d.py"
+    if not source.is_file():
+        raise ImportError(f"no models/s4/s4d.py under {root}")
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    spec = importlib.util.spec_from_file_location("_ssmts_peer_s4d", source)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.S4D
+
+
+def load_peer(name: str, s4d_path: str | None):
+    if name == "s4d":
+        if not s4d_path:
+            raise ImportError("no S4 checkout given (--s4d PATH)")
+        return load_s4d(s4d_path)
+    if name == "s5":
+        from s5 import S5
+
+        return S5
+    if name == "mamba":
+        from mambapy.mamba import MambaBlock, MambaConfig
+
+        return lambda H, N: MambaBlock(MambaConfig(d_model=H, n_layers=1, d_state=N))
+    raise ValueError(f"unknown peer {name!r}")
+
+
+def load_peers(names, s4d_path: str | None) -> Peers:
+    peers = Peers()
+    for name in names:
+        try:
+            peers.classes[name] = load_peer(name, s4d_path)
+        except Exception as error:  # ImportError, or a checkout that fails to import
+            peers.missing[name] = f"{type(error).__name__}: {error}"
+    return peers
+
+
+# ---------------------------------------------------------------- models
+def ssmts_heads(H: int, heads: list[int]) -> list[int]:
+    """The head counts run at width H: 1, H and the requested ones strictly between that divide H."""
+    return [1] + [k for k in heads if 1 < k < H and H % k == 0] + ([H] if H > 1 else [])
+
+
+def build(name: str, H: int, N: int, peers: Peers):
+    """(module, forward(x) -> output, input layout 'BHL' or 'BLH')."""
+    import torch
+    from torch import nn
+
+    if name.startswith("ssmts heads="):
+        from ssmts.nn import SSM
+
+        layer = SSM(H, N, heads=int(name.split("=")[1]))
+        return layer, layer, "BHL"
+    if name == "s4d":
+        layer = peers.classes["s4d"](H, d_state=N, transposed=True)
+        return layer, (lambda x: layer(x)[0]), "BHL"
+    if name == "s5":
+        layer = peers.classes["s5"](H, state_width=max(1, N // 2))
+        return layer, layer, "BLH"
+    if name == "mamba":
+        layer = peers.classes["mamba"](H, N)
+        return layer, layer, "BLH"
+    if name == "lstm":
+        layer = nn.LSTM(H, H, batch_first=True)
+        return layer, (lambda x: layer(x)[0]), "BLH"
+    if name == "fft floor":  # built per L in `measure`
+        return None, None, "BHL"
+    raise ValueError(f"unknown model {name!r}")
+
+
+def _floor_forward(kernel, L: int):
+    import torch
+
+    def forward(u):
+        n = 2 * L
+        return torch.fft.irfft(torch.fft.rfft(u, n=n) * torch.fft.rfft(kernel, n=n), n=n)[..., :L]
+
+    return forward
+
+
+def prepare(name: str, H: int, N: int, L: int, batch: int, peers: Peers, seed: int = 0):
+    """A function running one forward+backward pass of the model on one random batch; returns seconds."""
+    import torch
+
+    torch.manual_seed(seed)
+    module, forward, layout = build(name, H, N, peers)
+    if module is None:  # the FFT floor
+        module = torch.nn.Parameter(torch.randn(H, L) / math.sqrt(L))
+        forward = _floor_forward(module, L)
+    params = list(module.parameters()) if isinstance(module, torch.nn.Module) else [module]
+    x = torch.randn(batch, H, L)
+    if layout == "BLH":
+        x = x.transpose(1, 2).contiguous()
+
+    def once() -> float:
+        start = time.perf_counter()
+        forward(x).pow(2).mean().backward()
+        elapsed = time.perf_counter() - start
+        for p in params:
+            p.grad = None
+        return elapsed
+
+    return once
+
+
+def measure_interleaved(passes: dict, repeats: int, warmup: int, budget_s: float) -> dict:
+    """{name: (ms, note)}: after the warm-up, `repeats` rounds that time every model once in turn (so
+    that a change of machine load hits all of them alike); the fastest pass of each is reported. A
+    model whose warm-up pass exceeds budget_s is reported from that one pass."""
+    results, active = {}, {}
+    for name, once in passes.items():
+        try:
+            seconds = [once() for _ in range(max(warmup, 1))][-1]
+        except (RuntimeError, MemoryError) as error:
+            results[name] = (None, f"error: {type(error).__name__}: {str(error).splitlines()[0][:80]}")
+            continue
+        if seconds > budget_s or repeats == 0:
+            results[name] = (1e3 * seconds, "1 pass (over --max-seconds)" if seconds > budget_s else "")
+        else:
+            active[name] = []
+    for _ in range(repeats):
+        for name in active:
+            active[name].append(passes[name]())
+    for name, seconds in active.items():
+        results[name] = (1e3 * min(seconds), "")
+    return results
+
+
+def measure(name: str, H: int, N: int, L: int, batch: int, peers: Peers, repeats: int, warmup: int,
+            budget_s: float, seed: int = 0) -> tuple[float, str]:
+    """Fastest fwd+bwd milliseconds (and a note) of one model at one shape."""
+    once = prepare(name, H, N, L, batch, peers, seed)
+    return measure_interleaved({name: once}, repeats, warmup, budget_s)[name]
+
+
+def estimate_seconds(previous, N: int, L: int, name: str) -> float | None:
+    """A pass at (N, L) from the model's last timed pass at the same H: linear in L, and in N for the
+    peers whose work grows with it (ssmts rows are never skipped)."""
+    if previous is None or name.startswith("ssmts"):
+        return None
+    N0, L0, ms = previous
+    scale = L / L0 * (N / N0 if name in PEERS else 1.0)
+    return ms / 1e3 * scale
+
+
+def estimate_gb(name: str, H: int, N: int, L: int, batch: int) -> float:
+    """Rough peak memory of the peers whose intermediate tensors grow with N L."""
+    if name == "s4d":  # (H, N/2, L) complex exponentials, kept for backward
+        return 3 * H * (N // 2) * L * 8 / 1e9
+    if name == "mamba":  # (B, L, 2H, N) scan tensors
+        return 6 * batch * L * 2 * H * N * 4 / 1e9
+    return 0.0
+
+
+# ---------------------------------------------------------------- streaming
+def measure_steps(name: str, H: int, N: int, batch: int, steps: int, seed: int = 0) -> float:
+    """Steps per second of a streaming recurrence under torch.no_grad (median of 3 runs)."""
+    import torch
+
+    torch.manual_seed(seed)
+    x = torch.randn(steps, batch, H)
+    with torch.no_grad():
+        if name == "lstm cell":
+            cell = torch.nn.LSTMCell(H, H)
+            state = (torch.zeros(batch, H), torch.zeros(batch, H))
+
+            def run():
+                s = state
+                for t in range(steps):
+                    s = cell(x[t], s)
+        else:
+            from ssmts.nn import SSM
+
+            layer = SSM(H, N, heads=int(name.split("=")[1])).eval()
+            state = layer.initial_state(batch)
+
+            def run():
+                s = state
+                for t in range(steps):
+                    _, s = layer.step(x[t], s)
+
+        run()
+        times = []
+        for _ in range(3):
+            start = time.perf_counter()
+            run()
+            times.append(time.perf_counter() - start)
+    return steps / statistics.median(times)
+
+
+# ---------------------------------------------------------------- driver
+def _ints(text: str) -> list[int]:
+    return [int(v) for v in text.replace(",", " ").split()]
+
+
+def parse_args(argv: list[str] | None):
+    p = argparse.ArgumentParser(prog="python -m ssmts.bench peers", description=__doc__.split("\n\n")[0])
+    p.add_argument("--s4d", default=os.environ.get("SSMTS_S4D"), help="path of an S4 repository checkout (or $SSMTS_S4D); without it S4D is skipped")
+    p.add_argument("--widths", type=_ints, default=[64, 256], help="H (default 64,256)")
+    p.add_argument("--states", type=_ints, default=[16, 64, 256], help="N (default 16,64,256)")
+    p.add_argument("--lengths", type=_ints, default=[1024, 4096, 16384], help="L (default 1024,4096,16384)")
+    p.add_argument("--heads", type=_ints, default=list(DEFAULT_HEADS), help="intermediate ssmts head counts (default 2,4,8,32; 1 and H always run)")
+    p.add_argument("--peers", default=",".join(PEERS), help=f"comma-separated subset of {','.join(PEERS)} ('' for none)")
+    p.add_argument("--no-lstm", action="store_true", help="leave out the LSTM row")
+    p.add_argument("--batch", type=int, default=16, help="batch size (default 16)")
+    p.add_argument("--repeats", type=int, default=3, help="interleaved timed rounds; the fastest pass is reported (default 3)")
+    p.add_argument("--warmup", type=int, default=1, help="untimed passes first (default 1)")
+    p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: all cores available)")
+    p.add_argument("--max-seconds", type=float, default=60.0, help="skip a model whose pass is estimated (from its shorter L) above this; a warm-up above it is reported as the time (default 60)")
+    p.add_argument("--max-gb", type=float, default=8.0, help="skip S4D and Mamba shapes estimated above this memory (default 8)")
+    p.add_argument("--step", action="store_true", help="also streaming steps/s of SSM.step (heads 1 and H) and nn.LSTMCell at batch 1 and 64")
+    p.add_argument("--step-count", type=int, default=200, help="steps per streaming run (default 200)")
+    p.add_argument("--quick", action="store_true", help="H=64, N=16,64, L=1024, --max-seconds 3, 1 thread unless --threads: a smoke run")
+    p.add_argument("--markdown", action="store_true", help="print markdown tables")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.widths, args.states, args.lengths = [64], [16, 64], [1024]
+        args.max_seconds = min(args.max_seconds, 3.0)
+    if args.threads is None:
+        args.threads = 1 if args.quick else (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+    args.peers = [name.strip() for name in args.peers.split(",") if name.strip()]
+    unknown = sorted(set(args.peers) - set(PEERS))
+    if unknown:
+        p.error(f"unknown peers {unknown}; choose from {list(PEERS)}")
+    if min(args.widths + args.states + args.lengths + [args.batch, args.threads, args.step_count]) < 1 or args.repeats < 0 or args.warmup < 0:
+        p.error("widths, states, lengths, batch, threads and step-count must be positive; repeats and warmup >= 0")
+    return args
+
+
+def run(args, peers: Peers, log=print) -> list[Row]:
+    import torch
+
+    torch.set_num_threads(args.threads)
+    rows: list[Row] = []
+    last: dict = {}  # (model, H) -> (N, L, ms) of its last measurement, for the time estimate
+    for H in args.widths:
+        for N in args.states:
+            for L in args.lengths:
+                models = [f"ssmts heads={k}" for k in ssmts_heads(H, args.heads)]
+                models += [name for name in args.peers]
+                models += ([] if args.no_lstm else ["lstm"]) + ["fft floor"]
+                passes, shape_rows = {}, {}
+                for name in models:
+                    row = Row(H, N, L, name)
+                    rows.append(row)
+                    shape_rows[name] = row
+                    if name in peers.missing:
+                        row.note = f"skipped: {peers.missing[name]}"
+                        continue
+                    gb = estimate_gb(name, H, N, L, args.batch)
+                    if gb > args.max_gb:
+                        row.note = f"skipped: ~{gb:.0f} GB estimated (> --max-gb)"
+                        continue
+                    estimate = estimate_seconds(last.get((name, H)), N, L, name)
+                    if estimate is not None and estimate > args.max_seconds:
+                        row.note = f"skipped: ~{estimate:.0f} s per pass estimated (> --max-seconds)"
+                        continue
+                    passes[name] = prepare(name, H, N, L, args.batch, peers)
+                for name, (ms, note) in measure_interleaved(passes, args.repeats, args.warmup, args.max_seconds).items():
+                    row = shape_rows[name]
+                    row.time_ms, row.note = ms, note
+                    if ms is not None:
+                        last[(name, H)] = (N, L, ms)
+                    log(f"  H={H} N={N} L={L} {name:15s} {'' if ms is None else f'{ms:.1f} ms'} {note}")
+                del passes
+    add_ratios(rows)
+    return rows
+
+
+def add_ratios(rows: list[Row]) -> None:
+    """vs_peer: ssmts / fastest peer of the same structure; vs_floor: ssmts / FFT floor."""
+    by_shape: dict = {}
+    for row in rows:
+        by_shape.setdefault((row.H, row.N, row.L), {})[row.model] = row
+    for (H, _, _), shape in by_shape.items():
+        floor = shape.get("fft floor")
+        for name, row in shape.items():
+            if not name.startswith("ssmts") or row.time_ms is None:
+                continue
+            heads = int(name.split("=")[1])
+            group = SISO_PEERS if heads == H else (MIMO_PEERS if heads == 1 else PEERS)
+            timed = [(shape[p].time_ms, p) for p in group if p in shape and shape[p].time_ms is not None]
+            if timed:
+                best, row.peer = min(timed)
+                row.vs_peer = row.time_ms / best
+            if floor is not None and floor.time_ms is not None:
+                row.vs_floor = row.time_ms / floor.time_ms
+
+
+def run_steps(args, log=print) -> list[StepRow]:
+    import torch
+
+    torch.set_num_threads(args.threads)
+    rows = []
+    for H in args.widths:
+        for batch in (1, 64):
+            lstm = measure_steps("lstm cell", H, 0, batch, args.step_count)
+            for N in args.states:
+                for heads in sorted({1, H}):
+                    rate = measure_steps(f"ssmts heads={heads}", H, N, batch, args.step_count)
+                    rows.append(StepRow(H, N, batch, f"ssmts heads={heads}", rate, rate / lstm))
+                    log(f"  step H={H} N={N} batch={batch} heads={heads}: {rate:.0f} steps/s")
+            rows.append(StepRow(H, 0, batch, "lstm cell", lstm, 1.0))
+    return rows
+
+
+def _fmt(value, spec: str, suffix: str = "") -> str:
+    return "" if value is None else f"{value:{spec}}{suffix}"
+
+
+def format_table(rows: list[Row], markdown: bool) -> str:
+    header = ["H", "N", "L", "model", "fwd+bwd ms", "ssmts/peer", "peer", "ssmts/floor", "note"]
+    body = [[str(r.H), str(r.N), str(r.L), r.model, _fmt(r.time_ms, ".1f"), _fmt(r.vs_peer, ".2f", "x"), r.peer,
+             _fmt(r.vs_floor, ".2f", "x"), r.note] for r in rows]
+    return _table(header, body, markdown, right=(0, 1, 2, 4, 5, 7))
+
+
+def format_steps(rows: list[StepRow], markdown: bool) -> str:
+    header = ["H", "N", "batch", "model", "steps/s", "vs LSTMCell"]
+    body = [[str(r.H), str(r.N) if r.N else "", str(r.batch), r.model, f"{r.steps_per_s:.0f}", _fmt(r.vs_lstm, ".2f", "x")] for r in rows]
+    return _table(header, body, markdown, right=(0, 1, 2, 4, 5))
+
+
+def _table(header: list[str], body: list[list[str]], markdown: bool, right=()) -> str:
+    if markdown:
+        align = ["---:" if i in right else "---" for i in range(len(header))]
+        lines = ["| " + " | ".join(header) + " |", "|" + "|".join(align) + "|"]
+        lines += ["| " + " | ".join(cells) + " |" for cells in body]
+        return "\n".join(lines)
+    widths = [max(len(h), *(len(c[i]) for c in body)) if body else len(h) for i, h in enumerate(header)]
+    fmt = lambda cells: "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))  # noqa: E731
+    return "\n".join([fmt(header)] + [fmt(c) for c in body]).rstrip()
+
+
+def summary(rows: list[Row]) -> str:
+    ours = [r for r in rows if r.model.startswith("ssmts") and r.vs_peer is not None]
+    if not ours:
+        return "no ssmts row has a timed peer of its structure"
+    worst = max(ours, key=lambda r: r.vs_peer)
+    best = min(ours, key=lambda r: r.vs_peer)
+    floors = [r.vs_floor for r in rows if r.model.startswith("ssmts") and r.vs_floor is not None]
+    text = (f"ssmts / fastest peer of its structure: from {best.vs_peer:.2f}x ({best.model}, H={best.H} N={best.N} L={best.L}) "
+            f"to {worst.vs_peer:.2f}x ({worst.model} vs {worst.peer}, H={worst.H} N={worst.N} L={worst.L})")
+    if floors:
+        text += f"; ssmts / FFT floor: {min(floors):.2f}x to {max(floors):.2f}x"
+    return text
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    import torch
+
+    peers = load_peers(args.peers, args.s4d)
+    print(f"ssmts peers benchmark: threads={args.threads} batch={args.batch} repeats={args.repeats} "
+          f"(fastest of the interleaved fwd+bwd passes after {args.warmup} warm-up) torch={torch.__version__}")
+    for name, reason in peers.missing.items():
+        print(f"peer {name} skipped: {reason}")
+    start = time.perf_counter()
+    rows = run(args, peers, log=lambda text: print(text, file=sys.stderr, flush=True))
+    print(format_table(rows, args.markdown))
+    print(summary(rows))
+    if args.step:
+        print()
+        print(format_steps(run_steps(args, log=lambda text: print(text, file=sys.stderr, flush=True)), args.markdown))
+    print(f"total {time.perf_counter() - start:.1f} s")
+    return 0

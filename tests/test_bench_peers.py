@@ -1,0 +1,86 @@
+"""`python -m ssmts.bench peers` machinery on a tiny configuration, with the peers present and absent."""
+from __future__ import annotations
+
+import os
+import re
+import time
+
+import pytest
+
+from ssmts.bench import peers as bench_peers
+from ssmts.bench.__main__ import BENCHMARKS
+
+S4_CHECKOUT = os.environ.get("SSMTS_S4D", "/work/peers/s4")
+TINY = ["--widths", "8", "--states", "4", "--lengths", "32", "--batch", "2", "--heads", "2", "--repeats", "1",
+        "--warmup", "1", "--threads", "1"]
+
+
+def _rows(out: str, model: str) -> list[str]:
+    return [line for line in out.splitlines() if re.match(rf"^\s*\d+\s+\d+\s+\d+\s+{re.escape(model)}\s", line)]
+
+
+def test_registered():
+    assert BENCHMARKS["peers"] == "ssmts.bench.peers"
+
+
+def test_tiny_run_with_every_peer_it_can_import(capsys):
+    """Every ssmts head count (1, 2, H), the importable peers and the FFT floor get a time; each ssmts row
+    a ratio to its structure's peer (when that peer is importable) and to the floor."""
+    start = time.perf_counter()
+    args = TINY + ["--no-lstm"] + (["--s4d", S4_CHECKOUT] if os.path.isdir(S4_CHECKOUT) else [])
+    assert bench_peers.main(args) == 0
+    out = capsys.readouterr().out
+    # 4 to 10 s measured on the shared 2-core machine, most of it importing the peers; a loose bound.
+    assert time.perf_counter() - start < 30
+    loaded = bench_peers.load_peers(bench_peers.PEERS, S4_CHECKOUT if os.path.isdir(S4_CHECKOUT) else None)
+    for model in ("ssmts heads=1", "ssmts heads=2", "ssmts heads=8", "fft floor", *loaded.classes):
+        (row,) = _rows(out, model)
+        assert re.search(r"\s\d+\.\d(\s|$)", row), row
+    for model in ("ssmts heads=1", "ssmts heads=2", "ssmts heads=8"):
+        assert re.search(r"\d\.\d\dx\s*$", _rows(out, model)[0]), model  # vs the floor, last column
+    if "s5" in loaded.classes:
+        assert re.search(r"\d\.\d\dx\s+s5\s", _rows(out, "ssmts heads=1")[0])
+    if "s4d" in loaded.classes:
+        assert re.search(r"\d\.\d\dx\s+s4d\s", _rows(out, "ssmts heads=8")[0])
+    assert not _rows(out, "lstm")
+    assert "ssmts / fastest peer of its structure" in out or "no ssmts row has a timed peer" in out
+
+
+def test_tiny_run_with_the_peers_missing(capsys, monkeypatch):
+    """Each peer skipped with its reason; ssmts, LSTM and the floor still timed; the streaming table."""
+    def missing(name, s4d_path):
+        raise ImportError(f"no module named {name!r} (test)")
+
+    monkeypatch.setattr(bench_peers, "load_peer", missing)
+    start = time.perf_counter()
+    assert bench_peers.main(TINY + ["--markdown", "--step", "--step-count", "5"]) == 0
+    assert time.perf_counter() - start < 10
+    out = capsys.readouterr().out
+    for name in bench_peers.PEERS:
+        assert f"peer {name} skipped: ImportError: no module named '{name}' (test)" in out
+        assert re.search(rf"^\| 8 \| 4 \| 32 \| {name} \|  \|  \|  \|  \| skipped: ImportError", out, re.M)
+    assert re.search(r"^\| 8 \| 4 \| 32 \| ssmts heads=1 \| \d+\.\d \|  \|  \| \d+\.\d\dx \|", out, re.M)
+    assert re.search(r"^\| 8 \| 4 \| 32 \| lstm \| \d+\.\d \|", out, re.M)
+    assert "no ssmts row has a timed peer" in out
+    assert re.search(r"^\| 8 \| 4 \| 64 \| ssmts heads=8 \| \d+ \| \d+\.\d\dx \|", out, re.M)  # steps, batch 64
+    assert re.search(r"^\| 8 \|  \| 1 \| lstm cell \| \d+ \| 1\.00x \|", out, re.M)
+
+
+def test_s4d_needs_a_checkout():
+    with pytest.raises(ImportError, match="no S4 checkout"):
+        bench_peers.load_peer("s4d", None)
+    with pytest.raises(ImportError, match="no models/s4/s4d.py"):
+        bench_peers.load_s4d("/nonexistent/s4")
+
+
+def test_ratios_pick_the_fastest_peer_of_the_structure():
+    R = bench_peers.Row
+    rows = [R(8, 4, 32, "ssmts heads=8", 10.0), R(8, 4, 32, "ssmts heads=1", 30.0), R(8, 4, 32, "ssmts heads=2", 30.0),
+            R(8, 4, 32, "s4d", 40.0), R(8, 4, 32, "mamba", 20.0), R(8, 4, 32, "s5", 60.0), R(8, 4, 32, "fft floor", 5.0)]
+    bench_peers.add_ratios(rows)
+    assert (rows[0].peer, rows[0].vs_peer, rows[0].vs_floor) == ("mamba", 0.5, 2.0)
+    assert (rows[1].peer, rows[1].vs_peer) == ("s5", 0.5)
+    assert (rows[2].peer, rows[2].vs_peer) == ("mamba", 1.5)
+    assert bench_peers.estimate_seconds((16, 1024, 1000.0), 64, 4096, "mamba") == pytest.approx(16.0)
+    assert bench_peers.estimate_seconds((16, 1024, 1000.0), 64, 4096, "lstm") == pytest.approx(4.0)
+    assert bench_peers.estimate_seconds((16, 1024, 1000.0), 64, 4096, "ssmts heads=1") is None
