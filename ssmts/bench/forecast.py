@@ -132,8 +132,11 @@ def make_model(name: str, task: Task, shortest_train: int, ssm_overrides: dict):
     raise ValueError(f"unknown model {name!r}; choose from {MODELS}")
 
 
-def backtest(model_name: str, task: Task, y, X, ssm_overrides: dict, use_x: bool = False) -> dict:
-    """Mean MASE, sMAPE (%) and fit seconds over the folds of `task` on y."""
+def backtest(model_name: str, task: Task, y, X, ssm_overrides: dict, use_x: bool = False,
+             coverage: tuple = ()) -> dict:
+    """Mean MASE, sMAPE (%) and fit seconds over the folds of `task` on y; with `coverage`
+    levels, also the empirical coverage of each central interval (share of the fold's test
+    points inside it, pooled over folds) as cov<level in %>."""
     from sktime.performance_metrics.forecasting import (
         mean_absolute_percentage_error,
         mean_absolute_scaled_error,
@@ -142,6 +145,7 @@ def backtest(model_name: str, task: Task, y, X, ssm_overrides: dict, use_x: bool
     ends = cutoffs(len(y), task)
     fh = list(range(1, task.h + 1))
     mase, smape, seconds = [], [], []
+    inside = {level: [] for level in coverage}
     for end in ends:
         y_train, y_test = y.iloc[:end], y.iloc[end : end + task.h]
         # per fold: some lazily imported modules re-enable FutureWarnings on import
@@ -157,9 +161,20 @@ def backtest(model_name: str, task: Task, y, X, ssm_overrides: dict, use_x: bool
                 model.fit(y_train, fh=fh)
                 seconds.append(time.perf_counter() - start)
                 y_pred = model.predict()
+            if coverage:
+                X_future = X.iloc[end : end + task.h] if use_x else None
+                bounds = model.predict_interval(X=X_future, coverage=list(coverage))
+        for level in coverage:
+            lower = bounds.iloc[:, bounds.columns.get_level_values(1) == level]
+            lo, hi = lower.iloc[:, 0].to_numpy(), lower.iloc[:, 1].to_numpy()
+            truth = y_test.to_numpy().ravel()
+            inside[level].extend(((truth >= lo) & (truth <= hi)).tolist())
         mase.append(mean_absolute_scaled_error(y_test, y_pred, y_train=y_train, sp=task.season))
         smape.append(100 * mean_absolute_percentage_error(y_test, y_pred, symmetric=True))
-    return dict(mase=float(np.mean(mase)), smape=float(np.mean(smape)), fit_s=float(np.mean(seconds)))
+    result = dict(mase=float(np.mean(mase)), smape=float(np.mean(smape)), fit_s=float(np.mean(seconds)))
+    for level in coverage:
+        result[f"cov{round(100 * level)}"] = 100 * float(np.mean(inside[level]))
+    return result
 
 
 def parse_args(argv):
@@ -175,6 +190,9 @@ def parse_args(argv):
     p.add_argument("--dense", type=int, default=1, metavar="K",
                    help="K times the folds at 1/K of each series' step (at least 1): more, overlapping "
                         "forecast origins over about the same span, for less noisy comparisons")
+    p.add_argument("--coverage", default=None, metavar="LEVELS",
+                   help="also measure the empirical coverage (%%) of central prediction intervals at these "
+                        "comma-separated nominal levels, e.g. 0.8,0.9 (every model; pooled over folds and steps)")
     p.add_argument("--quick", action="store_true", help="smoke test: 5 epochs, one fold per series, 1 thread")
     args = p.parse_args(argv)
     args.series = [s.strip() for s in args.series.split(",") if s.strip()]
@@ -189,6 +207,12 @@ def parse_args(argv):
         p.error(f"--ssm-params is not valid JSON: {error}")
     if not isinstance(args.ssm_params, dict):
         p.error("--ssm-params must be a JSON object")
+    try:
+        args.coverage = tuple(float(v) for v in args.coverage.split(",") if v.strip()) if args.coverage else ()
+    except ValueError:
+        p.error(f"--coverage takes comma-separated levels in (0, 1), got {args.coverage!r}")
+    if any(not 0 < level < 1 for level in args.coverage):
+        p.error(f"--coverage levels must lie in (0, 1), got {list(args.coverage)}")
     if args.dense < 1:
         p.error(f"--dense must be an integer >= 1, got {args.dense}")
     if args.quick:
@@ -222,7 +246,8 @@ def run(args) -> list[dict]:
         if name == "uschange" and args.uschange_exog and "ssm" in args.models:
             runs.append(("ssm+X", "ssm", True))
         for label, model_name, use_x in runs:
-            result = backtest(model_name, task, y, X, args.ssm_params, use_x=use_x)
+            extra = {"coverage": args.coverage} if args.coverage else {}
+            result = backtest(model_name, task, y, X, args.ssm_params, use_x=use_x, **extra)
             rows.append(dict(series=name, model=label, **result))
             print(f"  done {name:9s} {label:6s} MASE {result['mase']:.3f}", file=sys.stderr, flush=True)
     return rows
@@ -233,8 +258,9 @@ def summary(rows: list[dict]) -> tuple[str, list[str]]:
     import pandas as pd
 
     df = pd.DataFrame(rows)
-    table = df.to_string(index=False, formatters={"mase": "{:.3f}".format, "smape": "{:.2f}".format,
-                                                   "fit_s": "{:.2f}".format})
+    formatters = {"mase": "{:.3f}".format, "smape": "{:.2f}".format, "fit_s": "{:.2f}".format}
+    formatters.update({c: "{:.1f}".format for c in df.columns if c.startswith("cov")})
+    table = df.to_string(index=False, formatters=formatters)
     lines = []
     ratios, beats_naive = [], []
     for name, group in df.groupby("series", sort=False):
