@@ -401,7 +401,7 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
             )
 
     def _contexts(self, fh, X):
-        """Per series: key, context y (c, C), future times, requested steps, X windows."""
+        """Per series: key, context y (c, C), future times of the requested steps, the steps, X windows."""
         self._check_x_columns(X, "predict")
         x_new = dict(split_instances(X)) if X is not None else {}
         c, cutoff = self.context_length, self.cutoff[0]
@@ -414,14 +414,7 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
                     f"but {key_name(key)} has {len(history)}"
                 )
             history = history.iloc[-c:]
-            steps = horizon_steps(fh, history.index)
-            if steps.min() < 1:
-                raise ValueError(f"fh reaches into the observed data of {key_name(key)} (steps {steps.tolist()})")
-            if steps.max() > self.horizon_:
-                raise ValueError(
-                    f"fh needs {steps.max()} steps ahead for {key_name(key)}, but the network was trained for "
-                    f"{self.horizon_}; refit with this fh"
-                )
+            steps = self._check_steps(horizon_steps(fh, history.index), key)
             x_ctx = x_future = None
             if self.n_exog_:
                 xp = x_new.get(key)
@@ -431,32 +424,48 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
                 future = future_times(fh, history.index, range(1, n_future + 1))
                 x_ctx = self._x_rows(key, x_all, history.index, "the context")
                 x_future = self._x_rows(key, x_all, future, f"the forecast steps 1..{n_future}")
-            items.append((key, history.to_numpy(), history.index, steps, x_ctx, x_future))
+            items.append((key, history.to_numpy(), future_times(fh, history.index, steps), steps, x_ctx, x_future))
         return items
 
-    @torch.no_grad()
+    def _check_steps(self, steps: np.ndarray, key: tuple) -> np.ndarray:
+        if steps.min() < 1:
+            raise ValueError(f"fh reaches into the observed data of {key_name(key)} (steps {steps.tolist()})")
+        if steps.max() > self.horizon_:
+            raise ValueError(
+                f"fh needs {steps.max()} steps ahead for {key_name(key)}, but the network was trained for "
+                f"{self.horizon_}; refit with this fh"
+            )
+        return steps
+
     def _forecast(self, fh, X, alpha):
         """[(key, absolute times, point (k, C), quantiles (k, C, A) or None)] in original units."""
         items = self._contexts(fh, X)
+        outputs = self._run([(ctx, steps, x_ctx, x_future) for _, ctx, _, steps, x_ctx, x_future in items], alpha)
+        return [(item[0], item[2], point, q) for item, (point, q) in zip(items, outputs)]
+
+    @torch.no_grad()
+    def _run(self, items, alpha):
+        """One batched forward for n forecasts: items [(context y (c, C), steps (k,), X context
+        (c, C_x) or None, future X (n_future, C_x) or None)] ->
+        [(point (k, C), quantiles (k, C, A) or None)] in original units."""
         device = resolve_device(self.device)
         model = self.model_.to(device).eval()
         levels = self.quantile_levels_
         median = int(np.flatnonzero(levels == 0.5)[0])
-        context = np.stack([item[1].T for item in items])  # (n, C, c)
+        context = np.stack([item[0].T for item in items])  # (n, C, c)
         shift, scale = self._norm_stats(context)
         ctx = Contexts((context - shift) / scale,
-                       np.stack([item[4].T for item in items]) if self.n_exog_ else None,
-                       [item[5] for item in items] if self.n_exog_ else None,
-                       int(max(item[3].max() for item in items)))
+                       np.stack([item[2].T for item in items]) if self.n_exog_ else None,
+                       [item[3] for item in items] if self.n_exog_ else None,
+                       int(max(item[1].max() for item in items)))
         shift_t, scale_t = np.transpose(shift, (0, 2, 1)), np.transpose(scale, (0, 2, 1))  # (n, 1, C)
         results = []
         if self.strategy == "direct":
             grid, _ = self._strategy.forecast(model, ctx, self.horizon_, device)
             grid = grid * scale_t[..., None] + shift_t[..., None]  # (n, H, C, Q)
-            for i, (key, _, times, wanted, _, _) in enumerate(items):
+            for i, (_, wanted, _, _) in enumerate(items):
                 g = grid[i, wanted - 1]
-                q = None if alpha is None else interpolate_quantiles(g, levels, alpha)
-                results.append((key, future_times(fh, times, wanted), g[..., median], q))
+                results.append((g[..., median], None if alpha is None else interpolate_quantiles(g, levels, alpha)))
             return results
         point, paths = self._strategy.forecast(
             model, ctx, self.horizon_, device, median=median, levels=levels,
@@ -464,12 +473,12 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
         point = point * scale_t + shift_t
         if paths is not None:
             paths = paths * scale_t[:, None, None] + shift_t[:, None, None]  # (n, P, members, S, C)
-        for i, (key, _, times, wanted, _, _) in enumerate(items):
+        for i, (_, wanted, _, _) in enumerate(items):
             q = None
             if paths is not None:
                 # each member's path quantiles, averaged over the members: (k, C, A)
                 q = np.moveaxis(np.quantile(paths[i][:, :, wanted - 1], alpha, axis=0).mean(1), 0, -1)
-            results.append((key, future_times(fh, times, wanted), point[i, wanted - 1], q))
+            results.append((point[i, wanted - 1], q))
         return results
 
     # ------------------------------------------------------------ persistence
