@@ -18,7 +18,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 import torch
-from sktime.forecasting.base import BaseForecaster
+from sktime.forecasting.base import BaseForecaster, ForecastingHorizon
 
 from ..nn import ForecastEnsemble
 from ..nn.functional import channel_statistics
@@ -381,12 +381,12 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
         frames = [(key, times, q.reshape(len(times), -1)) for key, times, _, q in results]
         return self._assemble(frames, self._get_columns(method="predict_quantiles", alpha=list(alpha)))
 
-    def _assemble(self, results, columns) -> pd.DataFrame:
+    def _assemble(self, results, columns, names=None) -> pd.DataFrame:
         values = np.concatenate([v for _, _, v in results]) if results else np.zeros((0, len(columns)))
         if len(results) == 1 and results[0][0] == ():
             return pd.DataFrame(values, index=results[0][1], columns=columns)
         tuples = [(*key, t) for key, times, _ in results for t in times]
-        index = pd.MultiIndex.from_tuples(tuples, names=self._index_names)
+        index = pd.MultiIndex.from_tuples(tuples, names=names or self._index_names)
         return pd.DataFrame(values, index=index, columns=columns)
 
     def _check_x_columns(self, X, method: str) -> None:
@@ -480,6 +480,99 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
                 q = np.moveaxis(np.quantile(paths[i][:, :, wanted - 1], alpha, axis=0).mean(1), 0, -1)
             results.append((point[i, wanted - 1], q))
         return results
+
+    # ------------------------------------------------------------ many origins, streaming
+    def _relative_steps(self, fh) -> tuple[ForecastingHorizon, np.ndarray]:
+        """fh (None: the fitted one) as relative steps ahead of every origin."""
+        if fh is None:
+            fh = self.fh if self.fh.is_relative else self.fh.to_relative(self.cutoff)
+        elif not isinstance(fh, ForecastingHorizon):
+            fh = ForecastingHorizon(fh)
+        if not fh.is_relative:
+            raise ValueError("historical_forecasts and stream need a relative fh (steps ahead of each origin, "
+                             f"e.g. [1, 2, 3]), got the absolute {list(fh.to_pandas())}")
+        return fh, np.asarray(fh.to_pandas(), dtype=np.int64)
+
+    def historical_forecasts(self, y, X=None, cutoffs=None, fh=None, alpha=None) -> pd.DataFrame:
+        """Forecasts from many origins of y with the fitted weights, in one batched forward.
+
+        Forecast k of the result equals ``update(y up to cutoffs[k], update_params=False)``
+        followed by ``predict(fh)`` (sktime's ``evaluate(..., strategy="no-update_params")``),
+        without moving this forecaster: the K context windows of every series (and, for
+        strategy="recursive", their roll) go through the network as one batch.
+
+        y: a series or panel like fit's, with the observations up to the last cutoff (a
+        series' context is its last context_length points at or before a cutoff). X: its
+        exogenous X, covering the contexts and the forecast steps after each cutoff.
+        cutoffs: time points (None: every point of each series with a full context before it).
+        fh: relative steps (None: the fitted fh). alpha: quantile levels (None: point forecasts).
+
+        Returns a frame indexed by (instance levels..., "cutoff", time): y's columns, or with
+        alpha the columns of predict_quantiles.
+        """
+        self.check_is_fitted()
+        fh, steps = self._relative_steps(fh)
+        if alpha is not None:
+            alpha = np.atleast_1d(np.asarray(alpha, dtype=np.float64))
+            if np.any((alpha <= 0) | (alpha >= 1)):
+                raise ValueError(f"quantile probabilities must lie strictly between 0 and 1, got {alpha.tolist()}")
+        y = y.to_frame() if isinstance(y, pd.Series) else y
+        X = X.to_frame() if isinstance(X, pd.Series) else X
+        if y.shape[1] != self.n_targets_:
+            raise ValueError(f"y has {y.shape[1]} columns, but {type(self).__name__} was fitted with {self.n_targets_}")
+        self._check_x_columns(X, "historical_forecasts")
+        c = self.context_length
+        n_future = self._strategy.future_steps(self.horizon_, int(steps.max()))
+        items, labels = [], []
+        for key, yp, xp in self._split_xy(y, X):
+            self._check_steps(steps, key)
+            index = yp.index
+            check_regular_index(index, f"the time index of {key_name(key)}")
+            if cutoffs is None:
+                positions = np.arange(c - 1, len(index))
+                asked = index[positions]
+            else:
+                asked = cutoffs if isinstance(cutoffs, pd.Index) else pd.Index(list(np.atleast_1d(cutoffs)))
+                # as update + predict: a series' origin is its last observation at or before the cutoff
+                positions = index.searchsorted(asked, side="right") - 1
+            short = np.flatnonzero(positions < c - 1)
+            if len(short):
+                raise ValueError(
+                    f"cutoff {asked[short[0]]} leaves {key_name(key)} {max(positions[short[0]] + 1, 0)} observation(s), "
+                    f"but a forecast reads a context of context_length={c}; its first possible cutoff is {index[c - 1]}")
+            # A regular index: the time of step s after position p is full[p + s].
+            full = index.append(future_times(fh, index, range(1, n_future + 1)))
+            values = yp.to_numpy()
+            x = None
+            if self.n_exog_:
+                needed = np.zeros(len(full), dtype=bool)
+                for p in positions:
+                    needed[p - c + 1 : p + n_future + 1] = True
+                x = np.full((len(full), self.n_exog_), np.nan)
+                x[needed] = self._x_rows(key, xp, full[needed], "the contexts and forecast steps of the cutoffs")
+            for label, p in zip(asked, positions):
+                items.append((values[p - c + 1 : p + 1], steps,
+                              None if x is None else x[p - c + 1 : p + 1],
+                              None if x is None else x[p + 1 : p + 1 + n_future]))
+                labels.append(((*key, label), full[p + steps]))
+        if not items:
+            raise ValueError("historical_forecasts got no cutoffs")
+        outputs = self._run(items, alpha)
+        names = [*self._index_names[:-1], "cutoff", self._index_names[-1]]
+        if alpha is None:
+            return self._assemble([(k, t, point) for (k, t), (point, _) in zip(labels, outputs)], self._y_columns,
+                                  names)
+        frames = [(k, t, q.reshape(len(t), -1)) for (k, t), (_, q) in zip(labels, outputs)]
+        return self._assemble(frames, self._get_columns(method="predict_quantiles", alpha=list(alpha)), names)
+
+    def stream(self, instance=None, fh=None) -> "ForecastStream":
+        """A streaming forecaster from the current cutoff: one observation at a time, the
+        forecast updated each step; see ssmts.sktime.ForecastStream. instance: the key of a
+        panel's series (None for a single series); fh: relative steps (None: the fitted fh)."""
+        from ._streaming import ForecastStream
+
+        self.check_is_fitted()
+        return ForecastStream(self, instance, fh)
 
     # ------------------------------------------------------------ persistence
     def __getstate__(self):
