@@ -161,12 +161,20 @@ def backtest(model_name: str, task: Task, y, X, ssm_overrides: dict, use_x: bool
                 model.fit(y_train, fh=fh)
                 seconds.append(time.perf_counter() - start)
                 y_pred = model.predict()
+            bounds = None
             if coverage:
                 X_future = X.iloc[end : end + task.h] if use_x else None
-                bounds = model.predict_interval(X=X_future, coverage=list(coverage))
+                try:
+                    bounds = model.predict_interval(X=X_future, coverage=list(coverage))
+                except Exception as error:  # a baseline's interval code failing must not end the run
+                    print(f"  {model_name} on {task.name}: no intervals ({type(error).__name__}: {error})",
+                          file=sys.stderr)
         for level in coverage:
+            if bounds is None:
+                inside[level].append(np.nan)
+                continue
             lower = bounds.iloc[:, bounds.columns.get_level_values(1) == level]
-            lo, hi = lower.iloc[:, 0].to_numpy(), lower.iloc[:, 1].to_numpy()
+            lo, hi = lower.iloc[:, 0].to_numpy(dtype=float), lower.iloc[:, 1].to_numpy(dtype=float)
             truth = y_test.to_numpy().ravel()
             inside[level].extend(((truth >= lo) & (truth <= hi)).tolist())
         mase.append(mean_absolute_scaled_error(y_test, y_pred, y_train=y_train, sp=task.season))
@@ -175,6 +183,89 @@ def backtest(model_name: str, task: Task, y, X, ssm_overrides: dict, use_x: bool
     for level in coverage:
         result[f"cov{round(100 * level)}"] = 100 * float(np.mean(inside[level]))
     return result
+
+
+def synthetic_series(n: int, seed: int = 0):
+    """An hourly development series: trend, a daily cycle and noise (n points)."""
+    import pandas as pd
+
+    t = np.arange(n)
+    rng = np.random.default_rng(seed)
+    values = 10 + 0.01 * t + np.sin(2 * np.pi * t / 24) + 0.3 * np.sin(2 * np.pi * t / 168) + 0.2 * rng.normal(size=n)
+    return pd.Series(values, index=pd.period_range("2000-01-01", periods=n, freq="h"), name="y")
+
+
+def backtest_timing(args) -> list[dict]:
+    """Seconds for forecasts from K origins (the last K points at which an h-step forecast can
+    be checked) with one fitted network, by five routes: historical_forecasts (one batched
+    forward), K update(update_params=False) + predict calls, sktime evaluate with
+    strategy="no-update_params" (which also fits once, on the first window), K steps of
+    stream(), and refitting at every origin (estimated from `refits` fits x K). Repeats are
+    interleaved; the minimum and median are kept."""
+    import copy
+
+    import torch
+    from sktime.forecasting.model_evaluation import evaluate
+    from sktime.split import ExpandingWindowSplitter
+
+    from ssmts.sktime import SSMForecaster
+
+    K, h, n = args.timing_origins, args.timing_h, args.timing_length
+    y = synthetic_series(n)
+    first = n - h - K + 1  # training length at the first origin
+    fh = list(range(1, h + 1))
+    params = {**SSM_SETTINGS, "context_length": 48, "ensemble_size": 1, "max_epochs": 20, **args.ssm_params}
+    make = lambda: SSMForecaster(**params)  # noqa: E731
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fitted = make().fit(y.iloc[:first], fh=fh)
+        cutoffs = y.index[first - 1 : first - 1 + K]
+
+        def one_pass():
+            fitted.historical_forecasts(y.iloc[: first - 1 + K], cutoffs=cutoffs)
+
+        def update_predict():
+            f = copy.deepcopy(fitted)
+            start = time.perf_counter()
+            f.predict()
+            for k in range(1, K):
+                f.update(y.iloc[first - 1 + k : first + k], update_params=False)
+                f.predict()
+            return time.perf_counter() - start
+
+        def sktime_evaluate():
+            cv = ExpandingWindowSplitter(initial_window=first, step_length=1, fh=fh)
+            result = evaluate(make(), cv, y.iloc[: first - 1 + K + h], strategy="no-update_params")
+            assert len(result) == K, len(result)
+
+        def streaming():
+            stream = copy.deepcopy(fitted).stream()
+            start = time.perf_counter()
+            stream.predict()
+            for k in range(1, K):
+                stream.step(y.iloc[first - 1 + k])
+            return time.perf_counter() - start
+
+        def refit():
+            for _ in range(args.timing_refits):
+                make().fit(y.iloc[:first], fh=fh).predict()
+
+        routes = {"historical_forecasts (one pass)": one_pass, "K x update + predict": update_predict,
+                  "stream(): K steps, batch 1": streaming, "sktime evaluate no-update_params (+1 fit)": sktime_evaluate,
+                  f"refit at each origin (estimated: {args.timing_refits} fit(s) x K)": refit}
+        seconds = {name: [] for name in routes}
+        for _ in range(args.timing_repeats):  # interleaved, so slow phases of a shared machine hit every route
+            for name, route in routes.items():
+                start = time.perf_counter()
+                inner = route()
+                elapsed = inner if inner is not None else time.perf_counter() - start
+                if name.startswith("refit"):
+                    elapsed = elapsed / args.timing_refits * K
+                seconds[name].append(elapsed)
+    base = float(np.min(seconds["historical_forecasts (one pass)"]))
+    return [dict(route=name, min_s=float(np.min(v)), median_s=float(np.median(v)),
+                 ms_per_origin=1000 * float(np.min(v)) / K, vs_one_pass=float(np.min(v)) / base)
+            for name, v in seconds.items()]
 
 
 def parse_args(argv):
@@ -193,6 +284,15 @@ def parse_args(argv):
     p.add_argument("--coverage", default=None, metavar="LEVELS",
                    help="also measure the empirical coverage (%%) of central prediction intervals at these "
                         "comma-separated nominal levels, e.g. 0.8,0.9 (every model; pooled over folds and steps)")
+    p.add_argument("--backtest-timing", action="store_true",
+                   help="instead of the accuracy table: seconds for forecasts from K origins of a synthetic series "
+                        "by historical_forecasts, K update+predict calls, stream(), sktime evaluate "
+                        "(no-update_params) and refitting, with their ratios")
+    p.add_argument("--timing-origins", type=int, default=100, help="K for --backtest-timing")
+    p.add_argument("--timing-length", type=int, default=1000, help="series length for --backtest-timing")
+    p.add_argument("--timing-h", type=int, default=12, help="forecast horizon for --backtest-timing")
+    p.add_argument("--timing-refits", type=int, default=2, help="fits timed to estimate refitting K times")
+    p.add_argument("--timing-repeats", type=int, default=3, help="interleaved repeats for --backtest-timing")
     p.add_argument("--quick", action="store_true", help="smoke test: 5 epochs, one fold per series, 1 thread")
     args = p.parse_args(argv)
     args.series = [s.strip() for s in args.series.split(",") if s.strip()]
@@ -215,6 +315,12 @@ def parse_args(argv):
         p.error(f"--coverage levels must lie in (0, 1), got {list(args.coverage)}")
     if args.dense < 1:
         p.error(f"--dense must be an integer >= 1, got {args.dense}")
+    if args.quick and args.backtest_timing:
+        # a tiny model, a short series, one repeat: seconds, for a smoke test
+        args.ssm_params = {"d_model": 8, "d_state": 4, "n_layers": 1, "max_epochs": 1, "context_length": 8,
+                           **args.ssm_params}
+        args.timing_origins, args.timing_length, args.timing_h = min(args.timing_origins, 10), 80, 3
+        args.timing_refits, args.timing_repeats = 1, 1
     if args.quick:
         args.ssm_params = {"max_epochs": 5, **args.ssm_params}
         if args.threads is None:
@@ -292,6 +398,19 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(args.threads)
+    if args.backtest_timing:
+        settings = {**SSM_SETTINGS, "context_length": 48, "ensemble_size": 1, "max_epochs": 20, **args.ssm_params}
+        print(f"ssmts forecast backtest timing: K={args.timing_origins} origins, h={args.timing_h}, synthetic series "
+              f"of {args.timing_length} points, threads={args.threads}, torch={torch.__version__}")
+        print(f"SSM settings: {settings}")
+        import pandas as pd
+
+        df = pd.DataFrame(backtest_timing(args))
+        print(df.to_string(index=False, formatters={"min_s": "{:.3f}".format, "median_s": "{:.3f}".format,
+                                                   "ms_per_origin": "{:.2f}".format, "vs_one_pass": "{:.1f}x".format}))
+        stream_row = df[df.route.str.startswith("stream")].iloc[0]
+        print(f"stream(): {1000 / stream_row.ms_per_origin:.0f} steps/s at batch 1")
+        return 0
     protocol = "validation (data before the first test cutoff)" if args.validation else "test"
     print(f"ssmts forecast benchmark: protocol={protocol} threads={args.threads} torch={torch.__version__}")
     settings = {**SSM_SETTINGS, **args.ssm_params}

@@ -204,7 +204,9 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
                         f"update data for {key_name(key)} ends at {part.index[-1]}, before the cutoff {seen[-1]}: "
                         "update takes data that continues the series (revisions may overlap the past, but must "
                         "reach the cutoff)")
-                check_regular_index(seen.union(part.index), f"{what} with the update appended")
+                # the part itself is checked above; when it continues the series, its junction is all that is new
+                joined = seen[-2:].append(part.index) if part.index[0] > seen[-1] else seen.union(part.index)
+                check_regular_index(joined, f"{what} with the update appended")
         super()._update_y_X(y, X)
 
     def _split_xy(self, y: pd.DataFrame, X: pd.DataFrame | None) -> list[tuple[tuple, pd.DataFrame, pd.DataFrame | None]]:
@@ -385,8 +387,12 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
         values = np.concatenate([v for _, _, v in results]) if results else np.zeros((0, len(columns)))
         if len(results) == 1 and results[0][0] == ():
             return pd.DataFrame(values, index=results[0][1], columns=columns)
-        tuples = [(*key, t) for key, times, _ in results for t in times]
-        index = pd.MultiIndex.from_tuples(tuples, names=names or self._index_names)
+        # level by level (from_tuples builds a Python tuple per row: slow for many origins)
+        sizes = [len(times) for _, times, _ in results]
+        keys = [pd.Index([key[i] for (key, _, _), size in zip(results, sizes) for _ in range(size)])
+                for i in range(len(results[0][0]))]
+        times = results[0][1].append([t for _, t, _ in results[1:]])
+        index = pd.MultiIndex.from_arrays([*keys, times], names=names or self._index_names)
         return pd.DataFrame(values, index=index, columns=columns)
 
     def _check_x_columns(self, X, method: str) -> None:
@@ -449,7 +455,11 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
         (c, C_x) or None, future X (n_future, C_x) or None)] ->
         [(point (k, C), quantiles (k, C, A) or None)] in original units."""
         device = resolve_device(self.device)
-        model = self.model_.to(device).eval()
+        model = self.model_
+        # Module.to walks every parameter (milliseconds): skip it when the model is already there
+        if next(model.parameters()).device != device:
+            model = self.model_ = model.to(device)
+        model.eval()
         levels = self.quantile_levels_
         median = int(np.flatnonzero(levels == 0.5)[0])
         context = np.stack([item[0].T for item in items])  # (n, C, c)

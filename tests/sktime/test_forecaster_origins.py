@@ -168,3 +168,31 @@ def test_conformal_intervals_wrap_the_forecaster():
     bounds = conformal.predict_interval(coverage=[0.8])
     assert bounds.shape == (2, 2) and np.isfinite(bounds.to_numpy(dtype=float)).all()
     assert (bounds.iloc[:, 0] <= bounds.iloc[:, 1]).all()
+
+
+def test_forecast_benchmark_backtest_timing_quick_option(capsys):
+    """`python -m ssmts.bench forecast --backtest-timing --quick`: a tiny model, every route timed, ratios printed."""
+    from ssmts.bench import forecast as bench
+
+    assert bench.main(["--backtest-timing", "--quick"]) == 0
+    out = capsys.readouterr().out
+    for route in ("historical_forecasts (one pass)", "K x update + predict", "stream(): K steps, batch 1",
+                  "sktime evaluate no-update_params", "refit at each origin"):
+        assert route in out, out
+    assert "1.0x" in out and "steps/s at batch 1" in out
+
+
+def test_forecast_benchmark_coverage_option(monkeypatch):
+    """--coverage 0.8,0.9: empirical coverage columns (in %) next to the accuracy; levels must lie in (0, 1)."""
+    from ssmts.bench import forecast as bench
+
+    args = bench.parse_args(["--series", "shampoo", "--models", "ssm,naive", "--quick", "--coverage", "0.8,0.9",
+                             "--ssm-params", '{"d_model": 8, "d_state": 4, "n_layers": 1, "ensemble_size": 1, '
+                                             '"max_epochs": 1}'])
+    assert args.coverage == (0.8, 0.9)
+    rows = bench.run(args)
+    assert all(0 <= row["cov80"] <= row["cov90"] <= 100 for row in rows)
+    table, _ = bench.summary(rows)
+    assert "cov80" in table and "cov90" in table
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--coverage", "80"])
