@@ -120,7 +120,9 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
     for every step from 1 to max(fh) (X over the context is remembered from fit/update).
     update(update_params=False) only appends the new data and moves the cutoff: the next
     forecast reads the last context_length points, so it equals a fresh predict on the
-    concatenated series with the same weights.
+    concatenated series with the same weights. historical_forecasts gives the forecasts of
+    many such update + predict calls (a backtest from K cutoffs) in one batched forward;
+    stream() updates a forecast one observation at a time.
 
     Examples
     --------
