@@ -97,7 +97,8 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
     one-step-ahead model, trained with teacher forcing; the context is read with the FFT
     and the forecast is rolled with the layer's step mode. The point forecast feeds back
     the median; quantiles are empirical quantiles of `n_sample_paths` paths that feed back
-    draws from the predicted quantile grid.
+    draws from the predicted quantile grid (the same draws for every series and origin,
+    fixed by random_state, so a series' quantiles do not depend on the rest of the batch).
 
     instance_norm, in the spirit of RevIN without learnable affine: the context and the
     targets of each window are shifted by a location of the context and divided by the
