@@ -92,7 +92,7 @@ def test_datetime_index_update_and_intervals():
     fh = ForecastingHorizon(future, is_relative=False, freq="min")  # sktime's horizon checks need a freq
     f = SSMForecaster(**TINY, irregular="time_deltas", time_unit="1h").fit(y.iloc[:-5], fh=fh)
     assert f.time_unit_ == 3600e9
-    f.update(y.iloc[-5:], update_params=False)
+    f.update(y.iloc[-5:])  # fine-tunes on the windows reaching the new observations
     pred = f.predict(fh)
     pd.testing.assert_index_equal(pred.index, future)
     assert np.isfinite(pred.to_numpy()).all()
