@@ -3,6 +3,7 @@
     split_instances / merge      frames by series, and the union of old and new observations
     steps / future_times         a ForecastingHorizon against a series' time index
     Windows, make_windows        training windows (context + horizon), normalized per window
+    fill_forward, impute         gaps (NaN): last observation carried forward, then 0
 """
 from __future__ import annotations
 
@@ -48,6 +49,21 @@ def as_float(frame: pd.DataFrame, name: str) -> pd.DataFrame:
         return frame.astype(np.float64)
     except (TypeError, ValueError) as error:
         raise TypeError(f"{name} must have numeric columns only: {error}") from None
+
+
+def fill_forward(values: np.ndarray) -> np.ndarray:
+    """values (..., L) with the last observation carried forward along the last axis; NaN
+    before the first observation stays NaN."""
+    index = np.where(np.isnan(values), 0, np.arange(values.shape[-1]))
+    np.maximum.accumulate(index, axis=-1, out=index)
+    return np.take_along_axis(values, index, axis=-1)
+
+
+def impute(normalized: np.ndarray) -> np.ndarray:
+    """Gaps of normalized values (..., L): carried forward; before the first observation 0,
+    the window's location (its last, mean or global value, by instance_norm)."""
+    filled = fill_forward(normalized)
+    return np.where(np.isnan(filled), 0.0, filled)
 
 
 def pad_rows(rows: np.ndarray, n: int) -> np.ndarray:
@@ -97,13 +113,18 @@ class Windows:
 
 
 def make_windows(y: np.ndarray, x: np.ndarray | None, context: int, horizon: int, strategy, norm_stats,
-                 min_start: int = 0) -> Windows | None:
-    """Training windows of one series. y (T, C), x (T, C_x) standardized or None.
+                 min_start: int = 0, past: np.ndarray | None = None) -> Windows | None:
+    """Training windows of one series. y (T, C) with NaN in its gaps, x (T, C_x) standardized
+    and imputed, or None; past (C_x,) bool: the past-only columns of x.
 
-    Every start with at least one target is used; targets past the end are masked. With X
-    and a strategy that reads the future X of every horizon step, only windows with the
-    whole horizon inside the series are used (when there are any). norm_stats(context
-    (n, C, c)) -> (shift, scale) normalizes each window; strategy.inputs lays out the input.
+    Every start with at least one target is used; targets past the end or missing (NaN) get
+    weight 0. A window is dropped when a target channel has no observation in its context
+    (nothing to normalize by) or none of its targets is observed. With X and a strategy that
+    reads the future X of every horizon step, only windows with the whole horizon inside the
+    series are used (when there are any). Past-only columns are zero after the context, so
+    no window shows the network their values over its targets. norm_stats(context (n, C, c))
+    -> (shift, scale) normalizes each window (over observed values); strategy.training_inputs
+    lays out the input, whose gaps are carried forward (impute).
     """
     c, H, C = context, horizon, y.shape[1]
     T = len(y)
@@ -114,19 +135,26 @@ def make_windows(y: np.ndarray, x: np.ndarray | None, context: int, horizon: int
     yw = sliding_window_view(ypad, c + H, axis=0)[:n]  # (n, C, c + H)
     end = np.arange(n)[:, None] + c + np.arange(H)[None, :]
     available = end < T  # (n, H)
-    keep = np.arange(n) >= min_start
+    observed = available[:, None, :] & ~np.isnan(yw[..., c:])  # (n, C, H)
+    keep = (np.arange(n) >= min_start) & (~np.isnan(yw[..., :c])).any(-1).all(-1) & observed.any((1, 2))
     if x is not None and strategy.needs_future_x and (available.all(1) & keep).any():
         keep &= available.all(1)
-    yw, available = yw[keep], available[keep]
+    if not keep.any():
+        return None
+    yw, observed, available = yw[keep], observed[keep], available[keep]
     shift, scale = norm_stats(yw[..., :c])
     yn = (yw - shift) / scale
-    yn[..., c:] *= available[:, None, :]  # padding stays 0 in normalized units
-    target = np.transpose(yn[..., c:], (0, 2, 1))  # (n, H, C)
-    weight = np.broadcast_to(available[:, :, None], target.shape).astype(np.float32)
+    target = np.transpose(np.where(observed, yn[..., c:], 0.0), (0, 2, 1))  # (n, H, C); padding and gaps 0
+    weight = np.transpose(observed, (0, 2, 1)).astype(np.float32)
+    yn = impute(yn)
+    yn[..., c:] *= available[:, None, :]  # padding past the end stays 0 in normalized units
     xw = None
     if x is not None:
         # one extra zero row: the recursive layout reads X one step ahead
         xw = sliding_window_view(np.concatenate([x, np.zeros((H + 1, x.shape[1]))]), c + H, axis=0)[:n][keep]
+        if past is not None and past.any():
+            xw = xw.copy()
+            xw[:, past, c:] = 0.0
     inputs = strategy.training_inputs(yn, xw, c, H)
     start = np.flatnonzero(keep)
     last_target = np.minimum(start + c + H, T)  # for the temporal validation split
