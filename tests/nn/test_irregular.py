@@ -240,3 +240,34 @@ def test_backbone_constant_dt_equals_dt_scale_and_streaming(heads, conj_sym, bid
                 yk, state = model.step(u[..., k], state, dt=dt[:, k])
                 ys.append(yk[..., None])
             assert _rel(torch.cat(ys, -1), y) < 1e-10
+
+
+def test_recursive_head_splits_off_the_gap_channel():
+    """RecursiveForecastHead(time_deltas=True): the last channel is the per-step dt, not an input; all-one gaps
+    give the regular head, a gap of 0 (padding past a series' end) steps by one unit, and rollout agrees."""
+    from ssmts.nn import RecursiveForecastHead
+
+    torch.manual_seed(0)
+    backbone = SSMBackbone(2, 8, n_layers=1, d_state=4).double()
+    head = RecursiveForecastHead(backbone, 1, 1, 6, 3, 3, time_deltas=True).double().eval()
+    x = torch.randn(2, 2, 8, dtype=torch.float64)
+    gaps = _gaps(0, 2, 8)[:, None]
+    with torch.no_grad():
+        regular = head(torch.cat([x, torch.ones_like(gaps)], 1))
+        head.time_deltas = False
+        assert _rel(regular, head(x)) < 1e-12
+        head.time_deltas = True
+        padded = gaps.clone()
+        padded[:, :, -1] = 0.0
+        one = gaps.clone()
+        one[:, :, -1] = 1.0
+        assert _rel(head(torch.cat([x, padded], 1)), head(torch.cat([x, one], 1))) < 1e-12
+        assert not torch.allclose(head(torch.cat([x, gaps], 1)), regular)
+        # rollout: the context's gaps, then the future gaps with the future X, fed back medians
+        context, future = torch.cat([x, gaps], 1)[..., :6], torch.cat([x, gaps], 1)[:, 1:, 6:]
+        picked, _ = head.rollout(context, future, 3, lambda q: q[..., 1])
+        teacher = torch.cat([x, gaps], 1).clone()
+        teacher[:, 0, 6] = picked[:, 0, 0]
+        teacher[:, 0, 7] = head(teacher[..., :8])[:, 1, 0, 1]
+        assert _rel(picked[:, 1, 0], head(teacher)[:, 1, 0, 1]) < 1e-10
+        assert _rel(picked[:, 2, 0], head(teacher)[:, 2, 0, 1]) < 1e-10
