@@ -140,25 +140,36 @@ class SSMBlock(nn.Module):
         self.activation = make_activation(activation, d_model)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    def _time_deltas(self, dt: torch.Tensor | None) -> dict:
+        """Keyword arguments that pass per-step time deltas to the layer (SSM layers only)."""
+        if dt is None:
+            return {}
+        if self.layer_kind != "ssm":
+            raise ValueError(f"per-step time deltas (dt) need layer='ssm'; a layer={self.layer_kind!r} block has "
+                             "no per-step Delta")
+        return {"dt": dt}
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, dt: torch.Tensor | None = None) -> torch.Tensor:
+        """dt: None or per-step time deltas (batch, L) / (L,), see SSM.forward."""
         z = self.norm(x, mask) if self.prenorm else x
         if mask is not None:
             z = z * mask[:, None, :].to(z.dtype)
-        x = x + self.dropout(self.activation(self.ssm(z)))
+        x = x + self.dropout(self.activation(self.ssm(z, **self._time_deltas(dt))))
         return x if self.prenorm else self.norm(x, mask)
 
-    def forward_with_state(self, x: torch.Tensor, state: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward_with_state(self, x: torch.Tensor, state: torch.Tensor | None,
+                           dt: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Causal pass that starts from `state` and returns the final state (no mask)."""
         z = self.norm(x) if self.prenorm else x
-        y, state = self.ssm(z, state=state, return_state=True)
+        y, state = self.ssm(z, state=state, return_state=True, **self._time_deltas(dt))
         x = x + self.dropout(self.activation(y))
         return (x if self.prenorm else self.norm(x)), state
 
-    def step(self, x_t: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """x_t: (batch, H) -> (batch, H). Needs eval mode when norm='batch'."""
+    def step(self, x_t: torch.Tensor, state: torch.Tensor, dt: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """x_t: (batch, H) -> (batch, H); dt: None or this step's time delta (batch,). Needs eval mode when norm='batch'."""
         x = x_t[..., None]
         z = self.norm(x) if self.prenorm else x
-        y, state = self.ssm.step(z[..., 0], state)
+        y, state = self.ssm.step(z[..., 0], state, **self._time_deltas(dt))
         x = x + self.dropout(self.activation(y[..., None]))
         x = x if self.prenorm else self.norm(x)
         return x[..., 0], state

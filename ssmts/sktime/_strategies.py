@@ -102,8 +102,8 @@ class RecursiveStrategy:
     needs_future_x = False
     causal_only = True
 
-    def head(self, backbone: SSMBackbone, n_targets, n_exog, context, horizon, n_quantiles):
-        return RecursiveForecastHead(backbone, n_targets, n_exog, context, horizon, n_quantiles)
+    def head(self, backbone: SSMBackbone, n_targets, n_exog, context, horizon, n_quantiles, time_deltas=False):
+        return RecursiveForecastHead(backbone, n_targets, n_exog, context, horizon, n_quantiles, time_deltas)
 
     def future_steps(self, horizon: int, largest_step: int) -> int:
         return largest_step

@@ -161,15 +161,51 @@ def make_windows(y: np.ndarray, x: np.ndarray | None, context: int, horizon: int
     return Windows(inputs.astype(np.float32), target.astype(np.float32), weight, last_target)
 
 
-def check_regular_index(index: pd.Index, what: str) -> None:
+def time_values(index: pd.Index) -> np.ndarray:
+    """Time stamps as float64 numbers: nanoseconds for a DatetimeIndex, ordinals for a PeriodIndex,
+    the values of a numeric index."""
+    if isinstance(index, (pd.DatetimeIndex, pd.PeriodIndex)):
+        return index.asi8.astype(np.float64)
+    if pd.api.types.is_numeric_dtype(index.dtype):
+        return index.to_numpy(dtype=np.float64)
+    raise ValueError(f"per-step time deltas need a DatetimeIndex, PeriodIndex or numeric time index, got {type(index).__name__}")
+
+
+def time_unit_value(unit, index: pd.Index) -> float:
+    """A declared time unit in the units of time_values(index): a number as is; a pandas offset or
+    Timedelta string (e.g. '1h') in nanoseconds, for a DatetimeIndex."""
+    if isinstance(unit, str) or isinstance(unit, pd.Timedelta):
+        if not isinstance(index, pd.DatetimeIndex):
+            raise ValueError(f"time_unit={unit!r} is a duration, which needs a DatetimeIndex; give a number for a "
+                             f"{type(index).__name__}")
+        value = float(pd.Timedelta(pd.tseries.frequencies.to_offset(unit) if isinstance(unit, str) else unit).value)
+    else:
+        value = float(unit)
+    if not (np.isfinite(value) and value > 0):
+        raise ValueError(f"time_unit must be a positive duration, got {unit!r}")
+    return value
+
+
+def gaps_into(times: np.ndarray, unit: float, before: float | None = None) -> np.ndarray:
+    """Gap into each time stamp from the one before it, in `unit`s: (T,). The first takes the gap from
+    `before` (an earlier time stamp) when given, else 1 (one unit; it only scales the first input)."""
+    first = 1.0 if before is None else (times[0] - before) / unit
+    return np.concatenate([[first], np.diff(times) / unit])
+
+
+def check_regular_index(index: pd.Index, what: str, even: bool = True) -> None:
     """A forecaster's time index must be unique and evenly spaced: an SSM step is one period,
-    so a gap or a repeated time stamp would silently be read as contiguous data."""
+    so a gap or a repeated time stamp would silently be read as contiguous data.
+    even=False (per-step time deltas) checks only that the time stamps are unique and increasing."""
     if index.has_duplicates:
         repeated = index[index.duplicated()].unique()
         raise ValueError(f"{what} has repeated time stamps ({', '.join(map(str, repeated[:3]))}"
                          f"{' ...' if len(repeated) > 3 else ''}); each time point may appear once")
     if not index.is_monotonic_increasing:
         raise ValueError(f"{what} has time stamps out of order; sort it by time")
+    if not even:
+        time_values(index)  # a clear error for an index without numeric time stamps
+        return
     if len(index) < 3:
         return
     if isinstance(index, pd.DatetimeIndex):
@@ -189,4 +225,4 @@ def check_regular_index(index: pd.Index, what: str) -> None:
         raise ValueError(
             f"{what} is not evenly spaced: after {index[first]} comes {index[first + 1]} (the usual step is "
             f"{index[1] - index[0] if steps[0] == usual else usual}); fill or resample the gaps first, since "
-            "each step of the model is one period")
+            "each step of the model is one period (or use irregular='time_deltas')")

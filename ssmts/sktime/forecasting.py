@@ -31,8 +31,8 @@ from ..training.fit import pickle_state
 from ..training.objectives import pinball_loss
 from ._strategies import STRATEGIES, Contexts, interpolate_quantiles
 from ._windows import (
-    Windows, as_float, check_regular_index, fill_forward, future_times, impute, key_name, make_windows, merge,
-    split_instances,
+    Windows, as_float, check_regular_index, fill_forward, future_times, gaps_into, impute, key_name, make_windows,
+    merge, split_instances, time_unit_value, time_values,
 )
 from ._windows import steps as horizon_steps
 
@@ -46,6 +46,12 @@ def _is_quantile_grid(value) -> bool:
     except (TypeError, ValueError):
         return False
     return levels.size > 0 and bool(np.all(np.isfinite(levels) & (levels > 0) & (levels < 1)))
+
+
+def _is_time_unit(value) -> bool:
+    if value is None or isinstance(value, (str, pd.Timedelta)):
+        return True
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) and value > 0
 
 
 def _is_names(value) -> bool:
@@ -92,6 +98,14 @@ class ForecasterParams(BackboneParams, OptimizerParams, EarlyStoppingParams):
                              constraint=Satisfies(_is_quantile_grid, "a sequence of floats in (0, 1)"))
     n_sample_paths: int = param(default=200, doc="Sample paths of the recursive strategy's quantiles (fixed seed).", constraint=Integer(1))
     update_epochs: int = param(default=5, doc="Fine-tuning epochs of update(update_params=True).", constraint=Integer(0))
+    irregular: Literal["refuse", "time_deltas"] = param(
+        default="refuse", doc="Time indexes with uneven gaps: 'refuse' (an error; fill or resample them first) or "
+        "'time_deltas' (each SSM step takes Delta times its gap in units of time_unit; needs strategy='recursive', "
+        "layer='ssm' and forecasts the time stamps of fh).", constraint=Options("refuse", "time_deltas"))
+    time_unit: float | str | None = param(
+        default=None, doc="Unit of the gaps with irregular='time_deltas': None (the median spacing of the training "
+        "series), a number (numeric index) or a duration such as '1h' (DatetimeIndex).",
+        constraint=Satisfies(_is_time_unit, "None, a positive number or a duration string"))
     ensemble_size: int = param(default=1, doc="Networks trained side by side from different initial weights (quantile "
                                   "grids averaged).", constraint=Integer(1))
     past_covariates: tuple = param(
@@ -227,6 +241,10 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
                 f"strategy='recursive' feeds X of every step it rolls forward, but past_covariates="
                 f"{list(self.past_covariates)} are unknown after the cutoff; use strategy='direct', or forecast "
                 "the past covariates and pass them as ordinary X")
+        if self.irregular == "time_deltas" and (self.strategy != "recursive" or self.layer != "ssm"):
+            raise ValueError("irregular='time_deltas' steps the SSM by each observation's gap while rolling the forecast "
+                             f"to the requested times: it needs strategy='recursive' and layer='ssm', got "
+                             f"strategy={self.strategy!r}, layer={self.layer!r}")
         norm_ = self.instance_norm
         self.window_location_ = ("last" if norm_ else None) if isinstance(norm_, (bool, np.bool_)) else norm_
         resolve_device(self.device)
@@ -241,7 +259,7 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
         store = getattr(self, "_store", None)
         for key, part in split_instances(y):
             what = f"the time index of {key_name(key)}"
-            check_regular_index(part.index, what)
+            check_regular_index(part.index, what, even=self.irregular == "refuse")
             if store and key in store:
                 seen = store[key][0].index
                 if part.index[-1] < seen[-1]:
@@ -249,7 +267,8 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
                         f"update data for {key_name(key)} ends at {part.index[-1]}, before the cutoff {seen[-1]}: "
                         "update takes data that continues the series (revisions may overlap the past, but must "
                         "reach the cutoff)")
-                check_regular_index(seen.union(part.index), f"{what} with the update appended")
+                check_regular_index(seen.union(part.index), f"{what} with the update appended",
+                                    even=self.irregular == "refuse")
         super()._update_y_X(y, X)
 
     def _split_xy(self, y: pd.DataFrame, X: pd.DataFrame | None) -> list[tuple[tuple, pd.DataFrame, pd.DataFrame | None]]:
@@ -310,10 +329,21 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
         scale = np.sqrt(var + self.scale_floor_[:, None] ** 2)
         return shift, scale
 
+    def _gaps(self, times: pd.Index, before=None) -> np.ndarray:
+        """irregular='time_deltas': the gap into each time stamp in time units, (T, 1)."""
+        t = time_values(times)
+        return gaps_into(t, self.time_unit_, None if before is None else time_values(before)[-1])[:, None]
+
     def _series_windows(self, key: tuple, y_part: pd.DataFrame, x_all: pd.DataFrame | None, min_start: int = 0):
         x = self._x_rows(key, x_all, y_part.index, "the training windows") if self.n_exog_ else None
+        past = self._x_past if self.n_exog_ else None
+        if self.irregular == "time_deltas":
+            # The gaps ride as the last "covariate": the recursive layout puts the gap into y_{p+1} at position p.
+            gaps = self._gaps(y_part.index)
+            x = gaps if x is None else np.concatenate([x, gaps], axis=1)
+            past = None if past is None else np.append(past, False)
         return make_windows(y_part.to_numpy(), x, self.context_length, self.horizon_, self._strategy,
-                            self._norm_stats, min_start, past=self._x_past if self.n_exog_ else None)
+                            self._norm_stats, min_start, past=past)
 
     # ------------------------------------------------------------ fit
     def _fit(self, y, X, fh):
@@ -336,7 +366,15 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
                 f"(a context of {c} and one target), but {key_name(longest)} has {lengths[longest]}"
                 + ("" if len(parts) == 1 else " (the longest series)")
             )
-        self.horizon_ = int(max(horizon_steps(fh, y_part.index).max() for _, y_part, _ in parts))
+        if self.irregular == "time_deltas":
+            # Gaps in units of a declared duration, or of the median spacing of all training series.
+            index = parts[0][1].index
+            spacing = np.concatenate([np.diff(time_values(p.index)) for _, p, _ in parts])
+            self.time_unit_ = (time_unit_value(self.time_unit, index) if self.time_unit is not None
+                               else float(np.median(spacing)) if spacing.size else 1.0)
+            self.horizon_ = len(fh)  # training windows: this many observations ahead
+        else:
+            self.horizon_ = int(max(horizon_steps(fh, y_part.index).max() for _, y_part, _ in parts))
 
         values = np.concatenate([p.to_numpy() for _, p, _ in parts])
         self.y_mean_, self.y_scale_ = _column_statistics(values, list(y.columns), "y")
@@ -415,7 +453,7 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
         C, Q = self.n_targets_, len(self.quantile_levels_)
         members = [  # drawn one after another from the seeded generator
             self._strategy.head(self.build_backbone(C + self.n_exog_), C, self.n_exog_, self.context_length,
-                                self.horizon_, Q)
+                                self.horizon_, Q, **({"time_deltas": True} if self.irregular == "time_deltas" else {}))
             for _ in range(self.ensemble_size)
         ]
         return ForecastEnsemble(members)
@@ -537,6 +575,7 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
                     f"context_length={c} is longer than the series: forecasting needs the last {c} observations, "
                     f"but {key_name(key)} has {len(history)}"
                 )
+            before = history.index[:-c] if len(history) > c else None
             history = history.iloc[-c:]
             empty = np.isnan(history.to_numpy()).all(0)
             if empty.any():
@@ -544,6 +583,9 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
                     f"the context of {key_name(key)} (its last {c} observations, up to {history.index[-1]}) has no "
                     f"observed value of {list(self._y_columns[empty])}; a forecast needs at least one: pass the "
                     "missing values, or use a longer context_length")
+            if self.irregular == "time_deltas":
+                items.append(self._irregular_context(key, fh, history, before, x_old, x_new))
+                continue
             steps = horizon_steps(fh, history.index)
             if steps.min() < 1:
                 raise ValueError(f"fh reaches into the observed data of {key_name(key)} (steps {steps.tolist()})")
@@ -554,21 +596,42 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
                 )
             x_ctx = x_future = None
             if self.n_exog_:
-                xp = x_new.get(key)
-                if xp is not None and self._x_static.any():
-                    self._series_statics(key, xp)  # values passed again must be the remembered ones
-                # new values win where given (left-out columns are NaN, so they keep the remembered ones)
-                x_all = x_old if xp is None else as_float(xp, "X").combine_first(x_old)[self._x_columns]
-                if self._x_past.any():  # past-only columns are unknown after the cutoff, whatever X holds
-                    x_all = x_all.copy()
-                    x_all.loc[x_all.index > cutoff, self._x_columns[self._x_past]] = np.nan
                 # direct: the head reads X at all trained steps; recursive: up to the last requested one
                 n_future = self._strategy.future_steps(self.horizon_, int(steps.max()))
                 future = future_times(fh, history.index, range(1, n_future + 1))
-                x_ctx = self._x_rows(key, x_all, history.index, "the context")
-                x_future = self._x_rows(key, x_all, future, f"the forecast steps 1..{n_future}", future=True)
+                x_ctx, x_future = self._context_x(key, x_old, x_new, history.index, future,
+                                                  f"the forecast steps 1..{n_future}")
             items.append((key, history.to_numpy(), history.index, steps, x_ctx, x_future))
         return items
+
+    def _context_x(self, key, x_old, x_new, context: pd.Index, future: pd.Index, what: str):
+        """Standardized X over a context and at future times: (c, C_x), (k, C_x)."""
+        xp = x_new.get(key)
+        if xp is not None and self._x_static.any():
+            self._series_statics(key, xp)  # values passed again must be the remembered ones
+        # new values win where given (left-out columns are NaN, so they keep the remembered ones)
+        x_all = x_old if xp is None else as_float(xp, "X").combine_first(x_old)[self._x_columns]
+        if self._x_past.any():  # past-only columns are unknown after the cutoff, whatever X holds
+            x_all = x_all.copy()
+            x_all.loc[x_all.index > self.cutoff[0], self._x_columns[self._x_past]] = np.nan
+        return self._x_rows(key, x_all, context, "the context"), self._x_rows(key, x_all, future, what, future=True)
+
+    def _irregular_context(self, key, fh, history, before, x_old, x_new):
+        """_contexts' item with irregular='time_deltas': every time stamp of fh is one rolled step; the
+        gap channel follows X (the gap into each context step, then into each forecast time)."""
+        try:
+            future = fh.to_absolute_index(self.cutoff).sort_values()
+        except Exception as error:  # sktime needs a freq for a relative fh on a DatetimeIndex
+            raise ValueError(f"with irregular='time_deltas' give fh as the time stamps to forecast (an absolute "
+                             f"ForecastingHorizon); a relative fh has no time stamps here: {error}") from None
+        if time_values(future)[0] <= time_values(history.index)[-1]:
+            raise ValueError(f"fh reaches into the observed data of {key_name(key)}: forecasts start after {history.index[-1]}")
+        gaps = self._gaps(history.index.append(future), before)
+        x_ctx, x_future = gaps[: len(history)], gaps[len(history):]
+        if self.n_exog_:
+            xc, xf = self._context_x(key, x_old, x_new, history.index, future, "the forecast times")
+            x_ctx, x_future = np.concatenate([xc, x_ctx], axis=1), np.concatenate([xf, x_future], axis=1)
+        return key, history.to_numpy(), history.index, np.arange(1, len(future) + 1), x_ctx, x_future, future
 
     @torch.no_grad()
     def _forecast(self, fh, X, alpha):
@@ -580,9 +643,10 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
         median = int(np.flatnonzero(levels == 0.5)[0])
         context = np.stack([item[1].T for item in items])  # (n, C, c)
         shift, scale = self._norm_stats(context)
+        exog = self.n_exog_ or self.irregular == "time_deltas"  # the gaps travel as the last covariate
         ctx = Contexts(impute((context - shift) / scale),  # gaps carried forward
-                       np.stack([item[4].T for item in items]) if self.n_exog_ else None,
-                       [item[5] for item in items] if self.n_exog_ else None,
+                       np.stack([item[4].T for item in items]) if exog else None,
+                       [item[5] for item in items] if exog else None,
                        int(max(item[3].max() for item in items)))
         shift_t, scale_t = np.transpose(shift, (0, 2, 1)), np.transpose(scale, (0, 2, 1))  # (n, 1, C)
         results = []
@@ -600,12 +664,13 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
         point = point * scale_t + shift_t
         if paths is not None:
             paths = paths * scale_t[:, None, None] + shift_t[:, None, None]  # (n, P, members, S, C)
-        for i, (key, _, times, wanted, _, _) in enumerate(items):
+        for i, (key, _, times, wanted, _, _, *future) in enumerate(items):
             q = None
             if paths is not None:
                 # each member's path quantiles, averaged over the members: (k, C, A)
                 q = np.moveaxis(np.quantile(paths[i][:, :, wanted - 1], alpha, axis=0).mean(1), 0, -1)
-            results.append((key, future_times(fh, times, wanted), point[i, wanted - 1], q))
+            when = future[0] if future else future_times(fh, times, wanted)
+            results.append((key, when, point[i, wanted - 1], q))
         return results
 
     # ------------------------------------------------------------ persistence
