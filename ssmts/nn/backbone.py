@@ -14,6 +14,7 @@ from torch import nn
 
 from .blocks import SSMBlock, make_norm
 from .functional import channel_linear, pool
+from .dense import DenseSSM
 from .lncde import LinearCDE
 from .resampling import check_delta_factor
 from .ssm import SSM
@@ -30,7 +31,8 @@ class SSMBackbone(nn.Module):
             pooled or per-step features (d_model) are returned.
         pooling: "mean" or "last" for sequence-level outputs, "none" for per-step outputs.
         norm, prenorm, activation, dropout: block options (see SSMBlock).
-        layer: "ssm" (default) or "lncde": the sequence layer of every block.
+        layer: "ssm" (default) or "lncde": the sequence layer of every block; "dense" (DenseSSM, the
+            HiPPO reference of the PTD experiments) for experiments.
         **ssm_kwargs: passed to every layer: for an SSM d_state, heads, init, discretization,
             bidirectional, D, dt_min, dt_max, lambda_enforce, conj_sym, real_bc, chunk_length ...; for a
             LinearCDE d_hidden, structure, block_size, block_sizes, rank, dt, max_norm ...
@@ -202,7 +204,7 @@ def parameter_groups(model: nn.Module, lr: float, lr_ssm: float | None = None, w
     ssm_ids = set()
     ssm_params = []
     for module in model.modules():
-        if isinstance(module, (SSM, LinearCDE)):
+        if isinstance(module, (SSM, LinearCDE, DenseSSM)):
             for p in module.ssm_parameters():
                 if id(p) not in ssm_ids:
                     ssm_ids.add(id(p))

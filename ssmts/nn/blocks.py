@@ -1,7 +1,8 @@
 """Deep SSM block (eSSM 4.6, E.1): [norm] -> layer -> activation -> dropout -> + residual -> [norm].
 
 The sequence layer is an SSM (layer="ssm", the default) or a structured linear neural CDE
-(layer="lncde", ssmts.nn.lncde.LinearCDE); both map (batch, H, L) -> (batch, H, L) and have
+(layer="lncde", ssmts.nn.lncde.LinearCDE) or, for experiments, a dense HiPPO system
+(layer="dense", ssmts.nn.dense.DenseSSM); all map (batch, H, L) -> (batch, H, L) and have
 `step`, `initial_state` and a `state`/`return_state` forward.
 
 Shapes: x: (batch, H, L); mask: (batch, L) bool, True on real steps, or None.
@@ -13,21 +14,25 @@ import torch.nn.functional as F
 from torch import nn
 
 from .functional import channel_linear
+from .dense import DenseSSM
 from .lncde import LinearCDE
 from .ssm import SSM
 
 NORMS = ("layer", "batch", "none")
 ACTIVATIONS = ("gated_gelu", "gelu", "leaky_relu")
-LAYERS = ("ssm", "lncde")
+LAYERS = ("ssm", "lncde")  # the estimators' choices
+REFERENCE_LAYERS = ("dense",)  # O(N^2 L) references for experiments (ssmts.nn.dense), not offered by the estimators
 
 
 def make_layer(kind: str, d_model: int, **kwargs) -> nn.Module:
-    """The sequence layer of a block, H -> H: SSM(d_model, **kwargs) or LinearCDE(d_model, **kwargs)."""
+    """The sequence layer of a block, H -> H: SSM, LinearCDE or DenseSSM (d_model, **kwargs)."""
     if kind == "ssm":
         return SSM(d_model, d_output=d_model, **kwargs)
     if kind == "lncde":
         return LinearCDE(d_model, d_output=d_model, **kwargs)
-    raise ValueError(f"unknown layer {kind!r}; choose one of {LAYERS}")
+    if kind == "dense":
+        return DenseSSM(d_model, d_output=d_model, **kwargs)
+    raise ValueError(f"unknown layer {kind!r}; choose one of {LAYERS + REFERENCE_LAYERS}")
 
 
 class MaskedBatchNorm(nn.Module):
@@ -111,7 +116,8 @@ class SSMBlock(nn.Module):
     """Residual SSM block. x: (batch, H, L) -> (batch, H, L).
 
     prenorm=True: x + drop(act(layer(norm(x)))); prenorm=False: norm(x + drop(act(layer(x)))).
-    layer: "ssm" (SSM, the default) or "lncde" (LinearCDE); **layer_kwargs go to that layer.
+    layer: "ssm" (SSM, the default), "lncde" (LinearCDE) or "dense" (DenseSSM, a reference);
+    **layer_kwargs go to that layer.
     The layer is the attribute `ssm` whichever it is (the name of the saved weights).
     Padded steps (mask False) are zeroed before the layer. For an SSM they change nothing on
     real steps. A LinearCDE still moves its state on a zero input (the time channel of its

@@ -129,7 +129,8 @@ class SSM(nn.Module):
 
     Args:
         d_model: H, input channels.
-        d_state: N, state size of each head (N/2 complex modes with conj_sym).
+        d_state: N, state size of each head (N/2 complex modes with conj_sym; init="ptd" keeps
+            every real eigenvalue of the perturbed LegS in a slot of its own, one more per pair).
         d_output: M, output channels (default H).
         heads: number of diagonal blocks s; 1 = one full MIMO system (S5-like),
             H = stacked SISO systems (S4D-like). A channel mixer follows when s > 1.
@@ -241,6 +242,7 @@ class SSM(nn.Module):
             for _ in range(heads)
         ]
         Lambda = torch.stack([h[0] for h in heads_init])  # (S, P)
+        self.P = Lambda.shape[-1]  # ptd with conj_sym: N/2 plus a slot per pair of real eigenvalues
         B = torch.stack([h[1] for h in heads_init])  # (S, P, Hh)
         C = torch.stack([h[2] for h in heads_init])  # (S, Mh, P)
         self._set_lambda("Lambda", Lambda)
