@@ -73,17 +73,46 @@ def pad_rows(rows: np.ndarray, n: int) -> np.ndarray:
     return np.concatenate([rows, np.zeros((n - len(rows), rows.shape[1]))])
 
 
+def _numeric_spacing(time_index: pd.Index):
+    """The step of a numeric (integer or float) time index, or None for other indexes and for a
+    step of 1. sktime reads a relative fh on such an index in index units (cutoff + k), while
+    one step of the network is one spacing of the series."""
+    if isinstance(time_index, (pd.DatetimeIndex, pd.PeriodIndex)) or not pd.api.types.is_numeric_dtype(time_index.dtype):
+        return None
+    if len(time_index) < 2:
+        return None
+    spacing = time_index[-1] - time_index[-2]
+    return None if spacing == 1 else spacing
+
+
 def steps(fh: ForecastingHorizon, time_index: pd.Index) -> np.ndarray:
-    """Relative steps of fh for a series whose last observation is time_index[-1]."""
+    """Network steps of fh for a series whose last observation is time_index[-1] (one step = one
+    spacing of the index; on a numeric index of spacing s, fh in index units must be multiples of s)."""
     if fh.is_relative:
-        return np.asarray(fh.to_pandas(), dtype=np.int64)
-    cutoff = time_index[[-1]]
-    if fh.freq is None and isinstance(time_index, pd.DatetimeIndex):
-        fh = ForecastingHorizon(fh.to_pandas(), is_relative=False, freq=pd.infer_freq(time_index))
-    return np.asarray(fh.to_relative(cutoff).to_pandas(), dtype=np.int64)
+        relative = np.asarray(fh.to_pandas())
+    else:
+        cutoff = time_index[[-1]]
+        if fh.freq is None and isinstance(time_index, pd.DatetimeIndex):
+            fh = ForecastingHorizon(fh.to_pandas(), is_relative=False, freq=pd.infer_freq(time_index))
+        relative = np.asarray(fh.to_relative(cutoff).to_pandas())
+    spacing = _numeric_spacing(time_index)
+    if spacing is None:
+        return relative.astype(np.int64)
+    model_steps = relative / spacing
+    if not np.allclose(model_steps, np.round(model_steps)):
+        off = relative[~np.isclose(model_steps, np.round(model_steps))]
+        raise ValueError(
+            f"fh holds {off[:5].tolist()} (time index units after the cutoff {time_index[-1]}), which are not "
+            f"multiples of the series' spacing {spacing}: the series is observed every {spacing}, so a forecast "
+            f"can only be made {spacing}, {2 * spacing}, ... after its cutoff")
+    return np.round(model_steps).astype(np.int64)
 
 
 def future_times(fh: ForecastingHorizon, time_index: pd.Index, relative_steps) -> pd.Index:
+    """The time stamps of network steps `relative_steps` after time_index[-1]."""
+    spacing = _numeric_spacing(time_index)
+    if spacing is not None:
+        return pd.Index(time_index[-1] + spacing * np.asarray(list(relative_steps)), dtype=time_index.dtype)
     freq = fh.freq
     if freq is None and isinstance(time_index, pd.DatetimeIndex):
         freq = pd.infer_freq(time_index)

@@ -54,6 +54,24 @@ def test_relative_absolute_and_non_contiguous_horizons_agree(strategy):
     assert pred_abs.name == "sales"
 
 
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_integer_index_with_a_spacing_reads_fh_in_index_units(strategy):
+    # sktime labels a relative fh k on an integer index as cutoff + k; observed every 3, the network's
+    # step k is 3k index units ahead, so fh=[3, 6] is one and two steps, and fh=[1] is not on the grid.
+    values = seasonal().to_numpy()
+    spaced = pd.Series(values, index=pd.Index(np.arange(0, 3 * len(values), 3)))
+    unit = pd.Series(values, index=pd.RangeIndex(len(values)))
+    pred = forecaster(strategy=strategy).fit(spaced, fh=[3, 6]).predict()
+    expected = forecaster(strategy=strategy).fit(unit, fh=[1, 2]).predict()
+    assert list(pred.index) == [spaced.index[-1] + 3, spaced.index[-1] + 6]
+    np.testing.assert_allclose(pred.to_numpy(), expected.to_numpy(), rtol=1e-6)
+    absolute = ForecastingHorizon(pd.Index([spaced.index[-1] + 6]), is_relative=False)
+    np.testing.assert_allclose(forecaster(strategy=strategy).fit(spaced, fh=absolute).predict().to_numpy(),
+                               expected.to_numpy()[1:], rtol=1e-6)
+    with pytest.raises(ValueError, match="not multiples of the series' spacing 3"):
+        forecaster(strategy=strategy).fit(spaced, fh=[1, 2])
+
+
 def test_in_sample_horizon_raises():
     with pytest.raises(NotImplementedError, match="in-sample"):
         forecaster().fit(seasonal(), fh=[-1, 1])
