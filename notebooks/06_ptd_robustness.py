@@ -49,8 +49,8 @@ plt.rcParams["figure.dpi"] = 90
 # ## 1. The spikes of the initializations
 #
 # A single-input single-output layer of each init, with all N modes stored
-# (`conj_sym=False`: PTD of HiPPO has real eigenvalues, which the conjugate-pair storage would
-# partly drop). `sensitive_frequencies` compares each layer with the dense HiPPO-LegS system that
+# (`conj_sym=False`, one Delta per mode, as in the experiments below; the conjugate-pair
+# storage would give the same systems). `sensitive_frequencies` compares each layer with the dense HiPPO-LegS system that
 # has the same input and output maps, and returns the largest spikes.
 
 # %%

@@ -154,3 +154,28 @@ def test_classify_benchmark_baselines_take_unequal_lengths():
     assert classify.score([1.0, 2.0], [1.0, 2.0], True, [0.0, 2.0]) == 0.0
     with pytest.raises(SystemExit):
         classify.main(["--regression"])  # the regression sets are for cross-validation only
+
+
+def test_irregular_quick_prints_the_three_models(capsys):
+    """`python -m ssmts.bench irregular --quick`: one seed, a few steps, every model row."""
+    from ssmts.bench import irregular as bench_irregular
+
+    assert BENCHMARKS["irregular"] == "ssmts.bench.irregular"
+    assert bench_main(["irregular", "--quick"]) == 0
+    out = capsys.readouterr().out
+    for model in bench_irregular.MODELS:
+        assert re.search(rf"^{model}\s+\d+\.\d{{4}}", out, re.M), out
+
+
+def test_irregular_windows_interpolate_the_context_and_place_the_targets():
+    """The resample baseline's grid: context values are the linear interpolation of the observations,
+    target positions are the targets' times in grid steps, and the deltas are the gaps in median units."""
+    from ssmts.bench.irregular import windows
+
+    t = np.array([0.0, 1.0, 1.5, 3.5, 4.0, 6.0, 6.5])
+    y = 2.0 * t
+    irregular, gaps, grid_in, positions, targets = windows(t, y, np.array([1]), 3, 2, 0.5, 6)
+    assert np.allclose(gaps[0], np.diff(t[0:6]) / 0.5)
+    assert np.allclose(irregular[0, 0], [2.0, 3.0, 7.0, 0.0, 0.0]) and np.allclose(irregular[0, 1], [1, 1, 1, 0, 0])
+    assert np.allclose(grid_in[0, 0, :3], 2.0 * np.array([2.5, 3.0, 3.5]))  # grid 2.5, 3.0, 3.5 ending at t=3.5
+    assert np.allclose(positions[0], (np.array([4.0, 6.0]) - 2.5) / 0.5) and np.allclose(targets[0], [8.0, 12.0])

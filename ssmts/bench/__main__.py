@@ -14,6 +14,7 @@ BENCHMARKS = {
     "lncde": "ssmts.bench.lncde",
     "scaling": "ssmts.bench.scaling",
     "peers": "ssmts.bench.peers",
+    "irregular": "ssmts.bench.irregular",
 }
 
 

@@ -3,14 +3,15 @@ neural CDE layer (LinearCDE), blocks, backbones and heads.
 
 Imports nothing from scikit-learn, pandas or sktime (tests/test_architecture.py checks it).
 """
-from .discretization import DISCRETIZATIONS, discretize
+from .dense import DenseSSM
+from .discretization import DISCRETIZATIONS, discretize, discretize_dense
 from .init import INITS, PTDResult, hippo_legs, hippo_legs_normal, ptd_perturbation
 from .lncde import LNCDE_STRUCTURES, LinearCDE
 from .resampling import delta_factor, scaled_delta
 from .ssm import SSM
 
 __all__ = ["SSM", "discretize", "DISCRETIZATIONS", "INITS", "hippo_legs", "hippo_legs_normal", "ptd_perturbation",
-           "PTDResult", "delta_factor", "scaled_delta", "LinearCDE", "LNCDE_STRUCTURES"]
+           "PTDResult", "delta_factor", "scaled_delta", "LinearCDE", "LNCDE_STRUCTURES", "DenseSSM", "discretize_dense"]
 from .blocks import ACTIVATIONS, NORMS, SSMBlock
 from .backbone import POOLINGS, SSMBackbone, parameter_groups
 from .heads import (

@@ -275,10 +275,10 @@ def hippo_reference_transfer_function(layer: SSM, omegas) -> np.ndarray:
     in place of the diagonal ``Lambda``. At initialization this is exactly the system whose
     normal part (legs) or perturbation (ptd) the layer diagonalizes; after training it keeps
     the layer's learned B and C, so the gap to it measures what replacing HiPPO's ``A`` by the
-    layer's ``Lambda`` does. Without real modes (``legs`` never has any) the map back is exact;
-    PTD can produce real eigenvalues: a kept one is mapped back exactly at
-    initialization, but when ``conj_sym`` had to drop some (its warning at construction) the map
-    back is a least-squares one and a warning says the reference is approximate. Per head; without D and mixer (they would cancel in a difference). ``w`` is
+    layer's ``Lambda`` does. The map back is exact: ``legs`` has no real modes, and a ``ptd``
+    layer keeps each real eigenvalue in a slot of its own (with ``conj_sym``, c halved); a layer
+    that kept fewer than N independent modes would get a least-squares map and a warning. Per
+    head; without D and mixer (they would cancel in a difference). ``w`` is
     continuous (radians per unit of model time); see ``digital_frequency`` for samples.
     """
     from .init import hippo_legs

@@ -14,6 +14,7 @@ from torch import nn
 
 from .blocks import SSMBlock, make_norm
 from .functional import channel_linear, pool
+from .dense import DenseSSM
 from .lncde import LinearCDE
 from .resampling import check_delta_factor
 from .ssm import SSM
@@ -30,7 +31,8 @@ class SSMBackbone(nn.Module):
             pooled or per-step features (d_model) are returned.
         pooling: "mean" or "last" for sequence-level outputs, "none" for per-step outputs.
         norm, prenorm, activation, dropout: block options (see SSMBlock).
-        layer: "ssm" (default) or "lncde": the sequence layer of every block.
+        layer: "ssm" (default) or "lncde": the sequence layer of every block; "dense" (DenseSSM, the
+            HiPPO reference of the PTD experiments) for experiments.
         **ssm_kwargs: passed to every layer: for an SSM d_state, heads, init, discretization,
             bidirectional, D, dt_min, dt_max, lambda_enforce, conj_sym, real_bc, chunk_length ...; for a
             LinearCDE d_hidden, structure, block_size, block_sizes, rank, dt, max_norm ...
@@ -128,23 +130,28 @@ class SSMBackbone(nn.Module):
             raise ValueError(f"input must have shape (batch, {self.d_input}, length), got {tuple(u.shape)}")
         return channel_linear(self.encoder, u)
 
-    def features(self, u: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        """Per-step features after the last block: (batch, d_model, L)."""
+    def features(self, u: torch.Tensor, mask: torch.Tensor | None = None, dt: torch.Tensor | None = None) -> torch.Tensor:
+        """Per-step features after the last block: (batch, d_model, L).
+
+        dt: None, or per-step time deltas (batch, L) or (L,) in units of the training sample period
+        (irregular time stamps): every SSM layer steps by Delta * dt_k (see SSM.forward).
+        """
         x = self._encode_input(u)
         if mask is not None:
             if mask.shape != (x.shape[0], x.shape[2]):
                 raise ValueError(f"mask must have shape {(x.shape[0], x.shape[2])}, got {tuple(mask.shape)}")
             x = x * mask[:, None, :].to(x.dtype)
         for block in self.blocks:
-            x = block(x, mask)
+            x = block(x, mask, dt)
         return self.final_norm(x, mask)
 
     def pool(self, x: torch.Tensor, mask: torch.Tensor | None = None, how: str | None = None) -> torch.Tensor:
         """(batch, d_model, L) -> (batch, d_model), ignoring padded steps. how: "mean"/"last" (default: pooling)."""
         return pool(x, mask, self.pooling if how is None else how)
 
-    def forward(self, u: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        x = self.features(u, mask)
+    def forward(self, u: torch.Tensor, mask: torch.Tensor | None = None, dt: torch.Tensor | None = None) -> torch.Tensor:
+        """u -> pooled (batch, d_output) or per-step (batch, d_output, L) outputs; dt as in `features`."""
+        x = self.features(u, mask, dt)
         if self.pooling == "none":
             return x if self.decoder is None else channel_linear(self.decoder, x)
         z = self.pool(x, mask)
@@ -154,8 +161,10 @@ class SSMBackbone(nn.Module):
     def initial_state(self, batch: int) -> list[torch.Tensor]:
         return [block.ssm.initial_state(batch) for block in self.blocks]
 
-    def forward_with_state(self, u: torch.Tensor, state: list[torch.Tensor] | None = None):
+    def forward_with_state(self, u: torch.Tensor, state: list[torch.Tensor] | None = None,
+                           dt: torch.Tensor | None = None):
         """Causal per-step pass continuing from `state`: -> ((batch, d_output|d_model, L), final state).
+        dt: None or per-step time deltas (batch, L) / (L,), as in `features`.
 
         Reads a context in one pass (FFT for SSM layers, the scan for LinearCDE layers) and
         returns what `step` needs to roll forward.
@@ -163,21 +172,22 @@ class SSMBackbone(nn.Module):
         x = self._encode_input(u)
         new_state = []
         for i, block in enumerate(self.blocks):
-            x, s = block.forward_with_state(x, None if state is None else state[i])
+            x, s = block.forward_with_state(x, None if state is None else state[i], dt)
             new_state.append(s)
         x = self.final_norm(x)
         y = x if self.decoder is None else channel_linear(self.decoder, x)
         return y, new_state
 
-    def step(self, u_t: torch.Tensor, state: list[torch.Tensor]):
-        """One step: u_t (batch, d_input) or (batch,) tokens -> ((batch, d_output|d_model), state)."""
+    def step(self, u_t: torch.Tensor, state: list[torch.Tensor], dt: torch.Tensor | None = None):
+        """One step: u_t (batch, d_input) or (batch,) tokens -> ((batch, d_output|d_model), state).
+        dt: None or this step's time delta, (batch,) or a scalar."""
         if len(state) != len(self.blocks):
             raise ValueError(f"state must hold one tensor per block ({len(self.blocks)}), got {len(state)}; "
                              "start from initial_state(batch) or forward_with_state")
         x = self._encode_input(u_t[:, None] if self.vocab_size else u_t[..., None])[..., 0]
         new_state = []
         for block, s in zip(self.blocks, state):
-            x, s = block.step(x, s)
+            x, s = block.step(x, s, dt)
             new_state.append(s)
         x = self.final_norm(x[..., None])[..., 0]
         return (x if self.decoder is None else self.decoder(x)), new_state
@@ -194,7 +204,7 @@ def parameter_groups(model: nn.Module, lr: float, lr_ssm: float | None = None, w
     ssm_ids = set()
     ssm_params = []
     for module in model.modules():
-        if isinstance(module, (SSM, LinearCDE)):
+        if isinstance(module, (SSM, LinearCDE, DenseSSM)):
             for p in module.ssm_parameters():
                 if id(p) not in ssm_ids:
                     ssm_ids.add(id(p))

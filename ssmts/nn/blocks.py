@@ -1,7 +1,8 @@
 """Deep SSM block (eSSM 4.6, E.1): [norm] -> layer -> activation -> dropout -> + residual -> [norm].
 
 The sequence layer is an SSM (layer="ssm", the default) or a structured linear neural CDE
-(layer="lncde", ssmts.nn.lncde.LinearCDE); both map (batch, H, L) -> (batch, H, L) and have
+(layer="lncde", ssmts.nn.lncde.LinearCDE) or, for experiments, a dense HiPPO system
+(layer="dense", ssmts.nn.dense.DenseSSM); all map (batch, H, L) -> (batch, H, L) and have
 `step`, `initial_state` and a `state`/`return_state` forward.
 
 Shapes: x: (batch, H, L); mask: (batch, L) bool, True on real steps, or None.
@@ -13,21 +14,25 @@ import torch.nn.functional as F
 from torch import nn
 
 from .functional import channel_linear
+from .dense import DenseSSM
 from .lncde import LinearCDE
 from .ssm import SSM
 
 NORMS = ("layer", "batch", "none")
 ACTIVATIONS = ("gated_gelu", "gelu", "leaky_relu")
-LAYERS = ("ssm", "lncde")
+LAYERS = ("ssm", "lncde")  # the estimators' choices
+REFERENCE_LAYERS = ("dense",)  # O(N^2 L) references for experiments (ssmts.nn.dense), not offered by the estimators
 
 
 def make_layer(kind: str, d_model: int, **kwargs) -> nn.Module:
-    """The sequence layer of a block, H -> H: SSM(d_model, **kwargs) or LinearCDE(d_model, **kwargs)."""
+    """The sequence layer of a block, H -> H: SSM, LinearCDE or DenseSSM (d_model, **kwargs)."""
     if kind == "ssm":
         return SSM(d_model, d_output=d_model, **kwargs)
     if kind == "lncde":
         return LinearCDE(d_model, d_output=d_model, **kwargs)
-    raise ValueError(f"unknown layer {kind!r}; choose one of {LAYERS}")
+    if kind == "dense":
+        return DenseSSM(d_model, d_output=d_model, **kwargs)
+    raise ValueError(f"unknown layer {kind!r}; choose one of {LAYERS + REFERENCE_LAYERS}")
 
 
 class MaskedBatchNorm(nn.Module):
@@ -111,7 +116,8 @@ class SSMBlock(nn.Module):
     """Residual SSM block. x: (batch, H, L) -> (batch, H, L).
 
     prenorm=True: x + drop(act(layer(norm(x)))); prenorm=False: norm(x + drop(act(layer(x)))).
-    layer: "ssm" (SSM, the default) or "lncde" (LinearCDE); **layer_kwargs go to that layer.
+    layer: "ssm" (SSM, the default), "lncde" (LinearCDE) or "dense" (DenseSSM, a reference);
+    **layer_kwargs go to that layer.
     The layer is the attribute `ssm` whichever it is (the name of the saved weights).
     Padded steps (mask False) are zeroed before the layer. For an SSM they change nothing on
     real steps. A LinearCDE still moves its state on a zero input (the time channel of its
@@ -140,25 +146,36 @@ class SSMBlock(nn.Module):
         self.activation = make_activation(activation, d_model)
         self.dropout = nn.Dropout(dropout)
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    def _time_deltas(self, dt: torch.Tensor | None) -> dict:
+        """Keyword arguments that pass per-step time deltas to the layer (SSM layers only)."""
+        if dt is None:
+            return {}
+        if self.layer_kind != "ssm":
+            raise ValueError(f"per-step time deltas (dt) need layer='ssm'; a layer={self.layer_kind!r} block has "
+                             "no per-step Delta")
+        return {"dt": dt}
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, dt: torch.Tensor | None = None) -> torch.Tensor:
+        """dt: None or per-step time deltas (batch, L) / (L,), see SSM.forward."""
         z = self.norm(x, mask) if self.prenorm else x
         if mask is not None:
             z = z * mask[:, None, :].to(z.dtype)
-        x = x + self.dropout(self.activation(self.ssm(z)))
+        x = x + self.dropout(self.activation(self.ssm(z, **self._time_deltas(dt))))
         return x if self.prenorm else self.norm(x, mask)
 
-    def forward_with_state(self, x: torch.Tensor, state: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward_with_state(self, x: torch.Tensor, state: torch.Tensor | None,
+                           dt: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Causal pass that starts from `state` and returns the final state (no mask)."""
         z = self.norm(x) if self.prenorm else x
-        y, state = self.ssm(z, state=state, return_state=True)
+        y, state = self.ssm(z, state=state, return_state=True, **self._time_deltas(dt))
         x = x + self.dropout(self.activation(y))
         return (x if self.prenorm else self.norm(x)), state
 
-    def step(self, x_t: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """x_t: (batch, H) -> (batch, H). Needs eval mode when norm='batch'."""
+    def step(self, x_t: torch.Tensor, state: torch.Tensor, dt: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """x_t: (batch, H) -> (batch, H); dt: None or this step's time delta (batch,). Needs eval mode when norm='batch'."""
         x = x_t[..., None]
         z = self.norm(x) if self.prenorm else x
-        y, state = self.ssm.step(z[..., 0], state)
+        y, state = self.ssm.step(z[..., 0], state, **self._time_deltas(dt))
         x = x + self.dropout(self.activation(y[..., None]))
         x = x if self.prenorm else self.norm(x)
         return x[..., 0], state

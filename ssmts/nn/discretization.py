@@ -65,3 +65,31 @@ def log_transition(Abar: torch.Tensor, Lambda: torch.Tensor, Delta: torch.Tensor
     tiny = torch.finfo(Abar.real.dtype).tiny
     modulus = Abar.abs().clamp_min(tiny)
     return torch.complex(torch.log(modulus), torch.angle(Abar))
+
+
+def discretize_dense(
+    A: torch.Tensor, B: torch.Tensor, Delta: torch.Tensor, method: str = "zoh", alpha: float = 0.5
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(Abar (N, N), Bbar (N, H)) of a dense real system dx/dt = A x + B u with one step Delta.
+
+    A: (N, N), B: (N, H), Delta: scalar tensor > 0. The same rules as `discretize`, for a
+    matrix that is not diagonal (the HiPPO reference of ssmts.nn.dense):
+    ZOH:        Abar = exp(Delta A), Bbar = A^-1 (exp(Delta A) - I) B, from one matrix
+                exponential of [[A, B], [0, 0]] Delta (Van Loan), so A need not be invertible.
+    GBT(alpha): Abar = (I - alpha Delta A)^-1 (I + (1 - alpha) Delta A),
+                Bbar = (I - alpha Delta A)^-1 Delta B.
+    """
+    check_discretization(method, alpha)
+    N, H = B.shape
+    if method == "zoh":
+        block = torch.zeros(N + H, N + H, dtype=A.dtype, device=A.device)
+        block[:N, :N], block[:N, N:] = A, B
+        E = torch.linalg.matrix_exp(block * Delta)
+        return E[:N, :N], E[:N, N:]
+    if method == "bilinear":
+        alpha = 0.5
+    eye = torch.eye(N, dtype=A.dtype, device=A.device)
+    left = eye - alpha * Delta * A
+    Abar = torch.linalg.solve(left, eye + (1.0 - alpha) * Delta * A)
+    Bbar = torch.linalg.solve(left, Delta * B)
+    return Abar, Bbar

@@ -139,19 +139,34 @@ class RecursiveForecastHead(_ForecastHead):
     Training (teacher forcing): x (batch, n_targets + n_exog, context + horizon - 1) ->
     (batch, horizon, n_targets, n_quantiles), the outputs from the last context step on.
     Forecasting: `rollout` reads the context with the FFT and continues with `step`.
+
+    time_deltas: x has one more channel, last, the gap from position p to the time of y_{p+1}
+    (in units of the training period; irregular time stamps). It is not an input: position p
+    steps by Delta times that gap (SSM dt), so that the state reaches the time it forecasts,
+    having held y_p over the gap. A gap of 0 marks padding past the end of a series (masked
+    targets) and steps by one unit.
     """
 
     def __init__(self, backbone: SSMBackbone, n_targets: int, n_exog: int, context_length: int, horizon: int,
-                 n_quantiles: int):
+                 n_quantiles: int, time_deltas: bool = False):
         super().__init__(backbone, n_targets, n_exog, context_length, horizon, n_quantiles)
         self.decoder = nn.Linear(backbone.d_model, n_targets * n_quantiles)
+        self.time_deltas = bool(time_deltas)
 
     def _decode(self, features: torch.Tensor) -> torch.Tensor:
         return channel_linear(self.decoder, features)
 
+    def _split_dt(self, x: torch.Tensor) -> tuple[torch.Tensor, dict]:
+        """x without the gap channel, and the backbone's dt keyword (none without time_deltas)."""
+        if not self.time_deltas:
+            return x, {}
+        gaps = x[:, -1]
+        return x[:, :-1], {"dt": torch.where(gaps > 0, gaps, torch.ones_like(gaps))}
+
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         b, C, Q, H = x.shape[0], self.n_targets, self.n_quantiles, self.horizon
-        out = self._decode(self.backbone.features(x))[..., self.context_length - 1 :]
+        x, dt = self._split_dt(x)
+        out = self._decode(self.backbone.features(x, **dt))[..., self.context_length - 1 :]
         return out.reshape(b, C, Q, H).permute(0, 3, 1, 2)
 
     @torch.no_grad()
@@ -162,9 +177,11 @@ class RecursiveForecastHead(_ForecastHead):
         future_exog: (batch, C_x, steps - 1), X at steps 2..steps (X at step 1 is the
         context's last position). pick(q (batch, C, Q)) -> (batch, C) chooses the value fed
         back (median or a sample). Returns (picked (batch, steps, C), quantiles (batch, steps, C, Q)).
+        With time_deltas the gap channel is last in both context and future_exog.
         """
         b, C, Q = context.shape[0], self.n_targets, self.n_quantiles
-        features, state = self.backbone.forward_with_state(context)
+        context, dt = self._split_dt(context)
+        features, state = self.backbone.forward_with_state(context, **dt)
         q = self._decode(features)[..., -1].view(b, C, Q)
         picked, quantiles = [], []
         for k in range(steps):
@@ -173,8 +190,9 @@ class RecursiveForecastHead(_ForecastHead):
             picked.append(value)
             if k == steps - 1:
                 break
-            u = value if not self.n_exog else torch.cat([value, future_exog[..., k]], dim=1)
-            features, state = self.backbone.step(u, state)
+            future, dt = self._split_dt(future_exog[..., k, None]) if future_exog is not None else (None, {})
+            u = value if not self.n_exog else torch.cat([value, future[..., 0]], dim=1)
+            features, state = self.backbone.step(u, state, **{k_: v[:, 0] for k_, v in dt.items()})
             q = self.decoder(features).view(b, C, Q)
         return torch.stack(picked, 1), torch.stack(quantiles, 1)
 

@@ -156,18 +156,21 @@ def ptd_legs(N: int, eps: float = 1e-4, gamma: float = 1e3, steps: int = 200) ->
 
 
 # ---------------------------------------------------------------- conjugate halves
-def conjugate_half(Lambda: np.ndarray, V: np.ndarray, V_inv: np.ndarray, P: int):
+def conjugate_half(Lambda: np.ndarray, V: np.ndarray, V_inv: np.ndarray, P: int | None = None):
     """Keep one representative per conjugate pair of a real system's modes.
 
     Returns (Lambda (P,), V (N, P), V_inv (P, N), c_scale (P,)). A pair is kept
     through its Im > 0 member and contributes 2 Re(c x). A real mode also fits one
-    slot, exactly, with c halved (c_scale = 1/2). When real modes make the count
-    exceed P, the fastest-decaying real modes are dropped (they carry the least
-    memory) with a warning; the kept system then only approximates the full one.
+    slot, exactly, with c halved (c_scale = 1/2). P=None keeps every mode: P is then
+    pairs + real modes, N/2 plus half the number of real modes (exact). With a given P
+    that real modes would exceed, the fastest-decaying real modes are dropped (they carry
+    the least memory) with a warning; the kept system then only approximates the full one.
     """
     tol = 1e-9 * max(1.0, float(np.abs(Lambda).max()))
     upper = np.flatnonzero(Lambda.imag > tol)
     real = np.flatnonzero(np.abs(Lambda.imag) <= tol)
+    if P is None:
+        P = len(upper) + len(real)
     room = P - len(upper)
     if room < 0:
         raise ValueError(f"{len(upper)} conjugate pairs do not fit in {P} modes")
@@ -203,6 +206,10 @@ def initialize_head(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Lambda (P,), B (P, H), C (M, P) complex128 for one head of `d_state` = N states.
 
+    P = N without conj_sym; with it N/2, except for ptd, whose perturbed LegS can have real
+    eigenvalues: each takes a slot of its own, so P = N/2 + (real modes)/2 and the stored
+    system is the PTD system exactly (N = 16: 2 real modes, P = 9).
+
     legs:  normal part of HiPPO-LegS (S4D-LegS / S5 / eSSM); B, C projected on its
            eigenvectors as in S5 (B = V^-1 B0, C = C0 V; B0 is HiPPO's B for SISO heads).
     ptd:   perturb-then-diagonalize of the full HiPPO-LegS, projected the same way.
@@ -226,7 +233,7 @@ def initialize_head(
             Lambda_full, V, V_inv = result.Lambda, result.V, result.V_inv
         c_scale = np.ones(N)
         if conj_sym:
-            Lambda_full, V, V_inv, c_scale = conjugate_half(Lambda_full, V, V_inv, P)
+            Lambda_full, V, V_inv, c_scale = conjugate_half(Lambda_full, V, V_inv)
         if H == 1:
             B0 = hippo_legs(N)[1][:, None]
         else:

@@ -17,6 +17,8 @@ import math
 import torch
 from torch import nn
 
+from .scan import associative_scan
+
 LNCDE_STRUCTURES = ("diagonal", "block_diagonal", "dplr", "walsh_hadamard", "dense")
 LNCDE_MODES = ("recurrence", "scan", "chunked")
 D_MODES = ("none", "identity", "diagonal", "full")
@@ -527,24 +529,8 @@ class LinearCDE(nn.Module):
     # ------------------------------------------------------------ scan
     def _scan(self, rep: list[torch.Tensor], b: torch.Tensor) -> torch.Tensor:
         """States q_t = M_t q_{t-1} + b_t, q_{-1} = 0, for t = 0..T-1: rep (b, T, ...), b (b, T, d).
-
-        Odd-even associative scan: compose neighbouring pairs (M2 M1, M2 b1 + b2), scan the
-        half-length sequence recursively (it gives the states after every odd step), then each
-        even step is one application to the state before it. Depth O(log T), O(T) compositions.
-        Only matrices are composed; the down-sweep needs matrix-vector products only.
-        """
-        T = b.shape[1]
-        if T == 1:
-            return b
-        n = T // 2
-        odd = [t[:, 1 : 2 * n : 2] for t in rep]
-        b_pair = self._act(odd, b[:, 0 : 2 * n : 2]) + b[:, 1 : 2 * n : 2]
-        rep_pair = self._compose(odd, [t[:, 0 : 2 * n : 2] for t in rep]) if n > 1 else odd
-        q_odd = self._scan(rep_pair, b_pair)  # states after steps 1, 3, 5, ...
-        rest = [t[:, 2:T:2] for t in rep]  # steps 2, 4, ...: one application each
-        q_even = torch.cat([b[:, :1], self._act(rest, q_odd[:, : (T - 1) // 2]) + b[:, 2:T:2]], dim=1)
-        q = torch.stack([q_even[:, :n], q_odd], dim=2).flatten(1, 2)
-        return torch.cat([q, q_even[:, n:]], dim=1) if T % 2 else q
+        The odd-even associative scan of ssmts.nn.scan, with this layer's blocks."""
+        return associative_scan(rep, b, self._act, self._compose)
 
     def _scan_states(self, x: torch.Tensor, h: torch.Tensor, chunk: int) -> torch.Tensor:
         """States h_1..h_L by the scan over chunks of `chunk` steps, carrying h between chunks."""

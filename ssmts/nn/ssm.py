@@ -9,6 +9,11 @@ with P = N/2 complex modes (N = d_state per head), and the heads' outputs are
 concatenated (block-diagonal system, eSSM eq. 14) and mixed by a linear map when
 heads > 1. Three compute modes give the same numbers: FFT convolution (training),
 the sequential recurrence (reference), and `step` (streaming).
+
+Irregular time stamps: with `dt` (batch, L), in units of the training sample period, step k
+uses Delta_k = Delta * dt_k, i.e. Abar_k = Abar(Delta_k), Bbar_k = Bbar(Delta_k); the
+transitions then vary with k, there is no convolution, and the states come from a parallel
+associative scan (ssmts.nn.scan). Constant dt_k = c is the same as dt_scale = c.
 """
 from __future__ import annotations
 
@@ -24,6 +29,7 @@ from .functional import channel_linear
 from .discretization import check_discretization, discretize, log_transition
 from .init import INITS, initialize_head, ptd_perturbation
 from .resampling import check_delta_factor, delta_factor
+from .scan import diagonal_scan
 
 LAMBDA_ENFORCERS = ("exp", "softplus", "clip")
 D_MODES = ("none", "identity", "diagonal", "full")
@@ -123,7 +129,8 @@ class SSM(nn.Module):
 
     Args:
         d_model: H, input channels.
-        d_state: N, state size of each head (N/2 complex modes with conj_sym).
+        d_state: N, state size of each head (N/2 complex modes with conj_sym; init="ptd" keeps
+            every real eigenvalue of the perturbed LegS in a slot of its own, one more per pair).
         d_output: M, output channels (default H).
         heads: number of diagonal blocks s; 1 = one full MIMO system (S5-like),
             H = stacked SISO systems (S4D-like). A channel mixer follows when s > 1.
@@ -235,6 +242,7 @@ class SSM(nn.Module):
             for _ in range(heads)
         ]
         Lambda = torch.stack([h[0] for h in heads_init])  # (S, P)
+        self.P = Lambda.shape[-1]  # ptd with conj_sym: N/2 plus a slot per pair of real eigenvalues
         B = torch.stack([h[1] for h in heads_init])  # (S, P, Hh)
         C = torch.stack([h[2] for h in heads_init])  # (S, Mh, P)
         self._set_lambda("Lambda", Lambda)
@@ -421,12 +429,19 @@ class SSM(nn.Module):
         *,
         mode: str = "fft",
         return_state: bool = False,
+        dt: torch.Tensor | None = None,
     ):
         """u: (batch, H, L) -> y: (batch, M, L).
 
         mode: "fft" (convolution, default) or "recurrence" (sequential reference loop).
         state: (batch, heads, P) complex state x_{-1} to continue from (causal only).
         return_state: also return the final state x_{L-1}, (batch, heads, P), for `step`.
+        dt: None, or per-step time deltas (batch, L) or (L,), finite and > 0, in units of the
+            training sample period: step k uses Delta_k = Delta * dt_k (irregular time stamps).
+            Mode "fft" then runs the parallel scan (`chunk_length` does not apply). Bidirectional:
+            the backward direction runs over the reversed sequence with the gaps of that
+            direction: the step from sample k+1 back to k is the gap dt_{k+1} (the same gap as
+            forward), and the boundary sample L-1 takes dt_0, as sample 0 does forward.
         With `chunk_length` set and L above it, the FFT mode runs chunk by chunk (same result).
         """
         self._check_input(u)
@@ -436,6 +451,15 @@ class SSM(nn.Module):
             raise ValueError("a bidirectional SSM has no causal state: state/return_state need bidirectional=False")
         if state is not None:
             self._check_state(state, u.shape[0])
+        if dt is not None:
+            dt = self._check_dt(dt, u.shape[0], u.shape[-1], u.device)
+            if torch.is_autocast_enabled(u.device.type):
+                with torch.autocast(u.device.type, enabled=False):
+                    y, x = self._irregular(u.to(self.log_dt.dtype), dt, state, mode)
+            else:
+                y, x = self._irregular(u, dt, state, mode)
+            y = self._feedthrough(y, u)
+            return (y, x) if return_state else y
         if mode == "recurrence":
             Abar, Bbar, _, _ = self.discrete()
             v = self._input_projection(u, Bbar)
@@ -479,12 +503,66 @@ class SSM(nn.Module):
         return y, x, False
 
     def _recurrence(self, v: torch.Tensor, Abar: torch.Tensor, state: torch.Tensor | None) -> torch.Tensor:
+        """States one step at a time: v (b, S, P, L); Abar (S, P), or (b, S, P, L) per step."""
         x_prev = torch.zeros_like(v[..., 0]) if state is None else state.to(v.dtype)
         states = []
         for k in range(v.shape[-1]):
-            x_prev = Abar * x_prev + v[..., k]
+            x_prev = (Abar[..., k] if Abar.dim() == 4 else Abar) * x_prev + v[..., k]
             states.append(x_prev)
         return torch.stack(states, dim=-1)
+
+    # ------------------------------------------------------------ irregular time stamps
+    def _check_dt(self, dt, batch: int, length: int | None, device) -> torch.Tensor:
+        """Per-step time deltas -> (batch, length) (or (batch,) when length is None) in the layer's dtype."""
+        dt = torch.as_tensor(dt, device=device)
+        if dt.is_complex() or dt.dtype == torch.bool:
+            raise TypeError(f"dt must hold real time deltas, got dtype {dt.dtype}")
+        dt = dt.to(self.log_dt.dtype)
+        expected = (batch,) if length is None else (batch, length)
+        if length is not None and dt.dim() == 1 and dt.shape[0] == length:
+            dt = dt.expand(batch, length)
+        elif length is None and dt.dim() == 0:
+            dt = dt.expand(batch)
+        if tuple(dt.shape) != expected:
+            allowed = f"{expected} or ({length},)" if length is not None else f"{expected} or a scalar"
+            raise ValueError(f"dt must have shape {allowed}, got {tuple(dt.shape)}")
+        if not bool(torch.isfinite(dt).all()):
+            raise ValueError("dt has NaN or infinite time deltas; every step needs a finite delta > 0")
+        if not bool((dt > 0).all()):
+            raise ValueError(f"dt must be > 0 at every step (time stamps strictly increasing), got min {float(dt.min()):.3g}")
+        return dt
+
+    def _per_step(self, dt: torch.Tensor, backward: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        """(Abar_k, gamma_k), each (..., S, P), of Delta_k = Delta * dt_k for dt (...). The LDNN backward
+        system has its own Lambda in Abar and shares the forward Bbar (LDNN eq. 18), as without dt."""
+        Lambda = self._lambda()
+        Delta = self.Delta * dt[..., None, None]
+        Abar, gamma = discretize(Lambda, Delta, self.discretization, self.alpha)
+        if backward and self.bidirectional == "ldnn":
+            Abar, _ = discretize(self._lambda("Lambda_backward"), Delta, self.discretization, self.alpha)
+        return Abar, gamma
+
+    def _irregular_states(self, Bu: torch.Tensor, dt: torch.Tensor, state: torch.Tensor | None, mode: str,
+                          backward: bool = False) -> torch.Tensor:
+        """States x_k = Abar_k x_{k-1} + gamma_k (B u_k): Bu (b, S, P, L) complex, dt (b, L) -> (b, S, P, L)."""
+        Abar, gamma = self._per_step(dt, backward)  # (b, L, S, P)
+        v = gamma * Bu.permute(0, 3, 1, 2)
+        if mode == "recurrence":
+            return self._recurrence(v.permute(0, 2, 3, 1), Abar.permute(0, 2, 3, 1), state)
+        return diagonal_scan(Abar, v, state).permute(0, 2, 3, 1)
+
+    def _irregular(self, u: torch.Tensor, dt: torch.Tensor, state: torch.Tensor | None, mode: str):
+        """SSM part (before D and mixer) with per-step Delta_k: -> (y (b, M, L), x_{L-1})."""
+        C = self._complex(self.C)
+        # B u_k once; gamma_k (the only part of Bbar_k that depends on k) is applied per step.
+        Bu = self._input_projection(u, self._complex(self.B))
+        x = self._irregular_states(Bu, dt, state, mode)
+        if self.bidirectional:
+            # The step from sample k+1 back to k spans the gap dt_{k+1}; the boundary sample L-1 takes dt_0.
+            back_dt = torch.roll(dt, -1, dims=1).flip(1)
+            x_back = self._irregular_states(Bu.flip(-1), back_dt, None, mode, backward=True).flip(-1)
+            x = (x + x_back) / 2 if self.bidirectional == "ldnn" else x + x_back
+        return self._readout_states(x, C, u.shape[0], u.shape[-1]), x[..., -1]
 
     def _check_state(self, state: torch.Tensor, batch: int) -> None:
         expected = (batch, self.heads, self.P)
@@ -498,8 +576,10 @@ class SSM(nn.Module):
         device = device if device is not None else self.log_dt.device
         return torch.zeros(batch, self.heads, self.P, dtype=self._complex_dtype(), device=device)
 
-    def step(self, u_t: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def step(self, u_t: torch.Tensor, state: torch.Tensor, dt: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """One step of the recurrence. u_t: (batch, H), state: (batch, heads, P) -> (y_t (batch, M), state).
+
+        dt: None, or the time delta of this step, (batch,) or a scalar (see `forward`): Delta_k = Delta * dt.
 
         The discretized Abar, Bbar and C are computed once and reused while the parameters (and
         dt_scale) stay unchanged, when no gradient is being recorded; with autograd on they are
@@ -520,6 +600,11 @@ class SSM(nn.Module):
         else:
             v = _per_sample_mv(Bi, u_t.reshape(b, S, Hh))
         v = torch.view_as_complex(v.reshape(b, S, P, 2))
+        if dt is not None:
+            # Bi holds Bbar of the constant Delta; with a delta of its own the step needs B u and gamma(Delta dt).
+            Abar, gamma = self._per_step(self._check_dt(dt, b, None, u_t.device))  # (b, S, P)
+            B = self._complex(self.B)
+            v = gamma * (B[None] * u_t.reshape(b, S, 1, Hh)).sum(-1)
         state = torch.addcmul(v, Abar, state.to(v.dtype))
         x = torch.view_as_real(state).reshape(b, S, 2 * P)
         if Mh == 1:

@@ -101,8 +101,8 @@ class RecursiveStrategy:
     needs_future_x = False
     causal_only = True
 
-    def head(self, backbone: SSMBackbone, n_targets, n_exog, context, horizon, n_quantiles):
-        return RecursiveForecastHead(backbone, n_targets, n_exog, context, horizon, n_quantiles)
+    def head(self, backbone: SSMBackbone, n_targets, n_exog, context, horizon, n_quantiles, time_deltas=False):
+        return RecursiveForecastHead(backbone, n_targets, n_exog, context, horizon, n_quantiles, time_deltas)
 
     def future_steps(self, horizon: int, largest_step: int) -> int:
         return largest_step
@@ -143,7 +143,7 @@ class RecursiveStrategy:
         # depend on which other series or origins are forecast in the same batch
         # (historical_forecasts equals separate predict calls).
         members = len(model.members)
-        uniforms = torch.rand((members, horizon, n_paths, C), generator=torch.Generator().manual_seed(seed),
+        uniforms = torch.rand((members, max(horizon, S), n_paths, C), generator=torch.Generator().manual_seed(seed),
                               dtype=torch.float64)
         z_grid = torch.as_tensor(norm.ppf(levels), dtype=torch.float32, device=device)
         rows = max(1, 8192 // n_paths)  # bound the batch of series x paths

@@ -18,6 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._windows import key_name
+from ._windows import steps as horizon_steps
 
 
 class ForecastStream:
@@ -39,11 +40,17 @@ class ForecastStream:
             known = [k if len(k) != 1 else k[0] for k in forecaster._store]
             what = "one series (instance=None)" if known == [()] else f"the series {known[:10]}"
             raise ValueError(f"stream: no series {instance!r}; the forecaster was fitted on {what}")
+        if forecaster.irregular == "time_deltas":
+            raise ValueError("stream() takes one step per period of a regular time index; with "
+                             "irregular='time_deltas' use update + predict")
+        if forecaster.n_exog_ and (forecaster._x_past.any() or forecaster._x_static.any()):
+            raise ValueError("stream() does not take past_covariates or static_covariates yet; use update(..., "
+                             "update_params=False) + predict, or historical_forecasts")
         self.key = key
-        _, self.steps = forecaster._relative_steps(fh)
-        forecaster._check_steps(self.steps, key)
-        self.n_future = forecaster._strategy.future_steps(forecaster.horizon_, int(self.steps.max()))
         tail, x_old = forecaster._store[key]
+        fh, _ = forecaster._relative_steps(fh)
+        self.steps = forecaster._check_steps(horizon_steps(fh, tail.index), key)
+        self.n_future = forecaster._strategy.future_steps(forecaster.horizon_, int(self.steps.max()))
         tail = tail[tail.index <= forecaster.cutoff[0]]
         c = forecaster.context_length
         self._y = tail.to_numpy()[-c:].copy()  # the last <= c observations, oldest first
@@ -70,7 +77,7 @@ class ForecastStream:
             x = np.asarray(X, dtype=np.float64).reshape(-1)
             if x.shape != (f.n_exog_,):
                 raise ValueError(f"stream.update: X must hold {f.n_exog_} value(s), got shape {np.shape(X)}")
-            self._x = np.concatenate([self._x, ((x - f.x_mean_) / f.x_scale_)[None]])[-c:]
+            self._x = np.concatenate([self._x, self._standardize(x[None], self._x[-1:])])[-c:]
         elif X is not None:
             raise ValueError(f"{type(f).__name__} was fitted without exogenous X, but X was passed to stream.update")
         self._y = np.concatenate([self._y, row[None]])[-c:]
@@ -91,13 +98,28 @@ class ForecastStream:
             if len(x_future) < self.n_future:
                 raise ValueError(f"stream.predict needs X at the forecast steps 1..{self.n_future}, but X_future "
                                  f"has {len(x_future)} row(s)")
-            x_future = (x_future[: self.n_future] - f.x_mean_) / f.x_scale_
+            x_future = self._standardize(x_future[: self.n_future], self._x[-1:])
         elif X_future is not None:
             raise ValueError(f"{type(f).__name__} was fitted without exogenous X, but X_future was passed")
+        empty = np.isnan(self._y).all(0)
+        if empty.any():
+            raise ValueError(f"the last {c} observations of {key_name(self.key)} have no observed value of "
+                             f"{list(f._y_columns[empty])}; a forecast needs at least one")
         if alpha is not None:
             alpha = np.atleast_1d(np.asarray(alpha, dtype=np.float64))
         (point, q), = f._run([(self._y, self.steps, self._x, x_future)], alpha)
         return point if alpha is None else (point, q)
+
+    def _standardize(self, rows: np.ndarray, previous: np.ndarray) -> np.ndarray:
+        """Raw X rows (n, C_x) -> standardized, gaps carried forward from `previous` (the last
+        standardized row, (1, C_x) or empty), then 0 (the training mean), as predict does."""
+        z = (rows - self._f.x_mean_) / self._f.x_scale_
+        last = previous[0] if len(previous) else np.zeros(z.shape[1])
+        for row in z:
+            gap = np.isnan(row)
+            row[gap] = last[gap]
+            last = row
+        return z
 
     def step(self, y, X=None, X_future=None, alpha=None):
         return self.update(y, X).predict(X_future, alpha)

@@ -3,6 +3,7 @@
     split_instances / merge      frames by series, and the union of old and new observations
     steps / future_times         a ForecastingHorizon against a series' time index
     Windows, make_windows        training windows (context + horizon), normalized per window
+    fill_forward, impute         gaps (NaN): last observation carried forward, then 0
 """
 from __future__ import annotations
 
@@ -53,6 +54,21 @@ def as_float(frame: pd.DataFrame, name: str) -> pd.DataFrame:
         raise TypeError(f"{name} must have numeric columns only: {error}") from None
 
 
+def fill_forward(values: np.ndarray) -> np.ndarray:
+    """values (..., L) with the last observation carried forward along the last axis; NaN
+    before the first observation stays NaN."""
+    index = np.where(np.isnan(values), 0, np.arange(values.shape[-1]))
+    np.maximum.accumulate(index, axis=-1, out=index)
+    return np.take_along_axis(values, index, axis=-1)
+
+
+def impute(normalized: np.ndarray) -> np.ndarray:
+    """Gaps of normalized values (..., L): carried forward; before the first observation 0,
+    the window's location (its last, mean or global value, by instance_norm)."""
+    filled = fill_forward(normalized)
+    return np.where(np.isnan(filled), 0.0, filled)
+
+
 def pad_rows(rows: np.ndarray, n: int) -> np.ndarray:
     """rows (k, C_x) -> (n, C_x), zero rows appended (unused future steps of shorter horizons)."""
     if len(rows) >= n:
@@ -60,18 +76,46 @@ def pad_rows(rows: np.ndarray, n: int) -> np.ndarray:
     return np.concatenate([rows, np.zeros((n - len(rows), rows.shape[1]))])
 
 
+def _numeric_spacing(time_index: pd.Index):
+    """The step of a numeric (integer or float) time index, or None for other indexes and for a
+    step of 1. sktime reads a relative fh on such an index in index units (cutoff + k), while
+    one step of the network is one spacing of the series."""
+    if isinstance(time_index, (pd.DatetimeIndex, pd.PeriodIndex)) or not pd.api.types.is_numeric_dtype(time_index.dtype):
+        return None
+    if len(time_index) < 2:
+        return None
+    spacing = time_index[-1] - time_index[-2]
+    return None if spacing == 1 else spacing
+
+
 def steps(fh: ForecastingHorizon, time_index: pd.Index) -> np.ndarray:
-    """Relative steps of fh for a series whose last observation is time_index[-1]."""
+    """Network steps of fh for a series whose last observation is time_index[-1] (one step = one
+    spacing of the index; on a numeric index of spacing s, fh in index units must be multiples of s)."""
     if fh.is_relative:
-        return np.asarray(fh.to_pandas(), dtype=np.int64)
-    cutoff = time_index[[-1]]
-    if fh.freq is None and isinstance(time_index, pd.DatetimeIndex):
-        fh = ForecastingHorizon(fh.to_pandas(), is_relative=False, freq=pd.infer_freq(time_index))
-    return np.asarray(fh.to_relative(cutoff).to_pandas(), dtype=np.int64)
+        relative = np.asarray(fh.to_pandas())
+    else:
+        cutoff = time_index[[-1]]
+        if fh.freq is None and isinstance(time_index, pd.DatetimeIndex):
+            fh = ForecastingHorizon(fh.to_pandas(), is_relative=False, freq=pd.infer_freq(time_index))
+        relative = np.asarray(fh.to_relative(cutoff).to_pandas())
+    spacing = _numeric_spacing(time_index)
+    if spacing is None:
+        return relative.astype(np.int64)
+    model_steps = relative / spacing
+    if not np.allclose(model_steps, np.round(model_steps)):
+        off = relative[~np.isclose(model_steps, np.round(model_steps))]
+        raise ValueError(
+            f"fh holds {off[:5].tolist()} (time index units after the cutoff {time_index[-1]}), which are not "
+            f"multiples of the series' spacing {spacing}: the series is observed every {spacing}, so a forecast "
+            f"can only be made {spacing}, {2 * spacing}, ... after its cutoff")
+    return np.round(model_steps).astype(np.int64)
 
 
 def future_times(fh: ForecastingHorizon, time_index: pd.Index, relative_steps) -> pd.Index:
-    """The times `relative_steps` periods after time_index[-1] (sktime's to_absolute_index)."""
+    """The time stamps of network steps `relative_steps` after time_index[-1]."""
+    spacing = _numeric_spacing(time_index)
+    if spacing is not None:
+        return pd.Index(time_index[-1] + spacing * np.asarray(list(relative_steps)), dtype=time_index.dtype)
     freq = fh.freq
     if freq is None and isinstance(time_index, pd.DatetimeIndex):
         freq = pd.infer_freq(time_index)
@@ -111,13 +155,18 @@ class Windows:
 
 
 def make_windows(y: np.ndarray, x: np.ndarray | None, context: int, horizon: int, strategy, norm_stats,
-                 min_start: int = 0) -> Windows | None:
-    """Training windows of one series. y (T, C), x (T, C_x) standardized or None.
+                 min_start: int = 0, past: np.ndarray | None = None) -> Windows | None:
+    """Training windows of one series. y (T, C) with NaN in its gaps, x (T, C_x) standardized
+    and imputed, or None; past (C_x,) bool: the past-only columns of x.
 
-    Every start with at least one target is used; targets past the end are masked. With X
-    and a strategy that reads the future X of every horizon step, only windows with the
-    whole horizon inside the series are used (when there are any). norm_stats(context
-    (n, C, c)) -> (shift, scale) normalizes each window; strategy.inputs lays out the input.
+    Every start with at least one target is used; targets past the end or missing (NaN) get
+    weight 0. A window is dropped when a target channel has no observation in its context
+    (nothing to normalize by) or none of its targets is observed. With X and a strategy that
+    reads the future X of every horizon step, only windows with the whole horizon inside the
+    series are used (when there are any). Past-only columns are zero after the context, so
+    no window shows the network their values over its targets. norm_stats(context (n, C, c))
+    -> (shift, scale) normalizes each window (over observed values); strategy.training_inputs
+    lays out the input, whose gaps are carried forward (impute).
     """
     c, H, C = context, horizon, y.shape[1]
     T = len(y)
@@ -128,34 +177,77 @@ def make_windows(y: np.ndarray, x: np.ndarray | None, context: int, horizon: int
     yw = sliding_window_view(ypad, c + H, axis=0)[:n]  # (n, C, c + H)
     end = np.arange(n)[:, None] + c + np.arange(H)[None, :]
     available = end < T  # (n, H)
-    keep = np.arange(n) >= min_start
+    observed = available[:, None, :] & ~np.isnan(yw[..., c:])  # (n, C, H)
+    keep = (np.arange(n) >= min_start) & (~np.isnan(yw[..., :c])).any(-1).all(-1) & observed.any((1, 2))
     if x is not None and strategy.needs_future_x and (available.all(1) & keep).any():
         keep &= available.all(1)
-    yw, available = yw[keep], available[keep]
+    if not keep.any():
+        return None
+    yw, observed, available = yw[keep], observed[keep], available[keep]
     shift, scale = norm_stats(yw[..., :c])
     yn = (yw - shift) / scale
-    yn[..., c:] *= available[:, None, :]  # padding stays 0 in normalized units
-    target = np.transpose(yn[..., c:], (0, 2, 1))  # (n, H, C)
-    weight = np.broadcast_to(available[:, :, None], target.shape).astype(np.float32)
+    target = np.transpose(np.where(observed, yn[..., c:], 0.0), (0, 2, 1))  # (n, H, C); padding and gaps 0
+    weight = np.transpose(observed, (0, 2, 1)).astype(np.float32)
+    yn = impute(yn)
+    yn[..., c:] *= available[:, None, :]  # padding past the end stays 0 in normalized units
     xw = None
     if x is not None:
         # one extra zero row: the recursive layout reads X one step ahead
         xw = sliding_window_view(np.concatenate([x, np.zeros((H + 1, x.shape[1]))]), c + H, axis=0)[:n][keep]
+        if past is not None and past.any():
+            xw = xw.copy()
+            xw[:, past, c:] = 0.0
     inputs = strategy.training_inputs(yn, xw, c, H)
     start = np.flatnonzero(keep)
     last_target = np.minimum(start + c + H, T)  # for the temporal validation split
     return Windows(inputs.astype(np.float32), target.astype(np.float32), weight, last_target)
 
 
-def check_regular_index(index: pd.Index, what: str) -> None:
+def time_values(index: pd.Index) -> np.ndarray:
+    """Time stamps as float64 numbers: nanoseconds for a DatetimeIndex, ordinals for a PeriodIndex,
+    the values of a numeric index."""
+    if isinstance(index, (pd.DatetimeIndex, pd.PeriodIndex)):
+        return index.asi8.astype(np.float64)
+    if pd.api.types.is_numeric_dtype(index.dtype):
+        return index.to_numpy(dtype=np.float64)
+    raise ValueError(f"per-step time deltas need a DatetimeIndex, PeriodIndex or numeric time index, got {type(index).__name__}")
+
+
+def time_unit_value(unit, index: pd.Index) -> float:
+    """A declared time unit in the units of time_values(index): a number as is; a pandas offset or
+    Timedelta string (e.g. '1h') in nanoseconds, for a DatetimeIndex."""
+    if isinstance(unit, str) or isinstance(unit, pd.Timedelta):
+        if not isinstance(index, pd.DatetimeIndex):
+            raise ValueError(f"time_unit={unit!r} is a duration, which needs a DatetimeIndex; give a number for a "
+                             f"{type(index).__name__}")
+        value = float(pd.Timedelta(pd.tseries.frequencies.to_offset(unit) if isinstance(unit, str) else unit).value)
+    else:
+        value = float(unit)
+    if not (np.isfinite(value) and value > 0):
+        raise ValueError(f"time_unit must be a positive duration, got {unit!r}")
+    return value
+
+
+def gaps_into(times: np.ndarray, unit: float, before: float | None = None) -> np.ndarray:
+    """Gap into each time stamp from the one before it, in `unit`s: (T,). The first takes the gap from
+    `before` (an earlier time stamp) when given, else 1 (one unit; it only scales the first input)."""
+    first = 1.0 if before is None else (times[0] - before) / unit
+    return np.concatenate([[first], np.diff(times) / unit])
+
+
+def check_regular_index(index: pd.Index, what: str, even: bool = True) -> None:
     """A forecaster's time index must be unique and evenly spaced: an SSM step is one period,
-    so a gap or a repeated time stamp would silently be read as contiguous data."""
+    so a gap or a repeated time stamp would silently be read as contiguous data.
+    even=False (per-step time deltas) checks only that the time stamps are unique and increasing."""
     if index.has_duplicates:
         repeated = index[index.duplicated()].unique()
         raise ValueError(f"{what} has repeated time stamps ({', '.join(map(str, repeated[:3]))}"
                          f"{' ...' if len(repeated) > 3 else ''}); each time point may appear once")
     if not index.is_monotonic_increasing:
         raise ValueError(f"{what} has time stamps out of order; sort it by time")
+    if not even:
+        time_values(index)  # a clear error for an index without numeric time stamps
+        return
     if len(index) < 3:
         return
     if isinstance(index, pd.DatetimeIndex):
@@ -175,4 +267,4 @@ def check_regular_index(index: pd.Index, what: str) -> None:
         raise ValueError(
             f"{what} is not evenly spaced: after {index[first]} comes {index[first + 1]} (the usual step is "
             f"{index[1] - index[0] if steps[0] == usual else usual}); fill or resample the gaps first, since "
-            "each step of the model is one period")
+            "each step of the model is one period (or use irregular='time_deltas')")

@@ -11,9 +11,10 @@ sections 3.4, 5.2 and 5.3), as tasks of their own.
     sub-domain of amplitudes and is tested on a uniform (theta, a) grid: "interpolation" trains
     on the two outer amplitude bands and leaves out the middle one, "extrapolation" trains on
     the lower part and leaves out the top. ``init="legs"`` (S4D/S5 normal part) against
-    ``init="ptd"``; the results hold the absolute amplitude error on the grid (heat maps).
+    ``init="ptd"`` and the dense HiPPO-LegS reference (``"hippo"``, ssmts.nn.DenseSSM, S4's
+    system without its DPLR form); the results hold the absolute errors on the grid (heat maps).
 ``ptd-robustness`` (section 5.2, Figure 3(a,b))
-    Both inits learn a pixel-sequence classification task (the offline digits stand-in, or
+    The three models learn a pixel-sequence classification task (the offline digits stand-in, or
     sCIFAR with ``data_dir``), then are tested on the clean test set and on copies with
     sinusoidal noise ``amplitude * sin(theta k + phi)`` (amplitude in units of the standardized
     input) at (a) the spike frequencies of the trained ``legs`` model, found with
@@ -25,11 +26,10 @@ sections 3.4, 5.2 and 5.3), as tasks of their own.
     PTD perturbation, swept through ``ptd_eps``, for each state size N.
 
 Every network is a ``SequenceHead`` on an ``SSMBackbone`` built from ``BackboneParams`` and
-trained by ``ssmts.training.fit_model``. The layers use ``conj_sym=False``: PTD of HiPPO-LegS
-has real eigenvalues, and the conjugate-pair storage drops some of them (its warning), which
-moves the PTD layer far from HiPPO's transfer function; with all N modes stored both inits are
-the systems the paper compares. Output: the results JSON (the CLI adds PNG figures next to it
-with ``ssmts.plot.save_ptd_figures``).
+trained by ``ssmts.training.fit_model`` (``"hippo"``: the same backbone with dense layers, one
+learnable Delta per layer at the same initial value). The diagonal layers store all N modes
+(``conj_sym=False``), one Delta per mode, as the paper's S4D/S5 layers do. Output: the results
+JSON (the CLI adds PNG figures next to it with ``ssmts.plot.save_ptd_figures``).
 """
 from __future__ import annotations
 
@@ -61,6 +61,9 @@ DESCRIPTIONS = {
     "ptd-ablation": "PTD paper 5.3: accuracy and cond(V) against the PTD perturbation size ||E||/||A||",
 }
 PRESETS = ("paper", "small", "tiny")
+HIPPO = "hippo"
+"""The reference model: the same architecture on dense HiPPO-LegS layers (ssmts.nn.DenseSSM), the
+system that ``legs`` keeps only the normal part of and ``ptd`` approximates."""
 TOP_FREQUENCY = 0.8
 """Where the largest eigenfrequency of the HiPPO-LegS normal part sits, in radians per sample,
 when a preset leaves ``dt`` unset: dt = TOP_FREQUENCY / max |Im lambda| (one Delta for every mode)."""
@@ -70,7 +73,8 @@ when a preset leaves ``dt`` unset: dt = TOP_FREQUENCY / max |Im lambda| (one Del
 class PTDPreset:
     """Settings of one PTD experiment.
 
-    Model: n_layers, d_model (H), d_state (N), heads, norm, prenorm, dt (one Delta for every mode;
+    Model: inits (of the sinusoid and noise experiments: "legs", "ptd", "hippo"), n_layers,
+    d_model (H), d_state (N), heads, norm, prenorm, dt (one Delta for every mode;
     None: TOP_FREQUENCY rule) or dt_range (log-uniform init when dt is None and dt_range is set),
     ptd_eps, ptd_gamma. Training: epochs, batch_size, lr, lr_ssm, weight_decay, seeds.
     Data: n_train (sinusoids per training set), length (samples per sequence), grid (test grid
@@ -100,7 +104,7 @@ class PTDPreset:
     lr_ssm: float = 1e-3
     weight_decay: float = 0.01
     seeds: tuple[int, ...] = (0, 1, 2)
-    inits: tuple[str, ...] = ("legs", "ptd")
+    inits: tuple[str, ...] = ("legs", "ptd", HIPPO)
     n_train: int = 1000
     length: int = 128
     grid: int = 16
@@ -134,6 +138,19 @@ class PTDPreset:
         params.validate_params()
         params.backbone_kwargs()
         return params
+
+    def network(self, init: str, d_input: int, d_output: int, **overrides) -> SequenceHead:
+        """The model of one init: the diagonal backbone of `backbone_params` (``overrides``: d_state,
+        ptd_eps, ptd_gamma) or, for init="hippo", the same architecture on dense HiPPO-LegS layers."""
+        params = self.backbone_params("legs" if init == HIPPO else init, **overrides)
+        if init != HIPPO:
+            return build_network(params, d_input, d_output)
+        kwargs = params.backbone_kwargs()
+        backbone = SSMBackbone(d_input, kwargs["d_model"], kwargs["n_layers"], None, layer="dense",
+                               d_state=kwargs["d_state"], dt_min=kwargs["dt_min"], dt_max=kwargs["dt_max"],
+                               norm=kwargs["norm"], prenorm=kwargs["prenorm"], activation=kwargs["activation"],
+                               dropout=kwargs["dropout"])
+        return SequenceHead(backbone, d_output, "mean")
 
     def trainer_config(self, epochs: int | None = None) -> TrainerConfig:
         config = TrainerConfig(optimizer="adamw", lr=self.lr, lr_ssm=self.lr_ssm, weight_decay=self.weight_decay,
@@ -245,9 +262,8 @@ def run_sinusoids(preset: PTDPreset, epochs: int | None = None, verbose: int = 0
             y_mean, y_std = y.mean(0), y.std(0) + 1e-8
             data = SequenceData(torch.from_numpy(x), torch.from_numpy(((y - y_mean) / y_std).astype(np.float32)))
             for init in preset.inits:
-                params = preset.backbone_params(init)
                 start = time.perf_counter()
-                result = fit_model(lambda: build_network(params, 1, 2), data, mse_loss,
+                result = fit_model(lambda: preset.network(init, 1, 2), data, mse_loss,
                                    preset.trainer_config(epochs), seed=seed,
                                    description=f"{domain} {init} seed {seed}")
                 pred = predict_batches(result.model, SequenceData(torch.from_numpy(x_test)), 256, "cpu").numpy()
@@ -257,7 +273,8 @@ def run_sinusoids(preset: PTDPreset, epochs: int | None = None, verbose: int = 0
                 seen = np.zeros_like(grid_amp, dtype=bool)
                 for a, b in bands:
                     seen |= (grid_amp >= a) & (grid_amp <= b)
-                spikes = sensitive_frequencies(result.model, 3, layers=[0])[0]
+                # the dense reference has no diagonal modes to analyse (and no spikes by construction)
+                spikes = None if init == HIPPO else sensitive_frequencies(result.model, 3, layers=[0])[0]
                 runs.append({
                     "domain": domain, "init": init, "seed": seed, "seconds": time.perf_counter() - start,
                     "train_loss": result.history[-1]["train_loss"],
@@ -266,7 +283,7 @@ def run_sinusoids(preset: PTDPreset, epochs: int | None = None, verbose: int = 0
                     "amplitude_mae_unseen": float(amp_err[:, ~seen].mean()),
                     "theta_mae_seen": float(theta_err[:, seen].mean()),
                     "theta_mae_unseen": float(theta_err[:, ~seen].mean()),
-                    "layer0_spikes": spikes.as_dict(),
+                    "layer0_spikes": None if spikes is None else spikes.as_dict(),
                 })
                 if verbose:
                     print(f"[ptd-sinusoids] {domain} {init} seed {seed}: amplitude MAE seen "
@@ -369,9 +386,8 @@ def run_robustness(preset: PTDPreset, data_dir: Path | None = None, epochs: int 
     for seed in preset.seeds:
         models = {}
         for init in preset.inits:
-            params = preset.backbone_params(init)
             start = time.perf_counter()
-            result = fit_model(lambda: build_network(params, Xtr.shape[1], n_classes), train,
+            result = fit_model(lambda: preset.network(init, Xtr.shape[1], n_classes), train,
                                weighted_cross_entropy(), preset.trainer_config(epochs), seed=seed,
                                score_fn=accuracy_of_logits, validation=val, description=f"{init} seed {seed}")
             models[init] = (result, time.perf_counter() - start)
@@ -438,9 +454,9 @@ def run_ablation(preset: PTDPreset, data_dir: Path | None = None, epochs: int | 
             else:
                 relative, condition, max_re = 0.0, 1.0, -0.5  # the normal part: unitary V
             for seed in preset.seeds:
-                params = preset.backbone_params(init, d_state=N, ptd_eps=eps, ptd_gamma=gamma)
                 start = time.perf_counter()
-                result = fit_model(lambda: build_network(params, Xtr.shape[1], n_classes), train,
+                result = fit_model(lambda: preset.network(init, Xtr.shape[1], n_classes, d_state=N, ptd_eps=eps,
+                                                          ptd_gamma=gamma), train,
                                    weighted_cross_entropy(), preset.trainer_config(epochs), seed=seed,
                                    score_fn=accuracy_of_logits, validation=val, description=f"N={N} {init} {eps}")
                 acc = accuracy_of_logits(predict_batches(result.model, test, 256, "cpu"), torch.from_numpy(yte))

@@ -143,12 +143,35 @@ def test_bidirectional_layers_have_no_causal_hippo_reference():
         transfer_gap(SSM(1, 8, bidirectional=True), [1.0])
 
 
-def test_reference_warns_when_conj_sym_dropped_ptd_modes():
+def test_conj_sym_ptd_keeps_its_real_modes_and_is_the_full_system():
+    gen = lambda: torch.Generator().manual_seed(0)  # noqa: E731
+    # PTD of LegS at N=16 has 2 real eigenvalues and 7 pairs: 9 slots, the system exactly (no warning).
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        layer = SSM(1, 16, init="ptd", D="none")  # PTD of LegS N=16 has 2 real eigenvalues: one is dropped
-    with pytest.warns(UserWarning, match="approximately"):
-        transfer_gap(layer, [1.0])
+        warnings.simplefilter("error")
+        half = SSM(2, 16, init="ptd", D="none", dt_min=0.05, dt_max=0.05, generator=gen()).double()
+    full = SSM(2, 16, init="ptd", D="none", conj_sym=False, dt_min=0.05, dt_max=0.05, generator=gen()).double()
+    assert half.P == 9 and full.P == 16
+    np.testing.assert_allclose(half.kernel(64).detach().numpy(), full.kernel(64).detach().numpy(), rtol=1e-7,
+                               atol=1e-9)
+    omegas = np.linspace(0.0, 30.0, 61)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_allclose(transfer_gap(half, omegas), transfer_gap(full, omegas), rtol=1e-6, atol=1e-9)
+    u = torch.randn(3, 2, 40, generator=gen(), dtype=torch.float64)
+    np.testing.assert_allclose(half(u).detach().numpy(), half(u, mode="recurrence").detach().numpy(), atol=1e-10)
+
+
+def test_conjugate_half_with_too_few_slots_drops_the_fastest_real_modes_with_a_warning():
+    from ssmts.nn.init import conjugate_half
+
+    Lambda = np.array([-1.0 + 2j, -1.0 - 2j, -0.5 + 0j, -3.0 + 0j])
+    V = np.eye(4, dtype=complex)
+    with pytest.warns(UserWarning, match="dropping the 1 fastest-decaying real modes"):
+        kept, _, _, c_scale = conjugate_half(Lambda, V, V, 2)
+    np.testing.assert_allclose(kept, [-1.0 + 2j, -0.5])
+    np.testing.assert_allclose(c_scale, [1.0, 0.5])
+    kept, _, _, _ = conjugate_half(Lambda, V, V)  # P=None: every mode
+    assert len(kept) == 3
 
 
 # ---------------------------------------------------------------- LSSL-fixed

@@ -54,6 +54,24 @@ def test_relative_absolute_and_non_contiguous_horizons_agree(strategy):
     assert pred_abs.name == "sales"
 
 
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_integer_index_with_a_spacing_reads_fh_in_index_units(strategy):
+    # sktime labels a relative fh k on an integer index as cutoff + k; observed every 3, the network's
+    # step k is 3k index units ahead, so fh=[3, 6] is one and two steps, and fh=[1] is not on the grid.
+    values = seasonal().to_numpy()
+    spaced = pd.Series(values, index=pd.Index(np.arange(0, 3 * len(values), 3)))
+    unit = pd.Series(values, index=pd.RangeIndex(len(values)))
+    pred = forecaster(strategy=strategy).fit(spaced, fh=[3, 6]).predict()
+    expected = forecaster(strategy=strategy).fit(unit, fh=[1, 2]).predict()
+    assert list(pred.index) == [spaced.index[-1] + 3, spaced.index[-1] + 6]
+    np.testing.assert_allclose(pred.to_numpy(), expected.to_numpy(), rtol=1e-6)
+    absolute = ForecastingHorizon(pd.Index([spaced.index[-1] + 6]), is_relative=False)
+    np.testing.assert_allclose(forecaster(strategy=strategy).fit(spaced, fh=absolute).predict().to_numpy(),
+                               expected.to_numpy()[1:], rtol=1e-6)
+    with pytest.raises(ValueError, match="not multiples of the series' spacing 3"):
+        forecaster(strategy=strategy).fit(spaced, fh=[1, 2])
+
+
 def test_in_sample_horizon_raises():
     with pytest.raises(NotImplementedError, match="in-sample"):
         forecaster().fit(seasonal(), fh=[-1, 1])
@@ -98,6 +116,170 @@ def test_x_passed_to_a_model_fitted_without_x_raises():
         f.predict(X=future)
     with pytest.raises(ValueError, match="fitted without exogenous X"):
         f.update(y.iloc[-2:], X=X.iloc[-2:], update_params=False)
+
+
+# ---------------------------------------------------------------- past-only and static covariates
+def _with_sensor(n=72, seed=1):
+    """y driven by a lagged sensor (known only up to the cutoff) and a same-time promo (known ahead)."""
+    rng = np.random.default_rng(seed)
+    y = seasonal(n)
+    X = pd.DataFrame({"promo": rng.normal(size=n), "sensor": rng.normal(size=n)}, index=y.index)
+    return y + X["promo"] + X["sensor"].shift(1).fillna(0.0), X
+
+
+def test_past_covariate_is_never_read_after_the_cutoff():
+    y, X = _with_sensor()
+    y_train, X_train, X_future = y.iloc[:-3], X.iloc[:-3], X.iloc[-3:]
+    f = forecaster(max_epochs=5, past_covariates=["sensor"]).fit(y_train, X=X_train, fh=[1, 2, 3])
+    base = f.predict(X=X_future)
+    assert np.isfinite(base).all()
+    for future in (X_future.assign(sensor=np.nan), X_future.assign(sensor=1e9), X_future[["promo"]]):
+        pd.testing.assert_series_equal(f.predict(X=future), base)
+    # ... but it is read over the context
+    f2 = copy.deepcopy(f)
+    f2._store[()][1].loc[:, "sensor"] += 5.0
+    assert np.abs(f2.predict(X=X_future) - base).min() > 1e-6
+    # only past-only columns: predict needs no X at all
+    g = forecaster(max_epochs=2, past_covariates=["sensor"]).fit(y_train, X=X_train[["sensor"]], fh=[1, 2, 3])
+    assert np.isfinite(g.predict()).all()
+
+
+def test_training_windows_never_show_a_past_covariate_over_their_targets():
+    y, X = _with_sensor()
+    f = forecaster(max_epochs=1, past_covariates=["sensor"]).fit(y, X=X, fh=[1, 2, 3])
+    y_frame = y.to_frame()
+
+    def windows(x):
+        return f._series_windows((), y_frame, x)
+
+    clean = windows(X)
+    # The last 3 (= horizon) rows are targets of every window, never a context: poisoning them
+    # changes nothing for the past-only column, and (the check has teeth) changes the known-ahead one.
+    poisoned = X.copy()
+    poisoned.iloc[-3:, 1] = 1e6
+    np.testing.assert_array_equal(windows(poisoned).x, clean.x)
+    poisoned.iloc[-3:, 0] = 1e6
+    assert not np.array_equal(windows(poisoned).x, clean.x)
+    assert np.all(clean.x[:, 2, 12:] == 0)  # channels y, promo, sensor; the sensor is 0 after each context
+
+
+def test_recursive_strategy_refuses_past_covariates():
+    y, X = _with_sensor()
+    with pytest.raises(ValueError, match=r"recursive.*past_covariates=\['sensor'\].*strategy='direct'"):
+        forecaster(strategy="recursive", past_covariates=["sensor"]).fit(y, X=X, fh=[1])
+
+
+def test_covariate_names_are_checked_against_x():
+    y, X = _with_sensor()
+    with pytest.raises(ValueError, match=r"past_covariates names \['nope'\], which are not columns of X"):
+        forecaster(past_covariates=["nope"]).fit(y, X=X, fh=[1])
+    with pytest.raises(ValueError, match="both past and static"):
+        forecaster(past_covariates=["sensor"], static_covariates=["sensor"]).fit(y, X=X, fh=[1])
+
+
+def _panel_with_statics():
+    y = _panel([48, 40], [10.0, 20.0])
+    X = pd.DataFrame({"promo": np.cos(np.arange(len(y))),
+                      "size": np.where(y.index.get_level_values(0) == "s0", 1.0, 3.0)}, index=y.index)
+    return y, X
+
+
+def _future_x(y, X, steps):
+    """X rows after each series' end: promo only."""
+    rows = []
+    for store in y.index.get_level_values(0).unique():
+        end = y.loc[store].index[-1]
+        idx = pd.MultiIndex.from_product([[store], [end + k for k in range(1, steps + 1)]], names=y.index.names)
+        rows.append(pd.DataFrame({"promo": np.arange(steps, dtype=float)}, index=idx))
+    return pd.concat(rows)
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_static_covariates_are_remembered_per_series(strategy):
+    y, X = _panel_with_statics()
+    f = forecaster(strategy=strategy, max_epochs=3, static_covariates=["size"]).fit(y, X=X, fh=[1, 2])
+    future = _future_x(y, X, 2)
+    base = f.predict(X=future)  # no "size": remembered from fit
+    assert np.isfinite(base.to_numpy()).all() and len(base) == 4
+    with_size = future.assign(size=np.where(future.index.get_level_values(0) == "s0", 1.0, 3.0))[["promo", "size"]]
+    pd.testing.assert_frame_equal(f.predict(X=with_size), base)
+    # the network reads them: another value changes the forecast of that series
+    f2 = copy.deepcopy(f)
+    f2._statics[("s1",)] = np.array([1.0])
+    changed = (f2.predict(X=future) - base).abs()["sales"]
+    assert changed.loc["s1"].min() > 1e-6 and changed.loc["s0"].max() == 0
+    with pytest.raises(ValueError, match=r"static covariate 'size' of series 's0' is 5.0 in X, but was 1.0"):
+        f.predict(X=with_size.assign(size=5.0))
+
+
+def test_static_covariates_that_vary_or_are_missing_raise():
+    y, X = _panel_with_statics()
+    varying = X.copy()
+    varying.loc[("s1", y.loc["s1"].index[5]), "size"] = 4.0
+    with pytest.raises(ValueError, match=r"static covariate 'size' varies within series 's1'"):
+        forecaster(static_covariates=["size"]).fit(y, X=varying, fh=[1])
+    missing = X.copy()
+    missing.loc["s1", "size"] = np.nan
+    with pytest.raises(ValueError, match=r"static covariate 'size' is missing for series 's1'"):
+        forecaster(static_covariates=["size"]).fit(y, X=missing, fh=[1])
+
+
+# ---------------------------------------------------------------- missing values
+def smooth(n=80):
+    t = np.arange(n)
+    return pd.Series(10 + np.sin(2 * np.pi * t / 12), index=pd.period_range("2000-01", periods=n, freq="M"), name="s")
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_gaps_in_y_and_x_are_imputed_and_masked(strategy):
+    y = smooth()
+    X = pd.DataFrame({"promo": np.cos(np.arange(len(y)))}, index=y.index)
+    gappy, X_gappy = y.copy(), X.copy()
+    gappy.iloc[[20, 21, 22, 40, 55, 70, 78]] = np.nan  # 70: in the last context; 78: a gap in update
+    X_gappy.iloc[[10, 30, 31]] = np.nan
+    params = dict(strategy=strategy, max_epochs=20, lr=1e-2)
+    y_train, X_train, X_future = gappy.iloc[:-3], X_gappy.iloc[:-3], X.iloc[-3:]
+    f = forecaster(**params).fit(y_train, X=X_train, fh=[1, 2, 3])
+    windows = f._series_windows((), y_train.to_frame(), X_train)
+    assert np.isfinite(windows.x).all() and np.isfinite(windows.target).all()
+    # the gaps are targets of some windows, and weigh nothing there
+    assert windows.weight.min() == 0 and windows.weight.sum() < windows.weight.size
+    assert all(np.isfinite(h["train_loss"]) for h in f.history_)
+    pred = f.predict(X=X_future)
+    assert np.isfinite(pred).all()
+    reference = forecaster(**params).fit(y.iloc[:-3], X=X.iloc[:-3], fh=[1, 2, 3]).predict(X=X_future)
+    # the series' amplitude is 1; tiny networks after 20 epochs differ by 0.1-0.3 from the gap-free fit
+    assert np.abs(pred - reference).max() < 0.5, (pred, reference)
+    # update with a gap keeps forecasting
+    f.update(gappy.iloc[-3:], X=X.iloc[-3:], update_params=True)
+    assert np.isfinite(f.predict(X=pd.DataFrame({"promo": [0.0, 0.0, 0.0]},
+                                                index=pd.period_range(y.index[-1] + 1, periods=3, freq="M")))).all()
+
+
+def test_window_normalization_uses_observed_values_only():
+    f = forecaster(instance_norm="mean").fit(smooth(), fh=[1])
+    context = np.array([[[1.0, np.nan, 3.0, np.nan]]])
+    shift, scale = f._norm_stats(context)
+    assert shift.item() == 2.0 and np.isclose(scale.item(), np.sqrt(1.0 + f.scale_floor_[0] ** 2))
+    f = forecaster(instance_norm="last").fit(smooth(), fh=[1])
+    assert f._norm_stats(context)[0].item() == 3.0  # the last observed value
+
+
+def test_a_context_without_observations_raises_at_predict():
+    y = smooth(60)
+    y.iloc[-12:] = np.nan  # the whole last context (context_length=12)
+    f = forecaster().fit(y, fh=[1])
+    with pytest.raises(ValueError, match=r"context of y .*no observed value of \['s'\]"):
+        f.predict()
+
+
+def test_series_without_a_usable_window_raises():
+    y = smooth(20)
+    y.iloc[::2] = np.nan
+    y.iloc[1::2] = np.nan
+    y.iloc[0] = 1.0
+    with pytest.raises(ValueError, match="no training window"):
+        forecaster().fit(y, fh=[1])
 
 
 # ---------------------------------------------------------------- shapes
@@ -316,10 +498,9 @@ def test_context_longer_than_the_series_names_both_lengths():
         forecaster(context_length=30).fit(seasonal(20), fh=[1])
 
 
-def test_nan_in_y_is_rejected():
-    y = seasonal()
-    y.iloc[10] = np.nan
-    with pytest.raises(ValueError, match="missing data"):
+def test_y_without_any_observed_value_raises():
+    y = seasonal().to_frame().assign(empty=np.nan)
+    with pytest.raises(ValueError, match="y column 'empty' has no observed"):
         forecaster().fit(y, fh=[1])
 
 
@@ -333,6 +514,9 @@ def test_nan_in_y_is_rejected():
         (dict(instance_norm="median"), "unknown instance_norm 'median'"),
         (dict(quantiles=(0.5,)), "besides 0.5"),
         (dict(quantiles=(0.1, 1.2)), r"floats in \(0, 1\)"),
+        (dict(past_covariates="sensor"), "a list of X column names"),
+        (dict(past_covariates=["sensor"]), r"names \['sensor'\], which needs X in fit"),
+        (dict(static_covariates=["size"]), r"names \['size'\], which needs X in fit"),
     ],
 )
 def test_bad_parameters_raise_clear_errors(params, match):

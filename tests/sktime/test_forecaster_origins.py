@@ -196,3 +196,43 @@ def test_forecast_benchmark_coverage_option(monkeypatch):
     assert "cov80" in table and "cov90" in table
     with pytest.raises(SystemExit):
         bench.parse_args(["--coverage", "80"])
+
+
+def test_historical_forecasts_with_gaps_past_and_static_covariates_equal_update_and_predict():
+    """Missing values in y and X, a past-only and a static column (direct strategy): the same as
+    update + predict at every cutoff, where predict's X holds only the known-ahead column."""
+    frames = []
+    for shop, size in [("a", 1.0), ("b", 3.0)]:
+        y = series(50, seed=int(size)) * size
+        X = exog(y, seed=int(size)).assign(size=size)
+        frames.append(pd.concat({shop: pd.concat([y.rename("sales"), X], axis=1)}, names=["shop", "month"]))
+    data = pd.concat(frames)
+    data.iloc[[33, 34, 70], 0] = np.nan
+    data.iloc[[36, 80], 2] = np.nan
+    months = data.index.get_level_values("month")
+    train = data[months <= pd.Period("2002-06", "M")]
+    f = SSMForecaster(**{**TINY, "past_covariates": ["b"], "static_covariates": ["size"]})
+    f.fit(train[["sales"]], X=train[["a", "b", "size"]], fh=[1, 2, 3])
+    cuts = pd.PeriodIndex(["2002-06", "2002-10", "2003-02"], freq="M")
+    got = f.historical_forecasts(data[["sales"]], X=data[["a", "b"]], cutoffs=cuts, alpha=ALPHA)
+    g = copy.deepcopy(f)
+    for cut in cuts:
+        upto = data[months <= cut]
+        g.update(upto[["sales"]], X=upto[["a", "b", "size"]], update_params=False)
+        ahead = data[(months > cut) & (months <= cut + 3)][["a"]]
+        expected = g.predict_quantiles(X=ahead, alpha=ALPHA)
+        for shop in ("a", "b"):
+            np.testing.assert_allclose(got.loc[(shop, cut)].to_numpy(), expected.loc[shop].to_numpy(), rtol=1e-5)
+
+
+def test_stream_with_missing_values_equals_update_and_predict():
+    y, X = series(), exog(series())
+    y.iloc[[31, 32, 36]] = np.nan
+    X.iloc[[33, 41], 0] = np.nan
+    X.iloc[[34], 1] = np.nan
+    f = fitted("direct", X)
+    stream, g = f.stream(), copy.deepcopy(f)
+    for t in range(30, 42):
+        point = stream.step(y.iloc[t], X=X.iloc[t].to_numpy(), X_future=X.iloc[t + 1 : t + 4].to_numpy())
+        g.update(y.iloc[t : t + 1], X=X.iloc[t : t + 1], update_params=False)
+        np.testing.assert_allclose(point.ravel(), g.predict(X=X.iloc[t + 1 : t + 4]).to_numpy(), rtol=1e-5)

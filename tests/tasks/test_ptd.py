@@ -23,7 +23,8 @@ def test_presets_exist_for_every_experiment_and_reject_unknown_names():
     for experiment in EXPERIMENTS:
         for preset in ("tiny", "small", "paper"):
             settings = get_ptd_preset(experiment, preset)
-            for init in settings.inits:
+            assert settings.inits == ("legs", "ptd", "hippo")
+            for init in ("legs", "ptd"):
                 settings.backbone_params(init)
     assert get_ptd_preset("ptd-robustness", "small").seeds == (0, 1, 2)
     with pytest.raises(ValueError, match="unknown PTD experiment"):
@@ -68,7 +69,9 @@ def test_tiny_sinusoids_and_ablation_write_results_and_figures(tmp_path):
     sin = run_ptd("ptd-sinusoids", preset="tiny", out=tmp_path / "sin" / "results.json")
     stored = json.loads((tmp_path / "sin" / "results.json").read_text())
     assert {(r["domain"], r["init"]) for r in stored["runs"]} == {
-        (d, i) for d in ("interpolation", "extrapolation") for i in ("legs", "ptd")}
+        (d, i) for d in ("interpolation", "extrapolation") for i in ("legs", "ptd", "hippo")}
+    hippo = next(r for r in stored["runs"] if r["init"] == "hippo")
+    assert hippo["layer0_spikes"] is None and np.isfinite(hippo["amplitude_mae_seen"])
     grid = stored["settings"]["grid"]
     assert np.array(stored["runs"][0]["amplitude_abs_error"]).shape == (grid, grid)
     assert save_ptd_figures(sin, tmp_path / "sin" / "results.json") == [tmp_path / "sin" / "results_heatmaps.png"]
@@ -89,12 +92,13 @@ def test_cli_runs_the_tiny_robustness_experiment(tmp_path, capsys):
     assert main(["tasks", "run", "ptd-robustness", "--preset", "tiny", "--seeds", "0,1", "--out", str(out),
                  "--quiet"]) == 0
     results = json.loads(out.read_text())
-    assert [r["seed"] for r in results["runs"]] == [0, 0, 1, 1]
+    assert [r["seed"] for r in results["runs"]] == [0, 0, 0, 1, 1, 1]
+    assert [r["init"] for r in results["runs"]][:3] == ["legs", "ptd", "hippo"]
     assert results["columns"] == ["clean", "spike@0.5", "random@0.5"]
     for seed in ("0", "1"):
         spikes = results["spikes"][seed]
         assert len(spikes["spike_thetas"]) == 1 and 0 < spikes["spike_thetas"][0] <= np.pi
-    assert "| legs | 2 |" in robustness_table(results)
+    assert "| legs | 2 |" in robustness_table(results) and "| hippo | 2 |" in robustness_table(results)
     assert "results_noise.png" in capsys.readouterr().out
     assert main(["tasks", "run", "ptd-robustness", "--seeds", "a,b", "--out", str(out)]) == 2
     assert "--seeds" in capsys.readouterr().err

@@ -1,0 +1,195 @@
+"""A dense (non-diagonal) state-space layer: the HiPPO reference of the PTD experiments.
+
+The diagonal layers (ssmts.nn.ssm) start from the *normal part* of HiPPO-LegS (S4D, S5) or
+from a perturbed-then-diagonalized LegS (PTD), because LegS itself is not stably
+diagonalizable. This layer keeps LegS whole, the system S4 parametrizes in DPLR form:
+
+    x_k = Abar x_{k-1} + Bbar u_k,   y_k = C x_k + D u_k,   x_{-1} = 0
+
+with a real N x N matrix A (HiPPO-LegS at initialization, learnable), B: (N, H), C: (M, N),
+one step Delta, discretized as in ssmts.nn.discretization. It trains by FFT convolution with
+the kernel K_l = C Abar^l Bbar, whose powers are built by doubling (log2 L products of N x N
+matrices); its cost is O(N^2 L), which is why it is a reference for small N and not a default.
+
+Shapes: u: (batch, H, L) -> y: (batch, M, L); state: (batch, N) real.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+from torch import nn
+
+from .discretization import check_discretization, discretize_dense
+from .init import hippo_legs
+from .resampling import check_delta_factor
+
+DENSE_INITS = ("legs",)
+
+
+class DenseSSM(nn.Module):
+    """Causal dense real SSM layer, A initialized to HiPPO-LegS.
+
+    Args:
+        d_model: H, input channels.
+        d_state: N, state size.
+        d_output: M, output channels (default H).
+        init: "legs" (HiPPO-LegS A; B and C random as in the diagonal `legs` init before its
+            projection on the eigenvectors: B ~ N(0, 1/H), C ~ N(0, 1/N); B = HiPPO's B when H = 1).
+        discretization: "zoh", "bilinear" or "gbt" (with `alpha`).
+        dt_min, dt_max: log-uniform range of the initial Delta (one Delta for the layer).
+        learn_A: False keeps A at its initial value (LSSL-fixed).
+        D: "diagonal" (default when M == H), "full" or "none".
+    """
+
+    def __init__(
+        self,
+        d_model: int,
+        d_state: int = 64,
+        *,
+        d_output: int | None = None,
+        init: str = "legs",
+        discretization: str = "zoh",
+        alpha: float = 0.5,
+        dt_min: float = 1e-3,
+        dt_max: float = 1e-1,
+        learn_A: bool = True,
+        D: str | None = None,
+        generator: torch.Generator | None = None,
+    ):
+        super().__init__()
+        H, N = int(d_model), int(d_state)
+        M = H if d_output is None else int(d_output)
+        for name, value in (("d_model", H), ("d_state", N), ("d_output", M)):
+            if value < 1:
+                raise ValueError(f"{name} must be a positive integer, got {value}")
+        if init not in DENSE_INITS:
+            raise ValueError(f"unknown init {init!r} for a dense SSM; choose one of {DENSE_INITS}")
+        check_discretization(discretization, alpha)
+        if not (0 < dt_min <= dt_max):
+            raise ValueError(f"need 0 < dt_min <= dt_max, got dt_min={dt_min}, dt_max={dt_max}")
+        D = D if D is not None else ("diagonal" if M == H else "full")
+        if D not in ("none", "diagonal", "full"):
+            raise ValueError(f"unknown D {D!r}; choose 'none', 'diagonal' or 'full'")
+        if D == "diagonal" and M != H:
+            raise ValueError(f"D='diagonal' needs d_output == d_model, got {M} != {H}; use D='full' or 'none'")
+        self.d_model, self.d_state, self.d_output = H, N, M
+        self.init, self.discretization, self.alpha, self.D_mode = init, discretization, float(alpha), D
+        self.dt_scale = 1.0
+        self._delta_factor = 1.0  # set only inside ssmts.nn.scaled_delta
+
+        A, b0 = hippo_legs(N)
+        B = b0[:, None] if H == 1 else torch.randn(N, H, generator=generator, dtype=torch.float64).numpy() / math.sqrt(H)
+        C = torch.randn(M, N, generator=generator, dtype=torch.float64).numpy() / math.sqrt(N)
+        self.A = nn.Parameter(torch.from_numpy(A).float(), requires_grad=bool(learn_A))
+        self.B = nn.Parameter(torch.from_numpy(np.ascontiguousarray(B)).float())
+        self.C = nn.Parameter(torch.from_numpy(C).float())
+        u01 = float(torch.rand((), generator=generator, dtype=torch.float64))
+        self.log_dt = nn.Parameter(torch.tensor(math.log(dt_min) + u01 * (math.log(dt_max) - math.log(dt_min))))
+        if D == "diagonal":
+            self.D = nn.Parameter(torch.randn(H, generator=generator))
+        elif D == "full":
+            self.D = nn.Parameter(torch.randn(M, H, generator=generator) / math.sqrt(H))
+        else:
+            self.register_parameter("D", None)
+
+    # ------------------------------------------------------------ parameters
+    @property
+    def dt_scale(self) -> float:
+        """Constant factor on Delta, kept with the model (finite, > 0)."""
+        return self._dt_scale
+
+    @dt_scale.setter
+    def dt_scale(self, value: float) -> None:
+        self._dt_scale = check_delta_factor(value, "dt_scale")
+
+    @property
+    def Delta(self) -> torch.Tensor:
+        """The step in use: exp(log_dt) * dt_scale, times the factor of an enclosing `scaled_delta`."""
+        return torch.exp(self.log_dt) * (self.dt_scale * self._delta_factor)
+
+    def discrete(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(Abar (N, N), Bbar (N, H)) of the current parameters."""
+        return discretize_dense(self.A, self.B, self.Delta, self.discretization, self.alpha)
+
+    def ssm_parameters(self) -> list[nn.Parameter]:
+        """The parameters of the continuous system that get the SSM learning rate (A, B, Delta)."""
+        return [p for p in (self.A, self.B, self.log_dt) if p.requires_grad]
+
+    # ------------------------------------------------------------ compute
+    def _check_input(self, u: torch.Tensor) -> None:
+        if u.dim() != 3 or u.shape[1] != self.d_model:
+            raise ValueError(f"expected u of shape (batch, {self.d_model}, L), got {tuple(u.shape)}")
+        if u.dtype != self.A.dtype:
+            raise ValueError(f"u has dtype {u.dtype} but the layer has {self.A.dtype}; convert one of them")
+
+    @staticmethod
+    def _state_powers(Abar: torch.Tensor, X: torch.Tensor, length: int) -> torch.Tensor:
+        """Abar^l X for l < length: (length, N, R), by doubling (log2 length products)."""
+        powers, square = X[None], Abar
+        while powers.shape[0] < length:
+            powers = torch.cat([powers, square @ powers], dim=0)
+            square = square @ square
+        return powers[:length]
+
+    def kernel(self, length: int) -> torch.Tensor:
+        """Impulse response of the state part (without D): K[:, :, l] = C Abar^l Bbar, (M, H, length)."""
+        Abar, Bbar = self.discrete()
+        return torch.einsum("mn,lnh->mhl", self.C, self._state_powers(Abar, Bbar, length))
+
+    def forward(self, u: torch.Tensor, state: torch.Tensor | None = None, *, return_state: bool = False):
+        """u: (batch, H, L) -> y: (batch, M, L), by FFT convolution with the kernel.
+
+        state: (batch, N) state x_{-1} to continue from; return_state: also return x_{L-1}.
+        """
+        self._check_input(u)
+        b, _, L = u.shape
+        Abar, Bbar = self.discrete()
+        powers = self._state_powers(Abar, Bbar, L)  # (L, N, H): Abar^l Bbar
+        K = torch.einsum("mn,lnh->mhl", self.C, powers)
+        n = 2 * L
+        y = torch.fft.irfft(torch.einsum("bhf,mhf->bmf", torch.fft.rfft(u, n=n), torch.fft.rfft(K, n=n)), n=n)[..., :L]
+        if state is not None:
+            self._check_state(state, b)
+            # free response C Abar^(k+1) x_{-1}
+            free = self._state_powers(Abar, (Abar @ state.T), L)  # (L, N, b)
+            y = y + torch.einsum("mn,lnb->bml", self.C, free)
+        y = self._feedthrough(y, u)
+        if not return_state:
+            return y
+        # x_{L-1} = Abar^L x_{-1} + sum_k Abar^(L-1-k) Bbar u_k
+        x = torch.einsum("lnh,bhl->bn", powers.flip(0), u)
+        if state is not None:
+            x = x + free[-1].T
+        return y, x
+
+    def _feedthrough(self, y: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+        if self.D_mode == "diagonal":
+            return y + self.D[:, None] * u
+        if self.D_mode == "full":
+            return y + torch.einsum("mh,bhl->bml", self.D, u)
+        return y
+
+    def _check_state(self, state: torch.Tensor, batch: int) -> None:
+        if tuple(state.shape) != (batch, self.d_state) or state.dtype != self.A.dtype:
+            raise ValueError(f"state must be {self.A.dtype} of shape {(batch, self.d_state)}, got "
+                             f"{tuple(state.shape)} {state.dtype}")
+
+    def initial_state(self, batch: int, device=None) -> torch.Tensor:
+        """Zero state x_{-1}: (batch, N)."""
+        return torch.zeros(batch, self.d_state, dtype=self.A.dtype, device=device if device is not None else self.A.device)
+
+    def step(self, u_t: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One step of the recurrence. u_t: (batch, H), state: (batch, N) -> (y_t (batch, M), state)."""
+        if u_t.dim() != 2 or u_t.shape[1] != self.d_model:
+            raise ValueError(f"step expects u_t of shape (batch, {self.d_model}), got {tuple(u_t.shape)}")
+        self._check_state(state, u_t.shape[0])
+        Abar, Bbar = self.discrete()
+        state = state @ Abar.T + u_t @ Bbar.T
+        y = state @ self.C.T
+        return self._feedthrough(y[..., None], u_t[..., None])[..., 0], state
+
+    def extra_repr(self) -> str:
+        return (f"d_model={self.d_model}, d_state={self.d_state}, d_output={self.d_output}, init={self.init!r}, "
+                f"discretization={self.discretization!r}, D={self.D_mode!r}, learn_A={self.A.requires_grad}")
