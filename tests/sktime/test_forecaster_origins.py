@@ -236,3 +236,10 @@ def test_stream_with_missing_values_equals_update_and_predict():
         point = stream.step(y.iloc[t], X=X.iloc[t].to_numpy(), X_future=X.iloc[t + 1 : t + 4].to_numpy())
         g.update(y.iloc[t : t + 1], X=X.iloc[t : t + 1], update_params=False)
         np.testing.assert_allclose(point.ravel(), g.predict(X=X.iloc[t + 1 : t + 4]).to_numpy(), rtol=1e-5)
+
+
+def test_stream_refuses_past_only_covariates():
+    y, X = series(), exog(series())
+    f = SSMForecaster(**{**TINY, "past_covariates": ["b"]}).fit(y.iloc[:30], X=X.iloc[:30], fh=[1, 2])
+    with pytest.raises(ValueError, match="past_covariates or static_covariates"):
+        f.stream()
