@@ -132,8 +132,11 @@ def make_model(name: str, task: Task, shortest_train: int, ssm_overrides: dict):
     raise ValueError(f"unknown model {name!r}; choose from {MODELS}")
 
 
-def backtest(model_name: str, task: Task, y, X, ssm_overrides: dict, use_x: bool = False) -> dict:
-    """Mean MASE, sMAPE (%) and fit seconds over the folds of `task` on y."""
+def backtest(model_name: str, task: Task, y, X, ssm_overrides: dict, use_x: bool = False,
+             coverage: tuple = ()) -> dict:
+    """Mean MASE, sMAPE (%) and fit seconds over the folds of `task` on y; with `coverage`
+    levels, also the empirical coverage of each central interval (share of the fold's test
+    points inside it, pooled over folds) as cov<level in %>."""
     from sktime.performance_metrics.forecasting import (
         mean_absolute_percentage_error,
         mean_absolute_scaled_error,
@@ -142,6 +145,7 @@ def backtest(model_name: str, task: Task, y, X, ssm_overrides: dict, use_x: bool
     ends = cutoffs(len(y), task)
     fh = list(range(1, task.h + 1))
     mase, smape, seconds = [], [], []
+    inside = {level: [] for level in coverage}
     for end in ends:
         y_train, y_test = y.iloc[:end], y.iloc[end : end + task.h]
         # per fold: some lazily imported modules re-enable FutureWarnings on import
@@ -157,9 +161,119 @@ def backtest(model_name: str, task: Task, y, X, ssm_overrides: dict, use_x: bool
                 model.fit(y_train, fh=fh)
                 seconds.append(time.perf_counter() - start)
                 y_pred = model.predict()
+            bounds = None
+            if coverage:
+                X_future = X.iloc[end : end + task.h] if use_x else None
+                try:
+                    bounds = model.predict_interval(X=X_future, coverage=list(coverage))
+                except Exception as error:  # a baseline's interval code failing must not end the run
+                    print(f"  {model_name} on {task.name}: no intervals ({type(error).__name__}: {error})",
+                          file=sys.stderr)
+        for level in coverage:
+            if bounds is None:
+                inside[level].append(np.nan)
+                continue
+            lower = bounds.iloc[:, bounds.columns.get_level_values(1) == level]
+            lo, hi = lower.iloc[:, 0].to_numpy(dtype=float), lower.iloc[:, 1].to_numpy(dtype=float)
+            truth = y_test.to_numpy().ravel()
+            inside[level].extend(((truth >= lo) & (truth <= hi)).tolist())
         mase.append(mean_absolute_scaled_error(y_test, y_pred, y_train=y_train, sp=task.season))
         smape.append(100 * mean_absolute_percentage_error(y_test, y_pred, symmetric=True))
-    return dict(mase=float(np.mean(mase)), smape=float(np.mean(smape)), fit_s=float(np.mean(seconds)))
+    result = dict(mase=float(np.mean(mase)), smape=float(np.mean(smape)), fit_s=float(np.mean(seconds)))
+    for level in coverage:
+        result[f"cov{round(100 * level)}"] = 100 * float(np.mean(inside[level]))
+    return result
+
+
+def synthetic_series(n: int, seed: int = 0):
+    """An hourly development series: trend, a daily cycle and noise (n points)."""
+    import pandas as pd
+
+    t = np.arange(n)
+    rng = np.random.default_rng(seed)
+    values = 10 + 0.01 * t + np.sin(2 * np.pi * t / 24) + 0.3 * np.sin(2 * np.pi * t / 168) + 0.2 * rng.normal(size=n)
+    return pd.Series(values, index=pd.period_range("2000-01-01", periods=n, freq="h"), name="y")
+
+
+def backtest_timing(args) -> list[dict]:
+    """Seconds for forecasts from K origins (the last K points at which an h-step forecast can
+    be checked) with one fitted network, by five routes: historical_forecasts (one batched
+    forward), K update(update_params=False) + predict calls, K steps of stream(), sktime
+    evaluate with strategy="no-update_params" (which also fits once, on the first window:
+    with one epoch there, and that fit timed alone next to it), and refitting at every
+    origin (estimated from `refits` fits x K). Repeats are interleaved; the minimum and
+    median are kept."""
+    import copy
+
+    import torch
+    from sktime.forecasting.model_evaluation import evaluate
+    from sktime.split import ExpandingWindowSplitter
+
+    from ssmts.sktime import SSMForecaster
+
+    K, h, n = args.timing_origins, args.timing_h, args.timing_length
+    y = synthetic_series(n)
+    first = n - h - K + 1  # training length at the first origin
+    fh = list(range(1, h + 1))
+    params = {**SSM_SETTINGS, "context_length": 48, "ensemble_size": 1, "max_epochs": 20, **args.ssm_params}
+    make = lambda: SSMForecaster(**params)  # noqa: E731
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fitted = make().fit(y.iloc[:first], fh=fh)
+        cutoffs = y.index[first - 1 : first - 1 + K]
+
+        def one_pass():
+            fitted.historical_forecasts(y.iloc[: first - 1 + K], cutoffs=cutoffs)
+
+        def update_predict():
+            f = copy.deepcopy(fitted)
+            start = time.perf_counter()
+            f.predict()
+            for k in range(1, K):
+                f.update(y.iloc[first - 1 + k : first + k], update_params=False)
+                f.predict()
+            return time.perf_counter() - start
+
+        def sktime_evaluate():
+            # evaluate fits on the first window; one epoch keeps that fit from hiding the per-origin cost
+            cv = ExpandingWindowSplitter(initial_window=first, step_length=1, fh=fh)
+            result = evaluate(SSMForecaster(**{**params, "max_epochs": 1}), cv, y.iloc[: first - 1 + K + h],
+                              strategy="no-update_params")
+            assert len(result) == K, len(result)
+
+        def streaming():
+            stream = copy.deepcopy(fitted).stream()
+            start = time.perf_counter()
+            stream.predict()
+            for k in range(1, K):
+                stream.step(y.iloc[first - 1 + k])
+            return time.perf_counter() - start
+
+        def fit_one_epoch():
+            SSMForecaster(**{**params, "max_epochs": 1}).fit(y.iloc[:first], fh=fh)
+
+        def refit():
+            for _ in range(args.timing_refits):
+                make().fit(y.iloc[:first], fh=fh).predict()
+
+        routes = {"historical_forecasts (one pass)": one_pass, "K x update + predict": update_predict,
+                  "stream(): K steps, batch 1": streaming,
+                  "sktime evaluate no-update_params (+1 fit of 1 epoch)": sktime_evaluate,
+                  "(that fit of 1 epoch alone)": fit_one_epoch,
+                  f"refit at each origin (estimated: {args.timing_refits} fit(s) x K)": refit}
+        seconds = {name: [] for name in routes}
+        for _ in range(args.timing_repeats):  # interleaved, so slow phases of a shared machine hit every route
+            for name, route in routes.items():
+                start = time.perf_counter()
+                inner = route()
+                elapsed = inner if inner is not None else time.perf_counter() - start
+                if name.startswith("refit"):
+                    elapsed = elapsed / args.timing_refits * K
+                seconds[name].append(elapsed)
+    base = float(np.min(seconds["historical_forecasts (one pass)"]))
+    return [dict(route=name, min_s=float(np.min(v)), median_s=float(np.median(v)),
+                 ms_per_origin=1000 * float(np.min(v)) / K, vs_one_pass=float(np.min(v)) / base)
+            for name, v in seconds.items()]
 
 
 def parse_args(argv):
@@ -175,6 +289,18 @@ def parse_args(argv):
     p.add_argument("--dense", type=int, default=1, metavar="K",
                    help="K times the folds at 1/K of each series' step (at least 1): more, overlapping "
                         "forecast origins over about the same span, for less noisy comparisons")
+    p.add_argument("--coverage", default=None, metavar="LEVELS",
+                   help="also measure the empirical coverage (%%) of central prediction intervals at these "
+                        "comma-separated nominal levels, e.g. 0.8,0.9 (every model; pooled over folds and steps)")
+    p.add_argument("--backtest-timing", action="store_true",
+                   help="instead of the accuracy table: seconds for forecasts from K origins of a synthetic series "
+                        "by historical_forecasts, K update+predict calls, stream(), sktime evaluate "
+                        "(no-update_params) and refitting, with their ratios")
+    p.add_argument("--timing-origins", type=int, default=100, help="K for --backtest-timing")
+    p.add_argument("--timing-length", type=int, default=1000, help="series length for --backtest-timing")
+    p.add_argument("--timing-h", type=int, default=12, help="forecast horizon for --backtest-timing")
+    p.add_argument("--timing-refits", type=int, default=2, help="fits timed to estimate refitting K times")
+    p.add_argument("--timing-repeats", type=int, default=3, help="interleaved repeats for --backtest-timing")
     p.add_argument("--quick", action="store_true", help="smoke test: 5 epochs, one fold per series, 1 thread")
     args = p.parse_args(argv)
     args.series = [s.strip() for s in args.series.split(",") if s.strip()]
@@ -189,8 +315,20 @@ def parse_args(argv):
         p.error(f"--ssm-params is not valid JSON: {error}")
     if not isinstance(args.ssm_params, dict):
         p.error("--ssm-params must be a JSON object")
+    try:
+        args.coverage = tuple(float(v) for v in args.coverage.split(",") if v.strip()) if args.coverage else ()
+    except ValueError:
+        p.error(f"--coverage takes comma-separated levels in (0, 1), got {args.coverage!r}")
+    if any(not 0 < level < 1 for level in args.coverage):
+        p.error(f"--coverage levels must lie in (0, 1), got {list(args.coverage)}")
     if args.dense < 1:
         p.error(f"--dense must be an integer >= 1, got {args.dense}")
+    if args.quick and args.backtest_timing:
+        # a tiny model, a short series, one repeat: seconds, for a smoke test
+        args.ssm_params = {"d_model": 8, "d_state": 4, "n_layers": 1, "max_epochs": 1, "context_length": 8,
+                           **args.ssm_params}
+        args.timing_origins, args.timing_length, args.timing_h = min(args.timing_origins, 10), 80, 3
+        args.timing_refits, args.timing_repeats = 1, 1
     if args.quick:
         args.ssm_params = {"max_epochs": 5, **args.ssm_params}
         if args.threads is None:
@@ -222,7 +360,8 @@ def run(args) -> list[dict]:
         if name == "uschange" and args.uschange_exog and "ssm" in args.models:
             runs.append(("ssm+X", "ssm", True))
         for label, model_name, use_x in runs:
-            result = backtest(model_name, task, y, X, args.ssm_params, use_x=use_x)
+            extra = {"coverage": args.coverage} if args.coverage else {}
+            result = backtest(model_name, task, y, X, args.ssm_params, use_x=use_x, **extra)
             rows.append(dict(series=name, model=label, **result))
             print(f"  done {name:9s} {label:6s} MASE {result['mase']:.3f}", file=sys.stderr, flush=True)
     return rows
@@ -233,8 +372,9 @@ def summary(rows: list[dict]) -> tuple[str, list[str]]:
     import pandas as pd
 
     df = pd.DataFrame(rows)
-    table = df.to_string(index=False, formatters={"mase": "{:.3f}".format, "smape": "{:.2f}".format,
-                                                   "fit_s": "{:.2f}".format})
+    formatters = {"mase": "{:.3f}".format, "smape": "{:.2f}".format, "fit_s": "{:.2f}".format}
+    formatters.update({c: "{:.1f}".format for c in df.columns if c.startswith("cov")})
+    table = df.to_string(index=False, formatters=formatters)
     lines = []
     ratios, beats_naive = [], []
     for name, group in df.groupby("series", sort=False):
@@ -266,6 +406,19 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(args.threads)
+    if args.backtest_timing:
+        settings = {**SSM_SETTINGS, "context_length": 48, "ensemble_size": 1, "max_epochs": 20, **args.ssm_params}
+        print(f"ssmts forecast backtest timing: K={args.timing_origins} origins, h={args.timing_h}, synthetic series "
+              f"of {args.timing_length} points, threads={args.threads}, torch={torch.__version__}")
+        print(f"SSM settings: {settings}")
+        import pandas as pd
+
+        df = pd.DataFrame(backtest_timing(args))
+        print(df.to_string(index=False, formatters={"min_s": "{:.3f}".format, "median_s": "{:.3f}".format,
+                                                   "ms_per_origin": "{:.2f}".format, "vs_one_pass": "{:.1f}x".format}))
+        stream_row = df[df.route.str.startswith("stream")].iloc[0]
+        print(f"stream(): {1000 / stream_row.ms_per_origin:.0f} steps/s at batch 1")
+        return 0
     protocol = "validation (data before the first test cutoff)" if args.validation else "test"
     print(f"ssmts forecast benchmark: protocol={protocol} threads={args.threads} torch={torch.__version__}")
     settings = {**SSM_SETTINGS, **args.ssm_params}

@@ -2,12 +2,15 @@
 panel (time series) classification / regression adapters.
 
     SSMForecaster         sktime BaseForecaster (uni/multivariate, exogenous X, panels,
-                          hierarchies, quantiles and intervals, cheap update)
+                          hierarchies, quantiles and intervals, cheap update,
+                          historical_forecasts from many origins in one forward, stream())
+    ForecastStream        one observation at a time, forecasts updated each step
     SSMPanelClassifier    sktime BaseClassifier delegating to ssmts.SSMClassifier
     SSMPanelRegressor     sktime BaseRegressor delegating to ssmts.SSMRegressor
 """
 from .classification import SSMPanelClassifier
+from ._streaming import ForecastStream
 from .forecasting import SSMForecaster
 from .regression import SSMPanelRegressor
 
-__all__ = ["SSMForecaster", "SSMPanelClassifier", "SSMPanelRegressor"]
+__all__ = ["ForecastStream", "SSMForecaster", "SSMPanelClassifier", "SSMPanelRegressor"]

@@ -35,10 +35,9 @@ def interpolate_quantiles(values: np.ndarray, levels: np.ndarray, alpha: np.ndar
     return values[..., left] + w * (values[..., right] - values[..., left])
 
 
-def sample_from_grid(q: torch.Tensor, z_grid: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """One draw per row from the (sorted) quantile grid q (b, C, Q), interpolated as above."""
-    u = torch.rand(q.shape[:-1], generator=generator, dtype=torch.float64).clamp(1e-3, 1 - 1e-3)
-    za = torch.special.ndtri(u).to(q.dtype).to(q.device)
+def sample_from_grid(q: torch.Tensor, z_grid: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """One draw per row from the (sorted) quantile grid q (b, C, Q) at uniforms u (b, C), interpolated as above."""
+    za = torch.special.ndtri(u.clamp(1e-3, 1 - 1e-3)).to(q.dtype).to(q.device)
     right = torch.searchsorted(z_grid, za.contiguous()).clamp(1, len(z_grid) - 1)
     left = right - 1
     z0, z1 = z_grid[left], z_grid[right]
@@ -139,15 +138,28 @@ class RecursiveStrategy:
         point = point.mean(1).double().cpu().numpy()
         if not n_paths:
             return point, None
-        generator = torch.Generator().manual_seed(seed)
+        # Common random numbers: every series (and every forecast origin) uses the same
+        # uniforms, drawn for the trained horizon whatever S is, so a series' quantiles do not
+        # depend on which other series or origins are forecast in the same batch
+        # (historical_forecasts equals separate predict calls).
+        members = len(model.members)
+        uniforms = torch.rand((members, max(horizon, S), n_paths, C), generator=torch.Generator().manual_seed(seed),
+                              dtype=torch.float64)
         z_grid = torch.as_tensor(norm.ppf(levels), dtype=torch.float32, device=device)
         rows = max(1, 8192 // n_paths)  # bound the batch of series x paths
         out = []
         for start in range(0, n, rows):
             c_b = context[start : start + rows].repeat_interleave(n_paths, 0)
             f_b = None if fut is None else fut[start : start + rows].repeat_interleave(n_paths, 0)
-            picked, _ = model.rollout(c_b, f_b, S, lambda q: sample_from_grid(q.sort(-1).values, z_grid, generator))
-            out.append(picked.double().cpu().numpy().reshape(-1, n_paths, len(model.members), S, C))
+            calls = iter(range(members * S))  # rollout picks S times per member, member after member
+
+            def pick(q, b=len(c_b) // n_paths):
+                k = next(calls)
+                u = uniforms[k // S, k % S].expand(b, n_paths, C).reshape(b * n_paths, C)
+                return sample_from_grid(q.sort(-1).values, z_grid, u)
+
+            picked, _ = model.rollout(c_b, f_b, S, pick)
+            out.append(picked.double().cpu().numpy().reshape(-1, n_paths, members, S, C))
         return point, np.concatenate(out)
 
 

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import torch
 from numpy.lib.stride_tricks import sliding_window_view
+from pandas.tseries.frequencies import to_offset
 from sktime.forecasting.base import ForecastingHorizon
 
 from ..training import SequenceData
@@ -36,6 +37,8 @@ def merge(old: pd.DataFrame | None, new: pd.DataFrame | None) -> pd.DataFrame | 
         return new
     if new is None:
         return old
+    if len(old) and len(new) and new.index[0] > old.index[-1]:
+        return pd.concat([old, new])  # new data continues the old: nothing to replace or sort
     merged = pd.concat([old, new])
     return merged[~merged.index.duplicated(keep="last")].sort_index()
 
@@ -116,6 +119,16 @@ def future_times(fh: ForecastingHorizon, time_index: pd.Index, relative_steps) -
     freq = fh.freq
     if freq is None and isinstance(time_index, pd.DatetimeIndex):
         freq = pd.infer_freq(time_index)
+    # Fast paths for the common indexes: building a ForecastingHorizon costs milliseconds,
+    # which dominated update + predict at small batch sizes.
+    relative_steps = np.asarray(list(relative_steps), dtype=np.int64)
+    if isinstance(time_index, pd.PeriodIndex):
+        return (time_index[[-1]].repeat(len(relative_steps)) + relative_steps).rename(None)
+    if isinstance(time_index, pd.DatetimeIndex) and freq is not None:
+        offset = to_offset(freq)
+        return pd.DatetimeIndex([time_index[-1] + int(s) * offset for s in relative_steps])
+    if time_index.dtype.kind == "i":
+        return pd.Index(int(time_index[-1]) + relative_steps)
     return ForecastingHorizon(list(relative_steps), is_relative=True, freq=freq).to_absolute_index(time_index[[-1]])
 
 

@@ -18,7 +18,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 import torch
-from sktime.forecasting.base import BaseForecaster
+from sktime.forecasting.base import BaseForecaster, ForecastingHorizon
 
 from ..nn import ForecastEnsemble
 from ..nn.functional import channel_statistics, series_statistics
@@ -134,7 +134,8 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
     one-step-ahead model, trained with teacher forcing; the context is read with the FFT
     and the forecast is rolled with the layer's step mode. The point forecast feeds back
     the median; quantiles are empirical quantiles of `n_sample_paths` paths that feed back
-    draws from the predicted quantile grid.
+    draws from the predicted quantile grid (the same draws for every series and origin,
+    fixed by random_state, so a series' quantiles do not depend on the rest of the batch).
 
     instance_norm, in the spirit of RevIN without learnable affine: the context and the
     targets of each window are shifted by a location of the context and divided by the
@@ -157,7 +158,9 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
     for every step from 1 to max(fh) (X over the context is remembered from fit/update).
     update(update_params=False) only appends the new data and moves the cutoff: the next
     forecast reads the last context_length points, so it equals a fresh predict on the
-    concatenated series with the same weights.
+    concatenated series with the same weights. historical_forecasts gives the forecasts of
+    many such update + predict calls (a backtest from K cutoffs) in one batched forward;
+    stream() updates a forecast one observation at a time.
 
     Covariates. Columns of X named in past_covariates are known only up to the cutoff
     (darts' past covariates): the network reads them over the context, and they are 0 in
@@ -267,8 +270,9 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
                         f"update data for {key_name(key)} ends at {part.index[-1]}, before the cutoff {seen[-1]}: "
                         "update takes data that continues the series (revisions may overlap the past, but must "
                         "reach the cutoff)")
-                check_regular_index(seen.union(part.index), f"{what} with the update appended",
-                                    even=self.irregular == "refuse")
+                # the part itself is checked above; when it continues the series, its junction is all that is new
+                joined = seen[-2:].append(part.index) if part.index[0] > seen[-1] else seen.union(part.index)
+                check_regular_index(joined, f"{what} with the update appended", even=self.irregular == "refuse")
         super()._update_y_X(y, X)
 
     def _split_xy(self, y: pd.DataFrame, X: pd.DataFrame | None) -> list[tuple[tuple, pd.DataFrame, pd.DataFrame | None]]:
@@ -538,12 +542,16 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
         frames = [(key, times, q.reshape(len(times), -1)) for key, times, _, q in results]
         return self._assemble(frames, self._get_columns(method="predict_quantiles", alpha=list(alpha)))
 
-    def _assemble(self, results, columns) -> pd.DataFrame:
+    def _assemble(self, results, columns, names=None) -> pd.DataFrame:
         values = np.concatenate([v for _, _, v in results]) if results else np.zeros((0, len(columns)))
         if len(results) == 1 and results[0][0] == ():
             return pd.DataFrame(values, index=results[0][1], columns=columns)
-        tuples = [(*key, t) for key, times, _ in results for t in times]
-        index = pd.MultiIndex.from_tuples(tuples, names=self._index_names)
+        # level by level (from_tuples builds a Python tuple per row: slow for many origins)
+        sizes = [len(times) for _, times, _ in results]
+        keys = [pd.Index([key[i] for (key, _, _), size in zip(results, sizes) for _ in range(size)])
+                for i in range(len(results[0][0]))]
+        times = results[0][1].append([t for _, t, _ in results[1:]])
+        index = pd.MultiIndex.from_arrays([*keys, times], names=names or self._index_names)
         return pd.DataFrame(values, index=index, columns=columns)
 
     def _check_x_columns(self, X, method: str) -> None:
@@ -563,7 +571,7 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
             )
 
     def _contexts(self, fh, X):
-        """Per series: key, context y (c, C), future times, requested steps, X windows."""
+        """Per series: key, context y (c, C), future times of the requested steps, the steps, X windows."""
         self._check_x_columns(X, "predict")
         x_new = dict(split_instances(X.reindex(columns=self._x_columns))) if X is not None else {}
         c, cutoff = self.context_length, self.cutoff[0]
@@ -586,14 +594,7 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
             if self.irregular == "time_deltas":
                 items.append(self._irregular_context(key, fh, history, before, x_old, x_new))
                 continue
-            steps = horizon_steps(fh, history.index)
-            if steps.min() < 1:
-                raise ValueError(f"fh reaches into the observed data of {key_name(key)} (steps {steps.tolist()})")
-            if steps.max() > self.horizon_:
-                raise ValueError(
-                    f"fh needs {steps.max()} steps ahead for {key_name(key)}, but the network was trained for "
-                    f"{self.horizon_}; refit with this fh"
-                )
+            steps = self._check_steps(horizon_steps(fh, history.index), key)
             x_ctx = x_future = None
             if self.n_exog_:
                 # direct: the head reads X at all trained steps; recursive: up to the last requested one
@@ -601,8 +602,18 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
                 future = future_times(fh, history.index, range(1, n_future + 1))
                 x_ctx, x_future = self._context_x(key, x_old, x_new, history.index, future,
                                                   f"the forecast steps 1..{n_future}")
-            items.append((key, history.to_numpy(), history.index, steps, x_ctx, x_future))
+            items.append((key, history.to_numpy(), future_times(fh, history.index, steps), steps, x_ctx, x_future))
         return items
+
+    def _check_steps(self, steps: np.ndarray, key: tuple) -> np.ndarray:
+        if steps.min() < 1:
+            raise ValueError(f"fh reaches into the observed data of {key_name(key)} (steps {steps.tolist()})")
+        if steps.max() > self.horizon_:
+            raise ValueError(
+                f"fh needs {steps.max()} steps ahead for {key_name(key)}, but the network was trained for "
+                f"{self.horizon_}; refit with this fh"
+            )
+        return steps
 
     def _context_x(self, key, x_old, x_new, context: pd.Index, future: pd.Index, what: str):
         """Standardized X over a context and at future times: (c, C_x), (k, C_x)."""
@@ -631,32 +642,42 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
         if self.n_exog_:
             xc, xf = self._context_x(key, x_old, x_new, history.index, future, "the forecast times")
             x_ctx, x_future = np.concatenate([xc, x_ctx], axis=1), np.concatenate([xf, x_future], axis=1)
-        return key, history.to_numpy(), history.index, np.arange(1, len(future) + 1), x_ctx, x_future, future
+        return key, history.to_numpy(), future, np.arange(1, len(future) + 1), x_ctx, x_future
 
-    @torch.no_grad()
     def _forecast(self, fh, X, alpha):
         """[(key, absolute times, point (k, C), quantiles (k, C, A) or None)] in original units."""
         items = self._contexts(fh, X)
+        outputs = self._run([(ctx, steps, x_ctx, x_future) for _, ctx, _, steps, x_ctx, x_future in items], alpha)
+        return [(item[0], item[2], point, q) for item, (point, q) in zip(items, outputs)]
+
+    @torch.no_grad()
+    def _run(self, items, alpha):
+        """One batched forward for n forecasts: items [(context y (c, C), steps (k,), X context
+        (c, C_x) or None, future X (n_future, C_x) or None)] ->
+        [(point (k, C), quantiles (k, C, A) or None)] in original units."""
         device = resolve_device(self.device)
-        model = self.model_.to(device).eval()
+        model = self.model_
+        # Module.to walks every parameter (milliseconds): skip it when the model is already there
+        if next(model.parameters()).device != device:
+            model = self.model_ = model.to(device)
+        model.eval()
         levels = self.quantile_levels_
         median = int(np.flatnonzero(levels == 0.5)[0])
-        context = np.stack([item[1].T for item in items])  # (n, C, c)
+        context = np.stack([item[0].T for item in items])  # (n, C, c)
         shift, scale = self._norm_stats(context)
         exog = self.n_exog_ or self.irregular == "time_deltas"  # the gaps travel as the last covariate
         ctx = Contexts(impute((context - shift) / scale),  # gaps carried forward
-                       np.stack([item[4].T for item in items]) if exog else None,
-                       [item[5] for item in items] if exog else None,
-                       int(max(item[3].max() for item in items)))
+                       np.stack([item[2].T for item in items]) if exog else None,
+                       [item[3] for item in items] if exog else None,
+                       int(max(item[1].max() for item in items)))
         shift_t, scale_t = np.transpose(shift, (0, 2, 1)), np.transpose(scale, (0, 2, 1))  # (n, 1, C)
         results = []
         if self.strategy == "direct":
             grid, _ = self._strategy.forecast(model, ctx, self.horizon_, device)
             grid = grid * scale_t[..., None] + shift_t[..., None]  # (n, H, C, Q)
-            for i, (key, _, times, wanted, _, _) in enumerate(items):
+            for i, (_, wanted, _, _) in enumerate(items):
                 g = grid[i, wanted - 1]
-                q = None if alpha is None else interpolate_quantiles(g, levels, alpha)
-                results.append((key, future_times(fh, times, wanted), g[..., median], q))
+                results.append((g[..., median], None if alpha is None else interpolate_quantiles(g, levels, alpha)))
             return results
         point, paths = self._strategy.forecast(
             model, ctx, self.horizon_, device, median=median, levels=levels,
@@ -664,14 +685,123 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
         point = point * scale_t + shift_t
         if paths is not None:
             paths = paths * scale_t[:, None, None] + shift_t[:, None, None]  # (n, P, members, S, C)
-        for i, (key, _, times, wanted, _, _, *future) in enumerate(items):
+        for i, (_, wanted, _, _) in enumerate(items):
             q = None
             if paths is not None:
                 # each member's path quantiles, averaged over the members: (k, C, A)
                 q = np.moveaxis(np.quantile(paths[i][:, :, wanted - 1], alpha, axis=0).mean(1), 0, -1)
-            when = future[0] if future else future_times(fh, times, wanted)
-            results.append((key, when, point[i, wanted - 1], q))
+            results.append((point[i, wanted - 1], q))
         return results
+
+    # ------------------------------------------------------------ many origins, streaming
+    def _relative_steps(self, fh) -> tuple[ForecastingHorizon, np.ndarray]:
+        """fh (None: the fitted one) as relative steps ahead of every origin."""
+        if fh is None:
+            fh = self.fh if self.fh.is_relative else self.fh.to_relative(self.cutoff)
+        elif not isinstance(fh, ForecastingHorizon):
+            fh = ForecastingHorizon(fh)
+        if not fh.is_relative:
+            raise ValueError("historical_forecasts and stream need a relative fh (steps ahead of each origin, "
+                             f"e.g. [1, 2, 3]), got the absolute {list(fh.to_pandas())}")
+        return fh, np.asarray(fh.to_pandas(), dtype=np.int64)
+
+    def historical_forecasts(self, y, X=None, cutoffs=None, fh=None, alpha=None) -> pd.DataFrame:
+        """Forecasts from many origins of y with the fitted weights, in one batched forward.
+
+        Forecast k of the result equals ``update(y up to cutoffs[k], update_params=False)``
+        followed by ``predict(fh)`` (sktime's ``evaluate(..., strategy="no-update_params")``),
+        without moving this forecaster: the K context windows of every series (and, for
+        strategy="recursive", their roll) go through the network as one batch.
+
+        y: a series or panel like fit's, with the observations up to the last cutoff (a
+        series' context is its last context_length points at or before a cutoff). X: its
+        exogenous X, covering the contexts and the forecast steps after each cutoff.
+        cutoffs: time points (None: every point of each series with a full context before it).
+        fh: relative steps (None: the fitted fh). alpha: quantile levels (None: point forecasts).
+
+        Returns a frame indexed by (instance levels..., "cutoff", time): y's columns, or with
+        alpha the columns of predict_quantiles.
+        """
+        self.check_is_fitted()
+        if self.irregular == "time_deltas":
+            raise ValueError("historical_forecasts forecasts relative steps from each cutoff, which an irregular "
+                             "time index (irregular='time_deltas') does not have; use update + predict with "
+                             "the time stamps as fh")
+        fh, _ = self._relative_steps(fh)
+        if alpha is not None:
+            alpha = np.atleast_1d(np.asarray(alpha, dtype=np.float64))
+            if np.any((alpha <= 0) | (alpha >= 1)):
+                raise ValueError(f"quantile probabilities must lie strictly between 0 and 1, got {alpha.tolist()}")
+        y = y.to_frame() if isinstance(y, pd.Series) else y
+        X = X.to_frame() if isinstance(X, pd.Series) else X
+        if y.shape[1] != self.n_targets_:
+            raise ValueError(f"y has {y.shape[1]} columns, but {type(self).__name__} was fitted with {self.n_targets_}")
+        self._check_x_columns(X, "historical_forecasts")
+        if X is not None:
+            X = X.reindex(columns=self._x_columns)  # left-out static columns: the remembered values
+        c = self.context_length
+        items, labels = [], []
+        for key, yp, xp in self._split_xy(y, X):
+            index = yp.index
+            check_regular_index(index, f"the time index of {key_name(key)}")
+            steps = self._check_steps(horizon_steps(fh, index), key)
+            n_future = self._strategy.future_steps(self.horizon_, int(steps.max()))
+            if cutoffs is None:
+                positions = np.arange(c - 1, len(index))
+                asked = index[positions]
+            else:
+                asked = cutoffs if isinstance(cutoffs, pd.Index) else pd.Index(list(np.atleast_1d(cutoffs)))
+                # as update + predict: a series' origin is its last observation at or before the cutoff
+                positions = index.searchsorted(asked, side="right") - 1
+            short = np.flatnonzero(positions < c - 1)
+            if len(short):
+                raise ValueError(
+                    f"cutoff {asked[short[0]]} leaves {key_name(key)} {max(positions[short[0]] + 1, 0)} observation(s), "
+                    f"but a forecast reads a context of context_length={c}; its first possible cutoff is {index[c - 1]}")
+            # A regular index: the time of step s after position p is full[p + s].
+            full = index.append(future_times(fh, index, range(1, n_future + 1)))
+            values = yp.to_numpy()
+            x_ctx = x_fut = None
+            if self.n_exog_:
+                if self._x_static.any() and key not in self._statics:
+                    raise ValueError(f"{key_name(key)} was not seen in fit or update, so its static covariates are "
+                                     "unknown; update the forecaster with it first")
+                # context rows read every column; forecast steps never the past-only ones
+                in_ctx, in_fut = np.zeros(len(full), dtype=bool), np.zeros(len(full), dtype=bool)
+                for p in positions:
+                    in_ctx[p - c + 1 : p + 1] = True
+                    in_fut[p + 1 : p + n_future + 1] = True
+                x_ctx, x_fut = np.full((len(full), self.n_exog_), np.nan), np.full((len(full), self.n_exog_), np.nan)
+                x_ctx[in_ctx] = self._x_rows(key, xp, full[in_ctx], "the contexts of the cutoffs")
+                x_fut[in_fut] = self._x_rows(key, xp, full[in_fut], "the forecast steps of the cutoffs", future=True)
+            for label, p in zip(asked, positions):
+                context = values[p - c + 1 : p + 1]
+                empty = np.isnan(context).all(0)
+                if empty.any():
+                    raise ValueError(
+                        f"the context of {key_name(key)} at cutoff {label} (its last {c} observations) has no observed "
+                        f"value of {list(self._y_columns[empty])}; a forecast needs at least one")
+                items.append((context, steps, None if x_ctx is None else x_ctx[p - c + 1 : p + 1],
+                              None if x_fut is None else x_fut[p + 1 : p + 1 + n_future]))
+                labels.append(((*key, label), full[p + steps]))
+        if not items:
+            raise ValueError("historical_forecasts got no cutoffs")
+        outputs = self._run(items, alpha)
+        names = [*self._index_names[:-1], "cutoff", self._index_names[-1]]
+        if alpha is None:
+            return self._assemble([(k, t, point) for (k, t), (point, _) in zip(labels, outputs)], self._y_columns,
+                                  names)
+        frames = [(k, t, q.reshape(len(t), -1)) for (k, t), (_, q) in zip(labels, outputs)]
+        return self._assemble(frames, self._get_columns(method="predict_quantiles", alpha=list(alpha)), names)
+
+    def stream(self, instance=None, fh=None) -> "ForecastStream":
+        """A streaming forecaster from the current cutoff: one observation at a time, the
+        forecast updated each step; see ssmts.sktime.ForecastStream. instance: the key of a
+        panel's series (None for a single series); fh: relative steps (None: the fitted fh)."""
+        from ._streaming import ForecastStream
+
+        self.check_is_fitted()
+        return ForecastStream(self, instance, fh)
 
     # ------------------------------------------------------------ persistence
     def __getstate__(self):

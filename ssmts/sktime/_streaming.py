@@ -1,0 +1,125 @@
+"""ForecastStream: SSMForecaster forecasts updated one observation at a time.
+
+Every step appends the new observation to a buffer of the last context_length values (and
+X rows) and runs the network on that window, so step t's forecast equals
+update(y[t], update_params=False) + predict on the prefix, exactly.
+
+Why the window is run again rather than the layers' recurrent `step` state carried: the
+network reads a normalized window. instance_norm shifts and scales the whole context by
+statistics of the window (its last value, mean, spread), which change with every new
+observation, and even with global standardization the direct head (and the recursive
+context read) sees only the last context_length points, a sliding window that a
+recurrence cannot forget its way out of through the nonlinear layers. A step therefore
+costs one forward over context_length (+ horizon) positions at batch 1 (plus the roll for
+strategy="recursive"), not O(1): cheap for the short contexts of classic series.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ._windows import key_name
+from ._windows import steps as horizon_steps
+
+
+class ForecastStream:
+    """Streaming forecasts of one series of a fitted SSMForecaster (the forecaster does not move).
+
+    update(y, X=None): append one observation, y of shape (C,) (or a scalar for one
+    column), X its exogenous row (C_x,) when fitted with X.
+    predict(X_future=None, alpha=None): forecast at the fh steps from the last observation:
+    point (k, C), or with alpha (point, quantiles (k, C, A)). X_future: (n, C_x) X at the
+    steps 1..n after the last observation (n = the trained horizon for strategy="direct",
+    max(fh) for "recursive").
+    step(y, X=None, X_future=None, alpha=None): update then predict.
+    """
+
+    def __init__(self, forecaster, instance=None, fh=None):
+        self._f = forecaster
+        key = () if instance is None else (instance if isinstance(instance, tuple) else (instance,))
+        if key not in forecaster._store:
+            known = [k if len(k) != 1 else k[0] for k in forecaster._store]
+            what = "one series (instance=None)" if known == [()] else f"the series {known[:10]}"
+            raise ValueError(f"stream: no series {instance!r}; the forecaster was fitted on {what}")
+        if forecaster.irregular == "time_deltas":
+            raise ValueError("stream() takes one step per period of a regular time index; with "
+                             "irregular='time_deltas' use update + predict")
+        if forecaster.n_exog_ and (forecaster._x_past.any() or forecaster._x_static.any()):
+            raise ValueError("stream() does not take past_covariates or static_covariates yet; use update(..., "
+                             "update_params=False) + predict, or historical_forecasts")
+        self.key = key
+        tail, x_old = forecaster._store[key]
+        fh, _ = forecaster._relative_steps(fh)
+        self.steps = forecaster._check_steps(horizon_steps(fh, tail.index), key)
+        self.n_future = forecaster._strategy.future_steps(forecaster.horizon_, int(self.steps.max()))
+        tail = tail[tail.index <= forecaster.cutoff[0]]
+        c = forecaster.context_length
+        self._y = tail.to_numpy()[-c:].copy()  # the last <= c observations, oldest first
+        self._x = None
+        if forecaster.n_exog_:
+            self._x = forecaster._x_rows(key, x_old, tail.index[-len(self._y):], "the context")
+        self.n_seen = 0  # observations streamed so far
+
+    @property
+    def ready(self) -> bool:
+        """Whether a full context has been seen (forecasts need context_length observations)."""
+        return len(self._y) >= self._f.context_length
+
+    def update(self, y, X=None) -> "ForecastStream":
+        f, c = self._f, self._f.context_length
+        row = np.asarray(y, dtype=np.float64).reshape(-1)
+        if row.shape != (f.n_targets_,):
+            raise ValueError(f"stream.update takes one observation of {f.n_targets_} value(s), got shape "
+                             f"{np.shape(y)}")
+        if f.n_exog_:
+            if X is None:
+                raise ValueError(f"{type(f).__name__} was fitted with exogenous X ({f.n_exog_} columns), so "
+                                 f"stream.update needs the new observation's X row")
+            x = np.asarray(X, dtype=np.float64).reshape(-1)
+            if x.shape != (f.n_exog_,):
+                raise ValueError(f"stream.update: X must hold {f.n_exog_} value(s), got shape {np.shape(X)}")
+            self._x = np.concatenate([self._x, self._standardize(x[None], self._x[-1:])])[-c:]
+        elif X is not None:
+            raise ValueError(f"{type(f).__name__} was fitted without exogenous X, but X was passed to stream.update")
+        self._y = np.concatenate([self._y, row[None]])[-c:]
+        self.n_seen += 1
+        return self
+
+    def predict(self, X_future=None, alpha=None):
+        f, c = self._f, self._f.context_length
+        if not self.ready:
+            raise ValueError(f"context_length={c} is longer than what {key_name(self.key)} has seen so far "
+                             f"({len(self._y)} observations); stream.update more before predicting")
+        x_future = None
+        if f.n_exog_:
+            if X_future is None:
+                raise ValueError(f"{type(f).__name__} was fitted with exogenous X, so stream.predict needs X_future: "
+                                 f"X at the forecast steps 1..{self.n_future}")
+            x_future = np.asarray(X_future, dtype=np.float64).reshape(-1, f.n_exog_)
+            if len(x_future) < self.n_future:
+                raise ValueError(f"stream.predict needs X at the forecast steps 1..{self.n_future}, but X_future "
+                                 f"has {len(x_future)} row(s)")
+            x_future = self._standardize(x_future[: self.n_future], self._x[-1:])
+        elif X_future is not None:
+            raise ValueError(f"{type(f).__name__} was fitted without exogenous X, but X_future was passed")
+        empty = np.isnan(self._y).all(0)
+        if empty.any():
+            raise ValueError(f"the last {c} observations of {key_name(self.key)} have no observed value of "
+                             f"{list(f._y_columns[empty])}; a forecast needs at least one")
+        if alpha is not None:
+            alpha = np.atleast_1d(np.asarray(alpha, dtype=np.float64))
+        (point, q), = f._run([(self._y, self.steps, self._x, x_future)], alpha)
+        return point if alpha is None else (point, q)
+
+    def _standardize(self, rows: np.ndarray, previous: np.ndarray) -> np.ndarray:
+        """Raw X rows (n, C_x) -> standardized, gaps carried forward from `previous` (the last
+        standardized row, (1, C_x) or empty), then 0 (the training mean), as predict does."""
+        z = (rows - self._f.x_mean_) / self._f.x_scale_
+        last = previous[0] if len(previous) else np.zeros(z.shape[1])
+        for row in z:
+            gap = np.isnan(row)
+            row[gap] = last[gap]
+            last = row
+        return z
+
+    def step(self, y, X=None, X_future=None, alpha=None):
+        return self.update(y, X).predict(X_future, alpha)
