@@ -22,13 +22,13 @@ import torch
 from torch import nn
 
 from .discretization import check_discretization, discretize_dense
-from .init import hippo_legs
-from .resampling import check_delta_factor
+from .init import feedthrough, hippo_legs
+from .resampling import DeltaScaling
 
 DENSE_INITS = ("legs",)
 
 
-class DenseSSM(nn.Module):
+class DenseSSM(DeltaScaling, nn.Module):
     """Causal dense real SSM layer, A initialized to HiPPO-LegS.
 
     Args:
@@ -87,28 +87,9 @@ class DenseSSM(nn.Module):
         self.C = nn.Parameter(torch.from_numpy(C).float())
         u01 = float(torch.rand((), generator=generator, dtype=torch.float64))
         self.log_dt = nn.Parameter(torch.tensor(math.log(dt_min) + u01 * (math.log(dt_max) - math.log(dt_min))))
-        if D == "diagonal":
-            self.D = nn.Parameter(torch.randn(H, generator=generator))
-        elif D == "full":
-            self.D = nn.Parameter(torch.randn(M, H, generator=generator) / math.sqrt(H))
-        else:
-            self.register_parameter("D", None)
+        self.D = feedthrough(D, M, H, generator)  # None registers no parameter
 
     # ------------------------------------------------------------ parameters
-    @property
-    def dt_scale(self) -> float:
-        """Constant factor on Delta, kept with the model (finite, > 0)."""
-        return self._dt_scale
-
-    @dt_scale.setter
-    def dt_scale(self, value: float) -> None:
-        self._dt_scale = check_delta_factor(value, "dt_scale")
-
-    @property
-    def Delta(self) -> torch.Tensor:
-        """The step in use: exp(log_dt) * dt_scale, times the factor of an enclosing `scaled_delta`."""
-        return torch.exp(self.log_dt) * (self.dt_scale * self._delta_factor)
-
     def discrete(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(Abar (N, N), Bbar (N, H)) of the current parameters."""
         return discretize_dense(self.A, self.B, self.Delta, self.discretization, self.alpha)

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from typing import Iterator
 
 import numpy as np
+import torch
 from torch import nn
 
 RESAMPLE_METHODS = ("decimate", "resample")
@@ -47,6 +48,29 @@ def delta_factor(train_rate: float, new_rate: float) -> float:
     if not (math.isfinite(factor) and factor > 0):
         raise ValueError(f"the rates {train_rate} and {new_rate} give the unusable factor {factor} on Delta")
     return factor
+
+
+class DeltaScaling:
+    """Mixin of the layers with a learned step ``log_dt``: ``dt_scale``, a constant factor on every
+    Delta kept with the model (e.g. Path-X's 0.0625, or a new sample rate set for good), and
+    ``Delta``, the step in use: exp(log_dt) * dt_scale, times the factor of an enclosing
+    `scaled_delta` block (``_delta_factor``, 1 outside one)."""
+
+    _delta_factor = 1.0
+
+    @property
+    def dt_scale(self) -> float:
+        """Constant factor on every Delta, kept with the model (finite, > 0)."""
+        return self._dt_scale
+
+    @dt_scale.setter
+    def dt_scale(self, value: float) -> None:
+        self._dt_scale = check_delta_factor(value, "dt_scale")
+
+    @property
+    def Delta(self):
+        """Step sizes in use, the shape of ``log_dt``: exp(log_dt) * dt_scale * the scaled_delta factor."""
+        return torch.exp(self.log_dt) * (self.dt_scale * self._delta_factor)
 
 
 @contextmanager

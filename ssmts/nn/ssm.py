@@ -27,8 +27,8 @@ from torch import nn
 
 from .functional import channel_linear
 from .discretization import check_discretization, discretize, log_transition
-from .init import INITS, initialize_head, ptd_perturbation
-from .resampling import check_delta_factor, delta_factor
+from .init import INITS, feedthrough, initialize_head, ptd_perturbation
+from .resampling import DeltaScaling, delta_factor
 from .scan import diagonal_scan
 
 LAMBDA_ENFORCERS = ("exp", "softplus", "clip")
@@ -124,7 +124,7 @@ def _two_sided(forward: torch.Tensor, backward: torch.Tensor, n: int, average: b
     return kernel / 2 if average else kernel
 
 
-class SSM(nn.Module):
+class SSM(DeltaScaling, nn.Module):
     """Multi-head MIMO diagonal state-space layer.
 
     Args:
@@ -254,12 +254,7 @@ class SSM(nn.Module):
         log_dt = math.log(dt_min) + u01 * (math.log(dt_max) - math.log(dt_min))
         self.log_dt = nn.Parameter(log_dt.float())
 
-        if D == "diagonal":
-            self.D = nn.Parameter(torch.randn(H, generator=generator))
-        elif D == "full":
-            self.D = nn.Parameter(torch.randn(M, H, generator=generator) / math.sqrt(H))
-        else:
-            self.register_parameter("D", None)
+        self.D = feedthrough(D, M, H, generator)  # None registers no parameter
         self.mixer = nn.Linear(M, M) if heads > 1 else None
         if self.fixed_transition:
             for p in self.transition_parameters():
@@ -301,15 +296,6 @@ class SSM(nn.Module):
         return self._lambda()
 
     @property
-    def dt_scale(self) -> float:
-        """Constant factor on every Delta, kept with the model (finite, > 0)."""
-        return self._dt_scale
-
-    @dt_scale.setter
-    def dt_scale(self, value: float) -> None:
-        self._dt_scale = check_delta_factor(value, "dt_scale")
-
-    @property
     def chunk_length(self) -> int | None:
         """Chunk size T of the FFT mode for long sequences (None: one FFT over the whole sequence)."""
         return getattr(self, "_chunk_length", None)
@@ -319,12 +305,6 @@ class SSM(nn.Module):
         if value is not None and (isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1):
             raise ValueError(f"chunk_length must be None or a positive integer, got {value!r}")
         self._chunk_length = None if value is None else int(value)
-
-    @property
-    def Delta(self) -> torch.Tensor:
-        """Step sizes in use, (heads, P): exp(log_dt) * dt_scale, times the factor of an
-        enclosing `scaled_delta` block."""
-        return torch.exp(self.log_dt) * (self.dt_scale * self._delta_factor)
 
     def _complex(self, param: torch.Tensor) -> torch.Tensor:
         if self.real_bc:
