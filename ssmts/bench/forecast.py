@@ -15,6 +15,8 @@ a calendar season); shampoo has a trend but no stable seasonal pattern in 3 year
 is seasonally adjusted quarterly growth. --uschange-exog adds a row where the SSM also uses
 the other uschange columns (Income, Production, Savings, Unemployment) as exogenous X, with
 their true future values over the horizon (an oracle-X setting the baselines do not get).
+--uschange-past adds the realistic row: the same columns as past-only covariates
+(past_covariates), read up to each cutoff and never after it, so predict gets no future X.
 
 Metrics per fold: MASE (scaled by the in-sample MAE of the seasonal naive forecast with the
 series' season) and sMAPE (in %); the table shows their means over folds and the mean fit
@@ -132,11 +134,14 @@ def make_model(name: str, task: Task, shortest_train: int, ssm_overrides: dict):
     raise ValueError(f"unknown model {name!r}; choose from {MODELS}")
 
 
-def backtest(model_name: str, task: Task, y, X, ssm_overrides: dict, use_x: bool = False,
+def backtest(model_name: str, task: Task, y, X, ssm_overrides: dict, use_x: bool | str = False,
              coverage: tuple = ()) -> dict:
     """Mean MASE, sMAPE (%) and fit seconds over the folds of `task` on y; with `coverage`
     levels, also the empirical coverage of each central interval (share of the fold's test
-    points inside it, pooled over folds) as cov<level in %>."""
+    points inside it, pooled over folds) as cov<level in %>. use_x: False, True (X known
+    ahead: fit and predict get it) or "past" (every X column past-only: predict gets none)."""
+    if use_x == "past":
+        ssm_overrides = {**ssm_overrides, "past_covariates": list(X.columns)}
     from sktime.performance_metrics.forecasting import (
         mean_absolute_percentage_error,
         mean_absolute_scaled_error,
@@ -156,14 +161,14 @@ def backtest(model_name: str, task: Task, y, X, ssm_overrides: dict, use_x: bool
             if use_x:
                 model.fit(y_train, X=X.iloc[:end], fh=fh)
                 seconds.append(time.perf_counter() - start)
-                y_pred = model.predict(X=X.iloc[end : end + task.h])
+                y_pred = model.predict(X=None if use_x == "past" else X.iloc[end : end + task.h])
             else:
                 model.fit(y_train, fh=fh)
                 seconds.append(time.perf_counter() - start)
                 y_pred = model.predict()
             bounds = None
             if coverage:
-                X_future = X.iloc[end : end + task.h] if use_x else None
+                X_future = X.iloc[end : end + task.h] if use_x is True else None
                 try:
                     bounds = model.predict_interval(X=X_future, coverage=list(coverage))
                 except Exception as error:  # a baseline's interval code failing must not end the run
@@ -284,6 +289,8 @@ def parse_args(argv):
                    help="run on the data before the first test cutoff (for choosing settings)")
     p.add_argument("--uschange-exog", action="store_true",
                    help="add an SSM row for uschange with the other columns as exogenous X (oracle future X)")
+    p.add_argument("--uschange-past", action="store_true",
+                   help="add an SSM row for uschange with the other columns as past-only covariates (no future X)")
     p.add_argument("--ssm-params", default="{}", help="JSON dict overriding SSMForecaster settings")
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: all cores available)")
     p.add_argument("--dense", type=int, default=1, metavar="K",
@@ -359,6 +366,8 @@ def run(args) -> list[dict]:
         runs = [(m, m, False) for m in args.models]
         if name == "uschange" and args.uschange_exog and "ssm" in args.models:
             runs.append(("ssm+X", "ssm", True))
+        if name == "uschange" and args.uschange_past and "ssm" in args.models:
+            runs.append(("ssm+pastX", "ssm", "past"))
         for label, model_name, use_x in runs:
             extra = {"coverage": args.coverage} if args.coverage else {}
             result = backtest(model_name, task, y, X, args.ssm_params, use_x=use_x, **extra)

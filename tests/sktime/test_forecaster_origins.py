@@ -198,6 +198,19 @@ def test_forecast_benchmark_coverage_option(monkeypatch):
         bench.parse_args(["--coverage", "80"])
 
 
+def test_forecast_benchmark_uschange_past_covariate_row():
+    """--uschange-past: an SSM row with uschange's other columns as past-only covariates, whose
+    predict gets no future X (the realistic counterpart of --uschange-exog's oracle X)."""
+    from ssmts.bench import forecast as bench
+
+    args = bench.parse_args(["--series", "uschange", "--models", "ssm", "--quick", "--uschange-past",
+                             "--ssm-params", '{"d_model": 8, "d_state": 4, "n_layers": 1, "ensemble_size": 1, '
+                                             '"max_epochs": 1}'])
+    rows = bench.run(args)
+    assert [row["model"] for row in rows] == ["ssm", "ssm+pastX"]
+    assert all(np.isfinite(row["mase"]) for row in rows)
+
+
 def test_historical_forecasts_with_gaps_past_and_static_covariates_equal_update_and_predict():
     """Missing values in y and X, a past-only and a static column (direct strategy): the same as
     update + predict at every cutoff, where predict's X holds only the known-ahead column."""
