@@ -26,6 +26,10 @@ from ..training.fit import pickle_state
 from ._input import PreparedInput, prepare_input
 from ._persistence import load_estimator, save_estimator
 
+STREAM_STEP_MAX = 8
+"""stream() rolls this many new steps or fewer with the layers' recurrent step, and reads longer
+chunks with one FFT pass (forward_with_state)."""
+
 
 @dataclass
 class StreamState:
@@ -213,7 +217,7 @@ class SSMEstimatorMixin(SequenceModelParams, ContinuationParams):
         """
         check_is_fitted(self, "model_")
         backbone = self.model_.backbone
-        if any(block.ssm.bidirectional for block in backbone.blocks):
+        if any(getattr(block.ssm, "bidirectional", False) for block in backbone.blocks):  # LinearCDE: causal
             raise ValueError(f"streaming needs a causal model, but this {type(self).__name__} was fitted with "
                              f"bidirectional={self.bidirectional!r}")
         if self.normalization_ == "series":
@@ -232,11 +236,22 @@ class SSMEstimatorMixin(SequenceModelParams, ContinuationParams):
         if state is not None and state.n_streams != len(data.x):
             raise ValueError(f"the state holds {state.n_streams} streams, but X has {len(data.x)}")
         device = resolve_device(self.device)
-        self.model_.to(device).eval()
+        if next(self.model_.parameters()).device != device:  # .to walks every module: 1 ms a call
+            self.model_.to(device)
+        self.model_.eval()
         x = self._scaled(data).to(device)
+        k = x.shape[-1]
         with scaled_delta(self.model_, 1.0 / ratio):
-            features, blocks = backbone.forward_with_state(x, None if state is None else state.blocks)
-        k = features.shape[-1]
+            if k <= STREAM_STEP_MAX:
+                # A few new steps: the recurrent step (its discretization cached) costs less than an FFT pass.
+                blocks = backbone.initial_state(len(x)) if state is None else state.blocks
+                steps = []
+                for t in range(k):
+                    step_features, blocks = backbone.step(x[..., t], blocks)
+                    steps.append(step_features)
+                features = torch.stack(steps, -1)
+            else:
+                features, blocks = backbone.forward_with_state(x, None if state is None else state.blocks)
         if self.model_.pooling == "last":
             pooled, total, count = features, None, (0 if state is None else state.count) + k
         else:

@@ -24,9 +24,10 @@ def _streamed(estimator, X, **kwargs):
     return np.concatenate(outs, axis=1), state
 
 
-@pytest.mark.parametrize("pooling", ["mean", "last"])
-def test_classifier_stream_equals_predict_on_every_prefix(pooling):
-    clf = SSMClassifier(**TINY, pooling=pooling).fit(X, Y)
+@pytest.mark.parametrize("pooling,layer", [("mean", "ssm"), ("last", "ssm"), ("mean", "lncde")])
+def test_classifier_stream_equals_predict_on_every_prefix(pooling, layer):
+    # chunks of up to 8 steps roll with the layers' step, longer ones with one FFT (or scan) pass
+    clf = SSMClassifier(**TINY, pooling=pooling, layer=layer).fit(X, Y)
     streamed, state = _streamed(clf, X)
     prefixes = np.stack([clf.predict_proba(X[..., :t]) for t in range(1, 31)], axis=1)
     np.testing.assert_allclose(streamed, prefixes, rtol=0, atol=1e-5)
