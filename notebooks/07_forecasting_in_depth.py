@@ -150,7 +150,7 @@ plt.show()
 # %%
 from sktime.forecasting.base import ForecastingHorizon
 
-n_obs = 300 if QUICK else 900
+n_obs = 200 if QUICK else 900
 # observation times in hours, on whole minutes (sktime's horizons need a frequency)
 t = np.cumsum(np.round(60 * np.maximum(rng.exponential(1.0, n_obs), 0.05))) / 60
 gap = np.diff(t, prepend=0.0)
@@ -285,7 +285,7 @@ print(f"quantile head, nominal 80 %: {100 * np.nanmean(inside):.0f} % of {inside
 
 # the wrapper refits the forecaster on past windows to collect its errors (here half of them)
 conformal = ConformalIntervals(SSMForecaster(context_length=24, max_epochs=EPOCHS, **SMALL),
-                               initial_window=first - 12, sample_frac=None if QUICK else 0.5)
+                               initial_window=first - 12, sample_frac=0.1 if QUICK else 0.5)
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", FutureWarning)  # sktime's notice about a future default
     conformal.fit(sales.iloc[:-horizon], fh=fh)
