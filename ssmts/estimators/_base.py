@@ -20,7 +20,7 @@ from ..nn import SequenceHead, scaled_delta
 from ..nn.functional import channel_linear, channel_statistics, chunked_channel_statistics, series_statistics
 from ..training import (
     ContinuationParams, EarlyStopping, LazyRows, SequenceData, SequenceModelParams, TrainerConfig, fit_model,
-    predict_batches, resolve_device, seed_from,
+    on_device, predict_batches, resolve_device, seed_from,
 )
 from ..training.fit import pickle_state
 from ._input import PreparedInput, prepare_input
@@ -236,9 +236,7 @@ class SSMEstimatorMixin(SequenceModelParams, ContinuationParams):
         if state is not None and state.n_streams != len(data.x):
             raise ValueError(f"the state holds {state.n_streams} streams, but X has {len(data.x)}")
         device = resolve_device(self.device)
-        if next(self.model_.parameters()).device != device:  # .to walks every module: 1 ms a call
-            self.model_.to(device)
-        self.model_.eval()
+        on_device(self.model_, device).eval()
         x = self._scaled(data).to(device)
         k = x.shape[-1]
         with scaled_delta(self.model_, 1.0 / ratio):

@@ -21,6 +21,14 @@ from ..nn import DirectForecastHead, RecursiveForecastHead, SSMBackbone
 from ._windows import pad_rows
 
 
+def quantile_probabilities(alpha) -> np.ndarray:
+    """alpha as a 1-D float array of levels strictly inside (0, 1), or a ValueError naming them."""
+    alpha = np.atleast_1d(np.asarray(alpha, dtype=np.float64))
+    if np.any((alpha <= 0) | (alpha >= 1)):
+        raise ValueError(f"quantile probabilities must lie strictly between 0 and 1, got {alpha.tolist()}")
+    return alpha
+
+
 def interpolate_quantiles(values: np.ndarray, levels: np.ndarray, alpha: np.ndarray) -> np.ndarray:
     """Quantiles at `alpha` from sorted grid values (..., Q) at `levels` (Q,) -> (..., len(alpha)).
 

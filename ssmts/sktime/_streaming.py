@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._windows import key_name
+from ._strategies import quantile_probabilities
+from ._windows import fill_forward, key_name
 from ._windows import steps as horizon_steps
 
 
@@ -101,12 +102,9 @@ class ForecastStream:
             x_future = self._standardize(x_future[: self.n_future], self._x[-1:])
         elif X_future is not None:
             raise ValueError(f"{type(f).__name__} was fitted without exogenous X, but X_future was passed")
-        empty = np.isnan(self._y).all(0)
-        if empty.any():
-            raise ValueError(f"the last {c} observations of {key_name(self.key)} have no observed value of "
-                             f"{list(f._y_columns[empty])}; a forecast needs at least one")
+        f._check_observed(self._y, f"the last {c} observations of {key_name(self.key)}")
         if alpha is not None:
-            alpha = np.atleast_1d(np.asarray(alpha, dtype=np.float64))
+            alpha = quantile_probabilities(alpha)
         (point, q), = f._run([(self._y, self.steps, self._x, x_future)], alpha)
         return point if alpha is None else (point, q)
 
@@ -114,12 +112,8 @@ class ForecastStream:
         """Raw X rows (n, C_x) -> standardized, gaps carried forward from `previous` (the last
         standardized row, (1, C_x) or empty), then 0 (the training mean), as predict does."""
         z = (rows - self._f.x_mean_) / self._f.x_scale_
-        last = previous[0] if len(previous) else np.zeros(z.shape[1])
-        for row in z:
-            gap = np.isnan(row)
-            row[gap] = last[gap]
-            last = row
-        return z
+        first = previous if len(previous) else np.zeros((1, z.shape[1]))  # never NaN
+        return fill_forward(np.concatenate([first, z]).T).T[1:]
 
     def step(self, y, X=None, X_future=None, alpha=None):
         return self.update(y, X).predict(X_future, alpha)

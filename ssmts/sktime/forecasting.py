@@ -13,7 +13,7 @@ This module is the sktime plumbing: parameters, fit / update / predict, horizons
 from __future__ import annotations
 
 import copy
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import pandas as pd
@@ -24,17 +24,20 @@ from ..nn import ForecastEnsemble
 from ..nn.functional import channel_statistics, series_statistics
 from ..training import (
     BackboneParams, EarlyStopping, EarlyStoppingParams, OptimizerParams, SequenceData, TrainerConfig, fit_model,
-    resolve_device, seed_from,
+    on_device, resolve_device, seed_from,
 )
 from ..training.config import Integer, Options, Satisfies, param, with_params_doc
 from ..training.fit import pickle_state
 from ..training.objectives import pinball_loss
-from ._strategies import STRATEGIES, Contexts, interpolate_quantiles
+from ._strategies import STRATEGIES, Contexts, interpolate_quantiles, quantile_probabilities
 from ._windows import (
     Windows, as_float, check_regular_index, fill_forward, future_times, gaps_into, impute, key_name, make_windows,
     merge, split_instances, time_unit_value, time_values,
 )
 from ._windows import steps as horizon_steps
+
+if TYPE_CHECKING:
+    from ._streaming import ForecastStream
 
 INSTANCE_NORMS = ("last", "mean")  # True means "last"
 DEFAULT_QUANTILES = (0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95)
@@ -534,9 +537,7 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
         return self._assemble([(key, times, point) for key, times, point, _ in results], self._y_columns)
 
     def _predict_quantiles(self, fh, X, alpha):
-        alpha = np.asarray(alpha, dtype=np.float64)
-        if np.any((alpha <= 0) | (alpha >= 1)):
-            raise ValueError(f"quantile probabilities must lie strictly between 0 and 1, got {alpha.tolist()}")
+        alpha = quantile_probabilities(alpha)
         results = self._forecast(fh, X, alpha=alpha)
         # (k, C, A) -> columns ordered variable-major, as in _get_columns
         frames = [(key, times, q.reshape(len(times), -1)) for key, times, _, q in results]
@@ -585,12 +586,8 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
                 )
             before = history.index[:-c] if len(history) > c else None
             history = history.iloc[-c:]
-            empty = np.isnan(history.to_numpy()).all(0)
-            if empty.any():
-                raise ValueError(
-                    f"the context of {key_name(key)} (its last {c} observations, up to {history.index[-1]}) has no "
-                    f"observed value of {list(self._y_columns[empty])}; a forecast needs at least one: pass the "
-                    "missing values, or use a longer context_length")
+            self._check_observed(history.to_numpy(), f"the context of {key_name(key)} (its last {c} observations, "
+                                                      f"up to {history.index[-1]})")
             if self.irregular == "time_deltas":
                 items.append(self._irregular_context(key, fh, history, before, x_old, x_new))
                 continue
@@ -604,6 +601,13 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
                                                   f"the forecast steps 1..{n_future}")
             items.append((key, history.to_numpy(), future_times(fh, history.index, steps), steps, x_ctx, x_future))
         return items
+
+    def _check_observed(self, context: np.ndarray, where: str) -> None:
+        """context (c, C): a forecast needs at least one observed value of every target column."""
+        empty = np.isnan(context).all(0)
+        if empty.any():
+            raise ValueError(f"{where} has no observed value of {list(self._y_columns[empty])}; a forecast needs at "
+                             "least one: pass the missing values, or use a longer context_length")
 
     def _check_steps(self, steps: np.ndarray, key: tuple) -> np.ndarray:
         if steps.min() < 1:
@@ -656,10 +660,7 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
         (c, C_x) or None, future X (n_future, C_x) or None)] ->
         [(point (k, C), quantiles (k, C, A) or None)] in original units."""
         device = resolve_device(self.device)
-        model = self.model_
-        # Module.to walks every parameter (milliseconds): skip it when the model is already there
-        if next(model.parameters()).device != device:
-            model = self.model_ = model.to(device)
+        model = self.model_ = on_device(self.model_, device)
         model.eval()
         levels = self.quantile_levels_
         median = int(np.flatnonzero(levels == 0.5)[0])
@@ -729,9 +730,7 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
                              "the time stamps as fh")
         fh, _ = self._relative_steps(fh)
         if alpha is not None:
-            alpha = np.atleast_1d(np.asarray(alpha, dtype=np.float64))
-            if np.any((alpha <= 0) | (alpha >= 1)):
-                raise ValueError(f"quantile probabilities must lie strictly between 0 and 1, got {alpha.tolist()}")
+            alpha = quantile_probabilities(alpha)
         y = y.to_frame() if isinstance(y, pd.Series) else y
         X = X.to_frame() if isinstance(X, pd.Series) else X
         if y.shape[1] != self.n_targets_:
@@ -776,11 +775,8 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
                 x_fut[in_fut] = self._x_rows(key, xp, full[in_fut], "the forecast steps of the cutoffs", future=True)
             for label, p in zip(asked, positions):
                 context = values[p - c + 1 : p + 1]
-                empty = np.isnan(context).all(0)
-                if empty.any():
-                    raise ValueError(
-                        f"the context of {key_name(key)} at cutoff {label} (its last {c} observations) has no observed "
-                        f"value of {list(self._y_columns[empty])}; a forecast needs at least one")
+                self._check_observed(context, f"the context of {key_name(key)} at cutoff {label} (its last {c} "
+                                              "observations)")
                 items.append((context, steps, None if x_ctx is None else x_ctx[p - c + 1 : p + 1],
                               None if x_fut is None else x_fut[p + 1 : p + 1 + n_future]))
                 labels.append(((*key, label), full[p + steps]))

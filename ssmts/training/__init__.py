@@ -13,10 +13,10 @@ from .params import (
     OPTIMIZERS, SCHEDULERS, BackboneParams, ClassWeightParams, ContinuationParams, EarlyStoppingParams,
     OptimizerParams, ScheduleParams, SequenceModelParams, SequenceParams, TrainerConfig, resolve_device,
 )
-from .trainer import LazyRows, SequenceData, Trainer, predict_batches, read_checkpoint
+from .trainer import LazyRows, SequenceData, Trainer, on_device, predict_batches, read_checkpoint
 
 __all__ = [
-    "Trainer", "TrainerConfig", "SequenceData", "LazyRows", "predict_batches", "read_checkpoint", "resolve_device",
+    "Trainer", "TrainerConfig", "SequenceData", "LazyRows", "predict_batches", "on_device", "read_checkpoint", "resolve_device",
     "fit_model", "FitResult", "holdout_split", "seed_from", "start_process_group",
     "Callback", "EarlyStopping", "Checkpoint", "ProgressBar",
     "Configurable", "param", "InvalidParameterError",

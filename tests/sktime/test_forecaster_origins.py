@@ -132,6 +132,10 @@ def test_stream_errors_and_a_short_start():
         stream.predict(X_future=np.zeros((2, 2)))
     with pytest.raises(ValueError, match="no series 'nope'"):
         f.stream("nope")
+    with pytest.raises(ValueError, match=r"strictly between 0 and 1, got \[0.5, 1.5\]"):
+        stream.predict(X_future=np.zeros((3, 2)), alpha=[0.5, 1.5])
+    with pytest.raises(ValueError, match=r"strictly between 0 and 1, got \[0.0\]"):
+        f.historical_forecasts(y, X=X, alpha=0.0)
     # a panel series shorter than the context: not ready until enough observations arrive
     panel = pd.concat({"a": series(30), "b": series(5)}).to_frame()
     g = SSMForecaster(**TINY).fit(panel, fh=[1])
