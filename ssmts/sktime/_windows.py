@@ -77,15 +77,12 @@ def pad_rows(rows: np.ndarray, n: int) -> np.ndarray:
 
 
 def _numeric_spacing(time_index: pd.Index):
-    """The step of a numeric (integer or float) time index, or None for other indexes and for a
-    step of 1. sktime reads a relative fh on such an index in index units (cutoff + k), while
-    one step of the network is one spacing of the series."""
+    """The step of a numeric (integer or float) time index (1 with a single point), or None for
+    other indexes. sktime reads a relative fh on such an index in index units (cutoff + k),
+    while one step of the network is one spacing of the series."""
     if isinstance(time_index, (pd.DatetimeIndex, pd.PeriodIndex)) or not pd.api.types.is_numeric_dtype(time_index.dtype):
         return None
-    if len(time_index) < 2:
-        return None
-    spacing = time_index[-1] - time_index[-2]
-    return None if spacing == 1 else spacing
+    return time_index[-1] - time_index[-2] if len(time_index) >= 2 else 1
 
 
 def steps(fh: ForecastingHorizon, time_index: pd.Index) -> np.ndarray:
@@ -99,7 +96,7 @@ def steps(fh: ForecastingHorizon, time_index: pd.Index) -> np.ndarray:
             fh = ForecastingHorizon(fh.to_pandas(), is_relative=False, freq=pd.infer_freq(time_index))
         relative = np.asarray(fh.to_relative(cutoff).to_pandas())
     spacing = _numeric_spacing(time_index)
-    if spacing is None:
+    if spacing is None or spacing == 1:
         return relative.astype(np.int64)
     model_steps = relative / spacing
     if not np.allclose(model_steps, np.round(model_steps)):
@@ -127,8 +124,6 @@ def future_times(fh: ForecastingHorizon, time_index: pd.Index, relative_steps) -
     if isinstance(time_index, pd.DatetimeIndex) and freq is not None:
         offset = to_offset(freq)
         return pd.DatetimeIndex([time_index[-1] + int(s) * offset for s in relative_steps])
-    if time_index.dtype.kind == "i":
-        return pd.Index(int(time_index[-1]) + relative_steps)
     return ForecastingHorizon(list(relative_steps), is_relative=True, freq=freq).to_absolute_index(time_index[[-1]])
 
 
