@@ -169,12 +169,24 @@ def predict_batches(model: nn.Module, data: SequenceData, batch_size: int, devic
 
     forward(model, x, mask) overrides model(x, mask) (e.g. per-step features of a head).
     """
+    if len(data) == 0:
+        raise ValueError("no samples to predict")
     device = resolve_device(device)
     on_device(model, device).eval()
     call = forward or (lambda m, x, mask: m(x, mask))
     order = batch_order(data, int(batch_size), None)
-    outs = [call(model, b.x, b.mask).cpu() for b in batches(data, int(batch_size), device=device, order=order)]
-    out = torch.cat(outs)
+    # Written into one preallocated tensor rather than concatenated from a list: a list of
+    # per-batch outputs sprinkled over the heap between freed batch buffers keeps the heap from
+    # shrinking, so memory would grow with the number of rows (a memory map is read for less).
+    out, start = None, 0
+    for batch in batches(data, int(batch_size), device=device, order=order):
+        result = call(model, batch.x, batch.mask)
+        if out is None:
+            out = torch.empty((len(data), *result.shape[1:]), dtype=result.dtype)
+        elif result.shape[1:] != out.shape[1:]:
+            raise RuntimeError(f"batch outputs differ in shape: {tuple(result.shape[1:])} after {tuple(out.shape[1:])}")
+        out[start : start + len(result)] = result.cpu()
+        start += len(result)
     if data.crop_padding and data.mask is not None:  # batched by length: back to the samples' order
         out = out[torch.argsort(torch.cat(order))]
     return out
