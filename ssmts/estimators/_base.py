@@ -17,7 +17,9 @@ import torch
 from sklearn.utils.validation import check_is_fitted
 
 from ..nn import SequenceHead, scaled_delta
-from ..nn.functional import channel_linear, channel_statistics, chunked_channel_statistics, series_statistics
+from ..nn.functional import (
+    channel_linear, channel_statistics, chunked_channel_statistics, series_statistics, series_summary,
+)
 from ..training import (
     ContinuationParams, EarlyStopping, LazyRows, SequenceData, SequenceModelParams, TrainerConfig, fit_model,
     on_device, predict_batches, resolve_device, seed_from,
@@ -87,7 +89,7 @@ class SSMEstimatorMixin(SequenceModelParams, ContinuationParams):
         self.n_timepoints_in_ = int(data.lengths.max())
         self.input_ndim_ = data.ndim
         self.normalization_ = self.normalize
-        if self.normalize == "channel":
+        if self.normalize in ("channel", "series+stats"):  # series+stats gives levels in these units
             lazy = isinstance(data.x, LazyRows)
             mean, scale = chunked_channel_statistics(data.x.array) if lazy else channel_statistics(data.x, data.mask)
             self.input_mean_, self.input_scale_ = mean.numpy(), scale.numpy()
@@ -119,17 +121,27 @@ class SSMEstimatorMixin(SequenceModelParams, ContinuationParams):
                 )
         return data
 
+    @property
+    def _network_channels(self) -> int:
+        """Input channels of the network: with normalize="series+stats" every channel also brings
+        its series' level and log-spread as two constant channels."""
+        return self.n_channels_in_ * (3 if self.normalization_ == "series+stats" else 1)
+
     def _scaled(self, data: PreparedInput) -> torch.Tensor | LazyRows:
-        """The network's input: data standardized as fitted (normalization_)."""
+        """The network's input (n, network channels, L): data standardized as fitted (normalization_)."""
         mean = torch.as_tensor(self.input_mean_, dtype=torch.float32)[None, :, None]
         scale = torch.as_tensor(self.input_scale_, dtype=torch.float32)[None, :, None]
-        per_series = self.normalization_ == "series"
+        per_series = self.normalization_ in ("series", "series+stats")
 
         def standardize(x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-            if per_series:
-                series_mean, series_scale = series_statistics(x, mask)
-                return ((x.double() - series_mean[..., None]) / series_scale[..., None]).float()
-            return (x - mean) / scale
+            if not per_series:
+                return (x - mean) / scale
+            series_mean, series_scale = series_statistics(x, mask)
+            shapes = ((x.double() - series_mean[..., None]) / series_scale[..., None]).float()
+            if self.normalization_ == "series":
+                return shapes
+            summary = series_summary(x, mask, torch.as_tensor(self.input_mean_), torch.as_tensor(self.input_scale_)).float()
+            return torch.cat([shapes, summary[..., None].expand(-1, -1, x.shape[-1])], dim=1)
 
         if isinstance(data.x, LazyRows):  # scaled batch by batch as the rows are read
             return LazyRows(data.x.array, data.x.index, standardize)
@@ -177,7 +189,7 @@ class SSMEstimatorMixin(SequenceModelParams, ContinuationParams):
         if continue_training:
             start = copy.deepcopy(self.model_)  # a failed or interrupted fit leaves model_ as it was
         else:
-            start = network or (lambda: self._network(self.n_channels_in_, d_output))
+            start = network or (lambda: self._network(self._network_channels, d_output))
         result = fit_model(
             start, SequenceData(self._scaled(data), y, data.mask, weight, crop_padding=not per_step), loss_fn,
             TrainerConfig.from_params(self), seed=self._seed_, score_fn=score_fn,
@@ -220,9 +232,10 @@ class SSMEstimatorMixin(SequenceModelParams, ContinuationParams):
         if any(getattr(block.ssm, "bidirectional", False) for block in backbone.blocks):  # LinearCDE: causal
             raise ValueError(f"streaming needs a causal model, but this {type(self).__name__} was fitted with "
                              f"bidirectional={self.bidirectional!r}")
-        if self.normalization_ == "series":
+        if self.normalization_ in ("series", "series+stats"):
             raise ValueError(f"streaming cannot standardize a series by statistics of steps not seen yet: this "
-                             f"{type(self).__name__} was fitted with normalize='series'; fit with normalize='channel' "
+                             f"{type(self).__name__} was fitted with normalize={self.normalization_!r}; fit with "
+                             "normalize='channel' "
                              "or 'none' to stream")
         ratio = self._rate_ratio(sample_rate)
         data = prepare_input(X_new)

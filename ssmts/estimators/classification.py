@@ -80,7 +80,7 @@ class SSMClassifier(SSMEstimatorMixin, ClassWeightParams, ClassifierMixin, BaseE
         self._encoder.classes_ = self.classes_
 
     def _rebuild_network(self):
-        return self._network(self.n_channels_in_, len(self.classes_))
+        return self._network(self._network_channels, len(self.classes_))
 
     def _class_weights(self, y_index: np.ndarray) -> torch.Tensor | None:
         if self.class_weight is None:

@@ -57,7 +57,7 @@ class SSMRegressor(SSMEstimatorMixin, RegressorMixin, BaseEstimator):
                                                                 "target_scale_")
 
     def _rebuild_network(self):
-        return self._network(self.n_channels_in_, self.n_targets_)
+        return self._network(self._network_channels, self.n_targets_)
 
     def predict(self, X, sample_rate=None):
         """Predictions, (n_samples,) or (n_samples, n_targets), float64."""

@@ -38,7 +38,7 @@ class SSMTransformer(ClassNamePrefixFeaturesOutMixin, SSMEstimatorMixin, Transfo
         self._start_fit(continuing)
         objective = self._resolve_objective(y)
         data = self._prepare_predict_input(X, self._rate_ratio(None)) if continuing else self._prepare_fit_input(X)
-        C = self.n_channels_in_
+        C = self._network_channels
         if objective == "none":
             if not continuing:
                 with torch.random.fork_rng(devices=[]):
@@ -85,7 +85,7 @@ class SSMTransformer(ClassNamePrefixFeaturesOutMixin, SSMEstimatorMixin, Transfo
         self._label_encoder.classes_ = classes
 
     def _rebuild_network(self):
-        C = self.n_channels_in_
+        C = self._network_channels
         if self.objective_ == "reconstruction":
             return MaskedReconstruction(self.build_backbone(C), C)
         if self.objective_ == "classification":

@@ -56,8 +56,24 @@ def series_statistics(x: torch.Tensor, mask: torch.Tensor | None = None,
     return _statistics(x, mask, (2,), rel_floor)
 
 
-def _statistics(x: torch.Tensor, mask: torch.Tensor | None, dims: tuple[int, ...],
-                rel_floor: float) -> tuple[torch.Tensor, torch.Tensor]:
+def series_summary(x: torch.Tensor, mask: torch.Tensor | None, channel_mean: torch.Tensor,
+                   channel_scale: torch.Tensor, min_spread: float = 1e-3, rel_floor: float = 1e-6) -> torch.Tensor:
+    """Where every series lies and how widely it varies, in units of the training data: x (n, C, L),
+    channel_mean and channel_scale (C,) -> (n, 2C) float64: each channel's series mean standardized
+    by the channel statistics, then log(std / channel_scale), at least log(min_spread) (a flat
+    series by series_statistics' floor gets exactly that). What per-series standardization takes
+    away from the shapes, given back as numbers."""
+    mean, std, informative = _moments(x, mask, (2,), rel_floor)
+    mean, std, informative = mean.squeeze(2), std.squeeze(2), informative.squeeze(2)
+    channel_mean, channel_scale = channel_mean.double().to(x.device), channel_scale.double().to(x.device)
+    level = (mean - channel_mean) / channel_scale
+    spread = torch.where(informative, std / channel_scale, torch.zeros_like(std)).clamp_min(min_spread).log()
+    return torch.cat([level, spread], dim=1)
+
+
+def _moments(x: torch.Tensor, mask: torch.Tensor | None, dims: tuple[int, ...],
+             rel_floor: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Mean, standard deviation and whether the spread exceeds the floor (kept dims)."""
     x = x.double()
     if mask is None:
         mean = x.mean(dim=dims, keepdim=True)
@@ -69,7 +85,12 @@ def _statistics(x: torch.Tensor, mask: torch.Tensor | None, dims: tuple[int, ...
         mean = (x * m).sum(dim=dims, keepdim=True) / count
         std = torch.sqrt((((x - mean) ** 2) * m).sum(dim=dims, keepdim=True) / count)
         magnitude = (x.abs() * m).amax(dim=dims, keepdim=True)
-    informative = (std > 0) & (std > rel_floor * magnitude)
+    return mean, std, (std > 0) & (std > rel_floor * magnitude)
+
+
+def _statistics(x: torch.Tensor, mask: torch.Tensor | None, dims: tuple[int, ...],
+                rel_floor: float) -> tuple[torch.Tensor, torch.Tensor]:
+    mean, std, informative = _moments(x, mask, dims, rel_floor)
     scale = torch.where(informative, std, torch.ones_like(std))
     return mean.squeeze(dims), scale.squeeze(dims)
 

@@ -31,7 +31,7 @@ from .config import (
 OPTIMIZERS = ("adamw", "adam", "sgd")
 SCHEDULERS = ("none", "cosine", "plateau")
 POOLINGS = ("mean", "last")
-NORMALIZATIONS = ("channel", "series", "none")
+NORMALIZATIONS = ("channel", "series", "series+stats", "none")
 POSITIVE = Real(0, None, closed="neither")
 
 
@@ -199,7 +199,9 @@ class SequenceParams(Configurable):
         default="channel", doc="Input scaling. 'channel': every channel standardized with its mean and standard "
                                "deviation over the training data (levels keep their meaning); 'series': every series "
                                "and channel standardized with its own (z-normalization: only shapes matter, as in the "
-                               "UCR archive); 'none': values as they are.",
+                               "UCR archive); 'series+stats': 'series', with each series' level and log-spread (in units of "
+                               "the training channels) given to the network as two more constant channels, so that "
+                               "nothing is thrown away; 'none': values as they are.",
         constraint=Options(*NORMALIZATIONS), group="Training")
 
 

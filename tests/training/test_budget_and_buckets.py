@@ -1,5 +1,5 @@
 """Training budget in steps (min_steps), batches of similar lengths cut at their last real
-step (crop_padding), and per-series standardization (normalize='series')."""
+step (crop_padding), and per-series standardization (normalize='series' and 'series+stats')."""
 from __future__ import annotations
 
 import math
@@ -11,7 +11,7 @@ from torch import nn
 
 from ssmts import SSMClassifier, SSMRegressor
 from ssmts.nn import SSMBackbone, SequenceHead
-from ssmts.nn.functional import series_statistics
+from ssmts.nn.functional import series_statistics, series_summary
 from ssmts.training import SequenceData, Trainer
 from ssmts.training.trainer import batch_order, predict_batches
 
@@ -149,3 +149,55 @@ def test_series_normalization_on_ragged_input_ignores_padding():
     reg = SSMRegressor(normalize="series", max_epochs=1, min_steps=0, **TINY).fit(X, y)
     alone = np.concatenate([reg.predict([series, series[: len(series) // 2]])[:1] for series in X])
     np.testing.assert_allclose(reg.predict(X), alone, rtol=1e-4, atol=1e-5)
+
+
+def test_series_summary_against_numpy():
+    rng = np.random.default_rng(2)
+    x = rng.normal(3.0, 2.0, size=(4, 2, 30))
+    x[2, 1] = -4.0  # a flat series: spread at its floor
+    mask = torch.from_numpy(rng.random((4, 30)) < 0.7)
+    channel_mean, channel_scale = np.array([1.0, -2.0]), np.array([0.5, 4.0])
+    summary = series_summary(torch.from_numpy(x), mask, torch.from_numpy(channel_mean), torch.from_numpy(channel_scale))
+    assert summary.shape == (4, 4) and summary.dtype == torch.float64
+    for i in range(4):
+        for c in range(2):
+            real = x[i, c][mask[i].numpy()]
+            assert summary[i, c].item() == pytest.approx((real.mean() - channel_mean[c]) / channel_scale[c], rel=1e-12)
+            spread = max(real.std() / channel_scale[c], 1e-3) if real.std() > 1e-6 * np.abs(real).max() else 1e-3
+            assert summary[i, 2 + c].item() == pytest.approx(np.log(spread), rel=1e-12)
+
+
+def test_series_plus_stats_sees_shapes_and_also_level_and_scale():
+    """'series+stats' reads shapes as 'series' does and gets each series' level and spread as well:
+    a task decided by the level alone, which 'series' cannot learn, is learned."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(48, 24)) + np.where(np.arange(48) % 2, 3.0, -3.0)[:, None]
+    y = np.arange(48) % 2
+    settings = dict(max_epochs=30, min_steps=0, **TINY)
+    series = SSMClassifier(normalize="series", **settings).fit(X, y)
+    stats = SSMClassifier(normalize="series+stats", **settings).fit(X, y)
+    assert series.score(X, y) < 0.8
+    assert stats.score(X, y) == 1.0
+    assert stats.model_.backbone.d_input == 3
+    # The shapes part is per series: shifting a series moves only its level channel.
+    network_input = stats._scaled(stats._prepare_predict_input(X[:2] + 10.0, 1.0))
+    base = stats._scaled(stats._prepare_predict_input(X[:2], 1.0))
+    np.testing.assert_allclose(network_input[:, 0].numpy(), base[:, 0].numpy(), atol=1e-5)
+    np.testing.assert_allclose((network_input[:, 1] - base[:, 1]).numpy(), 10.0 / stats.input_scale_[0], rtol=1e-5)
+    np.testing.assert_allclose(network_input[:, 2].numpy(), base[:, 2].numpy(), atol=1e-5)
+    with pytest.raises(ValueError, match="normalize='series\\+stats'"):
+        stats.stream(X[:, :4])
+
+
+def test_series_plus_stats_saves_and_loads_and_reads_memory_maps(tmp_path):
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(20, 2, 16)).astype(np.float32) * 5 + 2
+    y = rng.normal(size=20)
+    reg = SSMRegressor(normalize="series+stats", max_epochs=1, min_steps=0, **TINY).fit(X, y)
+    loaded = SSMRegressor.load(reg.save(tmp_path / "reg.safetensors"))
+    np.testing.assert_allclose(loaded.predict(X), reg.predict(X), rtol=1e-6)
+    np.save(tmp_path / "x.npy", X)
+    mapped = np.load(tmp_path / "x.npy", mmap_mode="r")
+    np.testing.assert_allclose(reg.predict(mapped), reg.predict(X), rtol=1e-5, atol=1e-6)
+    from_map = SSMRegressor(normalize="series+stats", max_epochs=1, min_steps=0, **TINY).fit(mapped, y)
+    np.testing.assert_allclose(from_map.predict(X), reg.predict(X), rtol=1e-4, atol=1e-5)
