@@ -74,7 +74,7 @@ def resolve_device(device: str | torch.device) -> torch.device:
 
 
 # Defaults of the sequence-level estimators where they differ from the groups' (SequenceModelParams).
-SEQUENCE_MODEL_DEFAULTS = dict(d_model=32, d_state=32, n_layers=2, min_steps=500)
+SEQUENCE_MODEL_DEFAULTS = dict(n_layers=2, min_steps=500)
 
 # Parameters that only one layer family reads. A value other than the default with the other
 # family's layer is an error (it would be silently ignored otherwise).
