@@ -28,6 +28,9 @@ from ..training.fit import pickle_state
 from ._input import PreparedInput, prepare_input
 from ._persistence import load_estimator, save_estimator
 
+# Normalizations that standardize every series by its own statistics (known only once it ends).
+PER_SERIES_NORMALIZATIONS = ("series", "series+stats")
+
 STREAM_STEP_MAX = 8
 """stream() rolls this many new steps or fewer with the layers' recurrent step, and reads longer
 chunks with one FFT pass (forward_with_state)."""
@@ -131,16 +134,18 @@ class SSMEstimatorMixin(SequenceModelParams, ContinuationParams):
         """The network's input (n, network channels, L): data standardized as fitted (normalization_)."""
         mean = torch.as_tensor(self.input_mean_, dtype=torch.float32)[None, :, None]
         scale = torch.as_tensor(self.input_scale_, dtype=torch.float32)[None, :, None]
-        per_series = self.normalization_ in ("series", "series+stats")
+        per_series = self.normalization_ in PER_SERIES_NORMALIZATIONS
+        with_stats = self.normalization_ == "series+stats"
+        channel_mean, channel_scale = torch.as_tensor(self.input_mean_), torch.as_tensor(self.input_scale_)  # float64
 
         def standardize(x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
             if not per_series:
                 return (x - mean) / scale
             series_mean, series_scale = series_statistics(x, mask)
             shapes = ((x.double() - series_mean[..., None]) / series_scale[..., None]).float()
-            if self.normalization_ == "series":
+            if not with_stats:
                 return shapes
-            summary = series_summary(x, mask, torch.as_tensor(self.input_mean_), torch.as_tensor(self.input_scale_)).float()
+            summary = series_summary(x, mask, channel_mean, channel_scale).float()
             return torch.cat([shapes, summary[..., None].expand(-1, -1, x.shape[-1])], dim=1)
 
         if isinstance(data.x, LazyRows):  # scaled batch by batch as the rows are read
@@ -232,11 +237,10 @@ class SSMEstimatorMixin(SequenceModelParams, ContinuationParams):
         if any(getattr(block.ssm, "bidirectional", False) for block in backbone.blocks):  # LinearCDE: causal
             raise ValueError(f"streaming needs a causal model, but this {type(self).__name__} was fitted with "
                              f"bidirectional={self.bidirectional!r}")
-        if self.normalization_ in ("series", "series+stats"):
+        if self.normalization_ in PER_SERIES_NORMALIZATIONS:
             raise ValueError(f"streaming cannot standardize a series by statistics of steps not seen yet: this "
                              f"{type(self).__name__} was fitted with normalize={self.normalization_!r}; fit with "
-                             "normalize='channel' "
-                             "or 'none' to stream")
+                             "normalize='channel' or 'none' to stream")
         ratio = self._rate_ratio(sample_rate)
         data = prepare_input(X_new)
         if data.ndim == 2 and not data.ragged:  # (n, k): k new steps of n univariate streams
