@@ -46,6 +46,7 @@ MODELS = ("ssm", "previous", "minirocket", "1nn")
 # parameter whose default has changed since).
 PREVIOUS_DEFAULTS = dict(d_model=64, d_state=64, n_layers=4, max_epochs=50, min_steps=0, batch_size=32, lr=3e-3,
                          normalize="channel", early_stopping=False, bidirectional=False, dropout=0.0)
+PREVIOUS_CLASSIFIER_DEFAULTS = dict(label_smoothing=0.0)
 
 
 def load_classification(name: str):
@@ -89,6 +90,8 @@ def make_model(kind: str, regression: bool, params: dict, seed: int):
         from ssmts import SSMClassifier, SSMRegressor
 
         settings = dict(PREVIOUS_DEFAULTS if kind == "previous" else params, device="cpu", random_state=seed)
+        if kind == "previous" and not regression:
+            settings.update(PREVIOUS_CLASSIFIER_DEFAULTS)
         return (SSMRegressor if regression else SSMClassifier)(**settings)
     if kind == "minirocket":
         return _MiniRocket(regression, seed)

@@ -10,14 +10,14 @@ from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import column_or_1d
 
-from ..training import ClassWeightParams
+from ..training import ClassifierParams
 from ..training.config import with_params_doc
 from ..training.objectives import accuracy_of_logits, weighted_cross_entropy
 from ._base import SSMEstimatorMixin, require_y, transactional
 
 
 @with_params_doc
-class SSMClassifier(SSMEstimatorMixin, ClassWeightParams, ClassifierMixin, BaseEstimator):
+class SSMClassifier(SSMEstimatorMixin, ClassifierParams, ClassifierMixin, BaseEstimator):
     """Classify time series with a deep MIMO diagonal SSM (pooled backbone + linear head).
 
     X: (n_samples, n_timepoints), (n_samples, n_channels, n_timepoints), or a list of
@@ -65,7 +65,7 @@ class SSMClassifier(SSMEstimatorMixin, ClassWeightParams, ClassifierMixin, BaseE
             data,
             torch.from_numpy(y_index).long(),
             d_output=len(self.classes_),
-            loss_fn=weighted_cross_entropy(weight),
+            loss_fn=weighted_cross_entropy(weight, self.label_smoothing),
             score_fn=accuracy_of_logits,
             stratify=y_index,
             epochs=1 if partial else None,

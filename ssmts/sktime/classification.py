@@ -10,7 +10,7 @@ import numpy as np
 from sktime.classification.base import BaseClassifier
 
 from ..estimators import SSMClassifier
-from ..training import ClassWeightParams, SequenceModelParams
+from ..training import ClassifierParams, SequenceModelParams
 from ..training.config import with_params_doc
 
 
@@ -31,7 +31,7 @@ def panel_to_sklearn(X):
 
 
 @with_params_doc
-class SSMPanelClassifier(SequenceModelParams, ClassWeightParams, BaseClassifier):
+class SSMPanelClassifier(SequenceModelParams, ClassifierParams, BaseClassifier):
     """Time series classifier with a deep MIMO diagonal SSM (sktime interface).
 
     Delegates to ssmts.SSMClassifier with the same parameters (pooled backbone +

@@ -10,7 +10,7 @@ from .callbacks import Callback, Checkpoint, EarlyStopping, ProgressBar
 from .config import Configurable, InvalidParameterError, param
 from .fit import FitResult, fit_model, holdout_split, seed_from, start_process_group
 from .params import (
-    OPTIMIZERS, SCHEDULERS, BackboneParams, ClassWeightParams, ContinuationParams, EarlyStoppingParams,
+    OPTIMIZERS, SCHEDULERS, BackboneParams, ClassifierParams, ContinuationParams, EarlyStoppingParams,
     OptimizerParams, ScheduleParams, SequenceModelParams, SequenceParams, TrainerConfig, resolve_device,
 )
 from .trainer import LazyRows, SequenceData, Trainer, on_device, predict_batches, read_checkpoint
@@ -21,5 +21,5 @@ __all__ = [
     "Callback", "EarlyStopping", "Checkpoint", "ProgressBar",
     "Configurable", "param", "InvalidParameterError",
     "BackboneParams", "SequenceParams", "SequenceModelParams", "OptimizerParams", "ScheduleParams", "EarlyStoppingParams",
-    "ContinuationParams", "ClassWeightParams", "OPTIMIZERS", "SCHEDULERS",
+    "ContinuationParams", "ClassifierParams", "OPTIMIZERS", "SCHEDULERS",
 ]

@@ -6,13 +6,14 @@ import torch
 import torch.nn.functional as F
 
 
-def weighted_cross_entropy(class_weight: torch.Tensor | None = None):
+def weighted_cross_entropy(class_weight: torch.Tensor | None = None, label_smoothing: float = 0.0):
     """Cross-entropy of logits (b, K) against labels (b,); class_weight (K,) as in scikit-learn's
-    class_weight (a weighted mean over the batch)."""
+    class_weight (a weighted mean over the batch); label_smoothing e: the target of a sample of class y
+    is (1 - e) onehot(y) + e / K."""
 
     def loss(logits, y, sample_weight=None):
         weight = None if class_weight is None else class_weight.to(logits.device)
-        losses = F.cross_entropy(logits, y, weight=weight, reduction="none")
+        losses = F.cross_entropy(logits, y, weight=weight, reduction="none", label_smoothing=label_smoothing)
         if weight is not None:
             return losses.sum() / weight[y].sum()
         return losses.mean()

@@ -9,7 +9,7 @@ Groups, and who takes them:
     ScheduleParams       TrainerConfig, task presets          (warm-up, plateau, clipping)
     EarlyStoppingParams  every estimator                      (hold-out, patience, callbacks)
     ContinuationParams   the scikit-learn estimators          (warm_start, sample_rate)
-    ClassWeightParams    the classifiers
+    ClassifierParams     the classifiers                      (class weights, label smoothing)
 """
 from __future__ import annotations
 
@@ -289,14 +289,18 @@ class ContinuationParams(Configurable):
               "rate is handled zero-shot by Delta x training rate / new rate.", constraint=NoneOr(POSITIVE))
 
 
-class ClassWeightParams(Configurable):
+class ClassifierParams(Configurable):
     _params_group = "Classifier"
     class_weight: dict | str | None = param(default=None, doc="None, 'balanced' or a dict {label: weight > 0}.",
                                             constraint=Satisfies(_is_class_weight, "None, 'balanced' or a dict of finite "
                                                                         "weights > 0"))
+    label_smoothing: float = param(
+        default=0.1, doc="Training targets (1 - e) one-hot + e / n_classes: keeps small data from being memorized "
+                         "with certainty (predict_proba is then less confident); 0 for plain cross-entropy.",
+        constraint=Real(0.0, 1.0, closed="left"))
 
 
 __all__ = [
     "BackboneParams", "SSM_ONLY_PARAMS", "LNCDE_ONLY_PARAMS", "SequenceParams", "OptimizerParams", "ScheduleParams", "TrainerConfig", "EarlyStoppingParams",
-    "SequenceModelParams", "SEQUENCE_MODEL_DEFAULTS", "ContinuationParams", "ClassWeightParams", "OPTIMIZERS", "SCHEDULERS", "POOLINGS", "NORMALIZATIONS", "resolve_device",
+    "SequenceModelParams", "SEQUENCE_MODEL_DEFAULTS", "ContinuationParams", "ClassifierParams", "OPTIMIZERS", "SCHEDULERS", "POOLINGS", "NORMALIZATIONS", "resolve_device",
 ]

@@ -277,3 +277,19 @@ def test_bad_input_raises_clear_errors(toy_classification):
         SSMClassifier(**FAST).fit(X, np.zeros(len(X)))
     with pytest.raises(ValueError, match="timepoints"):
         SSMClassifier(**FAST, sample_rate=100).fit(X, y).predict(X[:, :3], sample_rate=50)
+
+
+def test_label_smoothing_reaches_the_classifier():
+    """On separable data a long fit drives plain cross-entropy towards certainty; with label_smoothing=e the
+    probabilities settle near 1 - e + e/K instead (and the sktime face takes the same parameter)."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((40, 16))
+    y = (X[:, :8].mean(1) > 0).astype(int)
+    X = X + 2.0 * (2 * y[:, None] - 1)  # well separated
+    settings = dict(FAST, max_epochs=60)
+    plain = SSMClassifier(**settings, label_smoothing=0.0).fit(X, y).predict_proba(X).max(1)
+    smoothed = SSMClassifier(**settings, label_smoothing=0.4).fit(X, y).predict_proba(X).max(1)
+    assert plain.min() > 0.95
+    assert np.all(smoothed < 0.9) and np.median(smoothed) > 0.7  # the optimum is 1 - 0.4 + 0.4 / 2 = 0.8
+    with pytest.raises(ValueError, match="label_smoothing"):
+        SSMClassifier(**FAST, label_smoothing=1.0).fit(X, y)
