@@ -84,3 +84,26 @@ def test_ratios_pick_the_fastest_peer_of_the_structure():
     assert bench_peers.estimate_seconds((16, 1024, 1000.0), 64, 4096, "mamba") == pytest.approx(16.0)
     assert bench_peers.estimate_seconds((16, 1024, 1000.0), 64, 4096, "lstm") == pytest.approx(4.0)
     assert bench_peers.estimate_seconds((16, 1024, 1000.0), 64, 4096, "ssmts heads=1") is None
+
+
+def test_equal_state_rows(capsys):
+    """--equal-state adds S5 with k N/2 modes for each intermediate head count k, and its ratio column."""
+    if "s5" not in bench_peers.load_peers(["s5"], None).classes:
+        pytest.skip("s5-pytorch is not installed")
+    assert bench_peers.main(TINY + ["--no-lstm", "--peers", "s5", "--equal-state"]) == 0
+    out = capsys.readouterr().out
+    assert "ssmts/s5 same state" in out
+    (row,) = _rows(out, "s5 state x2")
+    assert re.search(r"\s\d+\.\d(\s|$)", row), row
+    assert re.search(r"\d+\.\d\dx\s+s5\s+\d+\.\d\dx\s+\d+\.\d\dx\s*$", _rows(out, "ssmts heads=2")[0])
+    assert not _rows(out, "s5 state x8")  # heads = H has S4D's structure, not an equal-state S5
+    assert "intermediate heads / S5 with as many modes" in out
+
+
+def test_equal_state_ratio_and_estimates():
+    R = bench_peers.Row
+    rows = [R(8, 4, 32, "ssmts heads=2", 30.0), R(8, 4, 32, "s5", 20.0), R(8, 4, 32, "s5 state x2", 60.0)]
+    bench_peers.add_ratios(rows)
+    assert (rows[0].peer, rows[0].vs_peer, rows[0].vs_equal_state) == ("s5", 1.5, 0.5)
+    assert bench_peers.estimate_seconds((16, 1024, 1000.0), 64, 4096, "s5 state x4") == pytest.approx(16.0)
+    assert bench_peers.estimate_gb("s5 state x4", 64, 64, 1024, 16) > bench_peers.estimate_gb("s5 state x2", 64, 64, 1024, 16) > 0

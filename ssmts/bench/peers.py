@@ -10,13 +10,17 @@ pass each, `--repeats` rounds time every model once in turn, and the fastest pas
     ssmts heads=k    k in --heads (2, 4, 8, 32 below H): block-diagonal MIMO
     s4d              the S4D layer of the S4 repository (models/s4/s4d.py, read from --s4d PATH)
     s5               s5-pytorch's S5(H, state_width=N/2): N/2 complex modes like ssmts (conj_sym)
+    s5 state xk      with --equal-state, for each intermediate k: S5(H, state_width=k N/2), one MIMO
+                     system with as many modes as ssmts heads=k (whose block-diagonal B and C are a
+                     special case of its dense ones)
     mamba            mambapy's MambaBlock(d_model=H, d_state=N, expand 2): selective, input-dependent
     lstm             torch.nn.LSTM(H, H)
     fft floor        the FFT convolution alone: rfft of u (B, H, 2L) and of a precomputed (H, L)
                      kernel, product, irfft (the kernel gets the gradient)
 
 and the ratios ssmts / fastest peer of the same structure (heads=H: s4d, mamba; heads=1: s5;
-other heads: any peer) and ssmts / FFT floor. A peer that cannot be imported is skipped with
+other heads: any peer), ssmts / FFT floor and, with --equal-state, ssmts heads=k / S5 with the
+same number of modes. A peer that cannot be imported is skipped with
 the reason. `--step` adds streaming rows: steps per second of SSM.step against nn.LSTMCell.
 What each layer contains: S4D = kernel + FFT convolution + D + GELU + Conv1d(H, 2H) + GLU;
 ssmts = kernel + FFT convolution + D (+ a Linear(H, H) mixer when heads > 1); S5 = parallel
@@ -38,6 +42,12 @@ PEERS = ("s4d", "s5", "mamba")
 SISO_PEERS = ("s4d", "mamba")  # one state (or state block) per channel
 MIMO_PEERS = ("s5",)
 DEFAULT_HEADS = (2, 4, 8, 32)
+EQUAL_STATE_S5 = "s5 state x"  # + k: S5 with k N/2 modes, the state of ssmts heads=k
+
+
+def _peer_of(name: str) -> str:
+    """The peer whose code a row runs ("s5 state x8" runs s5), or the name itself."""
+    return "s5" if name.startswith(EQUAL_STATE_S5) else name
 
 
 @dataclass
@@ -51,6 +61,7 @@ class Row:
     peer: str = ""  # the peer this ssmts row is compared with
     vs_peer: float | None = None
     vs_floor: float | None = None
+    vs_equal_state: float | None = None  # ssmts heads=k / "s5 state xk"
 
 
 @dataclass
@@ -131,8 +142,9 @@ def build(name: str, H: int, N: int, peers: Peers):
     if name == "s4d":
         layer = peers.classes["s4d"](H, d_state=N, transposed=True)
         return layer, (lambda x: layer(x)[0]), "BHL"
-    if name == "s5":
-        layer = peers.classes["s5"](H, state_width=max(1, N // 2))
+    if name == "s5" or name.startswith(EQUAL_STATE_S5):
+        factor = int(name[len(EQUAL_STATE_S5):]) if name != "s5" else 1
+        layer = peers.classes["s5"](H, state_width=max(1, factor * N // 2))
         return layer, layer, "BLH"
     if name == "mamba":
         layer = peers.classes["mamba"](H, N)
@@ -216,7 +228,7 @@ def estimate_seconds(previous, N: int, L: int, name: str) -> float | None:
     if previous is None or name.startswith("ssmts"):
         return None
     N0, L0, ms = previous
-    scale = L / L0 * (N / N0 if name in PEERS else 1.0)
+    scale = L / L0 * (N / N0 if _peer_of(name) in PEERS else 1.0)
     return ms / 1e3 * scale
 
 
@@ -226,6 +238,8 @@ def estimate_gb(name: str, H: int, N: int, L: int, batch: int) -> float:
         return 3 * H * (N // 2) * L * 8 / 1e9
     if name == "mamba":  # (B, L, 2H, N) scan tensors
         return 6 * batch * L * 2 * H * N * 4 / 1e9
+    if name.startswith(EQUAL_STATE_S5):  # (B, L, P) complex states at every level of the parallel scan
+        return 2 * math.log2(max(L, 2)) * batch * L * int(name[len(EQUAL_STATE_S5):]) * (N // 2) * 8 / 1e9
     return 0.0
 
 
@@ -278,6 +292,7 @@ def parse_args(argv: list[str] | None):
     p.add_argument("--lengths", type=_ints, default=[1024, 4096, 16384], help="L (default 1024,4096,16384)")
     p.add_argument("--heads", type=_ints, default=list(DEFAULT_HEADS), help="intermediate ssmts head counts (default 2,4,8,32; 1 and H always run)")
     p.add_argument("--peers", default=",".join(PEERS), help=f"comma-separated subset of {','.join(PEERS)} ('' for none)")
+    p.add_argument("--equal-state", action="store_true", help="also S5 with k N/2 modes for each intermediate k (the state of ssmts heads=k)")
     p.add_argument("--no-lstm", action="store_true", help="leave out the LSTM row")
     p.add_argument("--batch", type=int, default=16, help="batch size (default 16)")
     p.add_argument("--repeats", type=int, default=3, help="interleaved timed rounds; the fastest pass is reported (default 3)")
@@ -315,14 +330,16 @@ def run(args, peers: Peers, log=print) -> list[Row]:
             for L in args.lengths:
                 models = [f"ssmts heads={k}" for k in ssmts_heads(H, args.heads)]
                 models += [name for name in args.peers]
+                if args.equal_state and "s5" in args.peers:
+                    models += [f"{EQUAL_STATE_S5}{k}" for k in ssmts_heads(H, args.heads)[1:-1]]
                 models += ([] if args.no_lstm else ["lstm"]) + ["fft floor"]
                 passes, shape_rows = {}, {}
                 for name in models:
                     row = Row(H, N, L, name)
                     rows.append(row)
                     shape_rows[name] = row
-                    if name in peers.missing:
-                        row.note = f"skipped: {peers.missing[name]}"
+                    if _peer_of(name) in peers.missing:
+                        row.note = f"skipped: {peers.missing[_peer_of(name)]}"
                         continue
                     gb = estimate_gb(name, H, N, L, args.batch)
                     if gb > args.max_gb:
@@ -345,7 +362,8 @@ def run(args, peers: Peers, log=print) -> list[Row]:
 
 
 def add_ratios(rows: list[Row]) -> None:
-    """vs_peer: ssmts / fastest peer of the same structure; vs_floor: ssmts / FFT floor."""
+    """vs_peer: ssmts / fastest peer of the same structure; vs_floor: ssmts / FFT floor; vs_equal_state:
+    ssmts heads=k / S5 with the same number of modes."""
     by_shape: dict = {}
     for row in rows:
         by_shape.setdefault((row.H, row.N, row.L), {})[row.model] = row
@@ -362,6 +380,9 @@ def add_ratios(rows: list[Row]) -> None:
                 row.vs_peer = row.time_ms / best
             if floor is not None and floor.time_ms is not None:
                 row.vs_floor = row.time_ms / floor.time_ms
+            equal = shape.get(f"{EQUAL_STATE_S5}{heads}")
+            if equal is not None and equal.time_ms is not None:
+                row.vs_equal_state = row.time_ms / equal.time_ms
 
 
 def run_steps(args, log=print) -> list[StepRow]:
@@ -387,9 +408,17 @@ def _fmt(value, spec: str, suffix: str = "") -> str:
 
 def format_table(rows: list[Row], markdown: bool) -> str:
     header = ["H", "N", "L", "model", "fwd+bwd ms", "ssmts/peer", "peer", "ssmts/floor", "note"]
-    body = [[str(r.H), str(r.N), str(r.L), r.model, _fmt(r.time_ms, ".1f"), _fmt(r.vs_peer, ".2f", "x"), r.peer,
-             _fmt(r.vs_floor, ".2f", "x"), r.note] for r in rows]
-    return _table(header, body, markdown, right=(0, 1, 2, 4, 5, 7))
+    equal = any(r.model.startswith(EQUAL_STATE_S5) for r in rows)
+    if equal:
+        header.insert(-1, "ssmts/s5 same state")
+    body = []
+    for r in rows:
+        cells = [str(r.H), str(r.N), str(r.L), r.model, _fmt(r.time_ms, ".1f"), _fmt(r.vs_peer, ".2f", "x"), r.peer,
+                 _fmt(r.vs_floor, ".2f", "x"), r.note]
+        if equal:
+            cells.insert(-1, _fmt(r.vs_equal_state, ".2f", "x"))
+        body.append(cells)
+    return _table(header, body, markdown, right=(0, 1, 2, 4, 5, 7, 8) if equal else (0, 1, 2, 4, 5, 7))
 
 
 def format_steps(rows: list[StepRow], markdown: bool) -> str:
@@ -420,6 +449,10 @@ def summary(rows: list[Row]) -> str:
             f"to {worst.vs_peer:.2f}x ({worst.model} vs {worst.peer}, H={worst.H} N={worst.N} L={worst.L})")
     if floors:
         text += f"; ssmts / FFT floor: {min(floors):.2f}x to {max(floors):.2f}x"
+    equal = [r.vs_equal_state for r in rows if r.vs_equal_state is not None]
+    if equal:
+        text += (f"; intermediate heads / S5 with as many modes: {min(equal):.2f}x to {max(equal):.2f}x, "
+                 f"1.5x faster or more in {sum(v <= 1 / 1.5 for v in equal)} of {len(equal)}")
     return text
 
 
