@@ -37,6 +37,11 @@ BIDIRECTIONAL_MODES = (False, True, "essm", "ldnn")
 CONVOLUTIONS = ("auto", "state", "kernel")
 
 
+# Working-set target of the state-first convolution's per-chunk intermediates (see SSM._state_first):
+# a few MB, within the L2/L3 caches of current CPUs.
+STATE_CHUNK_BYTES = 2 * 2**20
+
+
 def _softplus_inverse(x: torch.Tensor) -> torch.Tensor:
     return x + torch.log(-torch.expm1(-x))
 
@@ -476,9 +481,8 @@ class SSM(DeltaScaling, nn.Module):
             if self.bidirectional:
                 _, Bbar, log_abar, C = self.discrete()
                 log_abar_back = self.discrete(backward=True)[2] if self.bidirectional == "ldnn" else log_abar
-                x = self._causal_conv(self._input_projection(u, Bbar), log_abar, log_abar_back,
-                                      average=self.bidirectional == "ldnn")
-                return self._readout_states(x, C, u.shape[0], L), None, False
+                spectrum = self._state_spectrum(log_abar, L, log_abar_back, average=self.bidirectional == "ldnn")
+                return self._state_first(u, Bbar, C, spectrum)[0], None, False
         y, x = self._causal_with_state(u, state, return_state)
         return y, x, False
 
@@ -646,20 +650,47 @@ class SSM(DeltaScaling, nn.Module):
         return Abar, Bbar, log_abar, C
 
     @staticmethod
-    def _causal_conv(v: torch.Tensor, log_abar: torch.Tensor, log_abar_back: torch.Tensor | None = None,
-                     average: bool = False) -> torch.Tensor:
-        """x_k = sum_{l<=k} Abar^l v_{k-l} by FFT. v: (..., S, P, L) complex, log_abar: (S, P).
+    def _state_spectrum(log_abar: torch.Tensor, L: int, log_abar_back: torch.Tensor | None = None,
+                        average: bool = False) -> torch.Tensor:
+        """FFT (size 2L) of the state kernel Abar^l, l < L: (S, P, 2L) complex, log_abar: (S, P).
 
-        With `log_abar_back` also the anti-causal part sum_{l>=0} Abar_back^l v_{k+l} (the bidirectional
-        state, both directions in one two-sided kernel), halved when `average` (LDNN).
+        With `log_abar_back` also the anti-causal taps Abar_back^l at lag -l (the bidirectional state,
+        both directions in one two-sided kernel), halved when `average` (LDNN).
         """
-        L = v.shape[-1]
         n = 2 * L  # zero padding to 2L removes the circular wrap-around
         kernel = _powers(log_abar, L)  # (S, P, L): Abar^l
         if log_abar_back is not None:
             kernel = _two_sided(kernel, _powers(log_abar_back, L), n, average)
-        x = torch.fft.ifft(torch.fft.fft(v, n=n) * torch.fft.fft(kernel, n=n), n=n)
-        return x[..., :L]
+        return torch.fft.fft(kernel, n=n)
+
+    def _state_first(self, u: torch.Tensor, Bbar: torch.Tensor, C: torch.Tensor, spectrum: torch.Tensor,
+                     state: torch.Tensor | None = None, free: torch.Tensor | None = None,
+                     want_state: bool = False):
+        """The states x = V * (Bbar u) by FFT and y = factor Re(C x), a few samples at a time.
+
+        u: (b, H, L), spectrum: (S, P, 2L) from `_state_spectrum`; state x_{-1} (b, S, P) with `free`
+        (S, P, L) = Abar^(k+1) adds the free response. -> (y (b, M, L), x_{L-1} (b, S, P) or None).
+        The (samples, S, P, 2L) complex intermediates are made for as many samples as fit in
+        STATE_CHUNK_BYTES: past the CPU's caches every pass over them (FFTs, products, copies) is
+        memory-bound, and one big batch was 1.2x to 2.6x slower (CPU, forward+backward, H=256, heads 2 to 16).
+        """
+        b, _, L = u.shape
+        n = 2 * L
+        per_sample = self.heads * self.P * n * spectrum.element_size()
+        # On a GPU the whole batch goes at once: its memory is not a cache hierarchy a chunk could stay in.
+        chunk = max(1, STATE_CHUNK_BYTES // per_sample) if u.device.type == "cpu" else b
+        ys, finals = [], []
+        for start in range(0, b, chunk):
+            part = slice(start, start + chunk)
+            v = self._input_projection(u[part], Bbar)
+            x = torch.fft.ifft(torch.fft.fft(v, n=n) * spectrum, n=n)[..., :L]
+            if state is not None:  # free response of x_{-1}: Abar^(k+1) x_{-1}
+                x = x + free * state[part, ..., None]
+            ys.append(self._readout_states(x, C, x.shape[0], L))
+            if want_state:
+                finals.append(x[..., -1])
+        y = ys[0] if len(ys) == 1 else torch.cat(ys)
+        return y, ((finals[0] if len(finals) == 1 else torch.cat(finals)) if want_state else None)
 
     def _block_kernels(self, length: int, backward: bool = False) -> torch.Tensor:
         """Per-head kernels K[s, m, h, l] = 2 Re(C_s Abar_s^l Bbar_s)[m, h]: (S, Mh, Hh, length) real.
@@ -761,11 +792,16 @@ class SSM(DeltaScaling, nn.Module):
                 y = y + self._free_response(state, free, C)
             new_state = self._final_state(u, state, reversed_powers, Bbar, abar_length) if want_state else None
             return y, new_state
-        v = self._input_projection(u, Bbar)
-        x = self._causal_conv(v, log_abar)
-        if state is not None:  # free response of x_{-1}: Abar^(k+1) x_{-1}
-            x = x + _powers(log_abar, L, start=1) * state[..., None]
-        return self._readout_states(x, C, u.shape[0], L), (x[..., -1] if want_state else None)
+        key = ("state spectrum", L)
+        if key not in cache:
+            cache[key] = self._state_spectrum(log_abar, L)
+        free = None
+        if state is not None:
+            key = ("free", L)
+            if key not in cache:
+                cache[key] = _powers(log_abar, L, start=1)
+            free = cache[key]
+        return self._state_first(u, Bbar, C, cache[("state spectrum", L)], state, free, want_state)
 
     def _chunked(self, u: torch.Tensor, chunk: int, state: torch.Tensor | None, want_state: bool,
                  backward: bool = False):

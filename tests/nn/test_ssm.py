@@ -517,3 +517,38 @@ def test_auto_convolution_picks_the_kernel_for_many_small_heads():
     assert not SSM(256).kernel_first  # one MIMO system: the state is smaller than the kernels
     with pytest.raises(ValueError, match="unknown convolution"):
         SSM(4, 4, convolution="direct")
+
+
+@pytest.mark.parametrize("samples_per_chunk", [1, 2])
+@pytest.mark.parametrize("bidirectional", [False, "ldnn"])
+def test_state_first_in_sample_chunks_equals_the_recurrence(samples_per_chunk, bidirectional, monkeypatch):
+    """The state-first convolution runs a few samples at a time (cache-sized working set): with chunks of
+    1 and 2 samples out of 5 (the last one short), outputs, the final state, a continued pass and the
+    gradients equal the one-chunk pass and the float64 recurrence."""
+    import ssmts.nn.ssm as ssm_module
+
+    torch.manual_seed(0)
+    layer = SSM(6, 8, heads=2, convolution="state", bidirectional=bidirectional, D="full").double()
+    u = torch.randn(5, 6, 23, dtype=torch.float64)
+
+    def run():
+        layer.zero_grad()
+        if bidirectional:
+            y, x = layer(u), None
+        else:
+            y, x = layer(u[..., :11], return_state=True)
+            y = torch.cat([y, layer(u[..., 11:], state=x)], -1)
+        y.square().sum().backward()
+        return y.detach(), x, [p.grad.clone() for p in layer.parameters()]
+
+    y_whole, x_whole, grads_whole = run()
+    per_sample = layer.heads * layer.P * 2 * 23 * 16  # complex128, the longest call's 2L
+    monkeypatch.setattr(ssm_module, "STATE_CHUNK_BYTES", samples_per_chunk * per_sample)
+    y_chunked, x_chunked, grads_chunked = run()
+    reference = layer(u, mode="recurrence").detach()
+    assert (y_chunked - reference).abs().max() / reference.abs().max() < 1e-12
+    torch.testing.assert_close(y_chunked, y_whole, rtol=1e-12, atol=1e-13)
+    if x_whole is not None:
+        torch.testing.assert_close(x_chunked, x_whole, rtol=1e-12, atol=1e-13)
+    for g_chunked, g_whole in zip(grads_chunked, grads_whole):
+        torch.testing.assert_close(g_chunked, g_whole, rtol=1e-10, atol=1e-12)
