@@ -156,7 +156,8 @@ class SSM(DeltaScaling, nn.Module):
             B, C, D and the mixer still learn. Default False (everything learns).
         min_decay: floor on -Re(Lambda) so that huge optimizer steps cannot reach 0.
         convolution: how the FFT mode convolves. "state" (eSSM): x = V * (Bbar u) per mode, then
-            C x; memory (batch, heads, P, 2L) complex. "kernel" (S4D): build each head's
+            C x, a few samples at a time; memory (batch, heads, P, 2L) complex kept for backward
+            (a chunk of it without gradients). "kernel" (S4D): build each head's
             (M/s x H/s x L) kernel 2 Re(C Abar^l Bbar) and convolve u with it; memory
             (batch, H, 2L). "auto" takes the kernel when (M/s)(H/s) < 16 P, i.e. for many small
             heads such as the eSSM paper presets and stacked SISO, and the state otherwise.
