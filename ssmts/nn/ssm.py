@@ -65,12 +65,19 @@ def _powers(log_abar: torch.Tensor, length: int, start: int = 0) -> torch.Tensor
 def _vandermonde(W: torch.Tensor, log_abar: torch.Tensor, length: int) -> torch.Tensor:
     """K[s, r, l] = Re(sum_p W[s, p, r] Abar_sp^l) for l < length: (S, R, length) real.
 
-    W: (S, P, R) complex, log_abar: (S, P). With l = j c + i, Abar^l = Abar^(j c) Abar^i, so
-    K[s, r, j c + i] = Re(sum_p Abar_sp^(jc) (W[s, p, r] Abar_sp^i)): one real GEMM per head,
-    (J x 2P) @ (2P x R c), on the real and imaginary parts (only the real part is formed).
+    W: (S, P, R) complex, log_abar: (S, P). One real GEMM per head on the real and imaginary parts
+    (only the real part is formed), 2 P R length multiply-adds either way; the order is the one
+    with the smaller operand. Few outputs per head (R c < length, e.g. SISO): with l = j c + i,
+    K[s, r, j c + i] = Re(sum_p Abar_sp^(jc) (W[s, p, r] Abar_sp^i)), (J x 2P) @ (2P x R c).
+    Many (a MIMO head's (M/s)(H/s) kernels): K = Re(W^T Abar^l), (R x 2P) @ (2P x length), whose
+    operand Abar^l (2P x length) is smaller than the (2P x R c) one.
     """
     S, P, R = W.shape
     c, J = _chunk_sizes(length)
+    if R * c >= length:
+        powers = _powers(log_abar, length)  # (S, P, length)
+        Wt = torch.cat([W.real, -W.imag], dim=1).transpose(1, 2)  # (S, R, 2P)
+        return torch.bmm(Wt, torch.cat([powers.real, powers.imag], dim=1))
     dtype, device = log_abar.real.dtype, log_abar.device
     head = torch.exp(log_abar[..., None] * torch.arange(c, device=device, dtype=dtype))  # (S, P, c)
     tail = torch.exp(log_abar[..., None] * (torch.arange(J, device=device, dtype=dtype) * c))  # (S, P, J)
