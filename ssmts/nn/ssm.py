@@ -52,13 +52,20 @@ def _chunk_sizes(length: int) -> tuple[int, int]:
     return c, -(-length // c)
 
 
-def _powers(log_abar: torch.Tensor, length: int, start: int = 0) -> torch.Tensor:
-    """Abar^(start + l) for l < length: (..., length) complex, from c + J ~ 2 sqrt(length) complex
-    exponentials per mode (Abar^(start + j c) Abar^i) instead of `length` of them."""
+def _chunk_exponentials(log_abar: torch.Tensor, length: int, start: int = 0):
+    """(head, tail, c, J): head = Abar^i for i < c and tail = Abar^(start + j c) for j < J, (..., c) and
+    (..., J) complex, with c J >= length (see `_chunk_sizes`): Abar^(start + j c + i) = tail_j head_i."""
     c, J = _chunk_sizes(length)
     dtype, device = log_abar.real.dtype, log_abar.device
     head = torch.exp(log_abar[..., None] * torch.arange(c, device=device, dtype=dtype))
     tail = torch.exp(log_abar[..., None] * (torch.arange(J, device=device, dtype=dtype) * c + start))
+    return head, tail, c, J
+
+
+def _powers(log_abar: torch.Tensor, length: int, start: int = 0) -> torch.Tensor:
+    """Abar^(start + l) for l < length: (..., length) complex, from c + J ~ 2 sqrt(length) complex
+    exponentials per mode (Abar^(start + j c) Abar^i) instead of `length` of them."""
+    head, tail, _, _ = _chunk_exponentials(log_abar, length, start)
     return (tail[..., :, None] * head[..., None, :]).flatten(-2)[..., :length]
 
 
@@ -73,14 +80,12 @@ def _vandermonde(W: torch.Tensor, log_abar: torch.Tensor, length: int) -> torch.
     operand Abar^l (2P x length) is smaller than the (2P x R c) one.
     """
     S, P, R = W.shape
-    c, J = _chunk_sizes(length)
+    c, _ = _chunk_sizes(length)
     if R * c >= length:
         powers = _powers(log_abar, length)  # (S, P, length)
         Wt = torch.cat([W.real, -W.imag], dim=1).transpose(1, 2)  # (S, R, 2P)
         return torch.bmm(Wt, torch.cat([powers.real, powers.imag], dim=1))
-    dtype, device = log_abar.real.dtype, log_abar.device
-    head = torch.exp(log_abar[..., None] * torch.arange(c, device=device, dtype=dtype))  # (S, P, c)
-    tail = torch.exp(log_abar[..., None] * (torch.arange(J, device=device, dtype=dtype) * c))  # (S, P, J)
+    head, tail, c, J = _chunk_exponentials(log_abar, length)  # (S, P, c), (S, P, J)
     X = W[..., None] * head[:, :, None, :]  # (S, P, R, c)
     X = torch.cat([X.real, X.imag], dim=1).reshape(S, 2 * P, R * c)
     T = torch.cat([tail.real, -tail.imag], dim=1).transpose(1, 2)  # (S, J, 2P)
@@ -776,40 +781,36 @@ class SSM(DeltaScaling, nn.Module):
         `cache` (a dict) keeps what depends only on the parameters and L between calls (chunked runs).
         """
         cache = {} if cache is None else cache
-        L = u.shape[-1]
-        if "discrete" not in cache:
-            cache["discrete"] = self._discrete_direction(backward)
-        Abar, Bbar, log_abar, C = cache["discrete"]
-        if self.kernel_first:
-            key = ("spectrum", L)
+
+        def cached(key, make):
             if key not in cache:
-                cache[key] = torch.fft.rfft(self._block_kernels(L, backward=backward), n=2 * L)
-            y = self._spectral_conv(u, cache[key], 2 * L)
+                cache[key] = make()
+            return cache[key]
+
+        L = u.shape[-1]
+        Abar, Bbar, log_abar, C = cached("discrete", lambda: self._discrete_direction(backward))
+        if self.kernel_first:
+            spectrum = cached(("spectrum", L), lambda: torch.fft.rfft(self._block_kernels(L, backward=backward), n=2 * L))
+            y = self._spectral_conv(u, spectrum, 2 * L)
             if state is None and not want_state:
                 return y, None
-            key = ("powers", L)
-            if key not in cache:
+
+            def powers():
                 pw = _powers(log_abar, L + 1)  # Abar^0 .. Abar^L
-                cache[key] = (
+                return (
                     torch.cat([pw[..., 1:].real, -pw[..., 1:].imag], dim=1),  # (S, 2P, L): Abar^(k+1)
                     torch.cat([pw[..., :L].real, pw[..., :L].imag], dim=1).flip(-1).transpose(1, 2),  # (S, L, 2P)
                     pw[..., L],
                 )
-            free, reversed_powers, abar_length = cache[key]
+
+            free, reversed_powers, abar_length = cached(("powers", L), powers)
             if state is not None:
                 y = y + self._free_response(state, free, C)
             new_state = self._final_state(u, state, reversed_powers, Bbar, abar_length) if want_state else None
             return y, new_state
-        key = ("state spectrum", L)
-        if key not in cache:
-            cache[key] = self._state_spectrum(log_abar, L)
-        free = None
-        if state is not None:
-            key = ("free", L)
-            if key not in cache:
-                cache[key] = _powers(log_abar, L, start=1)
-            free = cache[key]
-        return self._state_first(u, Bbar, C, cache[("state spectrum", L)], state, free, want_state)
+        spectrum = cached(("state spectrum", L), lambda: self._state_spectrum(log_abar, L))
+        free = None if state is None else cached(("free", L), lambda: _powers(log_abar, L, start=1))
+        return self._state_first(u, Bbar, C, spectrum, state, free, want_state)
 
     def _chunked(self, u: torch.Tensor, chunk: int, state: torch.Tensor | None, want_state: bool,
                  backward: bool = False):
