@@ -50,6 +50,11 @@ def _peer_of(name: str) -> str:
     return "s5" if name.startswith(EQUAL_STATE_S5) else name
 
 
+def _state_factor(name: str) -> int:
+    """k of an "s5 state xk" row (its S5 has k N/2 modes); 1 for any other row."""
+    return int(name[len(EQUAL_STATE_S5):]) if name.startswith(EQUAL_STATE_S5) else 1
+
+
 @dataclass
 class Row:
     H: int
@@ -142,9 +147,8 @@ def build(name: str, H: int, N: int, peers: Peers):
     if name == "s4d":
         layer = peers.classes["s4d"](H, d_state=N, transposed=True)
         return layer, (lambda x: layer(x)[0]), "BHL"
-    if name == "s5" or name.startswith(EQUAL_STATE_S5):
-        factor = int(name[len(EQUAL_STATE_S5):]) if name != "s5" else 1
-        layer = peers.classes["s5"](H, state_width=max(1, factor * N // 2))
+    if _peer_of(name) == "s5":
+        layer = peers.classes["s5"](H, state_width=max(1, _state_factor(name) * N // 2))
         return layer, layer, "BLH"
     if name == "mamba":
         layer = peers.classes["mamba"](H, N)
@@ -239,7 +243,7 @@ def estimate_gb(name: str, H: int, N: int, L: int, batch: int) -> float:
     if name == "mamba":  # (B, L, 2H, N) scan tensors
         return 6 * batch * L * 2 * H * N * 4 / 1e9
     if name.startswith(EQUAL_STATE_S5):  # (B, L, P) complex states at every level of the parallel scan
-        return 2 * math.log2(max(L, 2)) * batch * L * int(name[len(EQUAL_STATE_S5):]) * (N // 2) * 8 / 1e9
+        return 2 * math.log2(max(L, 2)) * batch * L * _state_factor(name) * (N // 2) * 8 / 1e9
     return 0.0
 
 
