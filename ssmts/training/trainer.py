@@ -25,6 +25,7 @@ from torch import nn
 from ..nn.backbone import parameter_groups
 from .callbacks import Callback, Checkpoint, ProgressBar
 from .params import TrainerConfig, resolve_device
+from .threads import CoreShare
 
 def seed_from(random_state) -> int:
     """An int seed from None / int / np.random.RandomState (scikit-learn's random_state forms)."""
@@ -256,6 +257,7 @@ class Trainer:
         self.epochs_planned = 0
         self._scheduler = None
         self._scheduler_state = None
+        self._cores: CoreShare | None = None  # during a CPU fit: threads follow the idle cores
 
     @property
     def is_main(self) -> bool:
@@ -318,12 +320,16 @@ class Trainer:
         self.epochs_planned = self.epochs_done + max(0, epochs - self.run_epoch)
         for callback in callbacks:
             callback.on_fit_start(self)
+        self._cores = CoreShare() if self.device.type == "cpu" else None
         try:
             while self.run_epoch < epochs:
                 record = self._run_epoch(train, val, scheduler)
                 if any([bool(callback.on_epoch_end(self, record)) for callback in callbacks]):
                     break
         finally:
+            if self._cores is not None:
+                self._cores.close()
+                self._cores = None
             for callback in callbacks:
                 callback.on_fit_end(self)
         return self.history
@@ -379,6 +385,8 @@ class Trainer:
             self.optimizer.step()
             if scheduler is not None:
                 scheduler.step()
+            if self._cores is not None:
+                self._cores.update()
             total += float(loss.detach()) * n_global
             count += n_global
         return total / count
