@@ -693,12 +693,14 @@ class SSM(DeltaScaling, nn.Module):
         # On a GPU the whole batch goes at once: its memory is not a cache hierarchy a chunk could stay in.
         chunk = max(1, STATE_CHUNK_BYTES // per_sample) if u.device.type == "cpu" else b
         ys, finals = [], []
-        for start in range(0, b, chunk):
-            part = slice(start, start + chunk)
-            v = self._input_projection(u[part], Bbar)
+        # split, not u[start:stop]: the backward of a slice zero-fills a gradient of the whole batch
+        # for every chunk (b / chunk full-size fills, 27 ms each at b=32, H=64, L=1460); split's is one cat.
+        states = state.split(chunk) if state is not None else [None] * len(range(0, b, chunk))
+        for u_part, state_part in zip(u.split(chunk), states):
+            v = self._input_projection(u_part, Bbar)
             x = torch.fft.ifft(torch.fft.fft(v, n=n) * spectrum, n=n)[..., :L]
-            if state is not None:  # free response of x_{-1}: Abar^(k+1) x_{-1}
-                x = x + free * state[part, ..., None]
+            if state_part is not None:  # free response of x_{-1}: Abar^(k+1) x_{-1}
+                x = x + free * state_part[..., None]
             ys.append(self._readout_states(x, C, x.shape[0], L))
             if want_state:
                 finals.append(x[..., -1])
