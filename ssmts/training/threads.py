@@ -7,6 +7,11 @@ threads as cores runs several times slower than with one thread fewer (measured:
 So a fit takes at most the threads torch is allowed (OMP_NUM_THREADS, torch.set_num_threads,
 threadpoolctl.threadpool_limits, a Dask worker's share) and, while it runs, only as many as
 there are cores that other processes leave idle.
+
+A thread count changes how torch splits its sums, so two fits with the same `random_state` can
+differ in the last bits (about 1e-8 in a probability) when the load changed between them. Where
+results must match bit for bit, turn on `torch.use_deterministic_algorithms(True)`: the count
+then stays as torch has it.
 """
 from __future__ import annotations
 
@@ -41,7 +46,8 @@ class CoreShare:
 
     `update()` is cheap and called often (every optimizer step); it re-measures once `interval`
     seconds have passed, from the CPU time the whole machine spent busy minus this process's
-    own. `close()` puts the thread count back. Where /proc/stat is missing it does nothing.
+    own. `close()` puts the thread count back. Where /proc/stat is missing, or torch's
+    deterministic algorithms are on, it does nothing.
     """
 
     def __init__(self, limit: int | None = None, interval: float = 1.0, first: float = 0.5):
@@ -50,7 +56,8 @@ class CoreShare:
         self.interval, self.threads = float(interval), self.limit
         self._restore = torch.get_num_threads()
         self._next = time.perf_counter() + float(first)
-        self._sample = self._measure()
+        deterministic = torch.are_deterministic_algorithms_enabled()
+        self._sample = None if deterministic else self._measure()
 
     @staticmethod
     def _measure() -> tuple[float, float, float] | None:

@@ -14,6 +14,7 @@ from ssmts.sktime import SSMForecaster, SSMPanelClassifier, SSMPanelRegressor
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("fixed_thread_count")
 @pytest.mark.parametrize("estimator", [SSMForecaster, SSMPanelClassifier, SSMPanelRegressor], ids=lambda e: e.__name__)
 def test_check_estimator_has_no_failures(estimator):
     assert not estimator.get_class_tag("tests:skip_by_name", None), "no sktime test may be skipped"

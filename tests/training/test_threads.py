@@ -66,6 +66,20 @@ def test_without_proc_stat_nothing_changes(monkeypatch, restore_threads):
     assert share.update() == 2 and torch.get_num_threads() == 2
 
 
+def test_deterministic_mode_keeps_the_thread_count(monkeypatch, restore_threads):
+    """Bitwise-reproducible fits: a changed count would change how torch splits its sums."""
+    clock = FakeClock(monkeypatch)
+    torch.set_num_threads(2)
+    before = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)
+    try:
+        share = threads.CoreShare(first=0.0)
+    finally:
+        torch.use_deterministic_algorithms(before)
+    clock.run(1.0, own_cores=1.0, other_cores=3.5)  # would drop to 1 thread
+    assert share.update() == 2 and torch.get_num_threads() == 2
+
+
 def test_system_busy_time_counts_this_process_work():
     """The /proc/stat reading is in CPU seconds: a busy loop of ~0.3 s adds about that much."""
     start = threads._system_busy_seconds()
