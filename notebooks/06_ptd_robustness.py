@@ -131,4 +131,4 @@ plt.show()
 
 # %% [markdown]
 # At the `small` size the measured effect, its spread over seeds and what size the paper's
-# effect needs are discussed in the benchmark results (`docs/benchmarks_results.md`).
+# effect needs are discussed in the PTD section of the task results (`docs/results/tasks.md`).

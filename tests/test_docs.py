@@ -3,6 +3,8 @@ broken links and anchors, missing API objects, formulas that cannot be rendered)
 
 Builds a copy of mkdocs.yml and docs/ in a temporary directory, so that the benchmark
 results include can be checked with a marker file without touching the working tree.
+The headline results (RESULTS_FILE) are included at the top of benchmarks.md; their detail
+lives on the pages of RESULT_PAGES, one per topic, each in the navigation.
 """
 from __future__ import annotations
 
@@ -21,6 +23,19 @@ for module in ("mkdocs", "material", "mkdocstrings", "mkdocstrings_handlers.pyth
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS_FILE = "benchmarks_results.md"
 MARKER = "Marker table written by tests/test_docs.py"
+# Detail page of the results -> id of each section it holds (headings of docs/results/*.md).
+RESULT_PAGES = {
+    "results/classification": ["classification-defaults-python-m-ssmtsbench-classify-cv-5",
+                               "regression-defaults-python-m-ssmtsbench-classify-regression-cv-5"],
+    "results/forecasting": ["forecast-accuracy-python-m-ssmtsbench-forecast-uschange-exog",
+                            "interval-coverage-python-m-ssmtsbench-forecast-validation-coverage-0809",
+                            "backtests-from-many-origins-and-streaming-python-m-ssmtsbench-forecast-backtest-timing"],
+    "results/engine": ["layer-speed-python-m-ssmtsbench-layer", "linearcde-cost-python-m-ssmtsbench-lncde",
+                       "against-the-peers-own-code-python-m-ssmtsbench-peers"],
+    "results/tasks": ["state-tracking-ssmts-tasks-run-state-tracking-synthetic-preset-small",
+                      "ptd-robustness-ssmts-tasks-run-ptd-preset-small"],
+    "results/scaling": ["scaling-out-python-m-ssmtsbench-scaling"],
+}
 
 
 @pytest.fixture(scope="module")
@@ -53,9 +68,10 @@ def test_every_page_of_the_navigation_is_built(site):
     for name in ["", "getting-started", "concepts", "guides/sklearn", "guides/sktime", "guides/inspecting-models",
                  "guides/resampling", "guides/slice", "guides/tasks-and-data", "notebooks", "benchmarks",
                  "api/ssmts", "api/estimators", "api/sktime", "api/nn", "api/plot", "api/training", "api/data",
-                 "api/tasks"]:
+                 "api/tasks", *RESULT_PAGES]:
         page(site_dir, name)
     assert not (site_dir / "hooks").exists(), "build code must not be published"
+    assert not (site_dir / "benchmarks_results").exists(), "the results file is included, not a page of its own"
 
 
 def test_formulas_are_rendered_to_mathml(site):
@@ -102,3 +118,28 @@ def test_benchmarks_page_includes_the_results_file(site):
         assert first_words in html
     else:
         assert MARKER in html
+
+
+def test_results_detail_pages_hold_every_section(site):
+    site_dir, _, _ = site
+    for name, sections in RESULT_PAGES.items():
+        html = page(site_dir, name)
+        for section in sections:
+            assert f'id="{section}"' in html, f"section {section!r} missing from {name}"
+    assert "MiniRocket" in page(site_dir, "results/classification")
+    assert "| H | N | L |" not in page(site_dir, "results/engine"), "a table of the peers was not rendered"
+
+
+def test_headline_results_link_to_every_detail_page(site):
+    site_dir, _, real_results = site
+    if not real_results:
+        pytest.skip(f"docs/{RESULTS_FILE} is absent: the marker table has no links")
+    html = page(site_dir, "benchmarks")
+    # The classification defaults against MiniRocket and 1-NN on the test splits lead the page.
+    assert html.index("Measured results") < html.index("Layer efficiency")
+    for text in ("ssm (the defaults, M)", "MiniRocket", "1-NN ED", "the defaults</strong>", "SSM MASE",
+                 "SSM layer (defaults)", "fft floor"):
+        assert text in html, f"{text!r} missing from the headline results"
+    for name, sections in RESULT_PAGES.items():
+        for section in sections:
+            assert f'href="../{name}/#{section}"' in html, f"the headline results do not link to {name}#{section}"
