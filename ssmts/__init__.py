@@ -1,6 +1,7 @@
 """ssmts: deep MIMO diagonal state-space models for time series.
 
-Estimators follow scikit-learn (SSMClassifier, SSMRegressor, SSMTransformer) and sktime
+Estimators follow scikit-learn (SSMClassifier, SSMRegressor, SSMTransformer, and the
+training-free SSMFeatureClassifier / SSMFeatureRegressor) and sktime
 (ssmts.sktime) conventions; the PyTorch core lives in ssmts.nn. The estimators are imported
 on first use, so `import ssmts.nn` loads neither scikit-learn nor pandas.
 """
@@ -10,14 +11,18 @@ import importlib
 from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
-__all__ = ["SSMClassifier", "SSMRegressor", "SSMTransformer", "Resampler", "__version__"]
+_ESTIMATORS = ("SSMClassifier", "SSMRegressor", "SSMTransformer", "SSMFeatureClassifier", "SSMFeatureRegressor",
+               "Resampler")
+__all__ = [*_ESTIMATORS, "__version__"]
 
 if TYPE_CHECKING:  # what IDEs and type checkers see
-    from .estimators import Resampler, SSMClassifier, SSMRegressor, SSMTransformer
+    from .estimators import (
+        Resampler, SSMClassifier, SSMFeatureClassifier, SSMFeatureRegressor, SSMRegressor, SSMTransformer,
+    )
 
 
 def __getattr__(name: str):
-    if name in ("SSMClassifier", "SSMRegressor", "SSMTransformer", "Resampler"):
+    if name in _ESTIMATORS:
         return getattr(importlib.import_module(".estimators", __name__), name)
     raise AttributeError(f"module 'ssmts' has no attribute {name!r}")
 

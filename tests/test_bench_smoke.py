@@ -1,6 +1,8 @@
-"""Smoke tests of `python -m ssmts.bench layer` and `lncde` (tiny shapes) and of the benchmark dispatcher."""
+"""Smoke tests of `python -m ssmts.bench layer`, `lncde` and `classify` (tiny shapes and models) and of the benchmark
+dispatcher."""
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -127,12 +129,14 @@ def test_lncde_skips_over_memory_and_time_budgets(capsys):
         bench_lncde.main(["--structures", "sparse"])
 
 
+TINY = '{"d_model": 4, "d_state": 4, "n_layers": 1, "max_epochs": 1, "min_steps": 0}'
+
+
 def test_classify_benchmark_cross_validates_on_the_training_split(capsys):
     """`bench classify --cv`: every row runs on K folds of the training split (tiny SSM)."""
     from ssmts.bench import classify
 
-    tiny = '{"d_model": 4, "d_state": 4, "n_layers": 1, "max_epochs": 1, "min_steps": 0}'
-    assert bench_main(["classify", "--cv", "2", "--sets", "UnitTest", "--models", "ssm", "1nn", "--params", tiny,
+    assert bench_main(["classify", "--cv", "2", "--sets", "UnitTest", "--models", "ssm", "1nn", "--params", TINY,
                        "--markdown"]) == 0
     out = capsys.readouterr().out
     assert "2-fold CV on the training split" in out and "| ssm |" in out and "| 1nn |" in out
@@ -140,6 +144,134 @@ def test_classify_benchmark_cross_validates_on_the_training_split(capsys):
     X_train, y_train, _, _ = classify.load_classification("UnitTest")
     folds = classify.splits(X_train, y_train, 2, regression=False)
     assert sorted(np.concatenate([held for _, held in folds]).tolist()) == list(range(len(X_train)))
+
+
+def test_classify_benchmark_repeated_cv_gives_different_folds():
+    """--cv K --repeats S: S shufflings of K folds, each a partition of the training split, not the same twice."""
+    from ssmts.bench import classify
+
+    X_train, y_train, _, _ = classify.load_classification("GunPoint")
+    folds = classify.cv_splits(X_train, y_train, 5, regression=False, repeats=3, seed=0)
+    assert len(folds) == 15
+    for repeat in range(3):
+        held = np.concatenate([h for _, h in folds[5 * repeat: 5 * repeat + 5]])
+        assert sorted(held.tolist()) == list(range(len(X_train)))
+    first = {tuple(sorted(h)) for _, h in folds[:5]}
+    assert first != {tuple(sorted(h)) for _, h in folds[5:10]} and first != {tuple(sorted(h)) for _, h in folds[10:]}
+    # the first repeat is the plain K-fold of the same seed (--repeats 1 is --cv as it was)
+    assert all((a == b).all() for (_, a), (_, b) in zip(folds[:5], classify.splits(X_train, y_train, 5, False, 0)))
+
+
+def test_classify_benchmark_resamples_are_stratified_on_the_training_split():
+    """--resamples R: R different 70/30 splits of the training split only, with the class proportions
+    kept; a class with a single member stays in the fit part; regression: plain random splits."""
+    from ssmts.bench import classify
+
+    X_train, y_train, X_test, _ = classify.load_classification("ArrowHead")  # 3 classes x 12
+    parts = classify.resample_splits(y_train, 4, regression=False, seed=0)
+    assert len(parts) == 4 and len({tuple(held) for _, held in parts}) == 4
+    for fit, held in parts:
+        assert len(np.intersect1d(fit, held)) == 0 and len(fit) + len(held) == len(X_train) == 36
+        assert max(np.concatenate([fit, held])) < len(X_train)  # indices of the training split only
+        assert len(held) == 11 and sorted(np.unique(y_train[held], return_counts=True)[1].tolist()) == [3, 4, 4]
+    y = np.array([0] * 6 + [1] * 6 + [2])  # class 2 has one member
+    for fit, held in classify.resample_splits(y, 5, regression=False, seed=1):
+        assert 12 in fit and set(y[held]) == {0, 1} and len(fit) + len(held) == 13
+    for fit, held in classify.resample_splits(np.arange(10.0), 3, regression=True):
+        assert len(held) == 3 and len(fit) == 7
+
+
+def test_classify_benchmark_markdown_shows_mean_and_std_and_writes_json(capsys, tmp_path):
+    """Every row of the resample protocol reports mean ± std per set; --json keeps each score and fit time."""
+    path = tmp_path / "scores.json"
+    assert bench_main(["classify", "--resamples", "3", "--sets", "UnitTest", "ItalyPowerDemand", "--models", "ssm",
+                       "1nn", "--params", TINY, "--markdown", "--json", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "3 stratified resamples of the training split" in out
+    rows = [line for line in out.splitlines() if line.startswith(("| ssm |", "| 1nn |"))]
+    assert len(rows) == 2 and all(len(re.findall(r"\d\.\d{3} ± \d\.\d{3} \(\d+\.\d s\)", r)) == 2 for r in rows)
+    saved = json.loads(path.read_text())
+    assert saved["resamples"] == 3 and saved["params"] == json.loads(TINY)
+    assert len(saved["results"]) == 2 * 2 * 3
+    assert {(r["model"], r["set"], r["resample"]) for r in saved["results"]} == {
+        (m, s, i) for m in ("ssm", "1nn") for s in ("UnitTest", "ItalyPowerDemand") for i in range(3)}
+    assert all(0 <= r["score"] <= 1 and r["seconds"] >= 0 for r in saved["results"])
+
+
+def test_classify_benchmark_loads_the_development_sets():
+    """The development sets, read from sktime's and aeon's package data (no download)."""
+    from ssmts.bench import classify
+
+    def check(name, n_train, n_test, channels, lengths, n_classes=None, regression=False):
+        load = classify.load_regression if regression else classify.load_classification
+        X_train, y_train, X_test, y_test = load(name)
+        assert (len(X_train), len(y_train), len(X_test), len(y_test)) == (n_train, n_train, n_test, n_test), name
+        for X in (X_train, X_test):
+            if isinstance(lengths, int):
+                assert isinstance(X, np.ndarray) and X.dtype == np.float64 and X.shape[1:] == (channels, lengths), name
+            else:
+                assert isinstance(X, list) and all(x.dtype == np.float64 and x.shape[0] == channels for x in X), name
+        if not isinstance(lengths, int):
+            seen = [x.shape[1] for x in X_train + X_test]
+            assert (min(seen), max(seen)) == lengths, name
+        if regression:
+            assert y_train.dtype == np.float64 and y_test.dtype == np.float64 and np.isfinite(y_train).all()
+        else:
+            assert len(np.unique(y_train)) == n_classes and set(np.unique(y_test)) <= set(np.unique(y_train))
+
+    check("ArrowHead", 36, 175, 1, 251, 3)
+    check("ACSF1", 100, 100, 1, 1460, 10)
+    check("PickupGestureWiimoteZ", 50, 50, 1, (29, 361), 10)
+    check("PickupGestureWiimoteZ_eq", 50, 50, 1, 361, 10)
+    check("digits", 898, 899, 1, 64, 10)
+    check("ItalyPowerDemand", 67, 1029, 1, 24, 2)
+    check("GunPoint", 50, 150, 1, 150, 2)
+    check("CardanoSentiment", 74, 33, 2, 24, regression=True)
+    check("Covid3Month", 140, 61, 1, 84, regression=True)
+    check("Tecator", 172, 43, 1, 100, regression=True)
+    assert set(classify.CLASSIFICATION_SETS) == {"ArrowHead", "ACSF1", "PickupGestureWiimoteZ",
+                                                 "PickupGestureWiimoteZ_eq", "digits", "ItalyPowerDemand", "GunPoint"}
+    assert set(classify.REGRESSION_SETS) == {"CardanoSentiment", "Covid3Month", "Tecator"}
+    # the unequal and equal-length versions hold the same series, the latter padded at the end
+    X, y, _, _ = classify.load_classification("PickupGestureWiimoteZ")
+    X_eq, y_eq, _, _ = classify.load_classification("PickupGestureWiimoteZ_eq")
+    assert (y == y_eq).all() and all(np.allclose(X_eq[i][:, : x.shape[1]], x) for i, x in enumerate(X))
+    with pytest.raises(ValueError, match="ships neither"):
+        classify.load_classification("NoSuchSet")
+
+
+def test_classify_benchmark_rows_are_pluggable_and_previous_is_pinned(monkeypatch, capsys):
+    """A row is one MODEL_FACTORIES entry (regression, params, seed) -> estimator; "previous" pins the
+    defaults of ssmts 0.2 whatever the current ones are."""
+    from ssmts.bench import classify
+
+    previous = classify.make_model("previous", False, {"d_model": 4}, 0).get_params()
+    assert {k: previous[k] for k in ("d_model", "d_state", "n_layers", "min_steps", "max_epochs", "label_smoothing",
+                                     "lr", "lr_ssm", "scheduler", "normalize")} == dict(
+        d_model=64, d_state=64, n_layers=2, min_steps=500, max_epochs=50, label_smoothing=0.1, lr=3e-3, lr_ssm=1e-3,
+        scheduler="cosine", normalize="channel")
+    assert "label_smoothing" not in classify.make_model("previous", True, {}, 0).get_params()
+    assert classify.make_model("ssm", False, json.loads(TINY), 3).get_params()["d_model"] == 4
+
+    calls = []
+
+    def factory(regression, params, seed):
+        calls.append((regression, params, seed))
+        return classify.make_model("1nn", regression, {}, seed)
+
+    monkeypatch.setitem(classify.MODEL_FACTORIES, "features", factory)
+    assert classify.main(["--sets", "UnitTest", "--models", "features", "--seed", "7"]) == 0
+    # the row ran as 1-NN ED: 19 of UnitTest's 22 test series
+    assert calls == [(False, {}, 7)] and re.search(r"^features\s+0\.864 \(\d+\.\d s\)", capsys.readouterr().out, re.M)
+    assert classify.main(["--sets", "UnitTest", "--models", "features", "--feature-params", '{"n_scales": 3}',
+                          "--params", '{"d_model": 4}']) == 0
+    assert calls[1] == (False, {"n_scales": 3}, 0)  # the ssm row's overrides stay with the ssm row
+    monkeypatch.undo()
+    features = classify.make_model("features", False, {"n_kernels": 8}, 2)
+    assert type(features).__name__ == "SSMFeatureClassifier" and features.get_params()["n_kernels"] == 8
+    assert type(classify.make_model("features", True, {}, 0)).__name__ == "SSMFeatureRegressor"
+    with pytest.raises(SystemExit):
+        classify.main(["--models", "nope"])
 
 
 def test_classify_benchmark_baselines_take_unequal_lengths():
@@ -153,7 +285,14 @@ def test_classify_benchmark_baselines_take_unequal_lengths():
     assert knn.predict([rng.normal(size=(2, 60))]).shape == (1,)  # longer than any training series: cut
     assert classify.score([1.0, 2.0], [1.0, 2.0], True, [0.0, 2.0]) == 0.0
     with pytest.raises(SystemExit):
-        classify.main(["--regression"])  # the regression sets are for cross-validation only
+        classify.main(["--regression"])  # the regression sets are for development protocols only
+    with pytest.raises(SystemExit):
+        classify.main(["--regression", "--cv", "2", "--resamples", "2"])  # one protocol at a time
+    with pytest.raises(SystemExit):
+        classify.main(["--repeats", "2"])  # repeats of --cv only
+    with pytest.raises(SystemExit) as done:
+        classify.main(["--help"])
+    assert done.value.code == 0
 
 
 def test_irregular_quick_prints_the_three_models(capsys):

@@ -1,31 +1,61 @@
 """Sequence classification and regression out of the box: `python -m ssmts.bench classify [options]`.
 
-SSMClassifier with its defaults against MiniRocket (sktime's transform + RidgeClassifierCV,
-the usual strong and fast baseline), 1-nearest-neighbour with Euclidean distance (the
-classic floor) and SSMClassifier with the defaults of ssmts 0.1 ("previous"), on the
-development sets of the defaults:
+SSMClassifier with its defaults ("ssm") and SSMFeatureClassifier with its defaults ("features",
+fixed SSMs at many time scales and a ridge read-out) against MiniRocket (sktime's transform + RidgeClassifierCV,
+the usual strong and fast baseline), 1-nearest-neighbour with Euclidean distance (the classic
+floor) and SSMClassifier with the defaults of ssmts 0.2 ("previous", pinned in
+PREVIOUS_DEFAULTS), on the development sets of the defaults. Every set is read from the files
+shipped inside the installed packages (sktime's, else aeon's: `pip install ssmts[bench]`);
+nothing is downloaded.
 
-    set               train / test   channels x length   classes
-    GunPoint          50 / 150       1 x 150             2      (sktime, official split)
-    ItalyPowerDemand  67 / 1029      1 x 24              2      (sktime, official split)
-    BasicMotions      40 / 40        6 x 100             4      (sktime, official split)
-    UnitTest          20 / 22        1 x 24              2      (sktime, official split)
-    digits            898 / 899      1 x 64              10     (sklearn's 8x8 digits read row by row
-                                                                 as 64-step sequences; stratified
-                                                                 half split, random_state=0)
+Classification (CLASSIFICATION_SETS):
 
-Two protocols:
-  test (default)  fit on the training split, report accuracy on the test split;
-  --cv K          stratified K-fold cross-validation on the training split only. This is what
-                  the defaults were chosen on (docs/benchmarks_results.md); test splits only report.
+    set                       train / test   channels x length   classes  (train per class)
+    ArrowHead                 36 / 175       1 x 251             3        (12)       sktime
+    ACSF1                     100 / 100      1 x 1460            10       (10)       sktime
+    PickupGestureWiimoteZ     50 / 50        1 x 29..361         10       (5)        aeon, unequal lengths
+    PickupGestureWiimoteZ_eq  50 / 50        1 x 361             10       (5)        aeon, the same series
+                                                                                     padded to 361 (UCR's
+                                                                                     equal-length version)
+    digits                    898 / 899      1 x 64              10       (87..91)   sklearn's 8x8 digits
+                                                                                     read row by row, a
+                                                                                     stratified half split
+                                                                                     (random_state=0)
+    ItalyPowerDemand          67 / 1029      1 x 24              2        (33, 34)   sktime
+    GunPoint                  50 / 150       1 x 150             2        (24, 26)   sktime
 
---regression runs SSMRegressor on sktime's regression sets (Covid3Month, Tecator) with
-cross-validation on their training splits only, against MiniRocket + RidgeCV, 1-NN and the
-training mean (RMSE / standard deviation of the training targets; lower is better).
+Regression (REGRESSION_SETS, --regression; targets float64):
 
---params '{"name": value}' overrides parameters of the "ssm" row (the "previous" row is always
-ssmts 0.1's defaults); --models picks rows; --threads sets torch's threads (default 1: times
-comparable between rows).
+    CardanoSentiment          74 / 33        2 x 24                                  aeon
+    Covid3Month               140 / 61       1 x 84                                  sktime
+    Tecator                   172 / 43       1 x 100                                 sktime
+
+BasicMotions (40 / 40, 6 x 100, 4 classes) and UnitTest (20 / 22, 1 x 24, 2 classes) still load
+by name (--sets). Official train/test splits except digits. Unequal-length sets are lists of
+(channels, length_i) float64 arrays, the others (n, channels, length) float64 arrays.
+
+Protocols (one model per row; the same model seed --seed in every fit):
+  test (default)   fit on the training split, score on the test split (one fit per row);
+  --resamples R    R random resamples of the training split only, 70% fit / 30% scored,
+                   stratified by class (classes with a single member stay in the fit part; where
+                   the classes cannot all be on both sides, a plain random split), ShuffleSplit
+                   for regression;
+  --cv K           K-fold cross-validation on the training split only (stratified for
+                   classification); --repeats S repeats it with S shufflings (seeds seed..seed+S-1).
+The development protocols (--resamples, --cv) are what the defaults are chosen on
+(docs/results/classification.md); test splits only report. Rows show the mean +- (sample) standard
+deviation of the score over the resamples/folds and the mean fit seconds.
+
+--regression runs SSMRegressor and SSMFeatureRegressor on the regression sets, --resamples or --cv only, against MiniRocket
++ RidgeCV, 1-NN and the training mean; the score is the RMSE over the standard deviation of the
+fit part's targets (lower is better; the mean scores about 1).
+
+--params '{"name": value}' overrides parameters of the "ssm" row, --feature-params those of the
+"features" row (the "previous" row is always ssmts 0.2's defaults); --models picks rows (MODEL_FACTORIES); --json PATH writes every score and
+fit time (model, set, resample, score, seconds) so that results pages can be regenerated.
+--threads N sets torch's intra-op threads (default 1, so that fit times compare between rows);
+it is a cap: the estimators' fits may use fewer while other processes keep cores busy. MiniRocket
+runs on numba with N threads too.
 """
 from __future__ import annotations
 
@@ -35,22 +65,34 @@ import os
 import sys
 import time
 import warnings
+from typing import Any, Callable
 
 import numpy as np
 
-CLASSIFICATION_SETS = ("GunPoint", "ItalyPowerDemand", "BasicMotions", "UnitTest", "digits")
-REGRESSION_SETS = ("Covid3Month", "Tecator")
-MODELS = ("ssm", "previous", "minirocket", "1nn")
+CLASSIFICATION_SETS = ("ArrowHead", "ACSF1", "PickupGestureWiimoteZ", "PickupGestureWiimoteZ_eq", "digits",
+                       "ItalyPowerDemand", "GunPoint")
+REGRESSION_SETS = ("CardanoSentiment", "Covid3Month", "Tecator")
 
-# The defaults of ssmts 0.1, before they were chosen on the development protocol (every
-# parameter whose default has changed since).
-PREVIOUS_DEFAULTS = dict(d_model=64, d_state=64, n_layers=4, max_epochs=50, min_steps=0, batch_size=32, lr=3e-3,
-                         normalize="channel", early_stopping=False, bidirectional=False, dropout=0.0)
-PREVIOUS_CLASSIFIER_DEFAULTS = dict(label_smoothing=0.0)
+# Share of the training split scored in each --resamples resample.
+RESAMPLE_TEST_SIZE = 0.3
+
+# The defaults of ssmts 0.2 (the ones measured in the issue that chose the defaults on the
+# development protocol), every parameter of SSMClassifier/SSMRegressor pinned so that the row
+# stays the same whatever the defaults become.
+PREVIOUS_DEFAULTS: dict[str, Any] = dict(
+    # backbone
+    layer="ssm", d_model=64, d_state=64, n_layers=2, heads=1, bidirectional=False, init="legs", discretization="zoh",
+    dropout=0.0, norm="layer", prenorm=True, activation="gated_gelu", dt_min=1e-3, dt_max=1e-1, pooling="mean",
+    # training
+    normalize="channel", max_epochs=50, min_steps=500, batch_size=32, lr=3e-3, lr_ssm=1e-3, weight_decay=0.01,
+    optimizer="adamw", scheduler="cosine", early_stopping=False,
+)
+PREVIOUS_CLASSIFIER_DEFAULTS: dict[str, Any] = dict(label_smoothing=0.1, class_weight=None)
 
 
 def load_classification(name: str):
-    """(X_train, y_train, X_test, y_test) of a development set; X: (n, channels, length) float64."""
+    """(X_train, y_train, X_test, y_test) of a development set; X: (n, channels, length) float64,
+    or a list of (channels, length_i) float64 arrays when the lengths differ."""
     if name == "digits":
         from sklearn.datasets import load_digits
         from sklearn.model_selection import train_test_split
@@ -60,12 +102,49 @@ def load_classification(name: str):
         X_train, X_test, y_train, y_test = train_test_split(
             X, digits.target, test_size=0.5, stratify=digits.target, random_state=0)
         return X_train, y_train, X_test, y_test
-    return _load_ucr(name)
+    return _load_shipped(name)
 
 
 def load_regression(name: str):
-    X_train, y_train, X_test, y_test = _load_ucr(name)  # sktime reads the targets as strings
+    X_train, y_train, X_test, y_test = _load_shipped(name)  # sktime reads the targets as strings
     return X_train, y_train.astype(np.float64), X_test, y_test.astype(np.float64)
+
+
+def _data_dir(package: str) -> str | None:
+    """The datasets/data folder of an installed package (without importing it), or None."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return os.path.join(list(spec.submodule_search_locations)[0], "datasets", "data")
+
+
+def _load_shipped(name: str):
+    """A set shipped inside sktime (first) or aeon: aeon keeps its sets in aeon/datasets/data/<name>/
+    <name>_TRAIN.ts and _TEST.ts, the equal-length version of a set as <name>_eq_TRAIN.ts in the
+    same folder."""
+    sktime_dir = _data_dir("sktime")
+    if sktime_dir and os.path.isdir(os.path.join(sktime_dir, name)):
+        return _load_ucr(name)
+    aeon_dir = _data_dir("aeon")
+    folder = os.path.join(aeon_dir or "", name[:-3] if name.endswith("_eq") else name)
+    if aeon_dir and os.path.isfile(os.path.join(folder, f"{name}_TRAIN.ts")):
+        return _load_aeon(folder, name)
+    raise ValueError(f"{name!r} ships neither with sktime nor with aeon (pip install 'ssmts[bench]' for aeon's "
+                     "sets); this benchmark downloads nothing")
+
+
+def _load_aeon(folder: str, name: str):
+    from aeon.datasets import load_from_ts_file
+
+    def load(split):
+        X, y = load_from_ts_file(os.path.join(folder, f"{name}_{split}.ts"))
+        if isinstance(X, np.ndarray):
+            return X.astype(np.float64), y
+        return [np.asarray(series, dtype=np.float64) for series in X], y
+
+    return (*load("TRAIN"), *load("TEST"))
 
 
 def _load_ucr(name: str):
@@ -85,25 +164,63 @@ def _load_ucr(name: str):
     return (*load("train"), *load("test"))
 
 
+# The rows: a factory (regression, params, seed) -> an estimator with fit(X, y) and predict(X), X
+# as the loaders return it. params is the --params dict (the "ssm" row's overrides; rows that do
+# not take them ignore them). A new row is one entry here, plus its name in the default rows below
+# where it should run without --models.
+def _ssm(regression: bool, params: dict, seed: int):
+    from ssmts import SSMClassifier, SSMRegressor
+
+    return (SSMRegressor if regression else SSMClassifier)(**dict(params, device="cpu", random_state=seed))
+
+
+def _previous(regression: bool, params: dict, seed: int):
+    from ssmts import SSMClassifier, SSMRegressor
+
+    settings = dict(PREVIOUS_DEFAULTS, device="cpu", random_state=seed)
+    if not regression:
+        settings.update(PREVIOUS_CLASSIFIER_DEFAULTS)
+    return (SSMRegressor if regression else SSMClassifier)(**settings)
+
+
+def _features(regression: bool, params: dict, seed: int):
+    from ssmts import SSMFeatureClassifier, SSMFeatureRegressor
+
+    return (SSMFeatureRegressor if regression else SSMFeatureClassifier)(**dict(params, device="cpu",
+                                                                                random_state=seed))
+
+
+def _one_nn(regression: bool, params: dict, seed: int):
+    from sklearn.neighbors import KNeighborsClassifier, KNeighborsRegressor
+
+    return _Flat((KNeighborsRegressor if regression else KNeighborsClassifier)(n_neighbors=1))
+
+
+def _mean(regression: bool, params: dict, seed: int):
+    from sklearn.dummy import DummyClassifier, DummyRegressor
+
+    return _Flat(DummyRegressor() if regression else DummyClassifier())  # the mean, or the majority class
+
+
+MODEL_FACTORIES: dict[str, Callable[[bool, dict, int], object]] = {
+    "ssm": _ssm,
+    "previous": _previous,
+    "features": _features,
+    "minirocket": lambda regression, params, seed: _MiniRocket(regression, seed),
+    "1nn": _one_nn,
+    "mean": _mean,
+}
+# The rows run without --models.
+MODELS = ("ssm", "features", "previous", "minirocket", "1nn")
+REGRESSION_MODELS = ("ssm", "features", "previous", "minirocket", "1nn", "mean")
+# The rows that take overrides, and the option that gives them.
+PARAMS_OPTION = {"ssm": "params", "features": "feature_params"}
+
+
 def make_model(kind: str, regression: bool, params: dict, seed: int):
-    if kind in ("ssm", "previous"):
-        from ssmts import SSMClassifier, SSMRegressor
-
-        settings = dict(PREVIOUS_DEFAULTS if kind == "previous" else params, device="cpu", random_state=seed)
-        if kind == "previous" and not regression:
-            settings.update(PREVIOUS_CLASSIFIER_DEFAULTS)
-        return (SSMRegressor if regression else SSMClassifier)(**settings)
-    if kind == "minirocket":
-        return _MiniRocket(regression, seed)
-    if kind == "1nn":
-        from sklearn.neighbors import KNeighborsClassifier, KNeighborsRegressor
-
-        return _Flat((KNeighborsRegressor if regression else KNeighborsClassifier)(n_neighbors=1))
-    if kind == "mean":
-        from sklearn.dummy import DummyRegressor
-
-        return _Flat(DummyRegressor())
-    raise ValueError(f"unknown model {kind!r}")
+    if kind not in MODEL_FACTORIES:
+        raise ValueError(f"unknown model {kind!r}; choose among {sorted(MODEL_FACTORIES)}")
+    return MODEL_FACTORIES[kind](regression, params, seed)
 
 
 class _Flat:
@@ -172,6 +289,44 @@ def _sktime_panel(X):
     return pd.DataFrame({f"dim_{c}": [pd.Series(series[c]) for series in X] for c in range(X[0].shape[0])})
 
 
+def splits(X, y, folds: int, regression: bool, seed: int = 0):
+    """K folds of (X, y): stratified for classification (plain K-fold where no class has K members)."""
+    from sklearn.model_selection import KFold, StratifiedKFold
+
+    if not regression:
+        try:
+            return list(StratifiedKFold(folds, shuffle=True, random_state=seed).split(X, y))
+        except ValueError:
+            pass
+    return list(KFold(folds, shuffle=True, random_state=seed).split(X))
+
+
+def cv_splits(X, y, folds: int, regression: bool, repeats: int = 1, seed: int = 0):
+    """Repeated K-fold: the K folds of each of `repeats` shufflings (seeds seed, seed + 1, ...)."""
+    return [split for repeat in range(repeats) for split in splits(X, y, folds, regression, seed + repeat)]
+
+
+def resample_splits(y, resamples: int, regression: bool, seed: int = 0, test_size: float = RESAMPLE_TEST_SIZE):
+    """(fit, held) indices of `resamples` random splits of a training split of len(y) series, test_size of
+    them held out: stratified by class for classification, the members of single-member classes always
+    in the fit part; a plain random split where the classes cannot all be on both sides."""
+    from sklearn.model_selection import ShuffleSplit, StratifiedShuffleSplit
+
+    y = np.asarray(y)
+    if not regression:
+        classes, counts = np.unique(y, return_counts=True)
+        singles = np.flatnonzero(np.isin(y, classes[counts < 2]))
+        rest = np.flatnonzero(~np.isin(y, classes[counts < 2]))
+        try:
+            parts = StratifiedShuffleSplit(resamples, test_size=test_size, random_state=seed).split(
+                np.zeros(len(rest)), y[rest])
+            return [(np.sort(np.concatenate([rest[fit], singles])), np.sort(rest[held])) for fit, held in parts]
+        except ValueError:  # too few series for every class on both sides
+            pass
+    parts = ShuffleSplit(resamples, test_size=test_size, random_state=seed).split(np.zeros(len(y)))
+    return [(np.sort(fit), np.sort(held)) for fit, held in parts]
+
+
 def score(y_true, y_pred, regression: bool, y_train=None) -> float:
     """Accuracy, or for regression the RMSE relative to the training targets' standard deviation
     (scale-free, so that sets can be averaged; the training mean scores about 1)."""
@@ -190,42 +345,71 @@ def run_one(kind: str, X_train, y_train, X_test, y_test, *, regression: bool, pa
     return score(y_test, model.predict(X_test), regression, y_train), seconds
 
 
-def splits(X, y, folds: int, regression: bool, seed: int = 0):
-    from sklearn.model_selection import KFold, StratifiedKFold
-
-    if regression:
-        return list(KFold(folds, shuffle=True, random_state=seed).split(X))
-    return list(StratifiedKFold(folds, shuffle=True, random_state=seed).split(X, y))
+def _rows(X, index):
+    return X[index] if isinstance(X, np.ndarray) else [X[i] for i in index]
 
 
-def evaluate(kind: str, data: tuple, *, regression: bool, cv: int | None, params: dict, seed: int):
-    """Mean score and mean fit time of one model on one set, data = (X_train, y_train, X_test,
-    y_test) as the loaders return it (test split, or K folds of the training split)."""
+def evaluate(kind: str, data: tuple, *, regression: bool, folds: list | None, params: dict, seed: int):
+    """[(score, fit seconds)] of one model on one set, data = (X_train, y_train, X_test, y_test) as the
+    loaders return it: one pair on the test split (folds None), else one per (fit, held) index pair of
+    the training split."""
     X_train, y_train, X_test, y_test = data
-    if not cv:
-        return run_one(kind, X_train, y_train, X_test, y_test, regression=regression, params=params, seed=seed)
+    if folds is None:
+        return [run_one(kind, X_train, y_train, X_test, y_test, regression=regression, params=params, seed=seed)]
+    y_train = np.asarray(y_train)
+    return [run_one(kind, _rows(X_train, fit), y_train[fit], _rows(X_train, held), y_train[held],
+                    regression=regression, params=params, seed=seed) for fit, held in folds]
 
-    def rows(X, index):
-        return X[index] if isinstance(X, np.ndarray) else [X[i] for i in index]
 
-    results = [run_one(kind, rows(X_train, fit), y_train[fit], rows(X_train, held), y_train[held],
-                       regression=regression, params=params, seed=seed)
-               for fit, held in splits(X_train, y_train, cv, regression)]
-    return float(np.mean([r[0] for r in results])), float(np.mean([r[1] for r in results]))
+def summary(results) -> tuple[float, float, float]:
+    """(mean score, sample standard deviation of the score (0 for one fit), mean fit seconds)."""
+    scores = np.array([r[0] for r in results])
+    return (float(scores.mean()), float(scores.std(ddof=1)) if len(scores) > 1 else 0.0,
+            float(np.mean([r[1] for r in results])))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ssmts.bench classify", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--sets", nargs="+", default=None, help="development sets (default: all of the task)")
-    parser.add_argument("--models", nargs="+", default=None, help=f"rows among {MODELS} (+ 'mean' with --regression)")
+    parser.add_argument("--models", nargs="+", default=None,
+                        help=f"rows among {sorted(MODEL_FACTORIES)} (default {MODELS}; with --regression "
+                             f"{REGRESSION_MODELS})")
     parser.add_argument("--cv", type=int, default=None, metavar="K", help="K-fold CV on the training split")
-    parser.add_argument("--regression", action="store_true", help="SSMRegressor on the regression sets (with --cv)")
-    parser.add_argument("--params", default="{}", help="JSON of SSM parameter overrides")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=1, metavar="S", help="repeat --cv with S shufflings")
+    parser.add_argument("--resamples", type=int, default=None, metavar="R",
+                        help=f"R random resamples of the training split, {round(100 * RESAMPLE_TEST_SIZE)}%% "
+                             "of it held out (stratified for classification)")
+    parser.add_argument("--regression", action="store_true",
+                        help="SSMRegressor on the regression sets (with --cv or --resamples)")
+    parser.add_argument("--params", default="{}", help="JSON of parameter overrides of the ssm row")
+    parser.add_argument("--feature-params", default="{}",
+                        help="JSON of parameter overrides of the features row (SSMFeatureClassifier/Regressor)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the models and of the resamples/folds")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch's (and numba's) threads, a cap (default 1: fit times compare between rows)")
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
+    parser.add_argument("--json", default=None, metavar="PATH",
+                        help="write every score and fit time (model, set, resample, score, seconds) to PATH")
     args = parser.parse_args(argv)
+
+    if args.cv and args.resamples:
+        parser.error("--cv and --resamples are two protocols: pick one")
+    if args.cv is not None and args.cv < 2:
+        parser.error("--cv K needs K >= 2")
+    if args.resamples is not None and args.resamples < 1:
+        parser.error("--resamples R needs R >= 1")
+    if args.repeats < 1 or (args.repeats > 1 and not args.cv):
+        parser.error("--repeats S (S >= 1) repeats --cv K")
+    if args.regression and not (args.cv or args.resamples):
+        parser.error("--regression needs --cv K or --resamples R: the regression sets are for development only")
+    models = args.models or (REGRESSION_MODELS if args.regression else MODELS)
+    unknown = [kind for kind in models if kind not in MODEL_FACTORIES]
+    if unknown:
+        parser.error(f"unknown model(s) {unknown}; choose among {sorted(MODEL_FACTORIES)}")
+    sets = args.sets or (REGRESSION_SETS if args.regression else CLASSIFICATION_SETS)
+    params = json.loads(args.params)
+    overrides = {kind: json.loads(getattr(args, option)) for kind, option in PARAMS_OPTION.items()}
 
     # MiniRocket runs on numba: its default OpenMP layer leaves threads spinning after each call,
     # which slows every later torch fit of this process several-fold; the workqueue layer does not.
@@ -233,34 +417,64 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("NUMBA_NUM_THREADS", str(args.threads))
     import torch
 
-    torch.set_num_threads(args.threads)
-    if args.regression and not args.cv:
-        parser.error("--regression needs --cv K: the regression sets are for development only")
-    sets = args.sets or (REGRESSION_SETS if args.regression else CLASSIFICATION_SETS)
-    models = args.models or (("ssm", "previous", "minirocket", "1nn", "mean") if args.regression else MODELS)
-    params = json.loads(args.params)
+    torch.set_num_threads(args.threads)  # the estimators' fits use at most this many
     metric = "relative RMSE" if args.regression else "accuracy"
-    protocol = f"{args.cv}-fold CV on the training split" if args.cv else "test split"
-    print(f"# {metric} ({protocol}), fit seconds at {args.threads} thread(s); SSM overrides: {params or 'none'}")
-    table: dict[str, dict[str, tuple[float, float]]] = {}
+    if args.cv:
+        protocol = f"{args.cv}-fold CV on the training split"
+        protocol += f", {args.repeats} repeats" if args.repeats > 1 else ""
+    elif args.resamples:
+        protocol = (f"{args.resamples} {'random' if args.regression else 'stratified'} resamples of the training "
+                    f"split, {RESAMPLE_TEST_SIZE:.0%} held out")
+    else:
+        protocol = "test split"
+    print(f"# {metric} ({protocol}), fit seconds at {args.threads} thread(s); overrides: "
+          + "; ".join(f"{kind} {overrides[kind] or 'none'}" for kind in PARAMS_OPTION))
+    table: dict[str, dict[str, list[tuple[float, float]]]] = {}
+    records = []
     for name in sets:
         data = (load_regression if args.regression else load_classification)(name)
+        X_train, y_train = data[0], data[1]
+        if args.cv:
+            folds = cv_splits(X_train, y_train, args.cv, args.regression, args.repeats, args.seed)
+        elif args.resamples:
+            folds = resample_splits(y_train, args.resamples, args.regression, args.seed)
+        else:
+            folds = None
         for kind in models:
-            value, seconds = evaluate(kind, data, regression=args.regression, cv=args.cv, params=params, seed=args.seed)
-            table.setdefault(kind, {})[name] = (value, seconds)
-            print(f"{name:18s} {kind:11s} {metric} {value:.4f}  fit {seconds:7.2f} s", flush=True)
+            results = evaluate(kind, data, regression=args.regression, folds=folds, params=overrides.get(kind, {}),
+                               seed=args.seed)
+            table.setdefault(kind, {})[name] = results
+            records += [dict(model=kind, set=name, resample=i, score=s, seconds=t) for i, (s, t) in enumerate(results)]
+            mean, std, seconds = summary(results)
+            spread = f" ± {std:.4f} over {len(results)}" if len(results) > 1 else ""
+            print(f"{name:24s} {kind:11s} {metric} {mean:.4f}{spread}  fit {seconds:7.2f} s", flush=True)
+            if args.json:  # after every row, so that an interrupted run keeps what it measured
+                _write_json(args.json, dict(metric=metric, protocol=protocol, regression=args.regression,
+                                            cv=args.cv, repeats=args.repeats, resamples=args.resamples,
+                                            test_size=RESAMPLE_TEST_SIZE if args.resamples else None, seed=args.seed,
+                                            threads=args.threads, params=params,
+                                            feature_params=overrides["features"], sets=list(sets),
+                                            models=list(models), results=records))
     _print_table(table, sets, metric, args.markdown)
     return 0
 
 
+def _write_json(path: str, payload: dict) -> None:
+    with open(path, "w") as f:
+        json.dump(payload, f, indent=1)
+
+
 def _print_table(table, sets, metric, markdown: bool) -> None:
+    """One row per model: mean ± std of the score per set (one fit: the score alone) with its mean fit
+    seconds, then the mean of the sets' mean scores and of their fit seconds."""
     header = ["model"] + list(sets) + [f"mean {metric}", "mean fit s"]
     rows = []
     for kind, by_set in table.items():
-        values = [by_set[name][0] for name in sets]
-        seconds = [by_set[name][1] for name in sets]
-        rows.append([kind] + [f"{v:.3f} ({s:.1f} s)" for v, s in zip(values, seconds)]
-                    + [f"{np.mean(values):.3f}", f"{np.mean(seconds):.1f}"])
+        summaries = [summary(by_set[name]) for name in sets]
+        cells = [(f"{m:.3f} ± {s:.3f}" if len(by_set[name]) > 1 else f"{m:.3f}") + f" ({t:.1f} s)"
+                 for name, (m, s, t) in zip(sets, summaries)]
+        rows.append([kind] + cells + [f"{np.mean([m for m, _, _ in summaries]):.3f}",
+                                      f"{np.mean([t for _, _, t in summaries]):.1f}"])
     if markdown:
         print("| " + " | ".join(header) + " |")
         print("|" + "---|" * len(header))

@@ -76,13 +76,11 @@ def require_y(estimator, y) -> None:
         raise ValueError(f"{type(estimator).__name__} requires y to be passed, but the target y is None")
 
 
-class SSMEstimatorMixin(SequenceModelParams, ContinuationParams):
-    """Fitting, prediction plumbing and persistence of the estimators holding `model_` (a head
-    of ssmts.nn.heads, whose `.backbone` is the SSMBackbone)."""
-
-    # ------------------------------------------------------------ network
-    def _network(self, d_input: int, d_output: int | None, pooling: str | None = None) -> SequenceHead:
-        return SequenceHead(self.build_backbone(d_input), d_output, pooling or self.pooling)
+class SequenceEstimatorMixin:
+    """What every estimator holding a network `model_` over series shares: input checks and
+    scaling (the `normalize` parameter), the sample-rate logic of zero-shot resampling, batched
+    prediction and persistence. The estimator declares normalize, sample_rate, batch_size and
+    device among its parameters."""
 
     # ------------------------------------------------------------ input
     def _prepare_fit_input(self, X) -> PreparedInput:
@@ -92,7 +90,8 @@ class SSMEstimatorMixin(SequenceModelParams, ContinuationParams):
         self.n_timepoints_in_ = int(data.lengths.max())
         self.input_ndim_ = data.ndim
         self.normalization_ = self.normalize
-        if self.normalize in ("channel", "series+stats"):  # series+stats gives levels in these units
+        # series+stats gives levels in these units; "auto" (the feature estimators) may choose "channel".
+        if self.normalize in ("channel", "series+stats", "auto"):
             lazy = isinstance(data.x, LazyRows)
             mean, scale = chunked_channel_statistics(data.x.array) if lazy else channel_statistics(data.x, data.mask)
             self.input_mean_, self.input_scale_ = mean.numpy(), scale.numpy()
@@ -177,37 +176,6 @@ class SSMEstimatorMixin(SequenceModelParams, ContinuationParams):
             )
         return float(rate) / float(train)
 
-    # ------------------------------------------------------------ fitting
-    def _start_fit(self, continue_training: bool) -> None:
-        self.validate_params()
-        self.backbone_kwargs()  # cross-parameter checks
-        resolve_device(self.device)
-        if not continue_training or not hasattr(self, "_seed_"):
-            self._seed_ = seed_from(self.random_state)
-
-    def _fit_network(self, data: PreparedInput, y: torch.Tensor, *, d_output: int | None, loss_fn,
-                     score_fn=None, weight: torch.Tensor | None = None, stratify=None, epochs: int | None = None,
-                     continue_training: bool = False, network: Callable | None = None, per_step: bool = False) -> None:
-        """Train through fit_model; the fitted attributes change only when training succeeds.
-        per_step: outputs and targets per step (otherwise batches are cut at their last real step)."""
-        ratio = self._rate_ratio(None) if continue_training else 1.0
-        if continue_training:
-            start = copy.deepcopy(self.model_)  # a failed or interrupted fit leaves model_ as it was
-        else:
-            start = network or (lambda: self._network(self._network_channels, d_output))
-        result = fit_model(
-            start, SequenceData(self._scaled(data), y, data.mask, weight, crop_padding=not per_step), loss_fn,
-            TrainerConfig.from_params(self), seed=self._seed_, score_fn=score_fn,
-            validation=self.validation_fraction if self.early_stopping else None, stratify=stratify,
-            early_stopping=EarlyStopping(self.n_iter_no_change, self.tol) if self.early_stopping else None,
-            callbacks=self.callbacks or (), resume=getattr(self, "training_state_", None) if continue_training else None,
-            epochs=epochs, delta_factor=1.0 / ratio, description=type(self).__name__,
-        )
-        if not continue_training:
-            self.train_sample_rate_ = self.sample_rate
-        self.model_, self.history_, self.training_state_ = result.model, result.history, result.state
-        self.n_iter_ = len(result.history)
-
     def _predict_outputs(self, data: PreparedInput, rate_ratio: float, forward=None, per_step: bool = False) -> torch.Tensor:
         """Network outputs for `data` (CPU), batch by batch, with Delta rescaled by training / new rate.
         per_step: outputs per step (otherwise batches of similar lengths, cut at their last real step)."""
@@ -223,60 +191,6 @@ class SSMEstimatorMixin(SequenceModelParams, ContinuationParams):
                 f"{largest:.3g}), a sample rate far from the training rate (every Delta x {1.0 / rate_ratio:.3g}), "
                 "or a model whose training diverged")
         return out
-
-    # ------------------------------------------------------------ streaming
-    @torch.no_grad()
-    def _stream_outputs(self, X_new, state: StreamState | None, sample_rate) -> tuple[torch.Tensor, StreamState]:
-        """Per-step network outputs (n, k, d_output) for k new steps of n streams, continuing `state`.
-
-        The pooled output after each step is what predict gives on the prefix up to that step:
-        the block states carry the recurrence, and for mean pooling the running sum carries the mean.
-        """
-        check_is_fitted(self, "model_")
-        backbone = self.model_.backbone
-        if any(getattr(block.ssm, "bidirectional", False) for block in backbone.blocks):  # LinearCDE: causal
-            raise ValueError(f"streaming needs a causal model, but this {type(self).__name__} was fitted with "
-                             f"bidirectional={self.bidirectional!r}")
-        if self.normalization_ in PER_SERIES_NORMALIZATIONS:
-            raise ValueError(f"streaming cannot standardize a series by statistics of steps not seen yet: this "
-                             f"{type(self).__name__} was fitted with normalize={self.normalization_!r}; fit with "
-                             "normalize='channel' or 'none' to stream")
-        ratio = self._rate_ratio(sample_rate)
-        data = prepare_input(X_new)
-        if data.ndim == 2 and not data.ragged:  # (n, k): k new steps of n univariate streams
-            data = prepare_input(np.asarray(X_new, dtype=np.float64)[:, None, :])
-        if data.mask is not None:
-            raise ValueError("stream takes the same number of new steps for every stream (no ragged lists)")
-        if data.x.shape[1] != self.n_channels_in_:
-            raise ValueError(f"X has {data.x.shape[1]} channels, but {type(self).__name__} was fitted with "
-                             f"{self.n_channels_in_} channels")
-        if state is not None and state.n_streams != len(data.x):
-            raise ValueError(f"the state holds {state.n_streams} streams, but X has {len(data.x)}")
-        device = resolve_device(self.device)
-        on_device(self.model_, device).eval()
-        x = self._scaled(data).to(device)
-        k = x.shape[-1]
-        with scaled_delta(self.model_, 1.0 / ratio):
-            if k <= STREAM_STEP_MAX:
-                # A few new steps: the recurrent step (its discretization cached) costs less than an FFT pass.
-                blocks = backbone.initial_state(len(x)) if state is None else state.blocks
-                steps = []
-                for t in range(k):
-                    step_features, blocks = backbone.step(x[..., t], blocks)
-                    steps.append(step_features)
-                features = torch.stack(steps, -1)
-            else:
-                features, blocks = backbone.forward_with_state(x, None if state is None else state.blocks)
-        if self.model_.pooling == "last":
-            pooled, total, count = features, None, (0 if state is None else state.count) + k
-        else:
-            previous = 0.0 if state is None else state.total[..., None]
-            start = 0 if state is None else state.count
-            running = features.cumsum(-1) + previous
-            pooled = running / torch.arange(start + 1, start + k + 1, device=device, dtype=features.dtype)
-            total, count = running[..., -1], start + k
-        outputs = channel_linear(self.model_.decoder, pooled).transpose(1, 2).cpu()
-        return outputs, StreamState(blocks, total, count, len(data.x))
 
     # ------------------------------------------------------------ persistence
     def __getstate__(self):
@@ -332,3 +246,97 @@ class SSMEstimatorMixin(SequenceModelParams, ContinuationParams):
         tags.input_tags.allow_nan = False
         tags.input_tags.three_d_array = True
         return tags
+
+
+class SSMEstimatorMixin(SequenceEstimatorMixin, SequenceModelParams, ContinuationParams):
+    """Fitting and streaming of the estimators whose `model_` is a head of ssmts.nn.heads over a
+    trained SSMBackbone (`model_.backbone`), through the one fit path."""
+
+    # ------------------------------------------------------------ network
+    def _network(self, d_input: int, d_output: int | None, pooling: str | None = None) -> SequenceHead:
+        return SequenceHead(self.build_backbone(d_input), d_output, pooling or self.pooling)
+
+    # ------------------------------------------------------------ fitting
+    def _start_fit(self, continue_training: bool) -> None:
+        self.validate_params()
+        self.backbone_kwargs()  # cross-parameter checks
+        resolve_device(self.device)
+        if not continue_training or not hasattr(self, "_seed_"):
+            self._seed_ = seed_from(self.random_state)
+
+    def _fit_network(self, data: PreparedInput, y: torch.Tensor, *, d_output: int | None, loss_fn,
+                     score_fn=None, weight: torch.Tensor | None = None, stratify=None, epochs: int | None = None,
+                     continue_training: bool = False, network: Callable | None = None, per_step: bool = False) -> None:
+        """Train through fit_model; the fitted attributes change only when training succeeds.
+        per_step: outputs and targets per step (otherwise batches are cut at their last real step)."""
+        ratio = self._rate_ratio(None) if continue_training else 1.0
+        if continue_training:
+            start = copy.deepcopy(self.model_)  # a failed or interrupted fit leaves model_ as it was
+        else:
+            start = network or (lambda: self._network(self._network_channels, d_output))
+        result = fit_model(
+            start, SequenceData(self._scaled(data), y, data.mask, weight, crop_padding=not per_step), loss_fn,
+            TrainerConfig.from_params(self), seed=self._seed_, score_fn=score_fn,
+            validation=self.validation_fraction if self.early_stopping else None, stratify=stratify,
+            early_stopping=EarlyStopping(self.n_iter_no_change, self.tol) if self.early_stopping else None,
+            callbacks=self.callbacks or (), resume=getattr(self, "training_state_", None) if continue_training else None,
+            epochs=epochs, delta_factor=1.0 / ratio, description=type(self).__name__,
+        )
+        if not continue_training:
+            self.train_sample_rate_ = self.sample_rate
+        self.model_, self.history_, self.training_state_ = result.model, result.history, result.state
+        self.n_iter_ = len(result.history)
+
+    # ------------------------------------------------------------ streaming
+    @torch.no_grad()
+    def _stream_outputs(self, X_new, state: StreamState | None, sample_rate) -> tuple[torch.Tensor, StreamState]:
+        """Per-step network outputs (n, k, d_output) for k new steps of n streams, continuing `state`.
+
+        The pooled output after each step is what predict gives on the prefix up to that step:
+        the block states carry the recurrence, and for mean pooling the running sum carries the mean.
+        """
+        check_is_fitted(self, "model_")
+        backbone = self.model_.backbone
+        if any(getattr(block.ssm, "bidirectional", False) for block in backbone.blocks):  # LinearCDE: causal
+            raise ValueError(f"streaming needs a causal model, but this {type(self).__name__} was fitted with "
+                             f"bidirectional={self.bidirectional!r}")
+        if self.normalization_ in PER_SERIES_NORMALIZATIONS:
+            raise ValueError(f"streaming cannot standardize a series by statistics of steps not seen yet: this "
+                             f"{type(self).__name__} was fitted with normalize={self.normalization_!r}; fit with "
+                             "normalize='channel' or 'none' to stream")
+        ratio = self._rate_ratio(sample_rate)
+        data = prepare_input(X_new)
+        if data.ndim == 2 and not data.ragged:  # (n, k): k new steps of n univariate streams
+            data = prepare_input(np.asarray(X_new, dtype=np.float64)[:, None, :])
+        if data.mask is not None:
+            raise ValueError("stream takes the same number of new steps for every stream (no ragged lists)")
+        if data.x.shape[1] != self.n_channels_in_:
+            raise ValueError(f"X has {data.x.shape[1]} channels, but {type(self).__name__} was fitted with "
+                             f"{self.n_channels_in_} channels")
+        if state is not None and state.n_streams != len(data.x):
+            raise ValueError(f"the state holds {state.n_streams} streams, but X has {len(data.x)}")
+        device = resolve_device(self.device)
+        on_device(self.model_, device).eval()
+        x = self._scaled(data).to(device)
+        k = x.shape[-1]
+        with scaled_delta(self.model_, 1.0 / ratio):
+            if k <= STREAM_STEP_MAX:
+                # A few new steps: the recurrent step (its discretization cached) costs less than an FFT pass.
+                blocks = backbone.initial_state(len(x)) if state is None else state.blocks
+                steps = []
+                for t in range(k):
+                    step_features, blocks = backbone.step(x[..., t], blocks)
+                    steps.append(step_features)
+                features = torch.stack(steps, -1)
+            else:
+                features, blocks = backbone.forward_with_state(x, None if state is None else state.blocks)
+        if self.model_.pooling == "last":
+            pooled, total, count = features, None, (0 if state is None else state.count) + k
+        else:
+            previous = 0.0 if state is None else state.total[..., None]
+            start = 0 if state is None else state.count
+            running = features.cumsum(-1) + previous
+            pooled = running / torch.arange(start + 1, start + k + 1, device=device, dtype=features.dtype)
+            total, count = running[..., -1], start + k
+        outputs = channel_linear(self.model_.decoder, pooled).transpose(1, 2).cpu()
+        return outputs, StreamState(blocks, total, count, len(data.x))

@@ -16,8 +16,43 @@ from ..training.objectives import accuracy_of_logits, weighted_cross_entropy
 from ._base import SSMEstimatorMixin, require_y, transactional
 
 
+def check_labels(y, n_samples: int) -> np.ndarray:
+    """y as a 1D array of class labels, one per sample; clear errors for missing labels."""
+    y = column_or_1d(y, warn=True)
+    if len(y) != n_samples:
+        raise ValueError(f"X has {n_samples} samples but y has {len(y)}")
+    missing = np.flatnonzero([label is None for label in y]) if y.dtype == object else []
+    if len(missing):
+        raise ValueError(f"y has no label (None) for {len(missing)} sample(s), e.g. index {int(missing[0])}; "
+                         "every sample needs a class label")
+    check_classification_targets(y)
+    return y
+
+
+def label_encoder(estimator, classes) -> LabelEncoder:
+    """The LabelEncoder of `classes`; a classifier needs at least two."""
+    encoder = LabelEncoder().fit(classes)
+    if len(encoder.classes_) < 2:
+        raise ValueError(f"{type(estimator).__name__} needs samples of at least 2 classes in the data, got 1 class: "
+                         f"{encoder.classes_[0]!r}")
+    return encoder
+
+
+class RateClassifierMixin(ClassifierMixin):
+    """What every ssmts classifier adds to sklearn's: the accuracy of data at a given sample rate."""
+
+    def score(self, X, y, sample_weight=None, sample_rate=None):
+        """Accuracy of predict(X, sample_rate) against y."""
+        return accuracy_score(y, self.predict(X, sample_rate=sample_rate), sample_weight=sample_weight)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_label = False
+        return tags
+
+
 @with_params_doc
-class SSMClassifier(SSMEstimatorMixin, ClassifierParams, ClassifierMixin, BaseEstimator):
+class SSMClassifier(SSMEstimatorMixin, ClassifierParams, RateClassifierMixin, BaseEstimator):
     """Classify time series with a deep MIMO diagonal SSM (pooled backbone + linear head).
 
     X: (n_samples, n_timepoints), (n_samples, n_channels, n_timepoints), or a list of
@@ -40,25 +75,14 @@ class SSMClassifier(SSMEstimatorMixin, ClassifierParams, ClassifierMixin, BaseEs
         self._start_fit(continuing)
         require_y(self, y)
         data = self._prepare_predict_input(X, 1.0) if continuing else self._prepare_fit_input(X)
-        y = column_or_1d(y, warn=True)
-        if len(y) != len(data.x):
-            raise ValueError(f"X has {len(data.x)} samples but y has {len(y)}")
-        missing = np.flatnonzero([label is None for label in y]) if y.dtype == object else []
-        if len(missing):
-            raise ValueError(f"y has no label (None) for {len(missing)} sample(s), e.g. index {int(missing[0])}; "
-                             "every sample needs a class label")
-        check_classification_targets(y)
+        y = check_labels(y, len(data.x))
         if continuing:
             unseen = np.setdiff1d(np.unique(y), self.classes_)
             if unseen.size:
                 raise ValueError(f"y contains labels {unseen.tolist()} not seen in the first fit ({self.classes_.tolist()})")
         else:
-            self._encoder = LabelEncoder().fit(np.unique(y) if classes is None else classes)
+            self._encoder = label_encoder(self, np.unique(y) if classes is None else classes)
             self.classes_ = self._encoder.classes_
-            if len(self.classes_) < 2:
-                raise ValueError(
-                    f"{type(self).__name__} needs samples of at least 2 classes in the data, got 1 class: {self.classes_[0]!r}"
-                )
         y_index = self._encoder.transform(y)
         weight = self._class_weights(y_index)
         self._fit_network(
@@ -125,11 +149,3 @@ class SSMClassifier(SSMEstimatorMixin, ClassifierParams, ClassifierMixin, BaseEs
         logits, state = self._stream_outputs(X_new, state, sample_rate)
         return torch.softmax(logits.double(), dim=-1).numpy(), state
 
-    def score(self, X, y, sample_weight=None, sample_rate=None):
-        """Accuracy of predict(X, sample_rate) against y."""
-        return accuracy_score(y, self.predict(X, sample_rate=sample_rate), sample_weight=sample_weight)
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.classifier_tags.multi_label = False
-        return tags

@@ -12,8 +12,30 @@ from ..training.objectives import mse_loss, negative_mse
 from ._base import SSMEstimatorMixin, require_y, transactional, target_statistics
 
 
+def check_targets(y) -> tuple[np.ndarray, bool]:
+    """(y as (n_samples, n_targets) float64, whether it came 1-D); finite numbers only."""
+    y = check_array(y, ensure_2d=False, allow_nd=True, dtype=np.float64, input_name="y")
+    if y.ndim not in (1, 2):
+        raise ValueError(f"y must be 1-D (n_samples,) or 2-D (n_samples, n_targets), got shape {y.shape}")
+    return y.reshape(len(y), -1), y.ndim == 1
+
+
+class RateRegressorMixin(RegressorMixin):
+    """What every ssmts regressor adds to sklearn's: R^2 of data at a given sample rate, and
+    targets of several columns."""
+
+    def score(self, X, y, sample_weight=None, sample_rate=None):
+        """R^2 of predict(X, sample_rate) against y."""
+        return r2_score(y, self.predict(X, sample_rate=sample_rate), sample_weight=sample_weight)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.multi_output = True
+        return tags
+
+
 @with_params_doc
-class SSMRegressor(SSMEstimatorMixin, RegressorMixin, BaseEstimator):
+class SSMRegressor(SSMEstimatorMixin, RateRegressorMixin, BaseEstimator):
     """Regress targets from time series with a deep MIMO diagonal SSM (pooled backbone + linear head).
 
     X as for SSMClassifier; y: (n_samples,) or (n_samples, n_targets). Targets are
@@ -33,16 +55,13 @@ class SSMRegressor(SSMEstimatorMixin, RegressorMixin, BaseEstimator):
         self._start_fit(continuing)
         require_y(self, y)
         data = self._prepare_predict_input(X, 1.0) if continuing else self._prepare_fit_input(X)
-        y = check_array(y, ensure_2d=False, allow_nd=True, dtype=np.float64, input_name="y")
-        if y.ndim not in (1, 2):
-            raise ValueError(f"y must be 1-D (n_samples,) or 2-D (n_samples, n_targets), got shape {y.shape}")
-        y2 = y.reshape(len(y), -1)
+        y2, is_1d = check_targets(y)
         if continuing:
             if y2.shape[1] != self.n_targets_:
                 raise ValueError(f"y has {y2.shape[1]} targets, but the model was fitted with {self.n_targets_}")
         else:
             self.n_targets_ = y2.shape[1]
-            self._y_is_1d = y.ndim == 1
+            self._y_is_1d = is_1d
             self.target_mean_, self.target_scale_ = target_statistics(y2)
         if len(y2) != len(data.x):
             raise ValueError(f"X has {len(data.x)} samples but y has {len(y2)}")
@@ -76,11 +95,3 @@ class SSMRegressor(SSMEstimatorMixin, RegressorMixin, BaseEstimator):
         out = out.double().numpy() * self.target_scale_ + self.target_mean_
         return (out[..., 0] if self._y_is_1d else out), state
 
-    def score(self, X, y, sample_weight=None, sample_rate=None):
-        """R^2 of predict(X, sample_rate) against y."""
-        return r2_score(y, self.predict(X, sample_rate=sample_rate), sample_weight=sample_weight)
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.target_tags.multi_output = True
-        return tags

@@ -278,6 +278,17 @@ class Configurable:
         return params_doc(cls.__params__, names)
 
 
+def params_of(group: type[Configurable], *names: str) -> type[Configurable]:
+    """A parameter group of just `names`, with the declarations of `group` (not copies): for a face
+    that takes a few parameters of a group whose other parameters do not apply to it."""
+    missing = [name for name in names if name not in group.__params__]
+    if missing:
+        raise TypeError(f"{group.__name__} declares no parameter(s) {missing}")
+    subset = type(f"{group.__name__}Subset", (Configurable,), {"__module__": group.__module__})
+    subset.__params__ = {name: group.__params__[name] for name in names}
+    return subset
+
+
 def _annotation_text(annotation) -> str:
     if annotation is None:
         return ""

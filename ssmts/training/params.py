@@ -10,6 +10,8 @@ Groups, and who takes them:
     EarlyStoppingParams  every estimator                      (hold-out, patience, callbacks)
     ContinuationParams   the scikit-learn estimators          (warm_start, sample_rate)
     ClassifierParams     the classifiers                      (class weights, label smoothing)
+    FeatureParams        the SSM-feature estimators           (time scales, read-outs, difference)
+    FeatureModelParams   FeatureParams with the few parameters of the groups above that apply to them
 """
 from __future__ import annotations
 
@@ -25,7 +27,7 @@ from ..nn.discretization import DISCRETIZATIONS
 from ..nn.init import INITS
 from ..nn.lncde import LNCDE_STRUCTURES
 from .config import (
-    AnyOf, Boolean, Configurable, Integer, InvalidParameterError, NoneOr, Options, Real, Satisfies, param,
+    AnyOf, Boolean, Configurable, Integer, InvalidParameterError, NoneOr, Options, Real, Satisfies, param, params_of,
 )
 
 OPTIMIZERS = ("adamw", "adam", "sgd")
@@ -300,7 +302,35 @@ class ClassifierParams(Configurable):
         constraint=Real(0.0, 1.0, closed="left"))
 
 
+class FeatureParams(Configurable):
+    _params_group = "Features"
+    n_scales: int = param(
+        default=10, doc="Time scales: steps Delta log-spaced so that the memory of the modes runs from a few steps to "
+                        "the length of the longest training series.", constraint=Integer(1))
+    n_kernels: int = param(default=84, doc="Fixed SSMs (random read-outs C of one LegS head) per time scale; each "
+                                           "gives n_biases + 2 features.", constraint=Integer(1))
+    n_biases: int = param(default=4, doc="Biases per SSM output: the proportion of steps above each (PPV) is a "
+                                         "feature, beside the output's mean and maximum.", constraint=Integer(1))
+    difference: bool = param(default=True, doc="Also featurize the first difference of every series (its own "
+                                               "SSMs and biases): doubles the features.", constraint=Boolean())
+
+
+class FeatureModelParams(FeatureParams, params_of(BackboneParams, "d_state"),
+                         params_of(OptimizerParams, "batch_size", "device", "random_state"),
+                         params_of(ContinuationParams, "sample_rate")):
+    """The parameters of the SSM-feature estimators: nothing is trained but a ridge read-out."""
+
+    _params_group = "Features"
+    normalize: str = param(
+        default="channel", doc="Input scaling, as for the networks ('channel', 'series', 'series+stats', 'none'), or "
+                            "'auto': 'channel' or 'series', whichever read-out has the lower leave-one-out error on the "
+                            "training data (a ridge's leave-one-out error costs nothing more than its fit).",
+        constraint=Options("auto", *NORMALIZATIONS))
+
+    _param_defaults = dict(d_state=16)
+
+
 __all__ = [
     "BackboneParams", "SSM_ONLY_PARAMS", "LNCDE_ONLY_PARAMS", "SequenceParams", "OptimizerParams", "ScheduleParams", "TrainerConfig", "EarlyStoppingParams",
-    "SequenceModelParams", "SEQUENCE_MODEL_DEFAULTS", "ContinuationParams", "ClassifierParams", "OPTIMIZERS", "SCHEDULERS", "POOLINGS", "NORMALIZATIONS", "resolve_device",
+    "SequenceModelParams", "SEQUENCE_MODEL_DEFAULTS", "FeatureParams", "FeatureModelParams", "ContinuationParams", "ClassifierParams", "OPTIMIZERS", "SCHEDULERS", "POOLINGS", "NORMALIZATIONS", "resolve_device",
 ]

@@ -1,7 +1,8 @@
 """scikit-learn's own estimator checks, on CPU with random_state set: zero failures, no xfails."""
+import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from ssmts import Resampler, SSMClassifier, SSMRegressor, SSMTransformer
+from ssmts import Resampler, SSMClassifier, SSMFeatureClassifier, SSMFeatureRegressor, SSMRegressor, SSMTransformer
 
 # Tiny, fast settings that still learn the checks' toy problems (R^2 > 0.5, accuracy > 0.83).
 TINY = dict(d_model=32, d_state=8, n_layers=1, max_epochs=60, min_steps=0, batch_size=16, lr=1e-2, lr_ssm=1e-2,
@@ -18,10 +19,16 @@ TINY = dict(d_model=32, d_state=8, n_layers=1, max_epochs=60, min_steps=0, batch
 LNCDE = dict(layer="lncde", lncde_max_norm=None, d_model=32, d_state=8, n_layers=1, max_epochs=40, min_steps=0,
              batch_size=64, lr=2e-2, lr_ssm=5e-2, device="cpu", random_state=0)
 
+# The training-free estimators at a small size (the checks' data have 2 to 20 time points).
+FEATURES = dict(n_scales=3, n_kernels=16, device="cpu", random_state=0)
+
+
+pytestmark = pytest.mark.usefixtures("fixed_thread_count")
+
 
 @parametrize_with_checks(
     [SSMClassifier(**TINY), SSMRegressor(**TINY), SSMTransformer(**TINY), Resampler(target_rate=8, sample_rate=16),
-     SSMClassifier(**LNCDE), SSMRegressor(**LNCDE)]
+     SSMClassifier(**LNCDE), SSMRegressor(**LNCDE), SSMFeatureClassifier(**FEATURES), SSMFeatureRegressor(**FEATURES)]
 )
 def test_sklearn_compatible_estimator(estimator, check):
     check(estimator)

@@ -1,0 +1,236 @@
+"""Training-free SSM features: fixed diagonal SSMs at many time scales, applied by FFT
+convolution and pooled (an SSM counterpart of ROCKET's random convolutions).
+
+Each time scale j has a step Delta_j and `n_kernels` single-output systems that share the
+modes of one head (HiPPO-LegS normal part, as `init="legs"`) with random read-outs C:
+
+    y_m[t] = 2 Re( sum_p C[m, p] x_p[t] ),   x_p[t] = Abar_p x_p[t-1] + gamma_p B_p u_m[t]
+
+where u_m is a random signed sum of a few input channels. The output is the convolution of
+u_m with the kernel K_m[l] = 2 Re( sum_p C[m, p] gamma_p B_p Abar_p^l ), done by FFT. The
+steps are log-spaced so that the slowest mode remembers about the whole series and the
+fastest a few steps. Every response is pooled into the proportion of steps above a few
+biases (PPV, the biases being quantiles of the responses on training series), its mean
+and its maximum. Nothing is trained: a linear read-out (ridge) goes on top.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from scipy.fft import next_fast_len
+from torch import nn
+
+from .discretization import discretize
+from .init import initialize_head
+
+_BIAS_BATCH = 16  # training series whose responses fit_biases computes at once
+
+
+def log_spaced_steps(length: int, n_scales: int, shortest: float = 4.0) -> torch.Tensor:
+    """Steps Delta (n_scales,) float64 whose memory 1 / Delta runs log-spaced from `shortest`
+    steps to `length` steps (the modes of the LegS normal part decay as exp(-Delta l / 2))."""
+    if length < 1 or n_scales < 1:
+        raise ValueError(f"need length >= 1 and n_scales >= 1, got {length} and {n_scales}")
+    longest = max(float(length), float(shortest))
+    if n_scales == 1:
+        return torch.tensor([1.0 / math.sqrt(longest * shortest)], dtype=torch.float64)
+    return 1.0 / torch.logspace(math.log10(shortest), math.log10(longest), n_scales, dtype=torch.float64)
+
+
+class SSMFeatures(nn.Module):
+    """Fixed diagonal SSMs at `len(steps)` time scales, `n_kernels` random read-outs each.
+
+    forward(u, mask) -> (batch, n_features) with n_features = scales x kernels x
+    (n_biases + 2): for every response, PPV at each bias, its mean and its maximum.
+    Call `fit_biases` on training series first.
+
+    u: (batch, channels, length) float; mask: (batch, length) of 1 for real steps (series
+    of unequal lengths padded at the end) or None.
+    """
+
+    _delta_factor = 1.0  # set by ssmts.nn.scaled_delta: data at another rate (training rate / new rate)
+
+    def __init__(self, d_input: int, steps: torch.Tensor, *, n_kernels: int = 64, d_state: int = 32,
+                 n_biases: int = 4, max_channels: int = 9, init: str = "legs", seed: int = 0):
+        super().__init__()
+        if d_input < 1 or n_kernels < 1 or n_biases < 1:
+            raise ValueError(f"need d_input, n_kernels, n_biases >= 1, got {d_input}, {n_kernels}, {n_biases}")
+        generator = torch.Generator().manual_seed(int(seed))
+        Lambda, B, _ = initialize_head(init, d_state, 1, n_kernels, generator=generator)
+        steps = torch.as_tensor(steps, dtype=torch.float64).reshape(-1).clone()
+        if not (steps > 0).all():
+            raise ValueError("every step Delta must be > 0")
+        S = len(steps)
+        # A fresh random read-out C for every scale, times B (gamma, which depends on Delta, comes later).
+        readout = torch.stack([initialize_head(init, d_state, 1, n_kernels, generator=generator)[2]
+                               for _ in range(S)])  # (S, M, P)
+        # Complex buffers kept as (..., 2) real pairs: the save format holds real tensors only.
+        self.register_buffer("Lambda_pairs", torch.view_as_real(Lambda).clone())  # (P, 2)
+        self.register_buffer("steps", steps)  # (S,)
+        self.register_buffer("readout_pairs", torch.view_as_real(readout * B[:, 0]).clone())  # (S, M, P, 2)
+        self.register_buffer("channel_mix", _channel_mix(S, n_kernels, d_input, max_channels, generator))
+        self.register_buffer("biases", torch.zeros(S, n_kernels, n_biases))
+        self.register_buffer("bias_levels", torch.rand(S, n_kernels, n_biases, generator=generator, dtype=torch.float64)
+                             * 0.8 + 0.1)
+        self.n_scales, self.n_kernels, self.n_biases, self.d_input = S, n_kernels, n_biases, d_input
+
+    @property
+    def n_features(self) -> int:
+        return self.n_scales * self.n_kernels * (self.n_biases + 2)
+
+    def modes(self, length: int, scales: slice = slice(None)) -> tuple[torch.Tensor, torch.Tensor]:
+        """(weights (s, kernels, 2P), basis (s, 2P, length)) float64 with K = weights @ basis: the
+        basis holds Re and Im of gamma_p Abar_p^l (ZOH) for the P modes, so every kernel is a real
+        combination of 2P mode responses (weights 2 Re(C B) and -2 Im(C B))."""
+        Lambda, readout = torch.view_as_complex(self.Lambda_pairs), torch.view_as_complex(self.readout_pairs)[scales]
+        Delta = self.steps[scales, None] * self._delta_factor  # (s, 1)
+        _, gamma = discretize(Lambda[None, :], Delta)  # (s, P)
+        l = torch.arange(length, dtype=torch.float64)
+        responses = gamma[:, :, None] * torch.exp((Lambda[None, :] * Delta)[:, :, None] * l)  # Abar^l = exp(Lambda Delta l)
+        basis = torch.cat([responses.real, responses.imag], dim=1)
+        weights = torch.cat([2.0 * readout.real, -2.0 * readout.imag], dim=-1)
+        return weights, basis
+
+    def kernels(self, length: int) -> torch.Tensor:
+        """K: (scales, kernels, length) float64, K_m[l] = 2 Re(sum_p C_mp gamma_p B_p Abar_p^l) (ZOH)."""
+        weights, basis = self.modes(length)
+        return weights @ basis
+
+    def responses(self, u: torch.Tensor, scales: slice = slice(None)) -> torch.Tensor:
+        """y: (batch, scales, kernels, length) float32: every kernel of the chosen scales applied
+        causally to its channel mix."""
+        u_f, n_fft = self._spectrum(u)
+        return self._convolve(u_f, n_fft, u.shape[-1], *self.modes(u.shape[-1], scales), self.channel_mix[scales])
+
+    def _spectrum(self, u: torch.Tensor) -> tuple[torch.Tensor, int]:
+        """(rfft of u zero-padded to n_fft >= 2 L - 1 (no wrap-around), n_fft)."""
+        if u.ndim != 3 or u.shape[1] != self.d_input:
+            raise ValueError(f"expected u of shape (batch, {self.d_input}, length), got {tuple(u.shape)}")
+        n_fft = next_fast_len(2 * u.shape[-1] - 1, real=True)
+        return torch.fft.rfft(u.float(), n=n_fft), n_fft
+
+    @staticmethod
+    def _convolve(u_f: torch.Tensor, n_fft: int, L: int, weights: torch.Tensor, basis: torch.Tensor,
+                  mix: torch.Tensor) -> torch.Tensor:
+        """(batch, s, M, L) responses from u_f (b, H, F), weights (s, M, 2P), basis (s, 2P, L), mix (s, M, H)."""
+        (b, H, _), (S, M, two_P) = u_f.shape, weights.shape
+        if H * two_P < M:
+            # Through the modes: H x 2P convolutions per scale instead of M, then one product
+            # combines them into the M responses (5x fewer FFTs for one channel, N=16, M=84).
+            basis_f = torch.fft.rfft(basis.float(), n=n_fft)  # (s, 2P, F)
+            states = torch.fft.irfft(u_f[:, None, :, None, :] * basis_f[None, :, None], n=n_fft)[..., :L]
+            combination = (mix[..., None] * weights[:, :, None, :]).reshape(S, M, H * two_P).float()
+            return combination @ states.reshape(b, S, H * two_P, L)
+        K_f = torch.fft.rfft((weights @ basis).float(), n=n_fft)  # (s, M, F)
+        if H == 1:
+            mixed = u_f[:, None, :, :]  # (b, 1, 1, F): every kernel reads the one channel
+        else:
+            mixed = torch.einsum("smh,bhf->bsmf", mix.to(u_f.dtype), u_f)
+        return torch.fft.irfft(mixed * K_f, n=n_fft)[..., :L]
+
+    def fit_biases(self, series, n_series: int, seed: int = 0) -> "SSMFeatures":
+        """Biases of PPV: for every kernel, quantiles (at its fixed random levels in [0.1, 0.9]) of
+        its response to one training series drawn at random, as MiniRocket draws them (each midway
+        between the two order statistics around its level).
+        series(i) -> (channels, length_i): the i-th training series without padding."""
+        generator = torch.Generator().manual_seed(int(seed))
+        pick = torch.randint(int(n_series), (self.n_scales, self.n_kernels), generator=generator)
+        biases = torch.empty(self.n_scales, self.n_kernels, self.n_biases)
+        by_length: dict[int, list[tuple[int, torch.Tensor]]] = {}
+        for i in torch.unique(pick).tolist():
+            row = series(i)
+            by_length.setdefault(row.shape[-1], []).append((i, row))
+        for L, rows in by_length.items():
+            weights, basis = self.modes(L)
+            for start in range(0, len(rows), _BIAS_BATCH):  # series of one length go through together
+                chunk = rows[start:start + _BIAS_BATCH]
+                u_f, n_fft = self._spectrum(torch.stack([row for _, row in chunk]))
+                y = self._convolve(u_f, n_fft, L, weights, basis, self.channel_mix)  # (k, S, M, L)
+                for (i, _), y_i in zip(chunk, y):
+                    chosen = pick == i
+                    ordered = y_i[chosen].double().sort(dim=-1).values  # (kernels picked, L)
+                    # Midway between two neighbouring order statistics: a bias equal to one of the series'
+                    # own values would count that step as above or not by rounding (with padding, for instance).
+                    position = (self.bias_levels[chosen] * (L - 1)).floor().long()  # (kernels picked, Q)
+                    above = (position + 1).clamp_max(L - 1)
+                    biases[chosen] = (0.5 * (ordered.gather(1, position) + ordered.gather(1, above))).float()
+        self.biases.copy_(biases)
+        return self
+
+    def forward(self, u: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        L = u.shape[-1]
+        count = torch.full((len(u), 1), float(L)) if mask is None else mask.sum(-1, keepdim=True).float().clamp_min(1.0)
+        u_f, n_fft = self._spectrum(u)
+        weights, basis = self.modes(L)
+        out = []
+        for s in range(self.n_scales):  # one scale at a time bounds the FFT buffers
+            one = slice(s, s + 1)
+            y = self._convolve(u_f, n_fft, L, weights[one], basis[one], self.channel_mix[one])[:, 0]  # (b, M, L)
+            if mask is not None:
+                y = y.masked_fill(mask[:, None, :] == 0, -math.inf)  # padded steps are above no bias
+            # Summing the comparison's bytes is the fastest count (1.6x a float sum, 3x a bool sum).
+            above = torch.stack([(y > self.biases[s, None, :, q, None]).view(torch.uint8).sum(-1, dtype=torch.int32)
+                                 for q in range(self.n_biases)], -1).to(y.dtype)
+            ppv = above / count[:, :, None]  # (b, M, Q)
+            total = (y if mask is None else y.masked_fill(mask[:, None, :] == 0, 0.0)).sum(-1)
+            out.append(torch.cat([ppv, (total / count)[..., None], y.amax(-1, keepdim=True)], dim=-1))  # (b, M, Q + 2)
+        return torch.stack(out, 1).reshape(len(u), -1)
+
+
+class FeatureReadout(nn.Module):
+    """SSMFeatures of the series (and, with `difference`, of their first difference, with SSMs
+    and biases of its own), then a linear read-out fitted in closed form by the estimators.
+
+    forward(u, mask) -> (batch, d_output); features(u, mask) -> (batch, n_features).
+    u: (batch, channels, length); mask: (batch, length) or None.
+    """
+
+    def __init__(self, d_input: int, steps: torch.Tensor, d_output: int, *, difference: bool = True,
+                 n_kernels: int = 64, d_state: int = 32, n_biases: int = 4, seed: int = 0):
+        super().__init__()
+        options = dict(n_kernels=n_kernels, d_state=d_state, n_biases=n_biases)
+        self.series = SSMFeatures(d_input, steps, seed=seed, **options)
+        self.difference = SSMFeatures(d_input, steps, seed=seed + 1, **options) if difference else None
+        n_features = self.series.n_features * (2 if difference else 1)
+        # float64: a row's output must not depend on the other rows of its batch (blocked sums).
+        self.readout = nn.Linear(n_features, d_output, dtype=torch.float64)
+
+    def _differences(self, u: torch.Tensor) -> torch.Tensor:
+        """u[t] - u[t-1] per unit of the training step: at another sample rate the differences
+        are rescaled like Delta, so that they estimate the same derivative."""
+        if u.shape[-1] < 2:
+            raise ValueError("the first difference needs series of at least 2 steps (difference=True)")
+        return torch.diff(u, dim=-1) / self.difference._delta_factor
+
+    def fit_biases(self, series, n_series: int, seed: int = 0) -> "FeatureReadout":
+        """series(i) -> (channels, length_i): the i-th training series without padding."""
+        self.series.fit_biases(series, n_series, seed)
+        if self.difference is not None:
+            self.difference.fit_biases(lambda i: self._differences(series(i)), n_series, seed + 1)
+        return self
+
+    def features(self, u: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        out = [self.series(u, mask)]
+        if self.difference is not None:
+            out.append(self.difference(self._differences(u), None if mask is None else mask[:, 1:]))
+        return torch.cat(out, dim=1)
+
+    def forward(self, u: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        return self.readout(self.features(u, mask).double())
+
+
+def _channel_mix(S: int, M: int, H: int, max_channels: int, generator: torch.Generator) -> torch.Tensor:
+    """(S, M, H): every kernel reads the sum of a random subset of 1 to min(H, max_channels)
+    channels (sizes log-uniform, as MiniRocket's multivariate version draws them)."""
+    mix = torch.zeros(S, M, H, dtype=torch.float64)
+    top = math.log2(min(H, max_channels) + 1)
+    for s in range(S):
+        for m in range(M):
+            size = int(2 ** (torch.rand(1, generator=generator).item() * top))
+            size = max(1, min(size, H))
+            mix[s, m, torch.randperm(H, generator=generator)[:size]] = 1.0
+    return mix
+
+
+__all__ = ["SSMFeatures", "FeatureReadout", "log_spaced_steps"]

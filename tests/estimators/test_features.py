@@ -1,0 +1,140 @@
+"""SSMFeatureClassifier / SSMFeatureRegressor: the folded read-out is scikit-learn's scaler + ridge,
+predictions survive save/load, unequal lengths, memory maps and a change of sample rate."""
+import numpy as np
+import pytest
+import torch
+from sklearn.linear_model import RidgeClassifierCV, RidgeCV
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from ssmts import SSMFeatureClassifier, SSMFeatureRegressor
+from ssmts.estimators.features import RIDGE_ALPHAS
+
+SMALL = dict(n_scales=3, n_kernels=8, normalize="channel", device="cpu", random_state=0)
+
+
+def _waves(n: int, length: int, seed: int = 0):
+    """Two classes of noisy sines, slow and fast, with a random phase; the regression target is the frequency."""
+    rng = np.random.default_rng(seed)
+    freq = np.where(rng.random(n) < 0.5, 0.05, 0.12) * (1 + 0.1 * rng.standard_normal(n))
+    t = np.arange(length)
+    X = np.sin(2 * np.pi * freq[:, None] * t + rng.uniform(0, 2 * np.pi, (n, 1))) + 0.3 * rng.standard_normal((n, length))
+    return X, (freq > 0.085).astype(int), freq
+
+
+def _training_features(estimator, X):
+    """The features the fitted network computes for X (what the ridge was fitted on)."""
+    x = torch.tensor(X, dtype=torch.float32)[:, None, :]
+    x = (x - float(estimator.input_mean_[0])) / float(estimator.input_scale_[0])
+    with torch.no_grad():
+        return estimator.model_.features(x).double().numpy()
+
+
+def test_classifier_readout_is_sklearns_scaler_and_ridge_on_the_features():
+    X, y, _ = _waves(40, 60)
+    clf = SSMFeatureClassifier(**SMALL).fit(X, y)
+    F = _training_features(clf, X)
+    reference = make_pipeline(StandardScaler(), RidgeClassifierCV(alphas=RIDGE_ALPHAS)).fit(F, y)
+    np.testing.assert_allclose(clf.decision_function(X), reference.decision_function(F), rtol=1e-6, atol=1e-8)
+    assert clf.alpha_ == reference[-1].alpha_
+    assert (clf.predict(X) == reference.predict(F)).all()
+
+
+def test_regressor_readout_is_sklearns_scaler_and_ridge_and_multioutput_works():
+    X, _, freq = _waves(40, 60, seed=1)
+    Y = np.stack([freq, -2.0 * freq + 1.0], 1)
+    reg = SSMFeatureRegressor(**SMALL).fit(X, Y)
+    F = _training_features(reg, X)
+    reference = make_pipeline(StandardScaler(), RidgeCV(alphas=RIDGE_ALPHAS)).fit(F, Y)
+    np.testing.assert_allclose(reg.predict(X), reference.predict(F), rtol=1e-6, atol=1e-9)
+    assert reg.predict(X).shape == (40, 2)
+    assert SSMFeatureRegressor(**SMALL).fit(X, freq).predict(X[:3]).shape == (3,)
+
+
+@pytest.mark.parametrize("nuisance_level", [True, False])
+def test_auto_normalization_keeps_the_scaling_with_the_better_leave_one_out_score(nuisance_level):
+    """Target = frequency under random gains and offsets (levels are nuisance: "series" should win), or
+    target = the level itself (z-normalizing would delete it: "channel" should win). "auto" fits both and
+    keeps the ridge with the higher leave-one-out score: the same scores and the same predictions as the
+    two fits made separately."""
+    X, _, freq = _waves(60, 50, seed=2)
+    rng = np.random.default_rng(3)
+    level = rng.uniform(-50, 50, (60, 1))
+    X = X * rng.uniform(0.1, 30.0, (60, 1)) + level
+    y = freq if nuisance_level else level[:, 0]
+    options = dict(SMALL, normalize="auto")
+    auto = SSMFeatureRegressor(**options).fit(X, y)
+    alone = {name: SSMFeatureRegressor(**dict(options, normalize=name)).fit(X, y) for name in ("channel", "series")}
+    assert auto.normalize_scores_ == {name: alone[name].normalize_scores_[name] for name in alone}
+    expected = "series" if nuisance_level else "channel"
+    assert auto.normalization_ == expected == max(auto.normalize_scores_, key=auto.normalize_scores_.get)
+    np.testing.assert_array_equal(auto.predict(X[:7]), alone[expected].predict(X[:7]))
+
+
+def test_gunpoint_accuracy_beats_one_nearest_neighbour():
+    """GunPoint (UCR, official split, shipped with sktime): 1-NN ED scores 0.913; the features score >= 0.95."""
+    from sktime.datasets import load_UCR_UEA_dataset
+
+    X, y = load_UCR_UEA_dataset("GunPoint", split="train", return_type="numpy3D")
+    X_test, y_test = load_UCR_UEA_dataset("GunPoint", split="test", return_type="numpy3D")
+    clf = SSMFeatureClassifier(random_state=0, device="cpu").fit(X, y)
+    assert clf.score(X_test, y_test) >= 0.95
+    assert clf.n_features_out_ == 2 * 10 * 84 * 6  # difference x scales x kernels x (4 PPV + mean + max)
+
+
+def test_save_load_reproducibility_and_unequal_lengths(tmp_path):
+    X, y, _ = _waves(30, 50)
+    series = [x[: 30 + (i % 4) * 5] for i, x in enumerate(X)]  # lengths 30..45
+    clf = SSMFeatureClassifier(**SMALL).fit(series, y)
+    again = SSMFeatureClassifier(**SMALL).fit(series, y)
+    np.testing.assert_array_equal(clf.decision_function(series), again.decision_function(series))
+    # A series in a padded batch of others scores as it does alone.
+    alone = np.array([clf.decision_function([s])[0] for s in series[:6]])
+    np.testing.assert_allclose(clf.decision_function(series[:6]), alone, rtol=1e-6, atol=1e-9)
+    path = clf.save(tmp_path / "features.safetensors")
+    loaded = SSMFeatureClassifier.load(path)
+    np.testing.assert_array_equal(loaded.decision_function(series), clf.decision_function(series))
+    assert loaded.classes_.tolist() == clf.classes_.tolist() and loaded.alpha_ == clf.alpha_
+
+
+def test_memory_mapped_training_data_gives_the_same_model(tmp_path):
+    X, y, _ = _waves(24, 40)
+    path = tmp_path / "X.npy"
+    np.save(path, X.astype(np.float32))
+    mapped = np.load(path, mmap_mode="r")
+    in_memory = SSMFeatureClassifier(**SMALL).fit(X.astype(np.float32), y)
+    from_map = SSMFeatureClassifier(**SMALL).fit(mapped, y)
+    np.testing.assert_allclose(from_map.decision_function(X), in_memory.decision_function(X), rtol=1e-5, atol=1e-7)
+
+
+def test_zero_shot_sample_rate_reads_data_sampled_twice_as_densely():
+    """Fitted at 20 Hz, the classifier labels the same signals sampled at 40 Hz through sample_rate=40
+    (every Delta halved) as it labels them at 20 Hz."""
+    rng = np.random.default_rng(0)
+    n = 40
+    freq = np.where(rng.random(n) < 0.5, 0.4, 1.1)
+    phase = rng.uniform(0, 2 * np.pi, n)
+    signals = lambda rate: np.sin(2 * np.pi * freq[:, None] * np.arange(10 * rate)[None] / rate + phase[:, None])  # noqa
+    y = (freq > 0.7).astype(int)
+    clf = SSMFeatureClassifier(sample_rate=20, **SMALL).fit(signals(20), y)
+    at_train_rate = clf.predict(signals(20))
+    assert (at_train_rate == y).mean() == 1.0
+    assert (clf.predict(signals(40), sample_rate=40) == at_train_rate).mean() >= 0.95
+    with pytest.raises(ValueError, match="fitted without sample_rate"):
+        SSMFeatureClassifier(**SMALL).fit(signals(20), y).predict(signals(40), sample_rate=40)
+
+
+def test_bad_input_is_named():
+    X, y, _ = _waves(10, 20)
+    with pytest.raises(ValueError, match="at least 2 time points"):
+        SSMFeatureClassifier(**SMALL).fit(X[:, :1], y)
+    SSMFeatureClassifier(**SMALL, difference=False).fit(X[:, :1], y)  # one step is fine without differences
+    with pytest.raises(ValueError, match="at least 2 classes"):
+        SSMFeatureClassifier(**SMALL).fit(X, np.zeros(10))
+    with pytest.raises(ValueError, match="n_kernels"):
+        SSMFeatureClassifier(n_kernels=0).fit(X, y)
+    fitted = SSMFeatureClassifier(**SMALL).fit(X, y)
+    with pytest.raises(ValueError, match="2 channels, but SSMFeatureClassifier was fitted with 1"):
+        fitted.predict(np.zeros((2, 2, 20)))
+    with pytest.raises(ValueError, match="NaN"):
+        fitted.predict(np.full((2, 20), np.nan))

@@ -1,0 +1,168 @@
+"""SSMFeatures against independent oracles: the recurrence run step by step, numpy's pooling,
+unpadded series one at a time, and the continuous-time meaning of Delta (zero-shot rates)."""
+import numpy as np
+import pytest
+import torch
+from scipy import signal
+
+from ssmts.nn import FeatureReadout, SSMFeatures, log_spaced_steps, scaled_delta
+
+
+def _system(features: SSMFeatures, scale: int):
+    """(Lambda (P,), readout (M, P), Delta) of one scale, complex128."""
+    return (torch.view_as_complex(features.Lambda_pairs).numpy(),
+            torch.view_as_complex(features.readout_pairs)[scale].numpy(), float(features.steps[scale]))
+
+
+# (channels, kernels): channels x 2P >= kernels convolves every kernel (3 x 8 >= 5); fewer go through
+# the 2P mode responses of each channel and combine them (1 x 8 < 20, 2 x 8 < 40).
+@pytest.mark.parametrize("channels, n_kernels", [(3, 5), (1, 20), (2, 40)])
+def test_responses_equal_the_zoh_recurrence_run_step_by_step(channels, n_kernels):
+    """y_m[t] = 2 Re(sum_p C_mp x_p[t]), x_p[t] = Abar_p x_p[t-1] + gamma_p B_p u_m[t], with u_m the sum of
+    the channels kernel m reads: a float64 loop over time, against the FFT responses (float32)."""
+    torch.manual_seed(0)
+    features = SSMFeatures(channels, log_spaced_steps(40, 3), n_kernels=n_kernels, d_state=8, seed=1)
+    u = torch.randn(2, channels, 40, dtype=torch.float64)
+    y = features.responses(u).double().numpy()  # (b, S, M, L)
+    mix = features.channel_mix.numpy()
+    for s in range(features.n_scales):
+        Lambda, readout, Delta = _system(features, s)
+        Abar = np.exp(Lambda * Delta)
+        gamma = (Abar - 1.0) / Lambda  # ZOH
+        for m in range(features.n_kernels):
+            drive = np.einsum("h,bhl->bl", mix[s, m], u.numpy())
+            x = np.zeros((2, len(Lambda)), dtype=np.complex128)
+            expected = np.empty((2, 40))
+            for t in range(40):
+                x = Abar * x + gamma * drive[:, t, None]
+                expected[:, t] = 2.0 * (x @ readout[m]).real
+            np.testing.assert_allclose(y[:, s, m], expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())
+
+
+def test_kernels_equal_the_impulse_response_of_the_real_system():
+    """K_m is the impulse response of the real 2P-state system that scipy discretizes and simulates."""
+    features = SSMFeatures(1, torch.tensor([0.3]), n_kernels=2, d_state=6, seed=0)
+    Lambda, readout, Delta = _system(features, 0)
+    # The real system of the conjugate pairs: per mode a + ib the block [[a, -b], [b, a]] on (Re x, Im x),
+    # input 1 into Re x, output 2 Re(c x) = 2 Re(c) Re(x) - 2 Im(c) Im(x).
+    P = len(Lambda)
+    A = np.zeros((2 * P, 2 * P))
+    b = np.zeros((2 * P, 1))
+    for p, lam in enumerate(Lambda):
+        A[2 * p: 2 * p + 2, 2 * p: 2 * p + 2] = [[lam.real, -lam.imag], [lam.imag, lam.real]]
+        b[2 * p] = 1.0
+    impulse = np.zeros(31)
+    impulse[0] = 1.0
+    for m in range(2):
+        c = np.zeros((1, 2 * P))
+        c[0, 0::2], c[0, 1::2] = 2.0 * readout[m].real, -2.0 * readout[m].imag
+        Ad, Bd, Cd, Dd, _ = signal.cont2discrete((A, b, c, np.zeros((1, 1))), Delta, method="zoh")
+        _, expected, _ = signal.dlsim((Ad, Bd, Cd, Dd, Delta), impulse)
+        # dlsim's y[k] reads the state before u[k] enters, so K[l] = y[l + 1].
+        np.testing.assert_allclose(features.kernels(30)[0, m].numpy(), expected[1:, 0], rtol=1e-9, atol=1e-12)
+
+
+def test_pooling_equals_numpy_and_padding_changes_nothing():
+    """PPV at each bias, the mean and the maximum of every response, over each series' own steps; a
+    padded batch of unequal lengths gives each series' features as if it were alone."""
+    torch.manual_seed(2)
+    features = SSMFeatures(2, log_spaced_steps(30, 2), n_kernels=3, n_biases=2, seed=0)
+    features.biases.normal_()
+    lengths = [30, 17, 24]
+    series = [torch.randn(2, n) for n in lengths]
+    padded = torch.zeros(3, 2, 30)
+    mask = torch.zeros(3, 30)
+    for i, x in enumerate(series):
+        padded[i, :, : len(x[0])], mask[i, : len(x[0])] = x, 1.0
+    batch = features(padded, mask)
+    for i, x in enumerate(series):
+        alone = features(x[None])
+        np.testing.assert_allclose(batch[i].numpy(), alone[0].numpy(), rtol=1e-5, atol=1e-6)
+        y = features.responses(x[None])[0].numpy()  # (S, M, L_i)
+        b = features.biases.numpy()
+        expected = np.concatenate([(y[..., None, :] > b[..., None]).mean(-1), y.mean(-1)[..., None],
+                                   y.max(-1)[..., None]], -1)
+        np.testing.assert_allclose(alone[0].numpy(), expected.reshape(-1), rtol=1e-5, atol=1e-6)
+
+
+def test_biases_are_quantiles_of_one_training_response():
+    """Each kernel's biases lie midway between the order statistics around the kernel's levels of its response
+    to one training series (never on a value of that series, which rounding would count either way)."""
+    features = SSMFeatures(1, log_spaced_steps(50, 2), n_kernels=4, n_biases=3, seed=3)
+    data = torch.randn(5, 1, 50)
+    features.fit_biases(lambda i: data[i], 5, seed=0)
+    responses = features.responses(data).double()  # (5, S, M, L)
+    levels = features.bias_levels
+    for s in range(2):
+        for m in range(4):
+            found = False
+            for i in range(5):
+                ordered = responses[i, s, m].sort().values
+                position = (levels[s, m] * 49).floor().long()
+                midway = 0.5 * (ordered[position] + ordered[position + 1])
+                found |= torch.allclose(features.biases[s, m].double(), midway, atol=1e-5)
+            assert found, (s, m)
+    assert (levels >= 0.1).all() and (levels <= 0.9).all()
+
+
+def test_steps_span_a_few_steps_to_the_series_length():
+    steps = log_spaced_steps(1000, 4, shortest=4.0)
+    np.testing.assert_allclose(1.0 / steps.numpy(), [4.0, 4.0 * 250 ** (1 / 3), 4.0 * 250 ** (2 / 3), 1000.0])
+    assert log_spaced_steps(2, 3, shortest=4.0).allclose(torch.full((3,), 0.25, dtype=torch.float64))
+    with pytest.raises(ValueError, match="length >= 1"):
+        log_spaced_steps(0, 3)
+
+
+def test_channel_mixes_read_one_to_max_channels_channels():
+    features = SSMFeatures(12, log_spaced_steps(10, 3), n_kernels=50, max_channels=5, seed=0)
+    sizes = features.channel_mix.sum(-1)
+    assert sizes.min() >= 1 and sizes.max() <= 5 and len(torch.unique(sizes)) > 2
+    assert set(torch.unique(features.channel_mix).tolist()) == {0.0, 1.0}
+
+
+def test_features_are_those_of_the_same_signal_at_twice_the_rate_with_delta_halved():
+    """Delta is a time step: a smooth signal sampled twice as densely, read with every Delta halved
+    (scaled_delta(0.5)), gives nearly the same responses at the common instants, so nearly the same
+    features; the differences are rescaled to the same derivative."""
+    t_slow = np.arange(200) / 20.0
+    t_fast = np.arange(400) / 40.0
+    wave = lambda t: np.sin(0.7 * t) + 0.5 * np.cos(0.23 * t + 1.0)  # noqa: E731
+    slow = torch.tensor(wave(t_slow), dtype=torch.float32)[None, None]
+    fast = torch.tensor(wave(t_fast), dtype=torch.float32)[None, None]
+    network = FeatureReadout(1, log_spaced_steps(200, 4, shortest=8.0), 1, n_kernels=6, seed=0)
+    network.fit_biases(lambda i: slow[0], 1)
+    y_slow = network.series.responses(slow)[0]
+    with scaled_delta(network, 0.5):
+        y_fast = network.series.responses(fast)[0][..., 1::2]
+        f_fast = network.features(fast)
+    scale = y_slow.abs().amax()
+    assert (y_fast - y_slow).abs().amax() < 0.05 * scale  # ZOH of a signal sampled 20 vs 40 times a unit
+    f_slow = network.features(slow)
+    mean_and_max = torch.ones(f_slow.shape[1], dtype=torch.bool).reshape(-1, 6)
+    mean_and_max[:, :4] = False  # PPV can jump where a response crosses a bias
+    close = (f_fast - f_slow).abs().reshape(-1, 6)[mean_and_max.reshape(-1, 6)]
+    assert close.max() < 0.05 * f_slow.abs().max()
+    with scaled_delta(network, 0.5):  # differences per training step: twice the fine ones
+        assert torch.allclose(network._differences(fast), 2.0 * torch.diff(fast, dim=-1))
+
+
+def test_readout_outputs_do_not_depend_on_the_batch():
+    network = FeatureReadout(1, log_spaced_steps(20, 2), 3, n_kernels=4, seed=0)
+    x = torch.randn(7, 1, 20, generator=torch.Generator().manual_seed(1))
+    network.fit_biases(lambda i: x[i], 7)
+    assert torch.equal(network.features(x)[2:5], network.features(x[2:5]))
+    # The float64 read-out's blocked sums may round differently with the batch size: 1e-16, far below float32.
+    torch.testing.assert_close(network(x)[2:5], network(x[2:5]), rtol=0, atol=1e-12)
+
+
+def test_bad_arguments_are_named():
+    with pytest.raises(ValueError, match="Delta must be > 0"):
+        SSMFeatures(1, torch.tensor([0.1, 0.0]))
+    with pytest.raises(ValueError, match="n_kernels"):
+        SSMFeatures(1, torch.tensor([0.1]), n_kernels=0)
+    features = SSMFeatures(2, torch.tensor([0.1]))
+    with pytest.raises(ValueError, match=r"\(batch, 2, length\)"):
+        features.responses(torch.zeros(1, 3, 10))
+    network = FeatureReadout(1, torch.tensor([0.1]), 1)
+    with pytest.raises(ValueError, match="at least 2 steps"):
+        network.features(torch.zeros(1, 1, 1))
