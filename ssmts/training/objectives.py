@@ -6,17 +6,31 @@ import torch
 import torch.nn.functional as F
 
 
+def _weighted_mean(per_sample: torch.Tensor, weight: torch.Tensor | None) -> torch.Tensor:
+    """sum_i w_i l_i / sum_i w_i (the plain mean without weights): scikit-learn's sample weighting."""
+    if weight is None:
+        return per_sample.mean()
+    weight = weight.to(per_sample)
+    if weight.shape != per_sample.shape:
+        raise ValueError(f"sample weights {tuple(weight.shape)} do not match the {tuple(per_sample.shape)} samples")
+    return (per_sample * weight).sum() / weight.sum()
+
+
 def weighted_cross_entropy(class_weight: torch.Tensor | None = None, label_smoothing: float = 0.0):
-    """Cross-entropy of logits (b, K) against labels (b,); class_weight (K,) as in scikit-learn's
-    class_weight (a weighted mean over the batch); label_smoothing e: the target of a sample of class y
-    is (1 - e) onehot(y) + e / K."""
+    """Cross-entropy of logits (b, K) against labels (b,), weighted as scikit-learn weights samples.
+
+    A sample of class y has the loss l = -sum_k q_k log softmax(z)_k with the smoothed target
+    q = (1 - e) onehot(y) + e / K, and the weight class_weight[y] x sample_weight (1 where not
+    given); the loss is the weighted mean of the samples' losses. (PyTorch's own `weight=` would
+    instead weight every class's term of the smoothing part by that class's weight.)
+    """
 
     def loss(logits, y, sample_weight=None):
-        weight = None if class_weight is None else class_weight.to(logits.device)
-        losses = F.cross_entropy(logits, y, weight=weight, reduction="none", label_smoothing=label_smoothing)
-        if weight is not None:
-            return losses.sum() / weight[y].sum()
-        return losses.mean()
+        per_sample = F.cross_entropy(logits, y, reduction="none", label_smoothing=label_smoothing)
+        weight = sample_weight
+        if class_weight is not None:
+            weight = class_weight.to(logits.device)[y] * (1.0 if sample_weight is None else sample_weight.to(logits))
+        return _weighted_mean(per_sample, weight)
 
     return loss
 
@@ -31,10 +45,13 @@ def accuracy_of_step_logits(logits: torch.Tensor, y: torch.Tensor) -> float:
 
 
 def mse_loss(pred, y, sample_weight=None):
-    """Mean squared error over every element; pred and y of the same shape."""
+    """Mean squared error: over every element, or the sample_weight (b,) weighted mean of each
+    sample's mean squared error; pred and y of the same shape (b, ...)."""
     if pred.shape != y.shape:
         raise ValueError(f"outputs {tuple(pred.shape)} and targets {tuple(y.shape)} differ in shape")
-    return torch.mean((pred - y) ** 2)
+    if sample_weight is None:
+        return torch.mean((pred - y) ** 2)
+    return _weighted_mean(((pred - y) ** 2).reshape(len(pred), -1).mean(1), sample_weight)
 
 
 def negative_mse(pred, y) -> float:
@@ -43,10 +60,14 @@ def negative_mse(pred, y) -> float:
 
 def masked_reconstruction_loss(outputs, target, sample_weight=None):
     """outputs (b, C + 1, L) of MaskedReconstruction (reconstruction, hidden-step indicator);
-    the squared error on the hidden steps only."""
+    the squared error on the hidden steps only, per hidden value; with sample_weight (b,), each
+    sample's hidden squared errors count with its weight."""
     prediction, hidden = outputs[:, :-1], outputs[:, -1:]
-    count = hidden.sum().clamp_min(1.0) * prediction.shape[1]
-    return (((prediction - target) ** 2) * hidden).sum() / count
+    if sample_weight is not None:
+        hidden = hidden * sample_weight.to(hidden)[:, None, None]
+    count = hidden.sum() * prediction.shape[1]
+    # No hidden step (or no weight) at all: nothing to learn from, a loss of 0.
+    return (((prediction - target) ** 2) * hidden).sum() / count.clamp_min(torch.finfo(count.dtype).tiny)
 
 
 def pinball_loss(levels: torch.Tensor):

@@ -81,7 +81,7 @@ PROBES = [
      error(ValueError, "same number of channels")),
     ("input", "complex X", lambda f, t: SSMClassifier(**TINY).fit(X + 1j, Y), error(ValueError, "omplex")),
     ("input", "string X", lambda f, t: SSMClassifier(**TINY).fit(np.full((4, 3), "a"), [0, 1, 0, 1]),
-     error(ValueError, "")),
+     error(ValueError, "could not convert string to float")),
     ("input", "values beyond float32", lambda f, t: SSMClassifier(**TINY).fit(X * 1e39, Y),
      error(ValueError, "float32 range")),
     ("input", "X and y lengths differ", lambda f, t: SSMClassifier(**TINY).fit(X, Y[:-1]),
@@ -131,7 +131,7 @@ PROBES = [
     ("parameters", "predict sample_rate=0", lambda f, t: f["clf_rate"].predict(X, sample_rate=0),
      error(ValueError, "sample_rate must be a positive number")),
     ("parameters", "predict sample_rate=1e-300", lambda f, t: f["clf_rate"].predict(X, sample_rate=1e-300),
-     error(ValueError, "")),
+     error(ValueError, "at this sample rate")),
     ("parameters", "device='tpu'", lambda f, t: SSMClassifier(**{**TINY, "device": "tpu"}).fit(X, Y),
      error(ValueError, "unknown device")),
     ("parameters", "dt_min > dt_max", lambda f, t: SSMClassifier(**TINY, dt_min=0.5, dt_max=0.1).fit(X, Y),
@@ -140,7 +140,7 @@ PROBES = [
     ("training", "a failed refit keeps the previous model", lambda f, t: _failed_refit_keeps_model(),
      finite_result(lambda ok: ok)),
     ("training", "diverging loss", lambda f, t: SSMRegressor(**{**TINY, "lr": 1e30, "lr_ssm": 1e30}).fit(X, X[:, 0]),
-     error(FloatingPointError, "")),
+     error(FloatingPointError, "diverged")),
     ("persistence", "round trip", lambda f, t: _round_trip(f["clf"], t), finite_result(lambda ok: ok)),
     ("persistence", "flipped bytes in the weights", lambda f, t: _flipped(f["clf"], t),
      error(ValueError, "checksum")),
@@ -192,7 +192,8 @@ PROBES = [
      error(ValueError, "one tensor per block")),
     ("layer", "wrong channel count", lambda f, t: SSM(2, 4)(torch.zeros(1, 3, 5)), error(ValueError, "input channels")),
     # ---------------------------------------------------------------- CLI
-    ("cli", "unknown task", lambda f, t: _cli("tasks", "run", "no-such-task", "--synthetic"), error(SystemExit, "")),
+    ("cli", "unknown task", lambda f, t: _cli("tasks", "run", "no-such-task", "--synthetic"), error(SystemExit,
+     "unknown task 'no-such-task'")),
     ("cli", "resume with a truncated checkpoint", lambda f, t: _cli_resume_truncated(t), error(SystemExit, "damaged")),
 ]
 
@@ -313,11 +314,17 @@ def _tiny_series_forecast():
 
 
 def _cli(*args):
+    """ssmts.cli.main; a failure raises SystemExit whose message holds what the CLI printed to stderr."""
     from ssmts.cli import main
 
-    code = main(list(args))
+    stderr = io.StringIO()
+    try:
+        with redirect_stderr(stderr):
+            code = main(list(args))
+    except SystemExit as exit:
+        raise SystemExit(f"{exit.code} {stderr.getvalue()}") from None
     if code:
-        raise SystemExit(code)
+        raise SystemExit(f"{code} {stderr.getvalue()}")
     return code
 
 
@@ -327,12 +334,7 @@ def _resume_after_damage(tmp, name: str, damage):
     base = ["tasks", "run", "bidmc-rr", "--synthetic", "--preset", "tiny", "--out", str(out), "--quiet"]
     _cli(*base)
     damage(out.with_name(name))
-    stderr = io.StringIO()
-    with redirect_stderr(stderr):
-        try:
-            _cli(*base, "--resume")
-        except SystemExit as stop:
-            raise SystemExit(stderr.getvalue()) from stop
+    _cli(*base, "--resume")
 
 
 def _cli_resume_truncated(tmp):

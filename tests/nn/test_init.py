@@ -229,3 +229,33 @@ def test_ptd_default_transfer_function_closer_to_hippo_than_normal_part():
 def test_ptd_rejects_nonpositive_eps():
     with pytest.raises(ValueError, match="eps must be > 0"):
         ptd_perturbation(hippo_legs(4)[0], eps=0.0)
+
+
+# ---------------------------------------------------------------- read-out scales
+@pytest.mark.parametrize("init", ["lin", "inv", "half", "randn"])
+def test_s4d_readout_has_unit_variance_per_output(init):
+    """S4D's C: complex normal with E|C_mp|^2 = 1 / P, so each output's row has unit expected energy.
+    |C_mp|^2 is exponential with mean 1/P: over 2000 x 8 entries the sample mean is within 1 % (1 sigma)."""
+    from ssmts.nn.init import initialize_head
+
+    N, M = 16, 2000
+    P = N // 2
+    _, _, C = initialize_head(init, N, 2, M, generator=torch.Generator().manual_seed(0))
+    assert C.shape == (M, P)
+    assert float((C.abs() ** 2).sum(1).mean()) == pytest.approx(1.0, rel=0.05)
+    # real and imaginary parts alike: half the energy each
+    assert float((C.real**2).sum(1).mean()) == pytest.approx(0.5, rel=0.05)
+
+
+def test_legs_readout_is_a_real_matrix_projected_on_the_eigenvectors():
+    """C = C0 V with C0 real, N(0, 1/N): C V^H = C0 has no imaginary part (V unitary) and each row of C0
+    has unit expected energy, which V keeps (Parseval)."""
+    from ssmts.nn.init import initialize_head
+
+    N, M = 16, 2000
+    _, V = diagonalize_legs_normal(N)
+    _, _, C = initialize_head("legs", N, 2, M, conj_sym=False, generator=torch.Generator().manual_seed(0))
+    C0 = C.numpy() @ np.asarray(V).conj().T
+    assert np.abs(C0.imag).max() < 1e-10 * np.abs(C0.real).max()
+    assert float((np.abs(C.numpy()) ** 2).sum(1).mean()) == pytest.approx(1.0, rel=0.05)
+    assert float((C0.real ** 2).sum(1).mean()) == pytest.approx(1.0, rel=0.05)

@@ -427,6 +427,30 @@ def test_long_sequence_65536_is_finite_and_accurate_in_float32():
     assert _rel(y.detach().double(), y64.detach()) < 1e-4
 
 
+def test_softplus_inverse_inverts_softplus():
+    """The raw parameter of lambda_enforce="softplus": log(expm1(x)), in float64."""
+    from ssmts.nn.ssm import _softplus_inverse
+
+    x = torch.logspace(-6, 2, 60, dtype=torch.float64)
+    raw = _softplus_inverse(x)
+    # rtol 1e-10: above 20, torch's softplus returns its input (an error below e^-20 ~ 2e-9 absolute).
+    torch.testing.assert_close(torch.nn.functional.softplus(raw), x, rtol=1e-10, atol=0)
+    np.testing.assert_allclose(raw.numpy(), np.log(np.expm1(x.numpy())), rtol=1e-10)
+
+
+@pytest.mark.parametrize("enforce", ["exp", "softplus", "clip"])
+def test_every_lambda_parametrization_starts_at_the_initialization(enforce):
+    """Whatever map keeps Re(Lambda) < 0, the layer starts at the initialization's eigenvalues
+    (LegS: Re = -1/2, the Im of the normal part)."""
+    from ssmts.nn.init import initialize_head
+
+    layer = SSM(2, 8, init="legs", lambda_enforce=enforce, generator=_gen(0))
+    expected, _, _ = initialize_head("legs", 8, 2, 2)
+    Lambda = layer.Lambda.detach().to(torch.complex128)[0]
+    np.testing.assert_allclose(Lambda.real.numpy(), -0.5, rtol=1e-6)
+    np.testing.assert_allclose(Lambda.imag.numpy(), expected.imag.numpy(), rtol=1e-6)
+
+
 @pytest.mark.parametrize("enforce", ["exp", "softplus", "clip"])
 def test_re_lambda_stays_negative_after_huge_sgd_step(enforce):
     """An SGD step with lr=1e6 on a loss that rewards long memory drives the raw decay far past zero;

@@ -1,35 +1,55 @@
-"""The classification loss against a direct computation: -sum_k q_k log softmax(z)_k with q the
-(smoothed) target, weighted by the class weight of each sample as scikit-learn weights samples."""
+"""Every loss of ssmts.training.objectives against an independent computation (numpy, float64, a
+loop where the definition is a loop), and the defining property of scikit-learn's sample
+weighting: an integer weight counts a sample that many times."""
 import numpy as np
 import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from ssmts.training.objectives import weighted_cross_entropy
+from ssmts.training.objectives import (
+    masked_reconstruction_loss, mse_loss, pinball_loss, weighted_cross_entropy,
+)
 
 
-def _oracle(logits, y, weight, eps):
+def _oracle(logits, y, class_weight, eps, sample_weight=None):
+    """scikit-learn's rule: each sample's smoothed cross-entropy, weighted by class_weight[y_i] x
+    sample_weight_i, averaged with those weights."""
     z = logits - logits.max(1, keepdims=True)
     log_p = z - np.log(np.exp(z).sum(1, keepdims=True))
     K = logits.shape[1]
-    w = np.ones(K) if weight is None else weight
-    # PyTorch's smoothed cross-entropy with class weights: (1 - e) w_y (-log p_y) + e / K sum_k w_k (-log p_k),
-    # averaged with the weights w_y of the samples' own classes.
-    per_sample = (1 - eps) * w[y] * -log_p[np.arange(len(y)), y] + eps / K * (w[None] * -log_p).sum(1)
-    return per_sample.sum() / w[y].sum()
+    target = np.full(log_p.shape, eps / K)
+    target[np.arange(len(y)), y] += 1 - eps
+    per_sample = -(target * log_p).sum(1)
+    w = np.ones(len(y)) if class_weight is None else class_weight[y]
+    w = w * (1.0 if sample_weight is None else sample_weight)
+    return (w * per_sample).sum() / w.sum()
 
 
 @settings(max_examples=30, deadline=None)
 @given(seed=st.integers(0, 10_000), K=st.integers(2, 6), eps=st.sampled_from([0.0, 0.1, 0.3, 0.9]),
-       weighted=st.booleans())
-def test_loss_matches_the_direct_formula(seed, K, eps, weighted):
+       weighted=st.booleans(), sample_weighted=st.booleans())
+def test_loss_matches_the_direct_formula(seed, K, eps, weighted, sample_weighted):
     rng = np.random.default_rng(seed)
     logits = rng.normal(scale=3.0, size=(7, K))
     y = rng.integers(0, K, size=7)
     weight = rng.uniform(0.2, 3.0, size=K) if weighted else None
+    sample_weight = rng.uniform(0.0, 2.0, size=7) if sample_weighted else None
     loss = weighted_cross_entropy(None if weight is None else torch.from_numpy(weight), eps)
-    got = float(loss(torch.from_numpy(logits), torch.from_numpy(y)))
-    assert got == pytest.approx(_oracle(logits, y, weight, eps), rel=1e-10)
+    got = float(loss(torch.from_numpy(logits), torch.from_numpy(y),
+                     None if sample_weight is None else torch.from_numpy(sample_weight)))
+    assert got == pytest.approx(_oracle(logits, y, weight, eps, sample_weight), rel=1e-10)
+
+
+@pytest.mark.parametrize("eps", [0.0, 0.1])
+def test_a_class_weight_of_two_counts_each_sample_of_that_class_twice(eps):
+    """scikit-learn's meaning of class_weight, whatever the smoothing: weight 2 on class 1 is the
+    loss of the batch in which every class-1 sample appears twice."""
+    rng = np.random.default_rng(0)
+    logits, y = torch.from_numpy(rng.normal(size=(6, 3))), torch.tensor([0, 1, 2, 1, 0, 2])
+    weighted = weighted_cross_entropy(torch.tensor([1.0, 2.0, 1.0], dtype=torch.float64), eps)(logits, y)
+    twice = torch.cat([torch.arange(6), torch.tensor([1, 3])])
+    plain = weighted_cross_entropy(None, eps)(logits[twice], y[twice])
+    assert float(weighted) == pytest.approx(float(plain), rel=1e-12)
 
 
 def test_smoothing_moves_the_optimum_off_certainty():
@@ -44,3 +64,80 @@ def test_smoothing_moves_the_optimum_off_certainty():
     assert float(p_best) == pytest.approx(1 - eps + eps / K, abs=2e-3)
     plain = weighted_cross_entropy(None, 0.0)
     assert plain(torch.tensor([[12.0, 0, 0, 0]]), y) < plain(torch.tensor([[6.0, 0, 0, 0]]), y)
+
+
+def test_mse_is_the_mean_square_and_a_weight_of_two_counts_twice():
+    rng = np.random.default_rng(1)
+    pred, y = rng.normal(size=(5, 2, 3)), rng.normal(size=(5, 2, 3))
+    assert float(mse_loss(torch.from_numpy(pred), torch.from_numpy(y))) == pytest.approx(((pred - y) ** 2).mean())
+    weight = torch.tensor([1.0, 2.0, 0.0, 1.0, 3.0], dtype=torch.float64)
+    repeated = [0, 1, 1, 3, 4, 4, 4]
+    expected = ((pred[repeated] - y[repeated]) ** 2).mean()
+    assert float(mse_loss(torch.from_numpy(pred), torch.from_numpy(y), weight)) == pytest.approx(expected, rel=1e-12)
+    with pytest.raises(ValueError, match="differ in shape"):
+        mse_loss(torch.zeros(2, 3), torch.zeros(3, 2))
+    with pytest.raises(ValueError, match="sample weights"):
+        mse_loss(torch.zeros(2, 3), torch.zeros(2, 3), torch.ones(3))
+
+
+def test_masked_reconstruction_scores_the_hidden_steps_only():
+    """A loop over the hidden steps: visible steps carry errors 1000 times larger, which must not count."""
+    rng = np.random.default_rng(2)
+    b, C, L = 3, 2, 9
+    target = rng.normal(size=(b, C, L))
+    hidden = (rng.random((b, 1, L)) < 0.4).astype(float)
+    hidden[0, 0, 0] = 1.0
+    prediction = target + np.where(hidden > 0, rng.normal(size=(b, C, L)), 1000.0)
+    outputs = torch.from_numpy(np.concatenate([prediction, hidden], axis=1))
+    errors = [(prediction[i, c, t] - target[i, c, t]) ** 2 for i in range(b) for c in range(C) for t in range(L)
+              if hidden[i, 0, t]]
+    got = float(masked_reconstruction_loss(outputs, torch.from_numpy(target)))
+    assert got == pytest.approx(np.mean(errors), rel=1e-12)
+    # with sample weights: sample 1 counted twice, sample 2 not at all
+    weight = torch.tensor([1.0, 2.0, 0.0], dtype=torch.float64)
+    errors = [(prediction[i, c, t] - target[i, c, t]) ** 2 for i in (0, 1, 1) for c in range(C) for t in range(L)
+              if hidden[i, 0, t]]
+    got = float(masked_reconstruction_loss(outputs, torch.from_numpy(target), weight))
+    assert got == pytest.approx(np.mean(errors), rel=1e-12)
+    nothing_hidden = outputs.clone()
+    nothing_hidden[:, -1] = 0.0
+    assert float(masked_reconstruction_loss(nothing_hidden, torch.from_numpy(target))) == 0.0
+
+
+def _pinball_oracle(levels, outputs, target, weight):
+    """The definition, one quantile at a time: rho_tau(d) = tau d for d >= 0, (tau - 1) d for d < 0,
+    d = target - predicted quantile; averaged over the levels, then over the observed targets."""
+    total = count = 0.0
+    for index in np.ndindex(*target.shape):
+        if weight is not None and not weight[index]:
+            continue
+        for q, tau in enumerate(levels):
+            d = target[index] - outputs[index + (q,)]
+            total += (tau * d if d >= 0 else (tau - 1.0) * d) / len(levels)
+        count += 1
+    return total / count
+
+
+def test_pinball_loss_is_the_quantile_loss_of_every_level():
+    rng = np.random.default_rng(3)
+    levels = np.array([0.1, 0.5, 0.9])
+    outputs, target = rng.normal(size=(4, 3, 2, 3)), rng.normal(size=(4, 3, 2))
+    weight = (rng.random((4, 3, 2)) < 0.7).astype(float)
+    loss = pinball_loss(torch.from_numpy(levels))
+    for w in (None, weight):
+        got = float(loss(torch.from_numpy(outputs), torch.from_numpy(target), None if w is None else torch.from_numpy(w)))
+        assert got == pytest.approx(_pinball_oracle(levels, outputs, target, w), rel=1e-12)
+    # A single target 1 above the 0.9 quantile costs 0.9; 1 below it costs 0.1.
+    single = pinball_loss(torch.tensor([0.9], dtype=torch.float64))
+    assert float(single(torch.zeros(1, 1, 1, 1, dtype=torch.float64), torch.ones(1, 1, 1, dtype=torch.float64))) == pytest.approx(0.9)
+    assert float(single(torch.zeros(1, 1, 1, 1, dtype=torch.float64), -torch.ones(1, 1, 1, dtype=torch.float64))) == pytest.approx(0.1)
+
+
+def test_pinball_loss_scores_every_member_of_an_ensemble_alike():
+    rng = np.random.default_rng(4)
+    levels = torch.tensor([0.25, 0.75], dtype=torch.float64)
+    members = torch.from_numpy(rng.normal(size=(3, 2, 4, 1, 2)))  # (b, members, H, C, Q)
+    target, weight = torch.from_numpy(rng.normal(size=(3, 4, 1))), torch.from_numpy((rng.random((3, 4, 1)) < 0.8) * 1.0)
+    loss = pinball_loss(levels)
+    each = [float(loss(members[:, m], target, weight)) for m in range(2)]
+    assert float(loss(members, target, weight)) == pytest.approx(np.mean(each), rel=1e-12)
