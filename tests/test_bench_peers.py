@@ -107,3 +107,71 @@ def test_equal_state_ratio_and_estimates():
     assert (rows[0].peer, rows[0].vs_peer, rows[0].vs_equal_state) == ("s5", 1.5, 0.5)
     assert bench_peers.estimate_seconds((16, 1024, 1000.0), 64, 4096, "s5 state x4") == pytest.approx(16.0)
     assert bench_peers.estimate_gb("s5 state x4", 64, 64, 1024, 16) > bench_peers.estimate_gb("s5 state x2", 64, 64, 1024, 16) > 0
+
+
+_STAND_IN_S4D = '''
+"""A stand-in with the interface of the S4 repository's models/s4/s4d.py: S4D(d_model, d_state,
+transposed=True), forward(u (B, H, L)) -> (y (B, H, L), None), importing a helper from the
+repository's own src package as the real file does."""
+import torch
+from torch import nn
+
+from src.models.nn import DropoutNd
+
+
+class S4D(nn.Module):
+    def __init__(self, d_model, d_state=64, dropout=0.0, transposed=True, **kernel_args):
+        super().__init__()
+        assert transposed
+        self.h, self.n = d_model, d_state
+        self.D = nn.Parameter(torch.randn(self.h))
+        self.log_dt = nn.Parameter(torch.full((self.h,), -3.0))
+        self.C = nn.Parameter(torch.randn(self.h, self.n // 2, 2))
+        self.A_imag = nn.Parameter(3.14159 * torch.arange(self.n // 2).float().repeat(self.h, 1))
+        self.dropout = DropoutNd(dropout)
+
+    def forward(self, u):
+        L = u.size(-1)
+        dt = torch.exp(self.log_dt)[:, None]
+        A = -0.5 + 1j * self.A_imag  # (H, N/2)
+        dtA = A * dt
+        C = torch.view_as_complex(self.C) * (torch.exp(dtA) - 1.0) / A
+        K = 2 * torch.einsum("hn,hnl->hl", C, torch.exp(dtA[:, :, None] * torch.arange(L))).real
+        y = torch.fft.irfft(torch.fft.rfft(u, n=2 * L) * torch.fft.rfft(K, n=2 * L), n=2 * L)[..., :L]
+        return self.dropout(y + u * self.D[:, None]), None
+'''
+
+
+@pytest.fixture
+def stand_in_s4_checkout(tmp_path, monkeypatch):
+    """An S4-shaped checkout: models/s4/s4d.py and the src.models.nn package it imports."""
+    import sys
+
+    (tmp_path / "models" / "s4").mkdir(parents=True)
+    (tmp_path / "models" / "s4" / "s4d.py").write_text(_STAND_IN_S4D)
+    package = tmp_path / "src" / "models" / "nn"
+    package.mkdir(parents=True)
+    for folder in (tmp_path / "src", tmp_path / "src" / "models"):
+        (folder / "__init__.py").write_text("")
+    (package / "__init__.py").write_text("from torch.nn import Dropout as DropoutNd\n")
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    yield tmp_path
+    for name in [name for name in sys.modules if name == "src" or name.startswith("src.")]:
+        del sys.modules[name]
+
+
+def test_the_s4d_branch_runs_with_a_checkout_of_that_interface(stand_in_s4_checkout, capsys):
+    """CI cannot reach the S4 repository: the s4d rows are built, timed and compared with ssmts heads=H
+    from a stand-in checkout with the real file's interface and imports."""
+    S4D = bench_peers.load_s4d(stand_in_s4_checkout)
+    layer = S4D(8, d_state=4, transposed=True)
+    import torch
+
+    assert layer(torch.randn(2, 8, 32))[0].shape == (2, 8, 32)
+    assert bench_peers.main(TINY + ["--no-lstm", "--peers", "s4d", "--s4d", str(stand_in_s4_checkout)]) == 0
+    out = capsys.readouterr().out
+    (row,) = _rows(out, "s4d")
+    assert re.search(r"\s\d+\.\d(\s|$)", row), row
+    assert re.search(r"\d\.\d\dx\s+s4d\s", _rows(out, "ssmts heads=8")[0])
+    assert "peer s4d skipped" not in out
+    assert f"peer s4d: {stand_in_s4_checkout.resolve()} @ no git commit" in out  # rows say what they timed

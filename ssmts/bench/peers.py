@@ -29,10 +29,12 @@ scan + C + D; Mamba = in/out projections (H -> 4H -> H), causal conv, selective 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import importlib.util
 import math
 import os
 import statistics
+import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
@@ -116,6 +118,23 @@ def load_peer(name: str, s4d_path: str | None):
 
         return lambda H, N: MambaBlock(MambaConfig(d_model=H, n_layers=1, d_state=N))
     raise ValueError(f"unknown peer {name!r}")
+
+
+def peer_version(name: str, s4d_path: str | None) -> str:
+    """What a results row was measured with: the S4 checkout's path and commit, or the package version."""
+    if name == "s4d":
+        root = Path(s4d_path).expanduser().resolve()
+        try:
+            commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                    timeout=10).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            commit = ""
+        return f"{root} @ {commit or 'no git commit'}"
+    package = {"s5": "s5-pytorch", "mamba": "mambapy"}[name]
+    try:
+        return f"{package} {importlib.metadata.version(package)}"
+    except importlib.metadata.PackageNotFoundError:
+        return f"{package} (version unknown)"
 
 
 def load_peers(names, s4d_path: str | None) -> Peers:
@@ -469,6 +488,8 @@ def main(argv: list[str] | None = None) -> int:
           f"(fastest of the interleaved fwd+bwd passes after {args.warmup} warm-up) torch={torch.__version__}")
     for name, reason in peers.missing.items():
         print(f"peer {name} skipped: {reason}")
+    for name in peers.classes:
+        print(f"peer {name}: {peer_version(name, args.s4d)}")
     start = time.perf_counter()
     rows = run(args, peers, log=lambda text: print(text, file=sys.stderr, flush=True))
     print(format_table(rows, args.markdown))

@@ -4,10 +4,11 @@ weighting: an integer weight counts a sample that many times."""
 import numpy as np
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import Phase, given, settings, strategies as st
 
 from ssmts.training.objectives import (
-    masked_reconstruction_loss, mse_loss, pinball_loss, weighted_cross_entropy,
+    accuracy_of_logits, accuracy_of_step_logits, masked_reconstruction_loss, mse_loss, negative_mse, pinball_loss,
+    weighted_cross_entropy,
 )
 
 
@@ -25,7 +26,9 @@ def _oracle(logits, y, class_weight, eps, sample_weight=None):
     return (w * per_sample).sum() / w.sum()
 
 
-@settings(max_examples=30, deadline=None)
+# No shrinking: a failing example is small already (a seed and a few flags), and a broken loss
+# then fails at once instead of after minutes of shrinking (mutation runs time out otherwise).
+@settings(max_examples=30, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate])
 @given(seed=st.integers(0, 10_000), K=st.integers(2, 6), eps=st.sampled_from([0.0, 0.1, 0.3, 0.9]),
        weighted=st.booleans(), sample_weighted=st.booleans())
 def test_loss_matches_the_direct_formula(seed, K, eps, weighted, sample_weighted):
@@ -139,5 +142,28 @@ def test_pinball_loss_scores_every_member_of_an_ensemble_alike():
     members = torch.from_numpy(rng.normal(size=(3, 2, 4, 1, 2)))  # (b, members, H, C, Q)
     target, weight = torch.from_numpy(rng.normal(size=(3, 4, 1))), torch.from_numpy((rng.random((3, 4, 1)) < 0.8) * 1.0)
     loss = pinball_loss(levels)
-    each = [float(loss(members[:, m], target, weight)) for m in range(2)]
-    assert float(loss(members, target, weight)) == pytest.approx(np.mean(each), rel=1e-12)
+    for w in (weight, None):
+        each = [float(loss(members[:, m], target, w)) for m in range(2)]
+        assert float(loss(members, target, w)) == pytest.approx(np.mean(each), rel=1e-12)
+
+
+def test_pinball_loss_of_a_single_observed_target_is_its_own_loss():
+    """One observed target (weight sum 1) is averaged over itself, not over a floor above it."""
+    loss = pinball_loss(torch.tensor([0.5], dtype=torch.float64))
+    outputs = torch.zeros(1, 2, 1, 1, dtype=torch.float64)
+    target = torch.tensor([[[2.0], [5.0]]], dtype=torch.float64)
+    observed = torch.tensor([[[1.0], [0.0]]], dtype=torch.float64)
+    assert float(loss(outputs, target, observed)) == pytest.approx(0.5 * 2.0)
+    assert float(loss(outputs, target, torch.zeros_like(observed))) == 0.0  # nothing observed: no loss
+
+
+def test_validation_scores_against_numpy():
+    rng = np.random.default_rng(5)
+    logits, y = rng.normal(size=(50, 4)), rng.integers(0, 4, 50)
+    assert accuracy_of_logits(torch.from_numpy(logits), torch.from_numpy(y)) == pytest.approx(
+        np.mean(logits.argmax(1) == y))
+    step_logits, step_y = rng.normal(size=(6, 3, 11)), rng.integers(0, 3, (6, 11))
+    assert accuracy_of_step_logits(torch.from_numpy(step_logits), torch.from_numpy(step_y)) == pytest.approx(
+        np.mean(step_logits.argmax(1) == step_y))
+    pred, target = rng.normal(size=(5, 3)), rng.normal(size=(5, 3))
+    assert negative_mse(torch.from_numpy(pred), torch.from_numpy(target)) == pytest.approx(-np.mean((pred - target) ** 2))
