@@ -18,6 +18,8 @@ import os
 import sys
 from pathlib import Path
 
+from .tasks.presets import PRESET_NAMES
+
 EXIT_USAGE = 2
 
 
@@ -64,7 +66,7 @@ def _parser() -> argparse.ArgumentParser:
     source = run.add_mutually_exclusive_group()  # one is required, except by the PTD experiments
     source.add_argument("--data-dir", type=Path, help="directory with the real data set")
     source.add_argument("--synthetic", action="store_true", help="use the offline synthetic stand-in")
-    run.add_argument("--preset", default="small", choices=("paper", "small", "tiny"),
+    run.add_argument("--preset", default="small", choices=PRESET_NAMES,
                      help="paper: eSSM Table 10 / S4 settings; small: minutes on a CPU (default); tiny: smoke test")
     run.add_argument("--epochs", type=int, help="total epochs (default: the preset's)")
     run.add_argument("--device", default="auto", help="auto (default), cpu or cuda")
@@ -117,7 +119,7 @@ def _tasks_show(name: str) -> int:
 
     if name in DESCRIPTIONS:
         print(f"{name}: {DESCRIPTIONS[name]}")
-        for preset_name in ("paper", "small", "tiny"):
+        for preset_name in PRESET_NAMES:
             p = get_ptd_preset(name, preset_name)
             print(f"  preset {preset_name}: depth {p.n_layers}, H {p.d_model}, N {p.d_state}, epochs {p.epochs}, "
                   f"batch {p.batch_size}, lr {p.lr}, lr SSM {p.lr_ssm}, seeds {list(p.seeds)}, data {p.data}")
@@ -137,7 +139,7 @@ def _tasks_show(name: str) -> int:
         for line in task.describe_presets():
             print(f"  {line}")
         return 0
-    for preset_name in ("paper", "small"):
+    for preset_name in PRESET_NAMES:  # the presets `tasks run --preset` offers, tiny included
         p = get_preset(task.name, preset_name)
         print(f"  preset {preset_name}: depth {p.n_layers}, heads {p.heads}, H {p.d_model}, N {p.d_state}, "
               f"lr SSM {p.lr_ssm}, lr others {p.lr}, dropout {p.dropout}, prenorm {p.prenorm}, norm {p.norm}, "

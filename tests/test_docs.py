@@ -143,3 +143,21 @@ def test_headline_results_link_to_every_detail_page(site):
     for name, sections in RESULT_PAGES.items():
         for section in sections:
             assert f'href="../{name}/#{section}"' in html, f"the headline results do not link to {name}#{section}"
+
+
+def test_every_reference_to_the_math_resolves_to_a_section_of_the_concepts_page():
+    """Docstrings cite the math as docs/concepts.md, "Section title": each title is a heading there,
+    and nothing cites a file outside the repository."""
+    headings = set(re.findall(r"^## (.+)$", (ROOT / "docs" / "concepts.md").read_text(), re.M))
+    cited = []
+    for path in [*(ROOT / "ssmts").rglob("*.py"), *(ROOT / "tests").rglob("*.py"), *(ROOT / "docs").rglob("*.md"),
+                 ROOT / "README.md"]:
+        if path == Path(__file__).resolve():
+            continue
+        text = path.read_text(encoding="utf-8")
+        assert "ssm-math" + ".md" not in text, f"{path} cites a file that is not in the repository"
+        cited += [(path, title) for title in re.findall(r'docs/concepts\.md,? \("?"([^"]+)"', text)]
+        cited += [(path, title) for title in re.findall(r'docs/concepts\.md, "([^"]+)"', text)]
+    assert len(cited) >= 5, cited
+    missing = [(str(path.relative_to(ROOT)), title) for path, title in cited if title not in headings]
+    assert not missing, missing

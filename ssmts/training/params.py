@@ -100,7 +100,7 @@ class BackboneParams(Configurable):
     bidirectional: bool | str = param(
         default=False, doc="SSM only: causal (False) or non-causal: 'essm'/True (flipped kernel) or 'ldnn' (own "
                            "backward Lambda).", constraint=Options(False, True, "essm", "ldnn"))
-    init: str = param(default="legs", doc="SSM only: initialization of Lambda, B, C (ssm-math.md section 6).",
+    init: str = param(default="legs", doc="SSM only: initialization of Lambda, B, C (see the Initialization section of the concepts page).",
                       constraint=Options(*INITS))
     discretization: str = param(default="zoh", doc="SSM only: continuous-to-discrete map of each mode.",
                                 constraint=Options(*DISCRETIZATIONS))

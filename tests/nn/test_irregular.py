@@ -41,7 +41,7 @@ def _layer(seed: int, **kwargs) -> SSM:
 
 def _naive(layer: SSM, u: np.ndarray, dt: np.ndarray) -> np.ndarray:
     """Dense loop of x_k = Abar(Delta dt_k) x_{k-1} + Bbar(Delta dt_k) u_k per head, written from the
-    formulas of ssm-math.md section 3, then y = factor Re(C x) + D u and the mixer. u (b, H, L), dt (b, L).
+    formulas of docs/concepts.md ("Discretization and the step size Δ"), then y = factor Re(C x) + D u and the mixer. u (b, H, L), dt (b, L).
 
     Bidirectional: the backward state runs from the end, x<_k = Abar(Delta g_k) x<_{k+1} + Bbar(Delta g_k) u_k
     with g_k = dt_{k+1} (the gap between samples k and k+1) and g_{L-1} = dt_0.
