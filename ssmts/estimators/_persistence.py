@@ -3,10 +3,11 @@
     weights    the network's state dict (safetensors: tensors only, no code)
     metadata   "ssmts": JSON with the format version, the estimator class, its parameters,
                its fitted attributes, the ssmts / torch / Python versions and a SHA-256
-               checksum of the tensors
+               checksum of the tensors and of the rest of this JSON
 
 `load` reads the JSON, checks the class and the checksum (a mismatch is an error: the file
-was damaged or altered), warns when the versions differ, rebuilds the network from the
+was damaged or altered, in its weights or in its header: the classes, the scaling statistics
+and the parameters change predictions as much as the weights do), warns when the versions differ, rebuilds the network from the
 parameters and the fitted sizes, and loads the weights: no code from the file is executed.
 What a file cannot hold is said at `save`: callbacks (code) and a numpy RandomState are
 not stored, and the optimizer state of `warm_start` / `partial_fit` is not kept (a loaded
@@ -24,7 +25,9 @@ import numpy as np
 import torch
 
 FORMAT = "ssmts-estimator"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+"""2: the checksum covers the header as well as the tensors (1: the tensors only; still read)."""
+READABLE_VERSIONS = (1, 2)
 
 
 def _versions() -> dict:
@@ -33,8 +36,13 @@ def _versions() -> dict:
     return {"ssmts": ssmts.__version__, "torch": torch.__version__.split("+")[0], "python": platform.python_version()}
 
 
-def _checksum(tensors: dict[str, torch.Tensor]) -> str:
+def _checksum(tensors: dict[str, torch.Tensor], header: dict | None = None) -> str:
+    """SHA-256 of the tensors (names, dtypes, shapes, bytes) and, from format 2 on, of the header
+    without its own checksum (canonical JSON: sorted keys, no spaces)."""
     digest = hashlib.sha256()
+    if header is not None:
+        fields = {key: value for key, value in header.items() if key != "sha256"}
+        digest.update(json.dumps(fields, sort_keys=True, separators=(",", ":")).encode())
     for name in sorted(tensors):
         t = tensors[name].contiguous()
         digest.update(name.encode())
@@ -107,8 +115,9 @@ def save_estimator(estimator, path: str | Path) -> Path:
     header = {
         "format": FORMAT, "format_version": FORMAT_VERSION, "class": name,
         "params": _to_json(params, "the parameters"), "fitted": _to_json(fitted, "the fitted attributes"),
-        "versions": _versions(), "sha256": _checksum(tensors),
+        "versions": _versions(),
     }
+    header["sha256"] = _checksum(tensors, header)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
@@ -138,11 +147,16 @@ def read_header(path: str | Path) -> tuple[dict, dict[str, torch.Tensor]]:
         raise ValueError(f"{path} is a safetensors file without ssmts metadata") from error
     if header.get("format") != FORMAT:
         raise ValueError(f"{path} is not an ssmts estimator file (format {header.get('format')!r})")
-    if header.get("format_version") != FORMAT_VERSION:
-        raise ValueError(f"{path} has save-format version {header.get('format_version')}; this ssmts reads "
-                         f"version {FORMAT_VERSION}")
-    if _checksum(tensors) != header.get("sha256"):
-        raise ValueError(f"{path}: the weights do not match their checksum; the file was damaged or altered")
+    version = header.get("format_version")
+    if version not in READABLE_VERSIONS:
+        raise ValueError(f"{path} has save-format version {version!r}; this ssmts reads versions "
+                         f"{', '.join(map(str, READABLE_VERSIONS))}")
+    if _checksum(tensors, header if version >= 2 else None) != header.get("sha256"):
+        raise ValueError(f"{path}: the file does not match its checksum (weights or header); it was damaged or "
+                         "altered")
+    if version < 2:
+        warnings.warn(f"{path} was saved in format {version}, whose checksum covers the weights but not the header "
+                      "(classes, scaling statistics, parameters); save it again to protect both", stacklevel=3)
     return header, tensors
 
 

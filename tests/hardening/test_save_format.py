@@ -1,0 +1,85 @@
+"""The save format's checksum covers the header as well as the weights: an edited class list,
+scaling statistic or parameter is refused, and any flipped byte of a file gives a clear error
+or, at worst, the same predictions."""
+import json
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings, strategies as st
+from safetensors.torch import safe_open, save_file
+
+from ssmts import SSMClassifier
+from ssmts.estimators import _persistence
+
+TINY = dict(d_model=4, d_state=4, n_layers=1, max_epochs=2, min_steps=0, batch_size=8, device="cpu", random_state=0)
+RNG = np.random.default_rng(0)
+X = RNG.standard_normal((24, 10))
+Y = np.array(["low", "mid", "high"] * 8)
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    clf = SSMClassifier(**TINY).fit(X, Y)
+    path = clf.save(tmp_path_factory.mktemp("save") / "clf.safetensors")
+    return path, clf.predict_proba(X), clf.predict(X)
+
+
+def _rewrite(path, out, edit):
+    """Write `out` with the tensors of `path` and its ssmts header changed by `edit(header)`."""
+    with safe_open(str(path), framework="pt") as f:
+        tensors = {k: f.get_tensor(k) for k in f.keys()}
+        header = json.loads(f.metadata()["ssmts"])
+    edit(header)
+    save_file(tensors, str(out), metadata={"ssmts": json.dumps(header)})
+    return out
+
+
+@pytest.mark.parametrize("edit", [
+    lambda h: h["fitted"]["classes_"]["__ndarray__"].reverse(),
+    lambda h: h["fitted"]["input_mean_"]["__ndarray__"].__setitem__(0, 1.0),
+    lambda h: h["fitted"].__setitem__("normalization_", "none"),
+    lambda h: h["params"].__setitem__("pooling", "last"),
+], ids=["classes reversed", "a scaling statistic", "normalization", "a parameter"])
+def test_an_edited_header_is_refused(saved, tmp_path, edit):
+    path, _, _ = saved
+    with pytest.raises(ValueError, match="does not match its checksum"):
+        SSMClassifier.load(_rewrite(path, tmp_path / "edited.safetensors", edit))
+
+
+def test_format_1_files_still_load_with_a_warning(saved, tmp_path):
+    """Files of format 1 (checksum of the tensors only) load as before and say how to protect their header."""
+    path, proba, _ = saved
+
+    def as_format_1(header):
+        with safe_open(str(path), framework="pt") as f:
+            tensors = {k: f.get_tensor(k) for k in f.keys()}
+        header["format_version"] = 1
+        header["sha256"] = _persistence._checksum(tensors)
+
+    old = _rewrite(path, tmp_path / "v1.safetensors", as_format_1)
+    with pytest.warns(UserWarning, match="format 1"):
+        loaded = SSMClassifier.load(old)
+    np.testing.assert_array_equal(loaded.predict_proba(X), proba)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(position=st.floats(0.0, 1.0, exclude_max=True), mask=st.integers(1, 255))
+def test_any_flipped_byte_is_a_clear_error_or_changes_nothing(saved, tmp_path, position, mask):
+    path, proba, labels = saved
+    data = bytearray(path.read_bytes())
+    index = int(position * len(data))
+    data[index] ^= mask
+    damaged = tmp_path / "damaged.safetensors"
+    damaged.write_bytes(bytes(data))
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            loaded = SSMClassifier.load(damaged)
+    except (ValueError, TypeError) as error:  # the load's own messages, never a deep library error
+        assert str(damaged) in str(error) or "ssmts" in str(error), (index, error)
+        return
+    # Only bytes that no reader looks at (JSON whitespace outside the checked fields) may change.
+    np.testing.assert_array_equal(loaded.predict_proba(X), proba)
+    np.testing.assert_array_equal(loaded.predict(X), labels)
