@@ -56,17 +56,22 @@ def target_statistics(y2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def transactional(fit):
     """Wrap a fit method so that the estimator changes only when it succeeds: on any exception,
     KeyboardInterrupt included, every attribute is put back as it was before the call (the
-    previous fitted model, or none). Continued fits train a copy of model_, so it is intact."""
+    previous fitted model, or none). Continued fits train a copy of model_, so it is intact.
+    A successful fit records its parameters in `_fitted_params_`."""
 
     @functools.wraps(fit)
     def wrapper(self, *args, **kwargs):
         saved = dict(self.__dict__)
         try:
-            return fit(self, *args, **kwargs)
+            result = fit(self, *args, **kwargs)
         except BaseException:
             self.__dict__.clear()
             self.__dict__.update(saved)
             raise
+        # What the fitted model was built and trained with: `save` writes these, not parameters
+        # set afterwards (set_params(d_model=...) after a fit describes no fitted network).
+        self._fitted_params_ = self.get_params(deep=False)
+        return result
 
     return wrapper
 

@@ -52,6 +52,17 @@ def _checksum(tensors: dict[str, torch.Tensor], header: dict | None = None) -> s
     return digest.hexdigest()
 
 
+def _same(a, b) -> bool:
+    """Whether two parameter values are equal (values whose == is not a plain bool count as equal only
+    when they are the same object)."""
+    if a is b:
+        return True
+    try:
+        return bool(type(a) is type(b) and a == b)
+    except (TypeError, ValueError):
+        return False
+
+
 def _to_json(value, name: str):
     """Fitted attributes as JSON; arrays keep their dtype, tuples and numpy scalars are marked."""
     if isinstance(value, np.ndarray):
@@ -103,6 +114,14 @@ def save_estimator(estimator, path: str | Path) -> Path:
     if not hasattr(estimator, "model_"):
         raise ValueError(f"this {name} is not fitted yet; fit it before save")
     params = estimator.get_params(deep=False)
+    fitted_params = getattr(estimator, "_fitted_params_", params)
+    changed = sorted(key for key in params if not _same(params[key], fitted_params.get(key)))
+    if changed:
+        warnings.warn(f"{name}.save: {', '.join(f'{key}={params[key]!r}' for key in changed)} was set after the "
+                      f"last fit and does not describe the fitted model; the file holds the values it was fitted with "
+                      f"({', '.join(f'{key}={fitted_params.get(key)!r}' for key in changed)}); set them again after "
+                      "load, or refit", stacklevel=3)
+        params = dict(fitted_params)
     if params.get("callbacks"):
         warnings.warn(f"{name}.save does not store callbacks (they are code); the loaded estimator has callbacks=None",
                       stacklevel=3)

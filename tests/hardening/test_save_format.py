@@ -83,3 +83,19 @@ def test_any_flipped_byte_is_a_clear_error_or_changes_nothing(saved, tmp_path, p
     # Only bytes that no reader looks at (JSON whitespace outside the checked fields) may change.
     np.testing.assert_array_equal(loaded.predict_proba(X), proba)
     np.testing.assert_array_equal(loaded.predict(X), labels)
+
+
+def test_save_writes_the_parameters_of_the_fit_not_those_set_after_it(tmp_path):
+    """fit, set_params(pooling=...) then save: the file describes the fitted network (with a warning
+    naming what was left out), so the loaded estimator predicts as the fitted one."""
+    clf = SSMClassifier(**TINY).fit(X, Y)
+    expected = clf.predict_proba(X)
+    clf.set_params(pooling="last", d_model=16)
+    with pytest.warns(UserWarning, match=r"d_model=16, pooling='last' was set after the last fit"):
+        path = clf.save(tmp_path / "clf.safetensors")
+    loaded = SSMClassifier.load(path)
+    assert loaded.get_params()["pooling"] == "mean" and loaded.get_params()["d_model"] == 4
+    np.testing.assert_array_equal(loaded.predict_proba(X), expected)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # unchanged parameters: no warning
+        SSMClassifier(**TINY).fit(X, Y).save(tmp_path / "plain.safetensors")
