@@ -138,10 +138,16 @@ def save_estimator(estimator, path: str | Path) -> Path:
     }
     header["sha256"] = _checksum(tensors, header)
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"cannot save {name} to {path}: it is a directory; give a file name such as "
+                                f"{path / 'model.safetensors'}")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    save_file(tensors, str(tmp), metadata={"ssmts": json.dumps(header)})
-    tmp.replace(path)
+    try:
+        save_file(tensors, str(tmp), metadata={"ssmts": json.dumps(header)})
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)  # a failed write leaves nothing behind
     return path
 
 

@@ -1,6 +1,8 @@
 """SSMClassifier: sequence classification with a deep diagonal SSM."""
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator, ClassifierMixin
@@ -25,6 +27,12 @@ def check_labels(y, n_samples: int) -> np.ndarray:
     if len(missing):
         raise ValueError(f"y has no label (None) for {len(missing)} sample(s), e.g. index {int(missing[0])}; "
                          "every sample needs a class label")
+    if y.dtype == object:
+        kinds = {"text" if isinstance(label, str) else "number" if isinstance(label, numbers.Number) else
+                 type(label).__name__ for label in y}
+        if len(kinds) > 1:
+            raise ValueError(f"y mixes labels of different kinds ({', '.join(sorted(kinds))}); the classes cannot be "
+                             "ordered: give every label as the same kind (e.g. all strings)")
     check_classification_targets(y)
     return y
 

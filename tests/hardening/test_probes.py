@@ -86,6 +86,9 @@ PROBES = [
      error(ValueError, "float32 range")),
     ("input", "X and y lengths differ", lambda f, t: SSMClassifier(**TINY).fit(X, Y[:-1]),
      error(ValueError, "samples")),
+    ("input", "labels mixing numbers and strings",
+     lambda f, t: SSMClassifier(**TINY).fit(X, np.array([1, "a"] * 12, dtype=object)),
+     error(ValueError, "mixes labels of different kinds (number, text)")),
     ("input", "None labels", lambda f, t: SSMClassifier(**TINY).fit(X, np.array([None, 1] * 12, dtype=object)),
      error(ValueError, "no label (None)")),
     ("input", "a single class", lambda f, t: SSMClassifier(**TINY).fit(X, np.zeros(24)),
@@ -141,6 +144,8 @@ PROBES = [
      finite_result(lambda ok: ok)),
     ("training", "diverging loss", lambda f, t: SSMRegressor(**{**TINY, "lr": 1e30, "lr_ssm": 1e30}).fit(X, X[:, 0]),
      error(FloatingPointError, "diverged")),
+    ("persistence", "save onto a directory", lambda f, t: _save_onto_directory(f["clf"], t),
+     error(IsADirectoryError, "it is a directory")),
     ("persistence", "round trip", lambda f, t: _round_trip(f["clf"], t), finite_result(lambda ok: ok)),
     ("persistence", "flipped bytes in the weights", lambda f, t: _flipped(f["clf"], t),
      error(ValueError, "checksum")),
@@ -225,6 +230,15 @@ def _round_trip(clf, tmp):
     return np.array_equal(back.predict_proba(X), clf.predict_proba(X))
 
 
+def _save_onto_directory(clf, tmp):
+    target = tmp / "models"
+    target.mkdir()
+    try:
+        return clf.save(target)
+    finally:
+        assert not list(tmp.glob("*.tmp")), "a failed save left its temporary file behind"
+
+
 def _flipped(clf, tmp):
     path = clf.save(tmp / "m.safetensors")
     data = bytearray(path.read_bytes())
@@ -256,11 +270,14 @@ def _pickle_posing(tmp):
 def _other_version(clf, tmp):
     from safetensors.torch import safe_open, save_file
 
+    from ssmts.estimators import _persistence
+
     path = clf.save(tmp / "m.safetensors")
     with safe_open(str(path), framework="pt") as f:
         meta, tensors = f.metadata(), {k: f.get_tensor(k) for k in f.keys()}
     header = json.loads(meta["ssmts"])
     header["versions"]["ssmts"] = "0.0.1"
+    header["sha256"] = _persistence._checksum(tensors, header)  # as that version would have written it
     save_file(tensors, str(path), metadata={"ssmts": json.dumps(header)})
     with pytest.warns(UserWarning, match="other versions"):
         back = SSMClassifier.load(path)
