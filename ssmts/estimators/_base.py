@@ -7,6 +7,7 @@ import copy
 import functools
 import math
 import numbers
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -39,12 +40,14 @@ chunks with one FFT pass (forward_with_state)."""
 @dataclass
 class StreamState:
     """Where a set of streams stands: the SSM state of every block, the running sum of the
-    features (mean pooling), the number of steps seen and of streams."""
+    features (mean pooling), the number of steps seen and of streams, and the fit it belongs to
+    (a state of another model, or of this one before a refit, is refused)."""
 
     blocks: list
     total: torch.Tensor | None
     count: int
     n_streams: int
+    fit_id: str = ""
 
 
 def target_statistics(y2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -71,6 +74,7 @@ def transactional(fit):
         # What the fitted model was built and trained with: `save` writes these, not parameters
         # set afterwards (set_params(d_model=...) after a fit describes no fitted network).
         self._fitted_params_ = self.get_params(deep=False)
+        self._fit_id_ = uuid.uuid4().hex  # stream states name the fit they continue
         return result
 
     return wrapper
@@ -318,11 +322,15 @@ class SSMEstimatorMixin(SequenceEstimatorMixin, SequenceModelParams, Continuatio
         if data.x.shape[1] != self.n_channels_in_:
             raise ValueError(f"X has {data.x.shape[1]} channels, but {type(self).__name__} was fitted with "
                              f"{self.n_channels_in_} channels")
+        if state is not None and (not isinstance(state, StreamState) or state.fit_id != self._stream_fit_id):
+            raise ValueError(f"this state was not returned by this {type(self).__name__}'s stream() since its last "
+                             "fit (another model, or this one before a refit or load); start again with state=None")
         if state is not None and state.n_streams != len(data.x):
             raise ValueError(f"the state holds {state.n_streams} streams, but X has {len(data.x)}")
         device = resolve_device(self.device)
         on_device(self.model_, device).eval()
-        x = self._scaled(data).to(device)
+        x = self._scaled(data)
+        x = (x.materialize() if isinstance(x, LazyRows) else x).to(device)
         k = x.shape[-1]
         with scaled_delta(self.model_, 1.0 / ratio):
             if k <= STREAM_STEP_MAX:
@@ -344,4 +352,16 @@ class SSMEstimatorMixin(SequenceEstimatorMixin, SequenceModelParams, Continuatio
             pooled = running / torch.arange(start + 1, start + k + 1, device=device, dtype=features.dtype)
             total, count = running[..., -1], start + k
         outputs = channel_linear(self.model_.decoder, pooled).transpose(1, 2).cpu()
-        return outputs, StreamState(blocks, total, count, len(data.x))
+        bad = ~torch.isfinite(outputs.reshape(len(outputs), -1)).all(dim=1)
+        if bad.any():
+            raise FloatingPointError(
+                f"{type(self).__name__}.stream computed non-finite outputs for {int(bad.sum())} of {len(outputs)} "
+                "streams: inputs far outside the training data, or a sample rate far from the training rate")
+        return outputs, StreamState(blocks, total, count, len(data.x), self._stream_fit_id)
+
+    @property
+    def _stream_fit_id(self) -> str:
+        """The fit a stream state belongs to (a loaded estimator gets its own on first use)."""
+        if not getattr(self, "_fit_id_", ""):
+            self._fit_id_ = uuid.uuid4().hex
+        return self._fit_id_

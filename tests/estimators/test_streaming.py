@@ -60,6 +60,35 @@ def test_streaming_refuses_what_it_cannot_do():
         causal.stream(X[:, :1, :3])
 
 
+def test_a_state_is_continued_only_by_the_fit_that_made_it():
+    """A state from another model, from a regressor, or from this model before a refit is refused."""
+    clf = SSMClassifier(**TINY).fit(X, Y)
+    _, state = clf.stream(X[..., :3])
+    clf.stream(X[..., 3:5], state)  # its own state: fine
+    other = SSMClassifier(**{**TINY, "random_state": 1}).fit(X, Y)
+    regressor = SSMRegressor(**TINY).fit(X, X[:, 0].mean(1))
+    _, regressor_state = regressor.stream(X[..., :3])
+    for model, foreign in ((other, state), (clf, regressor_state)):
+        with pytest.raises(ValueError, match="not returned by this"):
+            model.stream(X[..., 3:5], foreign)
+    clf.fit(X, Y)  # a refit: the old state no longer describes the model
+    with pytest.raises(ValueError, match="since its last fit"):
+        clf.stream(X[..., 3:5], state)
+
+
+def test_stream_reads_memory_mapped_chunks_and_refuses_non_finite_outputs(tmp_path):
+    clf = SSMClassifier(**TINY).fit(X, Y)
+    np.save(tmp_path / "chunk.npy", X[..., :6])
+    mapped = np.load(tmp_path / "chunk.npy", mmap_mode="r")
+    np.testing.assert_array_equal(clf.stream(mapped)[0], clf.stream(X[..., :6])[0])
+    import torch
+
+    with torch.no_grad():
+        clf.model_.decoder.weight[0, 0] = float("nan")  # as a diverged model would have it
+    with pytest.raises(FloatingPointError, match="non-finite outputs"):
+        clf.stream(X[..., :3])
+
+
 def test_stream_throughput_is_reported():
     """Steps per second of one step at a time (printed; not a timed assertion)."""
     clf = SSMClassifier(**TINY).fit(X, Y)
