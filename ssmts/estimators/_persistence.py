@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import numbers
 import platform
 import warnings
 from pathlib import Path
@@ -88,12 +89,29 @@ def _to_json(value, name: str):
                     "(labels and parameters must be numbers, strings, booleans or None); use save(format='joblib')")
 
 
+def _array(values, dtype) -> np.ndarray:
+    """An array of a header; its declared dtype is checked before anything is allocated: a number,
+    bool or string type no wider than the values need (a header declaring '<U100000000' for a
+    few labels would otherwise allocate gigabytes)."""
+    try:
+        declared = np.dtype(dtype)
+    except TypeError as error:
+        raise ValueError(f"the header declares an unknown array dtype {dtype!r}") from error
+    if declared.kind not in "biufU":
+        raise ValueError(f"the header declares arrays of dtype {declared}, which the save format never writes")
+    natural = np.array(values)
+    if declared.kind == "U" and natural.dtype.kind == "U" and declared.itemsize > natural.dtype.itemsize:
+        raise ValueError(f"the header declares strings of {declared.itemsize // 4} characters for values of at most "
+                         f"{natural.dtype.itemsize // 4}")
+    return natural.astype(declared)
+
+
 def _from_json(value):
     if isinstance(value, list):
         return [_from_json(v) for v in value]
     if isinstance(value, dict):
         if "__ndarray__" in value:
-            return np.array(value["__ndarray__"], dtype=np.dtype(value["dtype"]))
+            return _array(value["__ndarray__"], value.get("dtype"))
         if "__ndarray_object__" in value:
             out = np.empty(len(value["__ndarray_object__"]), dtype=object)
             out[:] = [_from_json(v) for v in value["__ndarray_object__"]]
@@ -185,6 +203,20 @@ def read_header(path: str | Path) -> tuple[dict, dict[str, torch.Tensor]]:
     return header, tensors
 
 
+# Parameters and fitted attributes that size the network: none can exceed the number of weights a
+# file holds, so a small file cannot make load build (or initialize) a huge network.
+NETWORK_SIZES = ("d_model", "d_state", "n_layers", "heads", "n_scales", "n_kernels", "n_biases", "n_channels_in_",
+                 "n_targets_")
+
+
+def _check_sizes(path, values: dict, n_weights: int) -> None:
+    for name in NETWORK_SIZES:
+        value = values.get(name)
+        if isinstance(value, numbers.Integral) and not isinstance(value, bool) and value > n_weights:
+            raise ValueError(f"{path}: {name}={value} cannot describe a network of the {n_weights} weights the file "
+                             "holds; the file was altered")
+
+
 def load_estimator(cls, path: str | Path):
     """Rebuild an estimator of class `cls` from a file written by save_estimator."""
     header, tensors = read_header(path)
@@ -199,6 +231,7 @@ def load_estimator(cls, path: str | Path):
     unknown = set(params) - set(cls.__params__)
     if unknown:
         raise ValueError(f"{path} names parameters this version of {cls.__name__} does not have: {sorted(unknown)}")
+    _check_sizes(path, {**params, **_from_json(header["fitted"])}, sum(t.numel() for t in tensors.values()))
     estimator = cls(**params)
     estimator.validate_params()
     for attr, value in _from_json(header["fitted"]).items():

@@ -2,6 +2,7 @@
 scaling statistic or parameter is refused, and any flipped byte of a file gives a clear error
 or, at worst, the same predictions."""
 import json
+import re
 import warnings
 
 import numpy as np
@@ -99,3 +100,32 @@ def test_save_writes_the_parameters_of_the_fit_not_those_set_after_it(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # unchanged parameters: no warning
         SSMClassifier(**TINY).fit(X, Y).save(tmp_path / "plain.safetensors")
+
+
+def _with_valid_checksum(header, tensors):
+    """A hostile file can recompute the checksum (it is not a signature): what load must still refuse."""
+    header["sha256"] = _persistence._checksum(tensors, header)
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda h: h["params"].__setitem__("d_state", 10**6), "d_state=1000000 cannot describe"),
+    (lambda h: h["params"].__setitem__("d_model", 10**7), "d_model=10000000 cannot describe"),
+    (lambda h: h["fitted"]["classes_"].__setitem__("dtype", "<U100000000"), "strings of 100000000 characters"),
+    (lambda h: h["fitted"]["classes_"].__setitem__("dtype", "|O"), "never writes"),
+], ids=["huge d_state", "huge d_model", "huge string dtype", "object dtype"])
+def test_a_hostile_header_with_a_valid_checksum_fails_fast_without_allocating(saved, tmp_path, edit, message):
+    path, _, _ = saved
+    with safe_open(str(path), framework="pt") as f:
+        tensors = {k: f.get_tensor(k) for k in f.keys()}
+
+    def hostile(header):
+        edit(header)
+        _with_valid_checksum(header, tensors)
+
+    damaged = _rewrite(path, tmp_path / "hostile.safetensors", hostile)
+    import time
+
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match=re.escape(message)):
+        SSMClassifier.load(damaged)
+    assert time.perf_counter() - start < 5.0  # checked before any network is built
