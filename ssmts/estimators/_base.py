@@ -288,7 +288,10 @@ class SSMEstimatorMixin(SequenceEstimatorMixin, SequenceModelParams, Continuatio
             TrainerConfig.from_params(self), seed=self._seed_, score_fn=score_fn,
             validation=self.validation_fraction if self.early_stopping else None, stratify=stratify,
             early_stopping=EarlyStopping(self.n_iter_no_change, self.tol) if self.early_stopping else None,
-            callbacks=self.callbacks or (), resume=getattr(self, "training_state_", None) if continue_training else None,
+            callbacks=self.callbacks or (),
+            # A copy: the optimizer steps its moments in place, and an interrupted continuation must
+            # leave the stored state as it was (the next continuation starts from it again).
+            resume=copy.deepcopy(getattr(self, "training_state_", None)) if continue_training else None,
             epochs=epochs, delta_factor=1.0 / ratio, description=type(self).__name__,
         )
         if not continue_training:

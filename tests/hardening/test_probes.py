@@ -142,6 +142,8 @@ PROBES = [
     # ---------------------------------------------------------------- training and persistence
     ("training", "a failed refit keeps the previous model", lambda f, t: _failed_refit_keeps_model(),
      finite_result(lambda ok: ok)),
+    ("training", "an interrupted partial_fit leaves the next one unchanged", lambda f, t: _interrupted_continuation(),
+     finite_result(lambda diff: diff == 0.0)),
     ("training", "diverging loss", lambda f, t: SSMRegressor(**{**TINY, "lr": 1e30, "lr_ssm": 1e30}).fit(X, X[:, 0]),
      error(FloatingPointError, "diverged")),
     ("persistence", "save onto a directory", lambda f, t: _save_onto_directory(f["clf"], t),
@@ -223,6 +225,30 @@ def _failed_refit_keeps_model():
     except ValueError:
         pass
     return clf.model_ is model and clf.history_ == history and clf.predict(X).shape == (24,)
+
+
+def _interrupted_continuation():
+    """Ctrl-C during a partial_fit, then partial_fit again: the same model as without the interruption
+    (the stored optimizer moments are not stepped in place by the interrupted run)."""
+    from ssmts.training.callbacks import Callback
+
+    class Interrupt(Callback):
+        armed = False
+
+        def on_epoch_end(self, trainer, record):
+            if self.armed:
+                raise KeyboardInterrupt
+
+    interrupt = Interrupt()
+    interrupted = SSMClassifier(**TINY, callbacks=[interrupt]).partial_fit(X, Y, classes=[0, 1])
+    plain = SSMClassifier(**TINY).partial_fit(X, Y, classes=[0, 1])
+    interrupt.armed = True
+    with pytest.raises(KeyboardInterrupt):
+        interrupted.partial_fit(X, Y)
+    interrupt.armed = False
+    interrupted.partial_fit(X, Y)
+    plain.partial_fit(X, Y)
+    return float(np.abs(interrupted.predict_proba(X) - plain.predict_proba(X)).max())
 
 
 def _round_trip(clf, tmp):
