@@ -9,7 +9,9 @@
                     [--data-dir DIR] [--epochs N] [--seeds 0,1,2] [--out results.json]
 
 Missing or malformed data, an unknown task, or a bad setting print one line saying what
-is wrong and how to fix it, and exit with status 2 (set SSMTS_DEBUG=1 for the traceback).
+is wrong and how to fix it, and exit with status 2; a file or directory that cannot be read or
+written (an --out under a file, a symlink loop in --data-dir) exits with status 74. Set
+SSMTS_DEBUG=1 for the traceback.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from pathlib import Path
 from .tasks.presets import PRESET_NAMES
 
 EXIT_USAGE = 2
+EXIT_IO = 74  # a file or directory could not be read or written (sysexits' EX_IOERR)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -230,6 +233,14 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"ssmts: error: {error}", file=sys.stderr)
         return EXIT_USAGE
+    except (OSError, RuntimeError) as error:
+        # Files and directories the user named: an unwritable --out, a file where a directory is
+        # expected, a symlink loop in --data-dir (pathlib raises RuntimeError for it before Python 3.13).
+        if os.environ.get("SSMTS_DEBUG") or (isinstance(error, RuntimeError) and "Symlink loop" not in str(error)):
+            raise
+        where = f": {error.filename}" if getattr(error, "filename", None) else ""
+        print(f"ssmts: error: {getattr(error, 'strerror', None) or error}{where}", file=sys.stderr)
+        return EXIT_IO
     except KeyboardInterrupt:
         print("ssmts: interrupted", file=sys.stderr)
         return 130

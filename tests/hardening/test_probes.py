@@ -201,6 +201,12 @@ PROBES = [
     # ---------------------------------------------------------------- CLI
     ("cli", "unknown task", lambda f, t: _cli("tasks", "run", "no-such-task", "--synthetic"), error(SystemExit,
      "unknown task 'no-such-task'")),
+    ("cli", "--out under a file", lambda f, t: _cli("tasks", "run", "bidmc-rr", "--synthetic", "--preset", "tiny",
+                                                     "--quiet", "--out", str(_a_file(t) / "results.json")),
+     error(SystemExit, "74 ssmts: error: File exists")),
+    ("cli", "--data-dir in a symlink loop", lambda f, t: _cli("tasks", "run", "bidmc-rr", "--preset", "tiny", "--quiet",
+                                                             "--data-dir", str(_symlink_loop(t))),
+     error(SystemExit, "74 ssmts: error: Symlink loop")),
     ("cli", "resume with a truncated checkpoint", lambda f, t: _cli_resume_truncated(t), error(SystemExit, "damaged")),
 ]
 
@@ -249,6 +255,18 @@ def _interrupted_continuation():
     interrupted.partial_fit(X, Y)
     plain.partial_fit(X, Y)
     return float(np.abs(interrupted.predict_proba(X) - plain.predict_proba(X)).max())
+
+
+def _a_file(tmp):
+    path = tmp / "a_file"
+    path.write_text("not a directory")
+    return path
+
+
+def _symlink_loop(tmp):
+    (tmp / "loop_a").symlink_to(tmp / "loop_b")
+    (tmp / "loop_b").symlink_to(tmp / "loop_a")
+    return tmp / "loop_a"
 
 
 def _round_trip(clf, tmp):
