@@ -34,6 +34,7 @@ OPTIMIZERS = ("adamw", "adam", "sgd")
 SCHEDULERS = ("none", "cosine", "plateau")
 POOLINGS = ("mean", "last")
 NORMALIZATIONS = ("channel", "series", "series+stats", "none")
+PRECISIONS = ("32", "bf16-mixed")
 POSITIVE = Real(0, None, closed="neither")
 
 
@@ -232,6 +233,11 @@ class OptimizerParams(Configurable):
         constraint=Boolean())
     verbose: int = param(default=0, doc="1 shows a progress bar with the loss and validation score per epoch.",
                          constraint=AnyOf(Integer(0), Boolean()))
+    precision: str = param(
+        default="32", doc="Training arithmetic: '32' float32; 'bf16-mixed' runs the network's matrix products under "
+                          "torch.autocast in bfloat16 while the SSM kernels, FFTs and states stay in float32 (for GPUs "
+                          "with bfloat16 units; on CPUs without them it is slower). The loss and predictions are float32.",
+        constraint=Options(*PRECISIONS))
 
 
 class ScheduleParams(Configurable):
@@ -332,5 +338,5 @@ class FeatureModelParams(FeatureParams, params_of(BackboneParams, "d_state"),
 
 __all__ = [
     "BackboneParams", "SSM_ONLY_PARAMS", "LNCDE_ONLY_PARAMS", "SequenceParams", "OptimizerParams", "ScheduleParams", "TrainerConfig", "EarlyStoppingParams",
-    "SequenceModelParams", "SEQUENCE_MODEL_DEFAULTS", "FeatureParams", "FeatureModelParams", "ContinuationParams", "ClassifierParams", "OPTIMIZERS", "SCHEDULERS", "POOLINGS", "NORMALIZATIONS", "resolve_device",
+    "SequenceModelParams", "SEQUENCE_MODEL_DEFAULTS", "FeatureParams", "FeatureModelParams", "ContinuationParams", "ClassifierParams", "OPTIMIZERS", "SCHEDULERS", "POOLINGS", "NORMALIZATIONS", "PRECISIONS", "resolve_device",
 ]

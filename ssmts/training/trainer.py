@@ -10,6 +10,8 @@ at the end of an epoch (early stopping, checkpoints, progress, user code) are ca
 """
 from __future__ import annotations
 
+import contextlib
+
 import math
 import numbers
 import os
@@ -161,6 +163,15 @@ def on_device(model: nn.Module, device: torch.device) -> nn.Module:
     millisecond for a small network, which adds up over per-step or per-origin calls."""
     parameter = next(model.parameters(), None)
     return model if parameter is None or parameter.device == device else model.to(device)
+
+
+def _float32(outputs):
+    """Outputs of an autocast forward back in float32 for the loss (tuples element by element)."""
+    if isinstance(outputs, torch.Tensor):
+        return outputs.float() if outputs.is_floating_point() and outputs.dtype != torch.float32 else outputs
+    if isinstance(outputs, (tuple, list)):
+        return type(outputs)(_float32(o) for o in outputs)
+    return outputs
 
 
 @torch.no_grad()
@@ -370,8 +381,9 @@ class Trainer:
             if self.world_size > 1:
                 batch, weight = _shard(batch, self.rank, self.world_size)
             batch = batch.to(self.device)
-            outputs = self._forward_model(batch.x, batch.mask)
-            loss = self.loss_fn(outputs, batch.y, batch.weight)
+            with self._autocast():
+                outputs = self._forward_model(batch.x, batch.mask)
+            loss = self.loss_fn(_float32(outputs), batch.y, batch.weight)
             self.optimizer.zero_grad(set_to_none=True)
             if self.world_size > 1:
                 # DDP averages gradients over the ranks; weighting each rank's mean loss by its
@@ -390,6 +402,12 @@ class Trainer:
             total += float(loss.detach()) * n_global
             count += n_global
         return total / count
+
+    def _autocast(self):
+        """The mixed-precision context of a training step (precision="bf16-mixed"), else none."""
+        if self.config.precision == "bf16-mixed":
+            return torch.autocast(self.device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
 
     @torch.no_grad()
     def evaluate(self, data: SequenceData) -> tuple[float, float | None]:
