@@ -750,12 +750,6 @@ class SSM(DeltaScaling, nn.Module):
             Y = Y.permute(0, 1, 3, 2).reshape(b, self.d_output, F_)
         return torch.fft.irfft(Y, n=n)[..., :L]
 
-    def _kernel_conv(self, u: torch.Tensor) -> torch.Tensor:
-        """y = K * u with per-head kernels, by FFT: u (b, H, L) -> (b, M, L), before D and mixer."""
-        L = u.shape[-1]
-        spectrum = self._kernel_spectrum(L, 2 * L, two_sided=bool(self.bidirectional), fold_d=False)
-        return self._spectral_conv(u, spectrum, 2 * L)
-
     # ------------------------------------------------------------ causal pieces with a state
     def _free_response(self, state: torch.Tensor, powers: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
         """factor Re(C Abar^(k+1) x_{-1}) for k < L: state (b, S, P), powers (S, 2P, L) real
