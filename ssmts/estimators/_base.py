@@ -293,6 +293,7 @@ class SSMEstimatorMixin(SequenceEstimatorMixin, SequenceModelParams, Continuatio
             # leave the stored state as it was (the next continuation starts from it again).
             resume=copy.deepcopy(getattr(self, "training_state_", None)) if continue_training else None,
             epochs=epochs, delta_factor=1.0 / ratio, description=type(self).__name__,
+            run_params={"estimator": type(self).__name__, **self.get_params(deep=False)},
         )
         if not continue_training:
             self.train_sample_rate_ = self.sample_rate

@@ -68,6 +68,7 @@ def fit_model(
     resume_checkpoint: bool = False,
     delta_factor: float = 1.0,
     description: str = "training",
+    run_params: dict | None = None,
 ) -> FitResult:
     """Train `network` (a module, or a factory called under the seed) on `data`.
 
@@ -78,6 +79,7 @@ def fit_model(
     on, with a new schedule of `epochs` (a warm start). checkpoint / resume_checkpoint: write
     the run's checkpoint after every epoch / continue the run from it. delta_factor:
     every Delta is multiplied by it while training (data at another rate than the model's).
+    run_params: what loggers record as the run's parameters (a face passes its get_params()).
     With config.distributed, every process of the group calls fit_model alike (same data,
     same arguments) and the Trainer runs DistributedDataParallel; rank 0's seed is used.
     Inside a Dask worker torch uses the worker's threads only.
@@ -94,7 +96,7 @@ def fit_model(
         extra = [early_stopping] if early_stopping is not None else []
         # The seed drawn by the face also orders the mini-batches.
         trainer = Trainer(model, loss_fn, config, score_fn=score_fn, callbacks=[*callbacks, *extra],
-                          description=description, random_state=int(seed))
+                          description=description, random_state=int(seed), run_params=run_params)
         if resume is not None:
             trainer.load_state_dict(resume, continue_run=False)
         with scaled_delta(model, delta_factor):

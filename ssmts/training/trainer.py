@@ -237,7 +237,8 @@ class Trainer:
 
     def __init__(self, model: nn.Module, loss_fn: Callable, config: TrainerConfig | None = None, *,
                  score_fn: Callable[[torch.Tensor, torch.Tensor], float] | None = None,
-                 callbacks: Iterable[Callback] = (), description: str = "training", **settings):
+                 callbacks: Iterable[Callback] = (), description: str = "training", run_params: dict | None = None,
+                 **settings):
         if config is None:
             config = TrainerConfig(**settings)
         elif settings:
@@ -257,6 +258,8 @@ class Trainer:
             self._forward_model = DistributedDataParallel(
                 self.model, device_ids=None if self.device.type == "cpu" else [self.device])
         self.loss_fn, self.score_fn, self.description = loss_fn, score_fn, description
+        # What the run is, for loggers: the face's parameters when it passes them, else the training settings.
+        self.run_params = dict(run_params) if run_params is not None else config.param_values()
         self.callbacks = list(callbacks)
         if config.verbose and self.is_main:
             self.callbacks.append(ProgressBar(description))
