@@ -68,32 +68,45 @@ _CIFAR_HOW_TO_GET = (
 # ---------------------------------------------------------------------------- MNIST
 
 
+IDX_MAX_BYTES = 2**30
+"""Largest idx payload read (MNIST's largest file holds 47 MB): a header declaring more is refused
+before anything is read, so a crafted or gzip-bombed file cannot exhaust memory."""
+
+
 def _read_idx(path: Path, expected_magic: int) -> np.ndarray:
-    """Read one idx file (plain or gzip) into a uint8 array of the shape in its header."""
+    """Read one idx file (plain or gzip) into a uint8 array of the shape in its header; only the
+    declared number of bytes is ever inflated."""
     opener = gzip.open if path.name.endswith(".gz") else open
     try:
         with opener(path, "rb") as f:
-            raw = f.read()
+            head = f.read(4)
+            if len(head) < 4:
+                raise DataNotFoundError(f"{path} is {len(head)} bytes, too short for an idx header. {_MNIST_HOW_TO_GET}")
+            (magic,) = struct.unpack(">i", head)
+            if magic != expected_magic:
+                raise DataNotFoundError(
+                    f"{path} has idx magic number {magic}, expected {expected_magic}; "
+                    f"is it the right file? {_MNIST_HOW_TO_GET}"
+                )
+            n_dims = magic & 0xFF
+            dims_raw = f.read(4 * n_dims)
+            if len(dims_raw) < 4 * n_dims:
+                raise DataNotFoundError(f"{path} ends inside its idx header; the file is truncated. {_MNIST_HOW_TO_GET}")
+            dims = struct.unpack(f">{n_dims}i", dims_raw)
+            n_values = int(np.prod(dims, dtype=np.int64))
+            if min(dims) < 0 or n_values > IDX_MAX_BYTES:
+                raise DataNotFoundError(f"{path} declares shape {dims}, which no MNIST file has; the file is corrupt. "
+                                        f"{_MNIST_HOW_TO_GET}")
+            raw = f.read(n_values + 1)  # one byte more than declared shows a file that is too long
     except (OSError, EOFError) as error:  # a truncated .gz raises EOFError
         raise DataNotFoundError(f"{path} could not be read: {error}. {_MNIST_HOW_TO_GET}") from error
-    if len(raw) < 4:
-        raise DataNotFoundError(f"{path} is {len(raw)} bytes, too short for an idx header. {_MNIST_HOW_TO_GET}")
-    (magic,) = struct.unpack(">i", raw[:4])
-    if magic != expected_magic:
+    if len(raw) != n_values:
+        held = "more" if len(raw) > n_values else len(raw)
         raise DataNotFoundError(
-            f"{path} has idx magic number {magic}, expected {expected_magic}; "
-            f"is it the right file? {_MNIST_HOW_TO_GET}"
+            f"{path} declares shape {dims} ({n_values} bytes of data) but holds {held}; "
+            f"the file is truncated or corrupt. {_MNIST_HOW_TO_GET}"
         )
-    n_dims = magic & 0xFF
-    header_size = 4 + 4 * n_dims
-    dims = struct.unpack(f">{n_dims}i", raw[4:header_size])
-    n_values = int(np.prod(dims))
-    if len(raw) - header_size != n_values:
-        raise DataNotFoundError(
-            f"{path} declares shape {dims} ({n_values} bytes of data) but holds "
-            f"{len(raw) - header_size}; the file is truncated or corrupt. {_MNIST_HOW_TO_GET}"
-        )
-    return np.frombuffer(raw, dtype=np.uint8, offset=header_size).reshape(dims)
+    return np.frombuffer(raw, dtype=np.uint8).reshape(dims)
 
 
 def _mnist_dir(root: Path) -> Path:

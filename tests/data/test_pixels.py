@@ -81,6 +81,32 @@ def test_mnist_errors_name_the_problem(tmp_path):
         load_smnist(tmp_path)
 
 
+def test_a_gzip_bomb_or_a_huge_declared_shape_is_refused_without_inflating_it(tmp_path):
+    """Only the declared bytes are read: a .gz whose payload is far larger than its header says, or a
+    header declaring more than any MNIST file, is refused after a bounded read."""
+    import tracemalloc
+
+    write_mnist(tmp_path)
+    for name in [p.name for p in tmp_path.iterdir() if p.name.startswith("train-images")]:
+        (tmp_path / name).unlink()
+    header = idx_bytes(np.zeros((N_TRAIN, 28, 28), np.uint8), 2051)[:16]
+    with gzip.open(tmp_path / "train-images-idx3-ubyte.gz", "wb") as f:  # 200 MB of zeros behind a small header
+        f.write(header)
+        for _ in range(200):
+            f.write(bytes(2**20))
+    tracemalloc.start()
+    with pytest.raises(DataNotFoundError, match=r"\(7840 bytes of data\) but holds more; the file is truncated"):
+        load_smnist(tmp_path)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert peak < 50 * 2**20, f"{peak / 2**20:.0f} MB allocated"
+    huge = struct.pack(">iiii", 2051, 2**30, 2**20, 28)
+    (tmp_path / "train-images-idx3-ubyte.gz").unlink()
+    (tmp_path / "train-images-idx3-ubyte").write_bytes(huge)
+    with pytest.raises(DataNotFoundError, match="which no MNIST file has"):
+        load_smnist(tmp_path)
+
+
 def test_psmnist_fixed_recorded_permutation(tmp_path):
     write_mnist(tmp_path)
     plain = load_smnist(tmp_path)
