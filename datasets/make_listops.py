@@ -10,6 +10,7 @@ A small, shorter stand-in for quick experiments:
 
 Load the result with ssmts.data.lra.load_lra_listops(OUT, max_length=...).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -32,11 +33,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n-val", type=int, default=2000, help="validation examples (default: 2000)")
     parser.add_argument("--n-test", type=int, default=2000, help="test examples (default: 2000)")
     parser.add_argument(
-        "--min-length", type=int, default=500,
+        "--min-length",
+        type=int,
+        default=500,
         help="keep trees longer than this many tokens (default: 500)",
     )
     parser.add_argument(
-        "--max-length", type=int, default=2000,
+        "--max-length",
+        type=int,
+        default=2000,
         help="keep trees shorter than this many tokens (default: 2000)",
     )
     parser.add_argument("--max-depth", type=int, default=10, help="maximum tree depth (default: 10)")
@@ -45,8 +50,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     splits = generate_listops(
-        args.n_train, args.n_val, args.n_test, min_length=args.min_length, max_length=args.max_length,
-        max_depth=args.max_depth, max_args=args.max_args, random_state=args.seed,
+        args.n_train,
+        args.n_val,
+        args.n_test,
+        min_length=args.min_length,
+        max_length=args.max_length,
+        max_depth=args.max_depth,
+        max_args=args.max_args,
+        random_state=args.seed,
     )
     for path in write_listops(splits, args.out):
         print(f"wrote {path}")

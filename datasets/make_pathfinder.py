@@ -8,6 +8,7 @@ Example (a 32x32 set of 20000 images; about 20 minutes on one core):
 Path-X-like 128x128 images: --resolution 128. Load the result with
 ssmts.data.lra.load_lra_pathfinder(OUT, resolution=RES).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,15 +29,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--n-samples", type=int, default=20000, help="images, half of each label (default: 20000)")
     parser.add_argument("--resolution", type=int, default=32, help="image side in pixels (default: 32; 128 is Path-X)")
     parser.add_argument(
-        "--n-distractors", type=int, default=None,
+        "--n-distractors",
+        type=int,
+        default=None,
         help="short distractor paths (default: by resolution)",
     )
     parser.add_argument(
-        "--max-turn", type=float, default=None,
+        "--max-turn",
+        type=float,
+        default=None,
         help="largest turn between dashes, degrees (default: 45)",
     )
     parser.add_argument(
-        "--images-per-folder", type=int, default=1000,
+        "--images-per-folder",
+        type=int,
+        default=1000,
         help="images per imgs/<k> folder (default: 1000)",
     )
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")

@@ -6,6 +6,7 @@ Example (the shipped compact copy, datasets/spoken_commands_mini):
 
 Load the result with ssmts.data.speech.load_speech_commands(OUT).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,20 +35,53 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True, help="new (or empty) output directory")
     parser.add_argument(
-        "--words", default="sc10",
+        "--words",
+        default="sc10",
         help="'sc10', 'sc35', or comma-separated words (default: sc10)",
     )
     parser.add_argument(
-        "--voices", type=_comma_list, default=list(DEFAULT_VOICES),
+        "--voices",
+        type=_comma_list,
+        default=list(DEFAULT_VOICES),
         help="comma-separated espeak-ng voices such as en-us,en-gb+f3 (default: the 24 DEFAULT_VOICES)",
     )
     parser.add_argument("--clips-per-voice", type=int, default=1, help="clips of each word per voice (default: 1)")
-    parser.add_argument("--val-fraction", type=float, default=0.15, help="fraction of voices for validation (default: 0.15)")
+    parser.add_argument(
+        "--val-fraction", type=float, default=0.15, help="fraction of voices for validation (default: 0.15)"
+    )
     parser.add_argument("--test-fraction", type=float, default=0.15, help="fraction of voices for test (default: 0.15)")
-    parser.add_argument("--pitch", type=int, nargs=2, default=(30, 70), metavar=("LOW", "HIGH"), help="espeak pitch 0..99 (default: 30 70)")
-    parser.add_argument("--speed", type=int, nargs=2, default=(140, 200), metavar=("LOW", "HIGH"), help="words per minute (default: 140 200)")
-    parser.add_argument("--amplitude", type=int, nargs=2, default=(60, 110), metavar=("LOW", "HIGH"), help="espeak amplitude 0..200 (default: 60 110)")
-    parser.add_argument("--snr-db", type=float, nargs=2, default=(10.0, 30.0), metavar=("LOW", "HIGH"), help="white-noise SNR in dB (default: 10 30)")
+    parser.add_argument(
+        "--pitch",
+        type=int,
+        nargs=2,
+        default=(30, 70),
+        metavar=("LOW", "HIGH"),
+        help="espeak pitch 0..99 (default: 30 70)",
+    )
+    parser.add_argument(
+        "--speed",
+        type=int,
+        nargs=2,
+        default=(140, 200),
+        metavar=("LOW", "HIGH"),
+        help="words per minute (default: 140 200)",
+    )
+    parser.add_argument(
+        "--amplitude",
+        type=int,
+        nargs=2,
+        default=(60, 110),
+        metavar=("LOW", "HIGH"),
+        help="espeak amplitude 0..200 (default: 60 110)",
+    )
+    parser.add_argument(
+        "--snr-db",
+        type=float,
+        nargs=2,
+        default=(10.0, 30.0),
+        metavar=("LOW", "HIGH"),
+        help="white-noise SNR in dB (default: 10 30)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     args = parser.parse_args(argv)
 

@@ -6,6 +6,7 @@ of them and scores it on the held-out year. About 30 s on 2 idle CPU cores.
 
     python docs_snippets/forecasting_gridsearch.py
 """
+
 import warnings
 
 import pandas as pd
@@ -32,11 +33,13 @@ search = ForecastingGridSearchCV(
 search.fit(y_train, fh=fh)
 
 results = pd.DataFrame(search.cv_results_)
-table = pd.DataFrame({
-    "params": results["params"],
-    "cv sMAPE %": 100 * results["mean_test_MeanAbsolutePercentageError"],
-    "fit s": results["mean_fit_time"],
-})
+table = pd.DataFrame(
+    {
+        "params": results["params"],
+        "cv sMAPE %": 100 * results["mean_test_MeanAbsolutePercentageError"],
+        "fit s": results["mean_fit_time"],
+    }
+)
 print(table.to_string(index=False, float_format="{:.2f}".format))
 print("best:", search.best_params_)
 

@@ -5,19 +5,41 @@ training-free SSMFeatureClassifier / SSMFeatureRegressor) and sktime
 (ssmts.sktime) conventions; the PyTorch core lives in ssmts.nn. The estimators are imported
 on first use, so `import ssmts.nn` loads neither scikit-learn nor pandas.
 """
+
 from __future__ import annotations
 
 import importlib
 from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
-_ESTIMATORS = ("SSMClassifier", "SSMRegressor", "SSMTransformer", "SSMFeatureClassifier", "SSMFeatureRegressor",
-               "Resampler")
+_ESTIMATORS = (
+    "SSMClassifier",
+    "SSMRegressor",
+    "SSMTransformer",
+    "SSMFeatureClassifier",
+    "SSMFeatureRegressor",
+    "Resampler",
+)
 __all__ = [*_ESTIMATORS, "__version__"]
 
 if TYPE_CHECKING:  # what IDEs and type checkers see
     from .estimators import (
-        Resampler, SSMClassifier, SSMFeatureClassifier, SSMFeatureRegressor, SSMRegressor, SSMTransformer,
+        Resampler as Resampler,
+    )
+    from .estimators import (
+        SSMClassifier as SSMClassifier,
+    )
+    from .estimators import (
+        SSMFeatureClassifier as SSMFeatureClassifier,
+    )
+    from .estimators import (
+        SSMFeatureRegressor as SSMFeatureRegressor,
+    )
+    from .estimators import (
+        SSMRegressor as SSMRegressor,
+    )
+    from .estimators import (
+        SSMTransformer as SSMTransformer,
     )
 
 

@@ -1,4 +1,5 @@
 """`python -m ssmts ...`: the same command line as the `ssmts` console script."""
+
 import sys
 
 from ssmts.cli import main

@@ -7,6 +7,7 @@ same ``TaskData`` splits a deep model uses, so their RMSEs can sit in one table:
     from ssmts.baselines import fit_vital_baselines
     table = fit_vital_baselines(data)          # pandas DataFrame, one row per model
 """
+
 from __future__ import annotations
 
 import time

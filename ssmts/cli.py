@@ -13,6 +13,7 @@ is wrong and how to fix it, and exit with status 2; a file or directory that can
 written (an --out under a file, a symlink loop in --data-dir) exits with status 74. Set
 SSMTS_DEBUG=1 for the traceback.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,32 +29,42 @@ EXIT_IO = 74  # a file or directory could not be read or written (sysexits' EX_I
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="ssmts", description="Deep MIMO diagonal state-space models for time series.",
+        prog="ssmts",
+        description="Deep MIMO diagonal state-space models for time series.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples:\n  ssmts demo\n  ssmts tasks list --data-dir ~/data\n"
-               "  ssmts tasks run sc10 --synthetic --preset small --out runs/sc10/results.json\n"
-               "  ssmts tasks run lra-listops --data-dir ~/data/lra_release --preset paper --device cuda",
+        "  ssmts tasks run sc10 --synthetic --preset small --out runs/sc10/results.json\n"
+        "  ssmts tasks run lra-listops --data-dir ~/data/lra_release --preset paper --device cuda",
     )
     commands = parser.add_subparsers(dest="command", metavar="{demo,tasks}")
 
     demo = commands.add_parser(
-        "demo", help="train a spoken-word classifier on raw audio and show zero-shot resampling (offline, CPU)",
+        "demo",
+        help="train a spoken-word classifier on raw audio and show zero-shot resampling (offline, CPU)",
         description="Train an SSMClassifier on raw audio of 10 spoken words (the shipped espeak-ng copy, or "
-                    "Speech Commands with --data-dir) and classify unseen voices at the training rate and, "
-                    "with no retraining, at half the rate.")
-    demo.add_argument("--epochs", type=int, help="training epochs (default 30, raised to reach the classifier's min_steps; "
-                      "1 with --quick)")
+        "Speech Commands with --data-dir) and classify unseen voices at the training rate and, "
+        "with no retraining, at half the rate.",
+    )
+    demo.add_argument(
+        "--epochs",
+        type=int,
+        help="training epochs (default 30, raised to reach the classifier's min_steps; 1 with --quick)",
+    )
     demo.add_argument("--rate", type=int, help="training sample rate in Hz, even, at most 16000 (default 4000)")
     demo.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     demo.add_argument("--data-dir", type=Path, help="a Speech Commands v0.02 directory instead of the shipped copy")
-    demo.add_argument("--max-per-class", type=int,
-                      help="clips per word and split (default: all of the shipped copy; 16 with --data-dir; 0 = all)")
+    demo.add_argument(
+        "--max-per-class",
+        type=int,
+        help="clips per word and split (default: all of the shipped copy; 16 with --data-dir; 0 = all)",
+    )
     demo.add_argument("--device", default="cpu", help="cpu (default), cuda or auto")
     demo.add_argument("--quick", action="store_true", help="a seconds-long smoke run (tiny model, 2 clips per word)")
     demo.add_argument("--quiet", action="store_true", help="no progress bar")
 
-    tasks = commands.add_parser("tasks", help="list and run the benchmark tasks (LRA, Speech Commands, pixels, BIDMC, "
-                                              "state tracking)")
+    tasks = commands.add_parser(
+        "tasks", help="list and run the benchmark tasks (LRA, Speech Commands, pixels, BIDMC, state tracking)"
+    )
     task_commands = tasks.add_subparsers(dest="tasks_command", metavar="{list,show,run}")
     listing = task_commands.add_parser("list", help="every task with its description and data status")
     listing.add_argument("--data-dir", type=Path, help="check which tasks' data are present under DIR")
@@ -62,24 +73,34 @@ def _parser() -> argparse.ArgumentParser:
     show.add_argument("name", help="task name (see `ssmts tasks list`)")
 
     run = task_commands.add_parser(
-        "run", help="train and evaluate one task",
+        "run",
+        help="train and evaluate one task",
         description="Train a task with the shared Trainer, checkpointing every epoch next to --out, and write "
-                    "the results JSON and a per-epoch history CSV.")
+        "the results JSON and a per-epoch history CSV.",
+    )
     run.add_argument("name", help="task name (see `ssmts tasks list`)")
     source = run.add_mutually_exclusive_group()  # one is required, except by the PTD experiments
     source.add_argument("--data-dir", type=Path, help="directory with the real data set")
     source.add_argument("--synthetic", action="store_true", help="use the offline synthetic stand-in")
-    run.add_argument("--preset", default="small", choices=PRESET_NAMES,
-                     help="paper: eSSM Table 10 / S4 settings; small: minutes on a CPU (default); tiny: smoke test")
+    run.add_argument(
+        "--preset",
+        default="small",
+        choices=PRESET_NAMES,
+        help="paper: eSSM Table 10 / S4 settings; small: minutes on a CPU (default); tiny: smoke test",
+    )
     run.add_argument("--epochs", type=int, help="total epochs (default: the preset's)")
     run.add_argument("--device", default="auto", help="auto (default), cpu or cuda")
-    run.add_argument("--out", type=Path,
-                     help="results JSON (default ssmts-runs/<task>-<preset>[-synthetic]/results.json)")
+    run.add_argument(
+        "--out", type=Path, help="results JSON (default ssmts-runs/<task>-<preset>[-synthetic]/results.json)"
+    )
     run.add_argument("--resume", action="store_true", help="continue from the checkpoint next to --out")
     run.add_argument("--seed", type=int, default=0, help="random seed of the model and training (default 0)")
     run.add_argument("--limit", type=int, help="at most N samples per split (default: the preset's)")
-    run.add_argument("--cache-dir", type=Path, help="where synthetic stand-ins are cached (default $SSMTS_CACHE_DIR "
-                                                      "or ~/.cache/ssmts)")
+    run.add_argument(
+        "--cache-dir",
+        type=Path,
+        help="where synthetic stand-ins are cached (default $SSMTS_CACHE_DIR or ~/.cache/ssmts)",
+    )
     run.add_argument("--quiet", action="store_true", help="no progress bar")
     run.add_argument("--seeds", help="PTD experiments (ptd-*): comma-separated seeds (default: the preset's)")
     parser.set_defaults(tasks_parser=tasks, run_parser=run)
@@ -124,8 +145,10 @@ def _tasks_show(name: str) -> int:
         print(f"{name}: {DESCRIPTIONS[name]}")
         for preset_name in PRESET_NAMES:
             p = get_ptd_preset(name, preset_name)
-            print(f"  preset {preset_name}: depth {p.n_layers}, H {p.d_model}, N {p.d_state}, epochs {p.epochs}, "
-                  f"batch {p.batch_size}, lr {p.lr}, lr SSM {p.lr_ssm}, seeds {list(p.seeds)}, data {p.data}")
+            print(
+                f"  preset {preset_name}: depth {p.n_layers}, H {p.d_model}, N {p.d_state}, epochs {p.epochs}, "
+                f"batch {p.batch_size}, lr {p.lr}, lr SSM {p.lr_ssm}, seeds {list(p.seeds)}, data {p.data}"
+            )
             for note in p.notes:
                 print(f"      - {note}")
         return 0
@@ -144,10 +167,12 @@ def _tasks_show(name: str) -> int:
         return 0
     for preset_name in PRESET_NAMES:  # the presets `tasks run --preset` offers, tiny included
         p = get_preset(task.name, preset_name)
-        print(f"  preset {preset_name}: depth {p.n_layers}, heads {p.heads}, H {p.d_model}, N {p.d_state}, "
-              f"lr SSM {p.lr_ssm}, lr others {p.lr}, dropout {p.dropout}, prenorm {p.prenorm}, norm {p.norm}, "
-              f"activation {p.activation}, bidirectional {p.bidirectional}, batch {p.batch_size}, "
-              f"epochs {p.epochs}, scheduler {p.scheduler}")
+        print(
+            f"  preset {preset_name}: depth {p.n_layers}, heads {p.heads}, H {p.d_model}, N {p.d_state}, "
+            f"lr SSM {p.lr_ssm}, lr others {p.lr}, dropout {p.dropout}, prenorm {p.prenorm}, norm {p.norm}, "
+            f"activation {p.activation}, bidirectional {p.bidirectional}, batch {p.batch_size}, "
+            f"epochs {p.epochs}, scheduler {p.scheduler}"
+        )
         for note in p.notes:
             print(f"      - {note}")
     return 0
@@ -166,16 +191,34 @@ def _tasks_run(args: argparse.Namespace) -> int:
         from ssmts.tasks.ptd import default_ptd_out
 
         out = args.out or default_ptd_out(args.name, args.preset)
-        results = run_ptd(args.name, preset=args.preset, out=out, data_dir=args.data_dir, epochs=args.epochs,
-                          seeds=seeds, verbose=0 if args.quiet else 1)
+        results = run_ptd(
+            args.name,
+            preset=args.preset,
+            out=out,
+            data_dir=args.data_dir,
+            epochs=args.epochs,
+            seeds=seeds,
+            verbose=0 if args.quiet else 1,
+        )
         print(f"wrote {out}" + "".join(f", {p}" for p in save_ptd_figures(results, out)))
         return 0
     if args.seeds is not None:
         raise ValueError("--seeds is for the PTD experiments (ptd-*); use --seed S")
 
-    run_task(args.name, data_dir=args.data_dir, synthetic=args.synthetic, preset=args.preset, epochs=args.epochs,
-             device=args.device, out=args.out, resume=args.resume, seed=args.seed, limit=args.limit,
-             cache_dir=args.cache_dir, verbose=0 if args.quiet else 1)
+    run_task(
+        args.name,
+        data_dir=args.data_dir,
+        synthetic=args.synthetic,
+        preset=args.preset,
+        epochs=args.epochs,
+        device=args.device,
+        out=args.out,
+        resume=args.resume,
+        seed=args.seed,
+        limit=args.limit,
+        cache_dir=args.cache_dir,
+        verbose=0 if args.quiet else 1,
+    )
     return 0
 
 
@@ -192,8 +235,16 @@ def _seed_list(text: str) -> tuple[int, ...]:
 def _demo(args: argparse.Namespace) -> int:
     from ssmts.tasks.demo import run_demo
 
-    run_demo(data_dir=args.data_dir, rate=args.rate, epochs=args.epochs, seed=args.seed, quick=args.quick,
-             max_per_class=args.max_per_class, device=args.device, verbose=0 if args.quiet else 1)
+    run_demo(
+        data_dir=args.data_dir,
+        rate=args.rate,
+        epochs=args.epochs,
+        seed=args.seed,
+        quick=args.quick,
+        max_per_class=args.max_per_class,
+        device=args.device,
+        verbose=0 if args.quiet else 1,
+    )
     return 0
 
 
@@ -216,10 +267,16 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "tasks" and args.tasks_command is None:
         args.tasks_parser.print_help()
         return EXIT_USAGE
-    if (args.command == "tasks" and args.tasks_command == "run" and not args.name.startswith("ptd-")
-            and args.data_dir is None and not args.synthetic):
-        args.run_parser.error("one of the arguments --data-dir --synthetic is required (the ptd-* experiments "
-                              "need neither)")
+    if (
+        args.command == "tasks"
+        and args.tasks_command == "run"
+        and not args.name.startswith("ptd-")
+        and args.data_dir is None
+        and not args.synthetic
+    ):
+        args.run_parser.error(
+            "one of the arguments --data-dir --synthetic is required (the ptd-* experiments need neither)"
+        )
     try:
         if args.command == "demo":
             return _demo(args)

@@ -24,6 +24,7 @@ the functions work with any backend, including the non-interactive "Agg".
 
 matplotlib is imported only when a function is called.
 """
+
 from __future__ import annotations
 
 import math
@@ -108,8 +109,7 @@ def _fitted_network(obj: Any):
     if hasattr(estimator, "fit") or hasattr(estimator, "get_params"):
         _raise_not_fitted(estimator, f"{type(estimator).__name__} is not fitted yet")
     raise TypeError(
-        f"expected an SSM layer, a torch module with SSM layers, or a fitted ssmts estimator; "
-        f"got {type(obj).__name__}"
+        f"expected an SSM layer, a torch module with SSM layers, or a fitted ssmts estimator; got {type(obj).__name__}"
     )
 
 
@@ -130,9 +130,7 @@ def _history_of(obj: Any) -> list[dict]:
         if history is None:
             if hasattr(estimator, "fit") or hasattr(estimator, "get_params"):
                 _raise_not_fitted(estimator, f"{type(estimator).__name__} has no training history yet")
-            raise TypeError(
-                f"expected a fitted ssmts estimator or a list of per-epoch dicts, got {type(obj).__name__}"
-            )
+            raise TypeError(f"expected a fitted ssmts estimator or a list of per-epoch dicts, got {type(obj).__name__}")
         history = list(history)
     if not all(isinstance(record, Mapping) for record in history):
         raise TypeError("a training history is a list of dicts, one per epoch (e.g. estimator.history_)")
@@ -238,8 +236,15 @@ def plot_eigenvalues(
         Lambda = points(layer)
         for head in range(layer.heads):
             label = f"head {head + 1}" if layer.heads > 1 else "learned"
-            panel.scatter(Lambda[head].real, np.arcsinh(Lambda[head].imag), s=14, alpha=0.75,
-                          color=f"C{head % 10}", label=label, zorder=4)
+            panel.scatter(
+                Lambda[head].real,
+                np.arcsinh(Lambda[head].imag),
+                s=14,
+                alpha=0.75,
+                color=f"C{head % 10}",
+                label=label,
+                zorder=4,
+            )
         if layer.bidirectional == "ldnn":
             back = points(layer, backward=True).ravel()
             panel.scatter(back.real, np.arcsinh(back.imag), marker="x", s=16, color="C3", label="backward", zorder=4)
@@ -283,18 +288,27 @@ def plot_step_sizes(
     for index, layer in enumerate(layers):
         log_delta = np.log(_numpy(layer.Delta).ravel())
         offsets = jitter.uniform(-0.12, 0.12, size=log_delta.size)
-        panel.scatter(log_delta, index + offsets, s=12, alpha=0.75, color="C0",
-                      label="learned" if index == 0 else None, zorder=3)
+        panel.scatter(
+            log_delta, index + offsets, s=12, alpha=0.75, color="C0", label="learned" if index == 0 else None, zorder=3
+        )
         if reference is not None:
             log_init = np.log(_numpy(reference[index].Delta).ravel())
-            panel.scatter(log_init, index + 0.3 + jitter.uniform(-0.05, 0.05, size=log_init.size),
-                          **{**_INITIAL_STYLE, "s": 6, "label": "initialization" if index == 0 else None})
+            panel.scatter(
+                log_init,
+                index + 0.3 + jitter.uniform(-0.05, 0.05, size=log_init.size),
+                **{**_INITIAL_STYLE, "s": 6, "label": "initialization" if index == 0 else None},
+            )
     if show_init_range:
         bounds = sorted({(layer.dt_min, layer.dt_max) for layer in layers})
         for k, (low, high) in enumerate(bounds):
             for value in (low, high):
-                panel.axvline(math.log(value), color="0.5", ls="--", lw=0.9,
-                              label="initialization range" if k == 0 and value == low else None)
+                panel.axvline(
+                    math.log(value),
+                    color="0.5",
+                    ls="--",
+                    lw=0.9,
+                    label="initialization range" if k == 0 and value == low else None,
+                )
     panel.set_yticks(range(len(layers)), [f"layer {i + 1}" for i in range(len(layers))])
     panel.set_ylim(len(layers) - 0.5, -0.5)
     panel.set_xlabel("ln Δ")
@@ -440,8 +454,13 @@ def plot_transfer_function(
         if frequencies is None:
             nyquist = np.pi if sample_rate is None else sample_rate / 2.0
             frequencies = np.linspace(0.0, nyquist, 512)
-        G = frequency_response(layer, frequencies, sample_rate=sample_rate,
-                               include_feedthrough=include_feedthrough, include_mixer=include_mixer)
+        G = frequency_response(
+            layer,
+            frequencies,
+            sample_rate=sample_rate,
+            include_feedthrough=include_feedthrough,
+            include_mixer=include_mixer,
+        )
         x_label = "frequency (Hz)" if sample_rate is not None else "θ (radians per sample)"
         title = r"Frequency response $|H(e^{i\theta})|$"
     else:
@@ -468,8 +487,13 @@ def plot_transfer_function(
     else:
         sigma = np.linalg.svd(np.moveaxis(G, -1, 0), compute_uv=False)  # (n, min(M, H)), descending
         for k in range(sigma.shape[1] - 1, 0, -1):
-            panel.plot(frequencies, _gain(sigma[:, k], decibels), color="0.7", lw=0.7,
-                       label="other singular values" if k == 1 else None)
+            panel.plot(
+                frequencies,
+                _gain(sigma[:, k], decibels),
+                color="0.7",
+                lw=0.7,
+                label="other singular values" if k == 1 else None,
+            )
         panel.plot(frequencies, _gain(sigma[:, 0], decibels), color="C0", lw=1.6, label="largest singular value")
     if not discrete:
         panel.set_xscale("log")
@@ -644,11 +668,18 @@ def plot_sensitive_frequencies(
     name = label or f"layer {modes.layer_index}"
     (line,) = ax.plot(modes.omegas, modes.gap, lw=1.0, label=f"{name}: gap to reference")
     if show_reference:
-        ax.plot(modes.omegas, modes.reference_gain, ls=":", color=line.get_color(), lw=1.0,
-                label=f"{name}: reference gain")
+        ax.plot(
+            modes.omegas, modes.reference_gain, ls=":", color=line.get_color(), lw=1.0, label=f"{name}: reference gain"
+        )
     peaks = ", ".join(f"{t:.2f}" for t in modes.peak_thetas)
-    ax.scatter(modes.peak_omegas, modes.peak_gaps, color=line.get_color(), s=18, zorder=3,
-               label=f"{name} spikes, theta = {peaks} rad/sample (Delta = {modes.delta:.3g})")
+    ax.scatter(
+        modes.peak_omegas,
+        modes.peak_gaps,
+        color=line.get_color(),
+        s=18,
+        zorder=3,
+        label=f"{name} spikes, theta = {peaks} rad/sample (Delta = {modes.delta:.3g})",
+    )
     ax.set_yscale("log")
     ax.set_xlabel("w (rad per unit model time)")
     ax.set_ylabel("||G(iw) - G_ref(iw)||")
@@ -657,8 +688,15 @@ def plot_sensitive_frequencies(
 
 
 def _heatmap(ax, values, grid_x, grid_y, vmax, title):
-    image = ax.imshow(np.asarray(values).T, origin="lower", aspect="auto", vmin=0.0, vmax=vmax, cmap="viridis",
-                      extent=[grid_x[0], grid_x[-1], grid_y[0], grid_y[-1]])
+    image = ax.imshow(
+        np.asarray(values).T,
+        origin="lower",
+        aspect="auto",
+        vmin=0.0,
+        vmax=vmax,
+        cmap="viridis",
+        extent=[grid_x[0], grid_x[-1], grid_y[0], grid_y[-1]],
+    )
     ax.set_title(title, fontsize="small")
     ax.set_xlabel("theta (rad/sample)")
     ax.set_ylabel("amplitude a")
@@ -677,8 +715,11 @@ def plot_sinusoid_errors(results: Mapping, *, seed: int | None = None, fig: "Fig
         raise ValueError(f"no run with seed={seed} in these results")
     domains = list(dict.fromkeys(r["domain"] for r in runs))
     inits = list(dict.fromkeys(r["init"] for r in runs))
-    maps = {(d, i): np.mean([r["amplitude_abs_error"] for r in runs if r["domain"] == d and r["init"] == i], axis=0)
-            for d in domains for i in inits}
+    maps = {
+        (d, i): np.mean([r["amplitude_abs_error"] for r in runs if r["domain"] == d and r["init"] == i], axis=0)
+        for d in domains
+        for i in inits
+    }
     vmax = float(max(np.max(m) for m in maps.values()))
     fig, axes = _panel_grid(fig, None, len(domains) * len(inits), panel_size=(3.6, 3.0), ncols=len(inits))
     grid_x, grid_y = results["grid_theta"], results["grid_amplitude"]
@@ -709,7 +750,9 @@ def plot_noise_robustness(results: Mapping, *, fig: "Figure | None" = None) -> "
             x = [0.0] + amplitudes
             yerr = np.abs(np.array([np.subtract(mean, low), np.subtract(high, mean)]))
             ax.errorbar(x, mean, yerr=yerr, marker="o", capsize=3, label=f"init={row['init']} ({row['n_seeds']} seeds)")
-        title = "noise at the legs spike frequencies" if label == "spike" else "noise at random frequencies (spikes' band)"
+        title = (
+            "noise at the legs spike frequencies" if label == "spike" else "noise at random frequencies (spikes' band)"
+        )
         ax.set_title(title, fontsize="small")
         ax.set_xlabel("noise amplitude (standardized input units)")
         ax.set_ylabel("test accuracy")
@@ -728,8 +771,15 @@ def plot_ablation(results: Mapping, *, fig: "Figure | None" = None) -> "Figure":
         rows = [r for r in results["summary"] if r["d_state"] == N and r["init"] == "ptd"]
         rows.sort(key=lambda r: r["relative_size"])
         x = [r["relative_size"] for r in rows]
-        ax.errorbar(x, [r["test_accuracy"] for r in rows], yerr=[r["test_accuracy_std"] for r in rows], marker="o",
-                    color="tab:red", capsize=3, label="ptd accuracy")
+        ax.errorbar(
+            x,
+            [r["test_accuracy"] for r in rows],
+            yerr=[r["test_accuracy_std"] for r in rows],
+            marker="o",
+            color="tab:red",
+            capsize=3,
+            label="ptd accuracy",
+        )
         for r in results["summary"]:
             if r["d_state"] == N and r["init"] == "legs":
                 ax.axhline(r["test_accuracy"], color="gray", ls="--", lw=1, label="legs accuracy")
@@ -757,9 +807,11 @@ def save_ptd_figures(results: Mapping, out) -> list:
 
     out = Path(out)
     experiment = results["experiment"]
-    draw, suffix = {"ptd-sinusoids": (plot_sinusoid_errors, "heatmaps"),
-                    "ptd-robustness": (plot_noise_robustness, "noise"),
-                    "ptd-ablation": (plot_ablation, "ablation")}[experiment]
+    draw, suffix = {
+        "ptd-sinusoids": (plot_sinusoid_errors, "heatmaps"),
+        "ptd-robustness": (plot_noise_robustness, "noise"),
+        "ptd-ablation": (plot_ablation, "ablation"),
+    }[experiment]
     fig = draw(results)
     path = out.with_name(f"{out.stem}_{suffix}.png")
     fig.savefig(path, dpi=110, bbox_inches="tight")

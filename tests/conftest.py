@@ -1,4 +1,5 @@
 """Fixtures shared by the test packages."""
+
 import pytest
 import torch
 

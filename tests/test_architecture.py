@@ -5,6 +5,7 @@
 A module may import from its own package and from the packages its row allows; anything
 else is a layering error (e.g. the core importing a face, a face importing a data loader).
 """
+
 from __future__ import annotations
 
 import ast
@@ -74,20 +75,26 @@ def _sources():
 def test_imports_follow_the_layers(path):
     own = _part(_module_name(path)) if path != PACKAGE / "__init__.py" else "__init__"
     allowed = ALLOWED[own] | {own}
-    bad = [(line, target) for line, target in _ssmts_imports(path)
-           if target != "ssmts" and _part(target) not in allowed]
+    bad = [
+        (line, target) for line, target in _ssmts_imports(path) if target != "ssmts" and _part(target) not in allowed
+    ]
     assert not bad, f"{path.relative_to(PACKAGE)} imports across the layers: {bad} (docs/architecture.md)"
 
 
 def test_every_part_has_a_row():
-    parts = {p.name if p.is_dir() else p.stem for p in PACKAGE.iterdir()
-             if (p.is_dir() and (p / "__init__.py").exists()) or p.suffix == ".py"}
+    parts = {
+        p.name if p.is_dir() else p.stem
+        for p in PACKAGE.iterdir()
+        if (p.is_dir() and (p / "__init__.py").exists()) or p.suffix == ".py"
+    }
     assert parts <= set(ALLOWED), f"add a row for {sorted(parts - set(ALLOWED))} to ALLOWED and the architecture page"
 
 
 def test_import_ssmts_nn_loads_no_sklearn_pandas_or_sktime():
-    code = ("import sys, ssmts.nn, ssmts.nn.heads, ssmts.nn.analysis, ssmts.training; "
-            "print(sorted(m for m in ('sklearn', 'pandas', 'sktime') if m in sys.modules))")
+    code = (
+        "import sys, ssmts.nn, ssmts.nn.heads, ssmts.nn.analysis, ssmts.training; "
+        "print(sorted(m for m in ('sklearn', 'pandas', 'sktime') if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

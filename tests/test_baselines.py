@@ -1,4 +1,5 @@
 """Classical regression baselines: RMSE helper, table layout, and ridge on a linear target."""
+
 from __future__ import annotations
 
 import numpy as np

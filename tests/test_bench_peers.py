@@ -1,4 +1,5 @@
 """`python -m ssmts.bench peers` machinery on a tiny configuration, with the peers present and absent."""
+
 from __future__ import annotations
 
 import os
@@ -11,8 +12,24 @@ from ssmts.bench import peers as bench_peers
 from ssmts.bench.__main__ import BENCHMARKS
 
 S4_CHECKOUT = os.environ.get("SSMTS_S4D", "/work/peers/s4")
-TINY = ["--widths", "8", "--states", "4", "--lengths", "32", "--batch", "2", "--heads", "2", "--repeats", "1",
-        "--warmup", "1", "--threads", "1"]
+TINY = [
+    "--widths",
+    "8",
+    "--states",
+    "4",
+    "--lengths",
+    "32",
+    "--batch",
+    "2",
+    "--heads",
+    "2",
+    "--repeats",
+    "1",
+    "--warmup",
+    "1",
+    "--threads",
+    "1",
+]
 
 
 def _rows(out: str, model: str) -> list[str]:
@@ -48,6 +65,7 @@ def test_tiny_run_with_every_peer_it_can_import(capsys):
 
 def test_tiny_run_with_the_peers_missing(capsys, monkeypatch):
     """Each peer skipped with its reason; ssmts, LSTM and the floor still timed; the streaming table."""
+
     def missing(name, s4d_path):
         raise ImportError(f"no module named {name!r} (test)")
 
@@ -75,8 +93,15 @@ def test_s4d_needs_a_checkout():
 
 def test_ratios_pick_the_fastest_peer_of_the_structure():
     R = bench_peers.Row
-    rows = [R(8, 4, 32, "ssmts heads=8", 10.0), R(8, 4, 32, "ssmts heads=1", 30.0), R(8, 4, 32, "ssmts heads=2", 30.0),
-            R(8, 4, 32, "s4d", 40.0), R(8, 4, 32, "mamba", 20.0), R(8, 4, 32, "s5", 60.0), R(8, 4, 32, "fft floor", 5.0)]
+    rows = [
+        R(8, 4, 32, "ssmts heads=8", 10.0),
+        R(8, 4, 32, "ssmts heads=1", 30.0),
+        R(8, 4, 32, "ssmts heads=2", 30.0),
+        R(8, 4, 32, "s4d", 40.0),
+        R(8, 4, 32, "mamba", 20.0),
+        R(8, 4, 32, "s5", 60.0),
+        R(8, 4, 32, "fft floor", 5.0),
+    ]
     bench_peers.add_ratios(rows)
     assert (rows[0].peer, rows[0].vs_peer, rows[0].vs_floor) == ("mamba", 0.5, 2.0)
     assert (rows[1].peer, rows[1].vs_peer) == ("s5", 0.5)
@@ -106,7 +131,11 @@ def test_equal_state_ratio_and_estimates():
     bench_peers.add_ratios(rows)
     assert (rows[0].peer, rows[0].vs_peer, rows[0].vs_equal_state) == ("s5", 1.5, 0.5)
     assert bench_peers.estimate_seconds((16, 1024, 1000.0), 64, 4096, "s5 state x4") == pytest.approx(16.0)
-    assert bench_peers.estimate_gb("s5 state x4", 64, 64, 1024, 16) > bench_peers.estimate_gb("s5 state x2", 64, 64, 1024, 16) > 0
+    assert (
+        bench_peers.estimate_gb("s5 state x4", 64, 64, 1024, 16)
+        > bench_peers.estimate_gb("s5 state x2", 64, 64, 1024, 16)
+        > 0
+    )
 
 
 _STAND_IN_S4D = '''

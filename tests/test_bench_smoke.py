@@ -1,5 +1,6 @@
 """Smoke tests of `python -m ssmts.bench layer`, `lncde` and `classify` (tiny shapes and models) and of the benchmark
 dispatcher."""
+
 from __future__ import annotations
 
 import json
@@ -27,7 +28,9 @@ def test_layer_quick_runs_in_a_subprocess_and_prints_the_table(tmp_path):
     start = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-m", "ssmts.bench", "layer", "--quick", "--csv", str(csv)],
-        capture_output=True, text=True, timeout=60,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     elapsed = time.perf_counter() - start
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -64,7 +67,10 @@ def test_headline_at_the_essm_shape():
             bench_layer.Result("lstm", 1024, 256, 526_336, time_ms=20.0),
         ]
     )
-    assert bench_layer.headline(df, 16) == "At B=16, L=4096, H=256: SSM fwd+bwd is 4.00x faster than LSTM with 6.3% of its parameters"
+    assert (
+        bench_layer.headline(df, 16)
+        == "At B=16, L=4096, H=256: SSM fwd+bwd is 4.00x faster than LSTM with 6.3% of its parameters"
+    )
     assert df.time_vs_lstm.tolist() == [0.25, 1.0, 0.5, 1.0]
 
 
@@ -93,7 +99,10 @@ def test_lncde_quick_runs_in_a_subprocess_and_prints_the_table():
     forward only and forward plus backward."""
     start = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, "-m", "ssmts.bench", "lncde", "--quick"], capture_output=True, text=True, timeout=60,
+        [sys.executable, "-m", "ssmts.bench", "lncde", "--quick"],
+        capture_output=True,
+        text=True,
+        timeout=60,
         env={**os.environ, "OMP_NUM_THREADS": "1"},
     )
     elapsed = time.perf_counter() - start
@@ -101,12 +110,23 @@ def test_lncde_quick_runs_in_a_subprocess_and_prints_the_table():
     assert elapsed < 20, f"--quick took {elapsed:.1f} s"
     out = proc.stdout
     header = next(line for line in out.splitlines() if line.startswith("structure"))
-    for column in ("params", "compose MACs", "recurrence ms", "scan ms", "chunked ms", "recurrence f+b ms",
-                   "scan f+b ms", "chunked f+b ms", "vs dense scan"):
+    for column in (
+        "params",
+        "compose MACs",
+        "recurrence ms",
+        "scan ms",
+        "chunked ms",
+        "recurrence f+b ms",
+        "scan f+b ms",
+        "chunked f+b ms",
+        "vs dense scan",
+    ):
         assert column in header
     for structure in bench_lncde.STRUCTURES:
         for L in (64, 128):
-            assert re.search(rf"^{re.escape(structure)}\s+16\s+\d+\s+\d+\s+{L}(\s+\d+\.\d){{6}}\s+\d+\.\dx$", out, re.M), (structure, L, out)
+            assert re.search(
+                rf"^{re.escape(structure)}\s+16\s+\d+\s+\d+\s+{L}(\s+\d+\.\d){{6}}\s+\d+\.\dx$", out, re.M
+            ), (structure, L, out)
     assert re.search(r"^dense\s+16\s+\d+\s+4096\s", out, re.M)  # d^3 compositions
 
 
@@ -136,8 +156,12 @@ def test_classify_benchmark_cross_validates_on_the_training_split(capsys):
     """`bench classify --cv`: every row runs on K folds of the training split (tiny SSM)."""
     from ssmts.bench import classify
 
-    assert bench_main(["classify", "--cv", "2", "--sets", "UnitTest", "--models", "ssm", "1nn", "--params", TINY,
-                       "--markdown"]) == 0
+    assert (
+        bench_main(
+            ["classify", "--cv", "2", "--sets", "UnitTest", "--models", "ssm", "1nn", "--params", TINY, "--markdown"]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "2-fold CV on the training split" in out and "| ssm |" in out and "| 1nn |" in out
     # The folds are of the training split only (20 series), stratified.
@@ -154,7 +178,7 @@ def test_classify_benchmark_repeated_cv_gives_different_folds():
     folds = classify.cv_splits(X_train, y_train, 5, regression=False, repeats=3, seed=0)
     assert len(folds) == 15
     for repeat in range(3):
-        held = np.concatenate([h for _, h in folds[5 * repeat: 5 * repeat + 5]])
+        held = np.concatenate([h for _, h in folds[5 * repeat : 5 * repeat + 5]])
         assert sorted(held.tolist()) == list(range(len(X_train)))
     first = {tuple(sorted(h)) for _, h in folds[:5]}
     assert first != {tuple(sorted(h)) for _, h in folds[5:10]} and first != {tuple(sorted(h)) for _, h in folds[10:]}
@@ -184,8 +208,27 @@ def test_classify_benchmark_resamples_are_stratified_on_the_training_split():
 def test_classify_benchmark_markdown_shows_mean_and_std_and_writes_json(capsys, tmp_path):
     """Every row of the resample protocol reports mean ± std per set; --json keeps each score and fit time."""
     path = tmp_path / "scores.json"
-    assert bench_main(["classify", "--resamples", "3", "--sets", "UnitTest", "ItalyPowerDemand", "--models", "ssm",
-                       "1nn", "--params", TINY, "--markdown", "--json", str(path)]) == 0
+    assert (
+        bench_main(
+            [
+                "classify",
+                "--resamples",
+                "3",
+                "--sets",
+                "UnitTest",
+                "ItalyPowerDemand",
+                "--models",
+                "ssm",
+                "1nn",
+                "--params",
+                TINY,
+                "--markdown",
+                "--json",
+                str(path),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "3 stratified resamples of the training split" in out
     rows = [line for line in out.splitlines() if line.startswith(("| ssm |", "| 1nn |"))]
@@ -194,7 +237,8 @@ def test_classify_benchmark_markdown_shows_mean_and_std_and_writes_json(capsys, 
     assert saved["resamples"] == 3 and saved["params"] == json.loads(TINY)
     assert len(saved["results"]) == 2 * 2 * 3
     assert {(r["model"], r["set"], r["resample"]) for r in saved["results"]} == {
-        (m, s, i) for m in ("ssm", "1nn") for s in ("UnitTest", "ItalyPowerDemand") for i in range(3)}
+        (m, s, i) for m in ("ssm", "1nn") for s in ("UnitTest", "ItalyPowerDemand") for i in range(3)
+    }
     assert all(0 <= r["score"] <= 1 and r["seconds"] >= 0 for r in saved["results"])
 
 
@@ -229,8 +273,15 @@ def test_classify_benchmark_loads_the_development_sets():
     check("CardanoSentiment", 74, 33, 2, 24, regression=True)
     check("Covid3Month", 140, 61, 1, 84, regression=True)
     check("Tecator", 172, 43, 1, 100, regression=True)
-    assert set(classify.CLASSIFICATION_SETS) == {"ArrowHead", "ACSF1", "PickupGestureWiimoteZ",
-                                                 "PickupGestureWiimoteZ_eq", "digits", "ItalyPowerDemand", "GunPoint"}
+    assert set(classify.CLASSIFICATION_SETS) == {
+        "ArrowHead",
+        "ACSF1",
+        "PickupGestureWiimoteZ",
+        "PickupGestureWiimoteZ_eq",
+        "digits",
+        "ItalyPowerDemand",
+        "GunPoint",
+    }
     assert set(classify.REGRESSION_SETS) == {"CardanoSentiment", "Covid3Month", "Tecator"}
     # the unequal and equal-length versions hold the same series, the latter padded at the end
     X, y, _, _ = classify.load_classification("PickupGestureWiimoteZ")
@@ -246,10 +297,32 @@ def test_classify_benchmark_rows_are_pluggable_and_previous_is_pinned(monkeypatc
     from ssmts.bench import classify
 
     previous = classify.make_model("previous", False, {"d_model": 4}, 0).get_params()
-    assert {k: previous[k] for k in ("d_model", "d_state", "n_layers", "min_steps", "max_epochs", "label_smoothing",
-                                     "lr", "lr_ssm", "scheduler", "normalize")} == dict(
-        d_model=64, d_state=64, n_layers=2, min_steps=500, max_epochs=50, label_smoothing=0.1, lr=3e-3, lr_ssm=1e-3,
-        scheduler="cosine", normalize="channel")
+    assert {
+        k: previous[k]
+        for k in (
+            "d_model",
+            "d_state",
+            "n_layers",
+            "min_steps",
+            "max_epochs",
+            "label_smoothing",
+            "lr",
+            "lr_ssm",
+            "scheduler",
+            "normalize",
+        )
+    } == dict(
+        d_model=64,
+        d_state=64,
+        n_layers=2,
+        min_steps=500,
+        max_epochs=50,
+        label_smoothing=0.1,
+        lr=3e-3,
+        lr_ssm=1e-3,
+        scheduler="cosine",
+        normalize="channel",
+    )
     assert "label_smoothing" not in classify.make_model("previous", True, {}, 0).get_params()
     assert classify.make_model("ssm", False, json.loads(TINY), 3).get_params()["d_model"] == 4
 
@@ -263,8 +336,21 @@ def test_classify_benchmark_rows_are_pluggable_and_previous_is_pinned(monkeypatc
     assert classify.main(["--sets", "UnitTest", "--models", "features", "--seed", "7"]) == 0
     # the row ran as 1-NN ED: 19 of UnitTest's 22 test series
     assert calls == [(False, {}, 7)] and re.search(r"^features\s+0\.864 \(\d+\.\d s\)", capsys.readouterr().out, re.M)
-    assert classify.main(["--sets", "UnitTest", "--models", "features", "--feature-params", '{"n_scales": 3}',
-                          "--params", '{"d_model": 4}']) == 0
+    assert (
+        classify.main(
+            [
+                "--sets",
+                "UnitTest",
+                "--models",
+                "features",
+                "--feature-params",
+                '{"n_scales": 3}',
+                "--params",
+                '{"d_model": 4}',
+            ]
+        )
+        == 0
+    )
     assert calls[1] == (False, {"n_scales": 3}, 0)  # the ssm row's overrides stay with the ssm row
     monkeypatch.undo()
     features = classify.make_model("features", False, {"n_kernels": 8}, 2)

@@ -6,6 +6,7 @@ results include can be checked with a marker file without touching the working t
 The headline results (RESULTS_FILE) are included at the top of benchmarks.md; their detail
 lives on the pages of RESULT_PAGES, one per topic, each in the navigation.
 """
+
 from __future__ import annotations
 
 import os
@@ -25,15 +26,24 @@ RESULTS_FILE = "benchmarks_results.md"
 MARKER = "Marker table written by tests/test_docs.py"
 # Detail page of the results -> id of each section it holds (headings of docs/results/*.md).
 RESULT_PAGES = {
-    "results/classification": ["classification-defaults-python-m-ssmtsbench-classify-cv-5",
-                               "regression-defaults-python-m-ssmtsbench-classify-regression-cv-5"],
-    "results/forecasting": ["forecast-accuracy-python-m-ssmtsbench-forecast-uschange-exog",
-                            "interval-coverage-python-m-ssmtsbench-forecast-validation-coverage-0809",
-                            "backtests-from-many-origins-and-streaming-python-m-ssmtsbench-forecast-backtest-timing"],
-    "results/engine": ["layer-speed-python-m-ssmtsbench-layer", "linearcde-cost-python-m-ssmtsbench-lncde",
-                       "against-the-peers-own-code-python-m-ssmtsbench-peers"],
-    "results/tasks": ["state-tracking-ssmts-tasks-run-state-tracking-synthetic-preset-small",
-                      "ptd-robustness-ssmts-tasks-run-ptd-preset-small"],
+    "results/classification": [
+        "classification-defaults-python-m-ssmtsbench-classify-cv-5",
+        "regression-defaults-python-m-ssmtsbench-classify-regression-cv-5",
+    ],
+    "results/forecasting": [
+        "forecast-accuracy-python-m-ssmtsbench-forecast-uschange-exog",
+        "interval-coverage-python-m-ssmtsbench-forecast-validation-coverage-0809",
+        "backtests-from-many-origins-and-streaming-python-m-ssmtsbench-forecast-backtest-timing",
+    ],
+    "results/engine": [
+        "layer-speed-python-m-ssmtsbench-layer",
+        "linearcde-cost-python-m-ssmtsbench-lncde",
+        "against-the-peers-own-code-python-m-ssmtsbench-peers",
+    ],
+    "results/tasks": [
+        "state-tracking-ssmts-tasks-run-state-tracking-synthetic-preset-small",
+        "ptd-robustness-ssmts-tasks-run-ptd-preset-small",
+    ],
     "results/scaling": ["scaling-out-python-m-ssmtsbench-scaling"],
 }
 
@@ -51,7 +61,11 @@ def site(tmp_path_factory):
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1", "OMP_NUM_THREADS": "1"}
     completed = subprocess.run(
         [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(work / "site")],
-        cwd=work, env=env, capture_output=True, text=True, timeout=600,
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert completed.returncode == 0, f"mkdocs build --strict failed:\n{completed.stdout}\n{completed.stderr}"
     return work / "site", results.read_text(), real_results
@@ -65,10 +79,28 @@ def page(site_dir: Path, name: str) -> str:
 
 def test_every_page_of_the_navigation_is_built(site):
     site_dir, _, _ = site
-    for name in ["", "getting-started", "concepts", "guides/sklearn", "guides/sktime", "guides/inspecting-models",
-                 "guides/resampling", "guides/slice", "guides/tasks-and-data", "notebooks", "benchmarks",
-                 "api/ssmts", "api/estimators", "api/sktime", "api/nn", "api/plot", "api/training", "api/data",
-                 "api/tasks", *RESULT_PAGES]:
+    for name in [
+        "",
+        "getting-started",
+        "concepts",
+        "guides/sklearn",
+        "guides/sktime",
+        "guides/inspecting-models",
+        "guides/resampling",
+        "guides/slice",
+        "guides/tasks-and-data",
+        "notebooks",
+        "benchmarks",
+        "api/ssmts",
+        "api/estimators",
+        "api/sktime",
+        "api/nn",
+        "api/plot",
+        "api/training",
+        "api/data",
+        "api/tasks",
+        *RESULT_PAGES,
+    ]:
         page(site_dir, name)
     assert not (site_dir / "hooks").exists(), "build code must not be published"
     assert not (site_dir / "benchmarks_results").exists(), "the results file is included, not a page of its own"
@@ -103,8 +135,15 @@ def test_parameters_assembled_at_import_time_are_documented(site):
     """The estimators' constructors and docstrings exist only at run time (docs/hooks/griffe_runtime_classes.py)."""
     site_dir, _, _ = site
     html = page(site_dir, "api/estimators")
-    for text in ("Backbone parameters", "Training parameters", "d_model", "dt_max", "class_weight", "objective",
-                 "Width H of every block."):
+    for text in (
+        "Backbone parameters",
+        "Training parameters",
+        "d_model",
+        "dt_max",
+        "class_weight",
+        "objective",
+        "Width H of every block.",
+    ):
         assert text in html, f"{text!r} missing from the estimators reference"
     assert "required" not in html.split("Backbone parameters", 1)[1].split("Training parameters", 1)[0]
 
@@ -137,8 +176,15 @@ def test_headline_results_link_to_every_detail_page(site):
     html = page(site_dir, "benchmarks")
     # The classification defaults against MiniRocket and 1-NN on the test splits lead the page.
     assert html.index("Measured results") < html.index("Layer efficiency")
-    for text in ("ssm (the defaults, M)", "MiniRocket", "1-NN ED", "the defaults</strong>", "SSM MASE",
-                 "SSM layer (defaults)", "fft floor"):
+    for text in (
+        "ssm (the defaults, M)",
+        "MiniRocket",
+        "1-NN ED",
+        "the defaults</strong>",
+        "SSM MASE",
+        "SSM layer (defaults)",
+        "fft floor",
+    ):
         assert text in html, f"{text!r} missing from the headline results"
     for name, sections in RESULT_PAGES.items():
         for section in sections:
@@ -150,8 +196,12 @@ def test_every_reference_to_the_math_resolves_to_a_section_of_the_concepts_page(
     and nothing cites a file outside the repository."""
     headings = set(re.findall(r"^## (.+)$", (ROOT / "docs" / "concepts.md").read_text(), re.M))
     cited = []
-    for path in [*(ROOT / "ssmts").rglob("*.py"), *(ROOT / "tests").rglob("*.py"), *(ROOT / "docs").rglob("*.md"),
-                 ROOT / "README.md"]:
+    for path in [
+        *(ROOT / "ssmts").rglob("*.py"),
+        *(ROOT / "tests").rglob("*.py"),
+        *(ROOT / "docs").rglob("*.md"),
+        ROOT / "README.md",
+    ]:
         if path == Path(__file__).resolve():
             continue
         text = path.read_text(encoding="utf-8")

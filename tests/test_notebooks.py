@@ -5,13 +5,16 @@ runnable top to bottom (with SSMTS_NOTEBOOK_QUICK=1, which shrinks data, model a
 Measured on 2 shared CPU cores: the quick runs take 11 to 15 s each, about a minute
 together, most of it kernel start-up and imports.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
 
-nbformat = pytest.importorskip("nbformat", reason="the notebooks extra is not installed (pip install -e '.[notebooks]')")
+nbformat = pytest.importorskip(
+    "nbformat", reason="the notebooks extra is not installed (pip install -e '.[notebooks]')"
+)
 
 NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 EXPECTED = [
@@ -80,10 +83,17 @@ def test_notebook_runs_top_to_bottom(name, monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
     notebook = nbformat.read(NOTEBOOK_DIR / name, as_version=4)
     client = NotebookClient(
-        notebook, timeout=CELL_TIMEOUT_S, kernel_name="python3",
+        notebook,
+        timeout=CELL_TIMEOUT_S,
+        kernel_name="python3",
         resources={"metadata": {"path": str(NOTEBOOK_DIR)}},
     )
     client.execute()  # raises CellExecutionError, with the cell and traceback, on any error
-    errors = [output for cell in notebook.cells if cell.cell_type == "code"
-              for output in cell.outputs if output.output_type == "error"]
+    errors = [
+        output
+        for cell in notebook.cells
+        if cell.cell_type == "code"
+        for output in cell.outputs
+        if output.output_type == "error"
+    ]
     assert not errors

@@ -4,6 +4,7 @@ The transfer-function values are checked against computations that do not share 
 with ssmts.nn.analysis: a dense C (iwI - A)^-1 B + D, the DTFT of the layer's own
 kernel (SSM.kernel), and the DTFT of the layer's output for an impulse (SSM.forward).
 """
+
 from __future__ import annotations
 
 import matplotlib
@@ -182,8 +183,13 @@ def fitted():
 def test_initial_model_of_the_same_seed_is_the_regressor_at_initialization(fitted):
     """What the notebooks rely on for the black 'initialization' dots."""
     estimator, initial, _, _ = fitted
-    fresh = SSMRegressor(**{k: estimator.get_params()[k] for k in ("d_model", "d_state", "n_layers", "heads", "random_state")},
-                         max_epochs=1, lr=1e-30, lr_ssm=1e-30, weight_decay=0.0)
+    fresh = SSMRegressor(
+        **{k: estimator.get_params()[k] for k in ("d_model", "d_state", "n_layers", "heads", "random_state")},
+        max_epochs=1,
+        lr=1e-30,
+        lr_ssm=1e-30,
+        weight_decay=0.0,
+    )
     X, y = fitted[2], fitted[3]
     fresh.fit(X, y)  # steps of 1e-30 leave float32 parameters at their initial values
     for a, b in zip(ssmplot.ssm_layers_of(fresh), ssmplot.ssm_layers_of(initial)):
@@ -228,7 +234,9 @@ def test_plot_step_sizes(fitted):
     assert len(ax.collections) == 4  # learned + initialization per layer
     layers = ssmplot.ssm_layers_of(estimator)
     learned_layer_2 = ax.collections[2].get_offsets()[:, 0]
-    np.testing.assert_allclose(np.sort(learned_layer_2), np.sort(np.log(layers[1].Delta.detach().numpy().ravel())), rtol=1e-6)
+    np.testing.assert_allclose(
+        np.sort(learned_layer_2), np.sort(np.log(layers[1].Delta.detach().numpy().ravel())), rtol=1e-6
+    )
     assert len(ax.lines) == 2  # ln dt_min and ln dt_max
     np.testing.assert_allclose(sorted(line.get_xdata()[0] for line in ax.lines), np.log([1e-3, 1e-1]))
 
@@ -307,8 +315,13 @@ def test_estimators_inside_pipelines_are_found(fitted):
 
 def test_unfitted_and_wrong_inputs_give_clear_errors(fitted):
     _, initial, _, _ = fitted
-    for function in (ssmplot.plot_eigenvalues, ssmplot.plot_step_sizes, ssmplot.plot_kernels,
-                     ssmplot.plot_transfer_function, ssmplot.plot_history):
+    for function in (
+        ssmplot.plot_eigenvalues,
+        ssmplot.plot_step_sizes,
+        ssmplot.plot_kernels,
+        ssmplot.plot_transfer_function,
+        ssmplot.plot_history,
+    ):
         with pytest.raises(NotFittedError, match="call fit"):
             function(SSMRegressor())
     with pytest.raises(NotFittedError, match="SSMRegressor"):
@@ -328,7 +341,9 @@ def test_sktime_estimators_are_accepted():
     rng = np.random.default_rng(1)
     X = rng.standard_normal((12, 1, 20))
     y = np.array(["a", "b"] * 6)
-    classifier = sktime_estimators.SSMPanelClassifier(d_model=4, d_state=4, n_layers=1, max_epochs=2, min_steps=0, random_state=0)
+    classifier = sktime_estimators.SSMPanelClassifier(
+        d_model=4, d_state=4, n_layers=1, max_epochs=2, min_steps=0, random_state=0
+    )
     with pytest.raises(NotFittedError):
         ssmplot.plot_eigenvalues(classifier)
     classifier.fit(X, y)

@@ -1,4 +1,5 @@
 """torch and torchaudio load together and torchaudio's resampler agrees with scipy's polyphase one."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -42,7 +43,8 @@ def test_resample_16k_to_8k_matches_scipy_resample_poly_and_the_analytic_sine(dt
 
 
 def test_resample_removes_content_above_the_new_nyquist():
-    """A 5 kHz tone cannot exist at 8 kHz: both resamplers' anti-aliasing filters suppress it (measured 5.4e-3, 1.3e-3)."""
+    """A 5 kHz tone cannot exist at 8 kHz: both resamplers' anti-aliasing filters suppress it
+    (measured 5.4e-3, 1.3e-3)."""
     x = np.sin(2 * np.pi * 5000 * np.arange(16000) / 16000.0)
     y_ta = torchaudio.functional.resample(torch.from_numpy(x), 16000, 8000).numpy()
     y_sp = scipy.signal.resample_poly(x, 1, 2)

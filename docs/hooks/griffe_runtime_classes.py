@@ -21,6 +21,7 @@ extension imports the class and takes
 
 Enabled in mkdocs.yml under the python handler's ``extensions``.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -71,14 +72,16 @@ def _only_var_keyword(function: griffe.Function) -> bool:
 
 def _constructor(runtime: type, cls: griffe.Class) -> griffe.Function:
     signature = inspect.signature(runtime.__init__)
-    parameters = griffe.Parameters(*[
-        griffe.Parameter(
-            p.name,
-            kind=griffe.ParameterKind(p.kind.description),
-            default=None if p.default is inspect.Parameter.empty else repr(p.default),
-        )
-        for p in signature.parameters.values()
-    ])
+    parameters = griffe.Parameters(
+        *[
+            griffe.Parameter(
+                p.name,
+                kind=griffe.ParameterKind(p.kind.description),
+                default=None if p.default is inspect.Parameter.empty else repr(p.default),
+            )
+            for p in signature.parameters.values()
+        ]
+    )
     return griffe.Function("__init__", parameters=parameters, parent=cls)
 
 
@@ -91,9 +94,14 @@ def _docstring(text: str, cls: griffe.Class, defaults: dict[str, str]) -> griffe
         parameters = []
         for name, text in entries:
             annotation, description = _type_and_description(text)
-            parameters.append(griffe.DocstringParameter(
-                name, annotation=annotation, description=description, value=defaults.get(name),
-            ))
+            parameters.append(
+                griffe.DocstringParameter(
+                    name,
+                    annotation=annotation,
+                    description=description,
+                    value=defaults.get(name),
+                )
+            )
         parameter_sections.append(
             griffe.DocstringSectionParameters(parameters, title=f"{group} parameters" if group else None)
         )

@@ -11,6 +11,7 @@ latex2mathml cannot convert fails the build, naming the page and the formula.
 macron that Chrome draws inconsistently at text size (sometimes not at all), while
 \\overline becomes an accent bar that is drawn reliably.
 """
+
 from __future__ import annotations
 
 import html
@@ -45,5 +46,7 @@ def _check_headings(items, page) -> None:
 
 def on_page_content(html_text: str, page, config, files) -> str:
     _check_headings(page.toc, page)
-    html_text = _DISPLAY.sub(lambda m: f'<div class="math-display">{_mathml(m.group(1), "block", page)}</div>', html_text)
+    html_text = _DISPLAY.sub(
+        lambda m: f'<div class="math-display">{_mathml(m.group(1), "block", page)}</div>', html_text
+    )
     return _INLINE.sub(lambda m: _mathml(m.group(1), "inline", page), html_text)

@@ -5,6 +5,7 @@ A line ``<!-- params: ssmts.training.params.BackboneParams -->`` in a page becom
 ``ssmts.training.config`` declarations, so the guides cannot drift from the code.
 ``<!-- params: ssmts.sktime.SSMForecaster Forecaster -->`` limits it to one docs group.
 """
+
 from __future__ import annotations
 
 import importlib

@@ -2,6 +2,7 @@
 
 Each benchmark is a module with `main(argv: list[str]) -> int`, imported only when asked for.
 """
+
 from __future__ import annotations
 
 import importlib

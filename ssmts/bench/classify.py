@@ -46,17 +46,19 @@ The development protocols (--resamples, --cv) are what the defaults are chosen o
 (docs/results/classification.md); test splits only report. Rows show the mean +- (sample) standard
 deviation of the score over the resamples/folds and the mean fit seconds.
 
---regression runs SSMRegressor and SSMFeatureRegressor on the regression sets, --resamples or --cv only, against MiniRocket
-+ RidgeCV, 1-NN and the training mean; the score is the RMSE over the standard deviation of the
-fit part's targets (lower is better; the mean scores about 1).
+--regression runs SSMRegressor and SSMFeatureRegressor on the regression sets, --resamples or --cv
+only, against MiniRocket + RidgeCV, 1-NN and the training mean; the score is the RMSE over the
+standard deviation of the fit part's targets (lower is better; the mean scores about 1).
 
 --params '{"name": value}' overrides parameters of the "ssm" row, --feature-params those of the
-"features" row (the "previous" row is always ssmts 0.2's defaults); --models picks rows (MODEL_FACTORIES); --json PATH writes every score and
-fit time (model, set, resample, score, seconds) so that results pages can be regenerated.
+"features" row (the "previous" row is always ssmts 0.2's defaults); --models picks rows
+(MODEL_FACTORIES); --json PATH writes every score and fit time (model, set, resample, score,
+seconds) so that results pages can be regenerated.
 --threads N sets torch's intra-op threads (default 1, so that fit times compare between rows);
 it is a cap: the estimators' fits may use fewer while other processes keep cores busy. MiniRocket
 runs on numba with N threads too.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -69,8 +71,15 @@ from typing import Any, Callable
 
 import numpy as np
 
-CLASSIFICATION_SETS = ("ArrowHead", "ACSF1", "PickupGestureWiimoteZ", "PickupGestureWiimoteZ_eq", "digits",
-                       "ItalyPowerDemand", "GunPoint")
+CLASSIFICATION_SETS = (
+    "ArrowHead",
+    "ACSF1",
+    "PickupGestureWiimoteZ",
+    "PickupGestureWiimoteZ_eq",
+    "digits",
+    "ItalyPowerDemand",
+    "GunPoint",
+)
 REGRESSION_SETS = ("CardanoSentiment", "Covid3Month", "Tecator")
 
 # Share of the training split scored in each --resamples resample.
@@ -81,11 +90,32 @@ RESAMPLE_TEST_SIZE = 0.3
 # stays the same whatever the defaults become.
 PREVIOUS_DEFAULTS: dict[str, Any] = dict(
     # backbone
-    layer="ssm", d_model=64, d_state=64, n_layers=2, heads=1, bidirectional=False, init="legs", discretization="zoh",
-    dropout=0.0, norm="layer", prenorm=True, activation="gated_gelu", dt_min=1e-3, dt_max=1e-1, pooling="mean",
+    layer="ssm",
+    d_model=64,
+    d_state=64,
+    n_layers=2,
+    heads=1,
+    bidirectional=False,
+    init="legs",
+    discretization="zoh",
+    dropout=0.0,
+    norm="layer",
+    prenorm=True,
+    activation="gated_gelu",
+    dt_min=1e-3,
+    dt_max=1e-1,
+    pooling="mean",
     # training
-    normalize="channel", max_epochs=50, min_steps=500, batch_size=32, lr=3e-3, lr_ssm=1e-3, weight_decay=0.01,
-    optimizer="adamw", scheduler="cosine", early_stopping=False,
+    normalize="channel",
+    max_epochs=50,
+    min_steps=500,
+    batch_size=32,
+    lr=3e-3,
+    lr_ssm=1e-3,
+    weight_decay=0.01,
+    optimizer="adamw",
+    scheduler="cosine",
+    early_stopping=False,
 )
 PREVIOUS_CLASSIFIER_DEFAULTS: dict[str, Any] = dict(label_smoothing=0.1, class_weight=None)
 
@@ -100,7 +130,8 @@ def load_classification(name: str):
         digits = load_digits()
         X = digits.data[:, None, :].astype(np.float64)
         X_train, X_test, y_train, y_test = train_test_split(
-            X, digits.target, test_size=0.5, stratify=digits.target, random_state=0)
+            X, digits.target, test_size=0.5, stratify=digits.target, random_state=0
+        )
         return X_train, y_train, X_test, y_test
     return _load_shipped(name)
 
@@ -131,8 +162,10 @@ def _load_shipped(name: str):
     folder = os.path.join(aeon_dir or "", name[:-3] if name.endswith("_eq") else name)
     if aeon_dir and os.path.isfile(os.path.join(folder, f"{name}_TRAIN.ts")):
         return _load_aeon(folder, name)
-    raise ValueError(f"{name!r} ships neither with sktime nor with aeon (pip install 'ssmts[bench]' for aeon's "
-                     "sets); this benchmark downloads nothing")
+    raise ValueError(
+        f"{name!r} ships neither with sktime nor with aeon (pip install 'ssmts[bench]' for aeon's "
+        "sets); this benchmark downloads nothing"
+    )
 
 
 def _load_aeon(folder: str, name: str):
@@ -158,8 +191,10 @@ def _load_ucr(name: str):
             return X.astype(np.float64), y
         except ValueError:  # unequal lengths
             frame, y = load_UCR_UEA_dataset(name, split=split, return_type="nested_univ")
-            return [np.stack([np.asarray(frame.iloc[i, c], dtype=np.float64) for c in range(frame.shape[1])])
-                    for i in range(len(frame))], y
+            return [
+                np.stack([np.asarray(frame.iloc[i, c], dtype=np.float64) for c in range(frame.shape[1])])
+                for i in range(len(frame))
+            ], y
 
     return (*load("train"), *load("test"))
 
@@ -186,8 +221,9 @@ def _previous(regression: bool, params: dict, seed: int):
 def _features(regression: bool, params: dict, seed: int):
     from ssmts import SSMFeatureClassifier, SSMFeatureRegressor
 
-    return (SSMFeatureRegressor if regression else SSMFeatureClassifier)(**dict(params, device="cpu",
-                                                                                random_state=seed))
+    return (SSMFeatureRegressor if regression else SSMFeatureClassifier)(
+        **dict(params, device="cpu", random_state=seed)
+    )
 
 
 def _one_nn(regression: bool, params: dict, seed: int):
@@ -262,8 +298,11 @@ class _MiniRocket:
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", FutureWarning)
-            from sktime.transformations.panel.rocket import MiniRocket, MiniRocketMultivariate
-            from sktime.transformations.panel.rocket import MiniRocketMultivariateVariable
+            from sktime.transformations.panel.rocket import (
+                MiniRocket,
+                MiniRocketMultivariate,
+                MiniRocketMultivariateVariable,
+            )
         if isinstance(X, np.ndarray):
             transform = (MiniRocketMultivariate if X.shape[1] > 1 else MiniRocket)(random_state=self.seed)
         else:  # unequal lengths: sktime's variable-length MiniRocket reads a nested DataFrame
@@ -319,7 +358,8 @@ def resample_splits(y, resamples: int, regression: bool, seed: int = 0, test_siz
         rest = np.flatnonzero(~np.isin(y, classes[counts < 2]))
         try:
             parts = StratifiedShuffleSplit(resamples, test_size=test_size, random_state=seed).split(
-                np.zeros(len(rest)), y[rest])
+                np.zeros(len(rest)), y[rest]
+            )
             return [(np.sort(np.concatenate([rest[fit], singles])), np.sort(rest[held])) for fit, held in parts]
         except ValueError:  # too few series for every class on both sides
             pass
@@ -357,40 +397,75 @@ def evaluate(kind: str, data: tuple, *, regression: bool, folds: list | None, pa
     if folds is None:
         return [run_one(kind, X_train, y_train, X_test, y_test, regression=regression, params=params, seed=seed)]
     y_train = np.asarray(y_train)
-    return [run_one(kind, _rows(X_train, fit), y_train[fit], _rows(X_train, held), y_train[held],
-                    regression=regression, params=params, seed=seed) for fit, held in folds]
+    return [
+        run_one(
+            kind,
+            _rows(X_train, fit),
+            y_train[fit],
+            _rows(X_train, held),
+            y_train[held],
+            regression=regression,
+            params=params,
+            seed=seed,
+        )
+        for fit, held in folds
+    ]
 
 
 def summary(results) -> tuple[float, float, float]:
     """(mean score, sample standard deviation of the score (0 for one fit), mean fit seconds)."""
     scores = np.array([r[0] for r in results])
-    return (float(scores.mean()), float(scores.std(ddof=1)) if len(scores) > 1 else 0.0,
-            float(np.mean([r[1] for r in results])))
+    return (
+        float(scores.mean()),
+        float(scores.std(ddof=1)) if len(scores) > 1 else 0.0,
+        float(np.mean([r[1] for r in results])),
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ssmts.bench classify", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m ssmts.bench classify", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--sets", nargs="+", default=None, help="development sets (default: all of the task)")
-    parser.add_argument("--models", nargs="+", default=None,
-                        help=f"rows among {sorted(MODEL_FACTORIES)} (default {MODELS}; with --regression "
-                             f"{REGRESSION_MODELS})")
+    parser.add_argument(
+        "--models",
+        nargs="+",
+        default=None,
+        help=f"rows among {sorted(MODEL_FACTORIES)} (default {MODELS}; with --regression {REGRESSION_MODELS})",
+    )
     parser.add_argument("--cv", type=int, default=None, metavar="K", help="K-fold CV on the training split")
     parser.add_argument("--repeats", type=int, default=1, metavar="S", help="repeat --cv with S shufflings")
-    parser.add_argument("--resamples", type=int, default=None, metavar="R",
-                        help=f"R random resamples of the training split, {round(100 * RESAMPLE_TEST_SIZE)}%% "
-                             "of it held out (stratified for classification)")
-    parser.add_argument("--regression", action="store_true",
-                        help="SSMRegressor on the regression sets (with --cv or --resamples)")
+    parser.add_argument(
+        "--resamples",
+        type=int,
+        default=None,
+        metavar="R",
+        help=f"R random resamples of the training split, {round(100 * RESAMPLE_TEST_SIZE)}%% "
+        "of it held out (stratified for classification)",
+    )
+    parser.add_argument(
+        "--regression", action="store_true", help="SSMRegressor on the regression sets (with --cv or --resamples)"
+    )
     parser.add_argument("--params", default="{}", help="JSON of parameter overrides of the ssm row")
-    parser.add_argument("--feature-params", default="{}",
-                        help="JSON of parameter overrides of the features row (SSMFeatureClassifier/Regressor)")
+    parser.add_argument(
+        "--feature-params",
+        default="{}",
+        help="JSON of parameter overrides of the features row (SSMFeatureClassifier/Regressor)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the models and of the resamples/folds")
-    parser.add_argument("--threads", type=int, default=1,
-                        help="torch's (and numba's) threads, a cap (default 1: fit times compare between rows)")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch's (and numba's) threads, a cap (default 1: fit times compare between rows)",
+    )
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
-    parser.add_argument("--json", default=None, metavar="PATH",
-                        help="write every score and fit time (model, set, resample, score, seconds) to PATH")
+    parser.add_argument(
+        "--json",
+        default=None,
+        metavar="PATH",
+        help="write every score and fit time (model, set, resample, score, seconds) to PATH",
+    )
     args = parser.parse_args(argv)
 
     if args.cv and args.resamples:
@@ -423,12 +498,16 @@ def main(argv: list[str] | None = None) -> int:
         protocol = f"{args.cv}-fold CV on the training split"
         protocol += f", {args.repeats} repeats" if args.repeats > 1 else ""
     elif args.resamples:
-        protocol = (f"{args.resamples} {'random' if args.regression else 'stratified'} resamples of the training "
-                    f"split, {RESAMPLE_TEST_SIZE:.0%} held out")
+        protocol = (
+            f"{args.resamples} {'random' if args.regression else 'stratified'} resamples of the training "
+            f"split, {RESAMPLE_TEST_SIZE:.0%} held out"
+        )
     else:
         protocol = "test split"
-    print(f"# {metric} ({protocol}), fit seconds at {args.threads} thread(s); overrides: "
-          + "; ".join(f"{kind} {overrides[kind] or 'none'}" for kind in PARAMS_OPTION))
+    print(
+        f"# {metric} ({protocol}), fit seconds at {args.threads} thread(s); overrides: "
+        + "; ".join(f"{kind} {overrides[kind] or 'none'}" for kind in PARAMS_OPTION)
+    )
     table: dict[str, dict[str, list[tuple[float, float]]]] = {}
     records = []
     for name in sets:
@@ -441,20 +520,34 @@ def main(argv: list[str] | None = None) -> int:
         else:
             folds = None
         for kind in models:
-            results = evaluate(kind, data, regression=args.regression, folds=folds, params=overrides.get(kind, {}),
-                               seed=args.seed)
+            results = evaluate(
+                kind, data, regression=args.regression, folds=folds, params=overrides.get(kind, {}), seed=args.seed
+            )
             table.setdefault(kind, {})[name] = results
             records += [dict(model=kind, set=name, resample=i, score=s, seconds=t) for i, (s, t) in enumerate(results)]
             mean, std, seconds = summary(results)
             spread = f" ± {std:.4f} over {len(results)}" if len(results) > 1 else ""
             print(f"{name:24s} {kind:11s} {metric} {mean:.4f}{spread}  fit {seconds:7.2f} s", flush=True)
             if args.json:  # after every row, so that an interrupted run keeps what it measured
-                _write_json(args.json, dict(metric=metric, protocol=protocol, regression=args.regression,
-                                            cv=args.cv, repeats=args.repeats, resamples=args.resamples,
-                                            test_size=RESAMPLE_TEST_SIZE if args.resamples else None, seed=args.seed,
-                                            threads=args.threads, params=params,
-                                            feature_params=overrides["features"], sets=list(sets),
-                                            models=list(models), results=records))
+                _write_json(
+                    args.json,
+                    dict(
+                        metric=metric,
+                        protocol=protocol,
+                        regression=args.regression,
+                        cv=args.cv,
+                        repeats=args.repeats,
+                        resamples=args.resamples,
+                        test_size=RESAMPLE_TEST_SIZE if args.resamples else None,
+                        seed=args.seed,
+                        threads=args.threads,
+                        params=params,
+                        feature_params=overrides["features"],
+                        sets=list(sets),
+                        models=list(models),
+                        results=records,
+                    ),
+                )
     _print_table(table, sets, metric, args.markdown)
     return 0
 
@@ -471,10 +564,15 @@ def _print_table(table, sets, metric, markdown: bool) -> None:
     rows = []
     for kind, by_set in table.items():
         summaries = [summary(by_set[name]) for name in sets]
-        cells = [(f"{m:.3f} ± {s:.3f}" if len(by_set[name]) > 1 else f"{m:.3f}") + f" ({t:.1f} s)"
-                 for name, (m, s, t) in zip(sets, summaries)]
-        rows.append([kind] + cells + [f"{np.mean([m for m, _, _ in summaries]):.3f}",
-                                      f"{np.mean([t for _, _, t in summaries]):.1f}"])
+        cells = [
+            (f"{m:.3f} ± {s:.3f}" if len(by_set[name]) > 1 else f"{m:.3f}") + f" ({t:.1f} s)"
+            for name, (m, s, t) in zip(sets, summaries)
+        ]
+        rows.append(
+            [kind]
+            + cells
+            + [f"{np.mean([m for m, _, _ in summaries]):.3f}", f"{np.mean([t for _, _, t in summaries]):.1f}"]
+        )
     if markdown:
         print("| " + " | ".join(header) + " |")
         print("|" + "---|" * len(header))

@@ -39,6 +39,7 @@ default "last" stays. Three folds a series are few, so the settings were checked
 averaging ensembles at several context lengths (1-3 or 2-5 times max(season, h), as in
 N-BEATS) gives 0.851-0.854, no better, so the settings stay.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -134,8 +135,9 @@ def make_model(name: str, task: Task, shortest_train: int, ssm_overrides: dict):
     raise ValueError(f"unknown model {name!r}; choose from {MODELS}")
 
 
-def backtest(model_name: str, task: Task, y, X, ssm_overrides: dict, use_x: bool | str = False,
-             coverage: tuple = ()) -> dict:
+def backtest(
+    model_name: str, task: Task, y, X, ssm_overrides: dict, use_x: bool | str = False, coverage: tuple = ()
+) -> dict:
     """Mean MASE, sMAPE (%) and fit seconds over the folds of `task` on y; with `coverage`
     levels, also the empirical coverage of each central interval (share of the fold's test
     points inside it, pooled over folds) as cov<level in %>. use_x: False, True (X known
@@ -172,8 +174,10 @@ def backtest(model_name: str, task: Task, y, X, ssm_overrides: dict, use_x: bool
                 try:
                     bounds = model.predict_interval(X=X_future, coverage=list(coverage))
                 except Exception as error:  # a baseline's interval code failing must not end the run
-                    print(f"  {model_name} on {task.name}: no intervals ({type(error).__name__}: {error})",
-                          file=sys.stderr)
+                    print(
+                        f"  {model_name} on {task.name}: no intervals ({type(error).__name__}: {error})",
+                        file=sys.stderr,
+                    )
         for level in coverage:
             if bounds is None:
                 inside[level].append(np.nan)
@@ -210,7 +214,6 @@ def backtest_timing(args) -> list[dict]:
     median are kept."""
     import copy
 
-    import torch
     from sktime.forecasting.model_evaluation import evaluate
     from sktime.split import ExpandingWindowSplitter
 
@@ -242,8 +245,12 @@ def backtest_timing(args) -> list[dict]:
         def sktime_evaluate():
             # evaluate fits on the first window; one epoch keeps that fit from hiding the per-origin cost
             cv = ExpandingWindowSplitter(initial_window=first, step_length=1, fh=fh)
-            result = evaluate(SSMForecaster(**{**params, "max_epochs": 1}), cv, y.iloc[: first - 1 + K + h],
-                              strategy="no-update_params")
+            result = evaluate(
+                SSMForecaster(**{**params, "max_epochs": 1}),
+                cv,
+                y.iloc[: first - 1 + K + h],
+                strategy="no-update_params",
+            )
             assert len(result) == K, len(result)
 
         def streaming():
@@ -261,11 +268,14 @@ def backtest_timing(args) -> list[dict]:
             for _ in range(args.timing_refits):
                 make().fit(y.iloc[:first], fh=fh).predict()
 
-        routes = {"historical_forecasts (one pass)": one_pass, "K x update + predict": update_predict,
-                  "stream(): K steps, batch 1": streaming,
-                  "sktime evaluate no-update_params (+1 fit of 1 epoch)": sktime_evaluate,
-                  "(that fit of 1 epoch alone)": fit_one_epoch,
-                  f"refit at each origin (estimated: {args.timing_refits} fit(s) x K)": refit}
+        routes = {
+            "historical_forecasts (one pass)": one_pass,
+            "K x update + predict": update_predict,
+            "stream(): K steps, batch 1": streaming,
+            "sktime evaluate no-update_params (+1 fit of 1 epoch)": sktime_evaluate,
+            "(that fit of 1 epoch alone)": fit_one_epoch,
+            f"refit at each origin (estimated: {args.timing_refits} fit(s) x K)": refit,
+        }
         seconds = {name: [] for name in routes}
         for _ in range(args.timing_repeats):  # interleaved, so slow phases of a shared machine hit every route
             for name, route in routes.items():
@@ -276,33 +286,59 @@ def backtest_timing(args) -> list[dict]:
                     elapsed = elapsed / args.timing_refits * K
                 seconds[name].append(elapsed)
     base = float(np.min(seconds["historical_forecasts (one pass)"]))
-    return [dict(route=name, min_s=float(np.min(v)), median_s=float(np.median(v)),
-                 ms_per_origin=1000 * float(np.min(v)) / K, vs_one_pass=float(np.min(v)) / base)
-            for name, v in seconds.items()]
+    return [
+        dict(
+            route=name,
+            min_s=float(np.min(v)),
+            median_s=float(np.median(v)),
+            ms_per_origin=1000 * float(np.min(v)) / K,
+            vs_one_pass=float(np.min(v)) / base,
+        )
+        for name, v in seconds.items()
+    ]
 
 
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="python -m ssmts.bench forecast", description=__doc__.split("\n\n")[0])
     p.add_argument("--series", default=",".join(SERIES), help=f"comma-separated subset of {','.join(SERIES)}")
     p.add_argument("--models", default=",".join(MODELS), help=f"comma-separated subset of {','.join(MODELS)}")
-    p.add_argument("--validation", action="store_true",
-                   help="run on the data before the first test cutoff (for choosing settings)")
-    p.add_argument("--uschange-exog", action="store_true",
-                   help="add an SSM row for uschange with the other columns as exogenous X (oracle future X)")
-    p.add_argument("--uschange-past", action="store_true",
-                   help="add an SSM row for uschange with the other columns as past-only covariates (no future X)")
+    p.add_argument(
+        "--validation", action="store_true", help="run on the data before the first test cutoff (for choosing settings)"
+    )
+    p.add_argument(
+        "--uschange-exog",
+        action="store_true",
+        help="add an SSM row for uschange with the other columns as exogenous X (oracle future X)",
+    )
+    p.add_argument(
+        "--uschange-past",
+        action="store_true",
+        help="add an SSM row for uschange with the other columns as past-only covariates (no future X)",
+    )
     p.add_argument("--ssm-params", default="{}", help="JSON dict overriding SSMForecaster settings")
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: all cores available)")
-    p.add_argument("--dense", type=int, default=1, metavar="K",
-                   help="K times the folds at 1/K of each series' step (at least 1): more, overlapping "
-                        "forecast origins over about the same span, for less noisy comparisons")
-    p.add_argument("--coverage", default=None, metavar="LEVELS",
-                   help="also measure the empirical coverage (%%) of central prediction intervals at these "
-                        "comma-separated nominal levels, e.g. 0.8,0.9 (every model; pooled over folds and steps)")
-    p.add_argument("--backtest-timing", action="store_true",
-                   help="instead of the accuracy table: seconds for forecasts from K origins of a synthetic series "
-                        "by historical_forecasts, K update+predict calls, stream(), sktime evaluate "
-                        "(no-update_params) and refitting, with their ratios")
+    p.add_argument(
+        "--dense",
+        type=int,
+        default=1,
+        metavar="K",
+        help="K times the folds at 1/K of each series' step (at least 1): more, overlapping "
+        "forecast origins over about the same span, for less noisy comparisons",
+    )
+    p.add_argument(
+        "--coverage",
+        default=None,
+        metavar="LEVELS",
+        help="also measure the empirical coverage (%%) of central prediction intervals at these "
+        "comma-separated nominal levels, e.g. 0.8,0.9 (every model; pooled over folds and steps)",
+    )
+    p.add_argument(
+        "--backtest-timing",
+        action="store_true",
+        help="instead of the accuracy table: seconds for forecasts from K origins of a synthetic series "
+        "by historical_forecasts, K update+predict calls, stream(), sktime evaluate "
+        "(no-update_params) and refitting, with their ratios",
+    )
     p.add_argument("--timing-origins", type=int, default=100, help="K for --backtest-timing")
     p.add_argument("--timing-length", type=int, default=1000, help="series length for --backtest-timing")
     p.add_argument("--timing-h", type=int, default=12, help="forecast horizon for --backtest-timing")
@@ -332,8 +368,14 @@ def parse_args(argv):
         p.error(f"--dense must be an integer >= 1, got {args.dense}")
     if args.quick and args.backtest_timing:
         # a tiny model, a short series, one repeat: seconds, for a smoke test
-        args.ssm_params = {"d_model": 8, "d_state": 4, "n_layers": 1, "max_epochs": 1, "context_length": 8,
-                           **args.ssm_params}
+        args.ssm_params = {
+            "d_model": 8,
+            "d_state": 4,
+            "n_layers": 1,
+            "max_epochs": 1,
+            "context_length": 8,
+            **args.ssm_params,
+        }
         args.timing_origins, args.timing_length, args.timing_h = min(args.timing_origins, 10), 80, 3
         args.timing_refits, args.timing_repeats = 1, 1
     if args.quick:
@@ -404,7 +446,9 @@ def summary(rows: list[dict]) -> tuple[str, list[str]]:
         lines.append(line)
     if ratios:
         geo = math.exp(float(np.mean(np.log(ratios))))
-        lines.append(f"geometric mean over {len(ratios)} series of MASE(SSM)/MASE(best statistical baseline) = {geo:.3f}")
+        lines.append(
+            f"geometric mean over {len(ratios)} series of MASE(SSM)/MASE(best statistical baseline) = {geo:.3f}"
+        )
     if beats_naive:
         lines.append(f"SSM beats seasonal naive on {sum(beats_naive)}/{len(beats_naive)} series")
     return table, lines
@@ -417,14 +461,25 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     if args.backtest_timing:
         settings = {**SSM_SETTINGS, "context_length": 48, "ensemble_size": 1, "max_epochs": 20, **args.ssm_params}
-        print(f"ssmts forecast backtest timing: K={args.timing_origins} origins, h={args.timing_h}, synthetic series "
-              f"of {args.timing_length} points, threads={args.threads}, torch={torch.__version__}")
+        print(
+            f"ssmts forecast backtest timing: K={args.timing_origins} origins, h={args.timing_h}, synthetic series "
+            f"of {args.timing_length} points, threads={args.threads}, torch={torch.__version__}"
+        )
         print(f"SSM settings: {settings}")
         import pandas as pd
 
         df = pd.DataFrame(backtest_timing(args))
-        print(df.to_string(index=False, formatters={"min_s": "{:.3f}".format, "median_s": "{:.3f}".format,
-                                                   "ms_per_origin": "{:.2f}".format, "vs_one_pass": "{:.1f}x".format}))
+        print(
+            df.to_string(
+                index=False,
+                formatters={
+                    "min_s": "{:.3f}".format,
+                    "median_s": "{:.3f}".format,
+                    "ms_per_origin": "{:.2f}".format,
+                    "vs_one_pass": "{:.1f}x".format,
+                },
+            )
+        )
         stream_row = df[df.route.str.startswith("stream")].iloc[0]
         print(f"stream(): {1000 / stream_row.ms_per_origin:.0f} steps/s at batch 1")
         return 0

@@ -19,6 +19,7 @@ inputs (the value, and a flag that is 1 on observed steps and 0 on the steps to 
 Reported: RMSE over every window of the last 30% of the series, per seed (series and network
 both drawn from the seed), and the mean.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -128,12 +129,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'model':<16}" + "".join(f"  seed {s:<3}" for s in range(args.seeds)) + "     mean   time")
     for kind in models:
         start = time.perf_counter()
-        errors = [run(kind, s, n=args.n, context=args.context, horizon=args.horizon, steps=args.steps,
-                      d_model=args.d_model) for s in range(args.seeds)]
+        errors = [
+            run(kind, s, n=args.n, context=args.context, horizon=args.horizon, steps=args.steps, d_model=args.d_model)
+            for s in range(args.seeds)
+        ]
         row = "".join(f"  {e:8.4f}" for e in errors)
         print(f"{kind:<16}{row}  {np.mean(errors):7.4f}  {time.perf_counter() - start:5.1f}s", flush=True)
-    print(f"RMSE of the next {args.horizon} observations from the last {args.context} (noise std {NOISE}; "
-          f"series std ~{math.sqrt(sum(a * a / 2 for a in AMPLITUDES)):.2f})")
+    print(
+        f"RMSE of the next {args.horizon} observations from the last {args.context} (noise std {NOISE}; "
+        f"series std ~{math.sqrt(sum(a * a / 2 for a in AMPLITUDES)):.2f})"
+    )
     return 0
 
 

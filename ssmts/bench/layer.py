@@ -16,6 +16,7 @@ and reports its peak resident-set increase over the process's state before build
 it is torch.cuda.max_memory_allocated above the allocation before. Dropout is 0 everywhere and the loss
 is mean(y^2), so every model does the same kind of work per step.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -118,7 +119,9 @@ def _peak_rss_bytes() -> int:
 
 
 # ---------------------------------------------------------------- one measurement
-def measure(name: str, batch: int, L: int, H: int, repeats: int, device: str, threads: int, warmup: int = 1, seed: int = 0) -> dict:
+def measure(
+    name: str, batch: int, L: int, H: int, repeats: int, device: str, threads: int, warmup: int = 1, seed: int = 0
+) -> dict:
     """Median fwd+bwd time (ms) and peak memory increase (MB) of one configuration, in this process."""
     import torch
 
@@ -200,19 +203,35 @@ def _ints(text: str) -> list[int]:
 
 def parse_args(argv: list[str] | None):
     p = argparse.ArgumentParser(prog="python -m ssmts.bench layer", description=__doc__.split("\n\n")[0])
-    p.add_argument("--lengths", type=_ints, default=[256, 1024, 4096], help="sequence lengths L (default 256,1024,4096)")
+    p.add_argument(
+        "--lengths", type=_ints, default=[256, 1024, 4096], help="sequence lengths L (default 256,1024,4096)"
+    )
     p.add_argument("--widths", type=_ints, default=[64, 128, 256], help="model widths H (default 64,128,256)")
     p.add_argument("--batch", type=int, default=16, help="batch size (default 16)")
-    p.add_argument("--repeats", type=int, default=5, help="timed repeats after the warm-up; the median is reported (default 5)")
+    p.add_argument(
+        "--repeats", type=int, default=5, help="timed repeats after the warm-up; the median is reported (default 5)"
+    )
     p.add_argument("--warmup", type=int, default=1, help="untimed fwd+bwd passes before timing (default 1)")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N (default cpu)")
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: all cores available)")
     p.add_argument("--models", default=",".join(MODELS), help=f"comma-separated subset of {','.join(MODELS)}")
-    p.add_argument("--max-attention-gb", type=float, default=4.0, help="skip transformer shapes whose attention matrices exceed this (default 4)")
-    p.add_argument("--recurrence-max-length", type=int, default=None, help="run ssm_recurrence only up to this L (default: the smallest L)")
+    p.add_argument(
+        "--max-attention-gb",
+        type=float,
+        default=4.0,
+        help="skip transformer shapes whose attention matrices exceed this (default 4)",
+    )
+    p.add_argument(
+        "--recurrence-max-length",
+        type=int,
+        default=None,
+        help="run ssm_recurrence only up to this L (default: the smallest L)",
+    )
     p.add_argument("--timeout", type=float, default=900.0, help="seconds allowed per configuration (default 900)")
     p.add_argument("--in-process", action="store_true", help="CPU: no subprocesses (faster; memory column left empty)")
-    p.add_argument("--quick", action="store_true", help="tiny shapes for a smoke test (and 1 thread unless --threads is given)")
+    p.add_argument(
+        "--quick", action="store_true", help="tiny shapes for a smoke test (and 1 thread unless --threads is given)"
+    )
     p.add_argument("--csv", default=None, help="also write the table to this CSV file")
     args = p.parse_args(argv)
     if args.quick:
@@ -250,7 +269,8 @@ def run(args) -> list[Result]:
                 params = count_parameters(build_model(name, H))
                 row = Result(name, L, H, params)
                 if name == "transformer" and attention_gb(args.batch, L, H) > args.max_attention_gb:
-                    row.note = f"skipped (memory: ~{attention_gb(args.batch, L, H):.3g} GB attention > {args.max_attention_gb:g} GB)"
+                    gb = attention_gb(args.batch, L, H)
+                    row.note = f"skipped (memory: ~{gb:.3g} GB attention > {args.max_attention_gb:g} GB)"
                     results.append(row)
                     continue
                 call = (name, args.batch, L, H, args.repeats, args.device, args.threads, args.warmup)
@@ -269,7 +289,11 @@ def run(args) -> list[Result]:
                 else:
                     row.note = str(payload)
                 results.append(row)
-                print(f"  done L={L:5d} H={H:4d} {name:15s} {row.time_ms if row.time_ms is not None else row.note}", file=sys.stderr, flush=True)
+                print(
+                    f"  done L={L:5d} H={H:4d} {name:15s} {row.time_ms if row.time_ms is not None else row.note}",
+                    file=sys.stderr,
+                    flush=True,
+                )
     return results
 
 
@@ -295,12 +319,20 @@ def format_table(df) -> str:
     out["time_vs_lstm"] = out.time_vs_lstm.map(lambda v: "" if v != v else f"{v:.3f}")
     out["params_vs_lstm"] = out.params_vs_lstm.map(lambda v: "" if v != v else f"{100 * v:.1f}%")
     out = out[["model", "L", "H", "params", "time_ms", "peak_mb", "time_vs_lstm", "params_vs_lstm", "note"]]
-    out = out.rename(columns={"time_ms": "fwd+bwd ms", "peak_mb": "peak MB", "time_vs_lstm": "time/LSTM", "params_vs_lstm": "params/LSTM"})
+    out = out.rename(
+        columns={
+            "time_ms": "fwd+bwd ms",
+            "peak_mb": "peak MB",
+            "time_vs_lstm": "time/LSTM",
+            "params_vs_lstm": "params/LSTM",
+        }
+    )
     return out.to_string(index=False)
 
 
 def headline(df, batch: int) -> str:
-    """'SSM fwd+bwd is X.XXx faster than LSTM with YY.Y% of its parameters' at B=16, L=4096, H=256, else the largest shape run."""
+    """'SSM fwd+bwd is X.XXx faster than LSTM with YY.Y% of its parameters' at B=16, L=4096, H=256,
+    else at the largest shape run."""
     pairs = df[(df.model == "ssm") & df.time_ms.notna()].merge(
         df[(df.model == "lstm") & df.time_ms.notna()], on=["L", "H"], suffixes=("", "_lstm")
     )
@@ -334,7 +366,11 @@ def main(argv: list[str] | None = None) -> int:
     memory = (
         "torch.cuda.max_memory_allocated above the allocation before"
         if args.device.startswith("cuda")
-        else ("not measured (--in-process)" if args.in_process else "peak RSS increase of a fresh process per configuration")
+        else (
+            "not measured (--in-process)"
+            if args.in_process
+            else "peak RSS increase of a fresh process per configuration"
+        )
     )
     print(f"memory: {memory}")
     print(

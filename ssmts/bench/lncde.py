@@ -13,6 +13,7 @@ when its transitions would need more than --max-gb of memory (with a backward pa
 keeps the transitions of every step, in every mode) or when the time measured at the previous
 length, scaled linearly in L with a 1.5x margin, exceeds --budget seconds.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -151,7 +152,8 @@ def run(args) -> list[Row]:
                             estimate = MARGIN * seconds * L / L0
                             if estimate > args.budget:
                                 row.notes[key] = last[key] = (
-                                    f"{what}: time ~{estimate:.0f} s (from L={L0}, linear in L x{MARGIN:g}) > {args.budget:g} s"
+                                    f"{what}: time ~{estimate:.0f} s (from L={L0}, linear in L x{MARGIN:g}) "
+                                    f"> {args.budget:g} s"
                                 )
                                 continue
                         seconds = timers[kind](layer, u, mode, args.repeats)
@@ -168,8 +170,21 @@ COLUMNS = [(mode, kind) for kind in PASSES for mode in MODES]
 
 def format_table(rows: list[Row]) -> str:
     dense_scan = {(r.d, r.L): r.ms.get(("scan", "fwd")) for r in rows if r.structure == "dense"}
-    header = ["structure", "d", "params", "compose MACs", "L", "recurrence ms", "scan ms", "chunked ms",
-              "recurrence f+b ms", "scan f+b ms", "chunked f+b ms", "vs dense scan", "skipped"]
+    header = [
+        "structure",
+        "d",
+        "params",
+        "compose MACs",
+        "L",
+        "recurrence ms",
+        "scan ms",
+        "chunked ms",
+        "recurrence f+b ms",
+        "scan f+b ms",
+        "chunked f+b ms",
+        "vs dense scan",
+        "skipped",
+    ]
     lines = []
     for r in rows:
         ratio = ""
@@ -182,7 +197,10 @@ def format_table(rows: list[Row]) -> str:
         lines.append(cells)
     numeric = len(header) - 1
     widths = [max(len(h), *(len(c[i]) for c in lines)) if lines else len(h) for i, h in enumerate(header)]
-    fmt = lambda cells: "  ".join(c.rjust(w) if 0 < i < numeric else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
+    def fmt(cells):
+        return "  ".join(c.rjust(w) if 0 < i < numeric else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
     return "\n".join([fmt(header).rstrip()] + [fmt(c).rstrip() for c in lines])
 
 
@@ -192,16 +210,35 @@ def _ints(text: str) -> list[int]:
 
 def parse_args(argv: list[str] | None):
     p = argparse.ArgumentParser(prog="python -m ssmts.bench lncde", description=__doc__.split("\n\n")[0])
-    p.add_argument("--lengths", type=_ints, default=[256, 1024, 4096, 16384], help="sequence lengths L (default 256,1024,4096,16384)")
+    p.add_argument(
+        "--lengths",
+        type=_ints,
+        default=[256, 1024, 4096, 16384],
+        help="sequence lengths L (default 256,1024,4096,16384)",
+    )
     p.add_argument("--hidden", type=_ints, default=[64, 256], help="hidden sizes d (default 64,256)")
-    p.add_argument("--structures", default=",".join(STRUCTURES), help=f"comma-separated subset of {','.join(STRUCTURES)}")
+    p.add_argument(
+        "--structures", default=",".join(STRUCTURES), help=f"comma-separated subset of {','.join(STRUCTURES)}"
+    )
     p.add_argument("--batch", type=int, default=4, help="batch size (default 4)")
     p.add_argument("--d-model", type=int, default=16, help="input channels H (default 16)")
     p.add_argument("--d-path", type=int, default=16, help="path channels besides time (default 16)")
     p.add_argument("--chunk-size", type=int, default=128, help="chunk of the chunked scan (default 128)")
-    p.add_argument("--repeats", type=int, default=3, help="timed runs, median reported; 1 once a run exceeds 1 s (default 3)")
-    p.add_argument("--budget", type=float, default=None, help="skip a measurement expected to exceed this many seconds (default 20; 5 with --quick)")
-    p.add_argument("--max-gb", type=float, default=4.0, help="skip a measurement whose transitions would exceed this memory (default 4)")
+    p.add_argument(
+        "--repeats", type=int, default=3, help="timed runs, median reported; 1 once a run exceeds 1 s (default 3)"
+    )
+    p.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        help="skip a measurement expected to exceed this many seconds (default 20; 5 with --quick)",
+    )
+    p.add_argument(
+        "--max-gb",
+        type=float,
+        default=4.0,
+        help="skip a measurement whose transitions would exceed this memory (default 4)",
+    )
     p.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (default 1)")
     p.add_argument("--quick", action="store_true", help="tiny shapes for a smoke test (a few seconds)")
     args = p.parse_args(argv)
@@ -215,7 +252,14 @@ def parse_args(argv: list[str] | None):
     if unknown:
         p.error(f"unknown structures {unknown}; choose from {list(STRUCTURES)}")
     args.structures = structures
-    if min(args.lengths + args.hidden + [args.batch, args.d_model, args.d_path, args.chunk_size, args.repeats, args.threads]) < 1:
+    if (
+        min(
+            args.lengths
+            + args.hidden
+            + [args.batch, args.d_model, args.d_path, args.chunk_size, args.repeats, args.threads]
+        )
+        < 1
+    ):
         p.error("lengths, hidden sizes, batch, d-model, d-path, chunk-size, repeats and threads must be positive")
     if "walsh_hadamard" in structures and any(d & (d - 1) for d in args.hidden):
         p.error("walsh_hadamard needs power-of-two hidden sizes")

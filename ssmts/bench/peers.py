@@ -26,6 +26,7 @@ What each layer contains: S4D = kernel + FFT convolution + D + GELU + Conv1d(H, 
 ssmts = kernel + FFT convolution + D (+ a Linear(H, H) mixer when heads > 1); S5 = parallel
 scan + C + D; Mamba = in/out projections (H -> 4H -> H), causal conv, selective scan.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,7 +55,7 @@ def _peer_of(name: str) -> str:
 
 def _state_factor(name: str) -> int:
     """k of an "s5 state xk" row (its S5 has k N/2 modes); 1 for any other row."""
-    return int(name[len(EQUAL_STATE_S5):]) if name.startswith(EQUAL_STATE_S5) else 1
+    return int(name[len(EQUAL_STATE_S5) :]) if name.startswith(EQUAL_STATE_S5) else 1
 
 
 @dataclass
@@ -84,6 +85,7 @@ class StepRow:
 @dataclass
 class Peers:
     """Peer layer classes, or the reason each one is missing."""
+
     classes: dict = field(default_factory=dict)
     missing: dict = field(default_factory=dict)
 
@@ -125,8 +127,9 @@ def peer_version(name: str, s4d_path: str | None) -> str:
     if name == "s4d":
         root = Path(s4d_path).expanduser().resolve()
         try:
-            commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-                                    timeout=10).stdout.strip()
+            commit = subprocess.run(
+                ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
+            ).stdout.strip()
         except (OSError, subprocess.SubprocessError):
             commit = ""
         return f"{root} @ {commit or 'no git commit'}"
@@ -155,7 +158,6 @@ def ssmts_heads(H: int, heads: list[int]) -> list[int]:
 
 def build(name: str, H: int, N: int, peers: Peers):
     """(module, forward(x) -> output, input layout 'BHL' or 'BLH')."""
-    import torch
     from torch import nn
 
     if name.startswith("ssmts heads="):
@@ -238,8 +240,18 @@ def measure_interleaved(passes: dict, repeats: int, warmup: int, budget_s: float
     return results
 
 
-def measure(name: str, H: int, N: int, L: int, batch: int, peers: Peers, repeats: int, warmup: int,
-            budget_s: float, seed: int = 0) -> tuple[float, str]:
+def measure(
+    name: str,
+    H: int,
+    N: int,
+    L: int,
+    batch: int,
+    peers: Peers,
+    repeats: int,
+    warmup: int,
+    budget_s: float,
+    seed: int = 0,
+) -> tuple[float, str]:
     """Fastest fwd+bwd milliseconds (and a note) of one model at one shape."""
     once = prepare(name, H, N, L, batch, peers, seed)
     return measure_interleaved({name: once}, repeats, warmup, budget_s)[name]
@@ -309,35 +321,76 @@ def _ints(text: str) -> list[int]:
 
 def parse_args(argv: list[str] | None):
     p = argparse.ArgumentParser(prog="python -m ssmts.bench peers", description=__doc__.split("\n\n")[0])
-    p.add_argument("--s4d", default=os.environ.get("SSMTS_S4D"), help="path of an S4 repository checkout (or $SSMTS_S4D); without it S4D is skipped")
+    p.add_argument(
+        "--s4d",
+        default=os.environ.get("SSMTS_S4D"),
+        help="path of an S4 repository checkout (or $SSMTS_S4D); without it S4D is skipped",
+    )
     p.add_argument("--widths", type=_ints, default=[64, 256], help="H (default 64,256)")
     p.add_argument("--states", type=_ints, default=[16, 64, 256], help="N (default 16,64,256)")
     p.add_argument("--lengths", type=_ints, default=[1024, 4096, 16384], help="L (default 1024,4096,16384)")
-    p.add_argument("--heads", type=_ints, default=list(DEFAULT_HEADS), help="intermediate ssmts head counts (default 2,4,8,32; 1 and H always run)")
-    p.add_argument("--peers", default=",".join(PEERS), help=f"comma-separated subset of {','.join(PEERS)} ('' for none)")
-    p.add_argument("--equal-state", action="store_true", help="also S5 with k N/2 modes for each intermediate k (the state of ssmts heads=k)")
+    p.add_argument(
+        "--heads",
+        type=_ints,
+        default=list(DEFAULT_HEADS),
+        help="intermediate ssmts head counts (default 2,4,8,32; 1 and H always run)",
+    )
+    p.add_argument(
+        "--peers", default=",".join(PEERS), help=f"comma-separated subset of {','.join(PEERS)} ('' for none)"
+    )
+    p.add_argument(
+        "--equal-state",
+        action="store_true",
+        help="also S5 with k N/2 modes for each intermediate k (the state of ssmts heads=k)",
+    )
     p.add_argument("--no-lstm", action="store_true", help="leave out the LSTM row")
     p.add_argument("--batch", type=int, default=16, help="batch size (default 16)")
-    p.add_argument("--repeats", type=int, default=3, help="interleaved timed rounds; the fastest pass is reported (default 3)")
+    p.add_argument(
+        "--repeats", type=int, default=3, help="interleaved timed rounds; the fastest pass is reported (default 3)"
+    )
     p.add_argument("--warmup", type=int, default=1, help="untimed passes first (default 1)")
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: all cores available)")
-    p.add_argument("--max-seconds", type=float, default=60.0, help="skip a model whose pass is estimated (from its shorter L) above this; a warm-up above it is reported as the time (default 60)")
-    p.add_argument("--max-gb", type=float, default=8.0, help="skip S4D and Mamba shapes estimated above this memory (default 8)")
-    p.add_argument("--step", action="store_true", help="also streaming steps/s of SSM.step (heads 1 and H) and nn.LSTMCell at batch 1 and 64")
+    p.add_argument(
+        "--max-seconds",
+        type=float,
+        default=60.0,
+        help="skip a model whose pass is estimated (from its shorter L) above this; a warm-up above it is "
+        "reported as the time (default 60)",
+    )
+    p.add_argument(
+        "--max-gb", type=float, default=8.0, help="skip S4D and Mamba shapes estimated above this memory (default 8)"
+    )
+    p.add_argument(
+        "--step",
+        action="store_true",
+        help="also streaming steps/s of SSM.step (heads 1 and H) and nn.LSTMCell at batch 1 and 64",
+    )
     p.add_argument("--step-count", type=int, default=200, help="steps per streaming run (default 200)")
-    p.add_argument("--quick", action="store_true", help="H=64, N=16,64, L=1024, --max-seconds 3, 1 thread unless --threads: a smoke run")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="H=64, N=16,64, L=1024, --max-seconds 3, 1 thread unless --threads: a smoke run",
+    )
     p.add_argument("--markdown", action="store_true", help="print markdown tables")
     args = p.parse_args(argv)
     if args.quick:
         args.widths, args.states, args.lengths = [64], [16, 64], [1024]
         args.max_seconds = min(args.max_seconds, 3.0)
     if args.threads is None:
-        args.threads = 1 if args.quick else (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+        args.threads = (
+            1
+            if args.quick
+            else (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+        )
     args.peers = [name.strip() for name in args.peers.split(",") if name.strip()]
     unknown = sorted(set(args.peers) - set(PEERS))
     if unknown:
         p.error(f"unknown peers {unknown}; choose from {list(PEERS)}")
-    if min(args.widths + args.states + args.lengths + [args.batch, args.threads, args.step_count]) < 1 or args.repeats < 0 or args.warmup < 0:
+    if (
+        min(args.widths + args.states + args.lengths + [args.batch, args.threads, args.step_count]) < 1
+        or args.repeats < 0
+        or args.warmup < 0
+    ):
         p.error("widths, states, lengths, batch, threads and step-count must be positive; repeats and warmup >= 0")
     return args
 
@@ -373,7 +426,9 @@ def run(args, peers: Peers, log=print) -> list[Row]:
                         row.note = f"skipped: ~{estimate:.0f} s per pass estimated (> --max-seconds)"
                         continue
                     passes[name] = prepare(name, H, N, L, args.batch, peers)
-                for name, (ms, note) in measure_interleaved(passes, args.repeats, args.warmup, args.max_seconds).items():
+                for name, (ms, note) in measure_interleaved(
+                    passes, args.repeats, args.warmup, args.max_seconds
+                ).items():
                     row = shape_rows[name]
                     row.time_ms, row.note = ms, note
                     if ms is not None:
@@ -436,8 +491,17 @@ def format_table(rows: list[Row], markdown: bool) -> str:
         header.insert(-1, "ssmts/s5 same state")
     body = []
     for r in rows:
-        cells = [str(r.H), str(r.N), str(r.L), r.model, _fmt(r.time_ms, ".1f"), _fmt(r.vs_peer, ".2f", "x"), r.peer,
-                 _fmt(r.vs_floor, ".2f", "x"), r.note]
+        cells = [
+            str(r.H),
+            str(r.N),
+            str(r.L),
+            r.model,
+            _fmt(r.time_ms, ".1f"),
+            _fmt(r.vs_peer, ".2f", "x"),
+            r.peer,
+            _fmt(r.vs_floor, ".2f", "x"),
+            r.note,
+        ]
         if equal:
             cells.insert(-1, _fmt(r.vs_equal_state, ".2f", "x"))
         body.append(cells)
@@ -446,7 +510,10 @@ def format_table(rows: list[Row], markdown: bool) -> str:
 
 def format_steps(rows: list[StepRow], markdown: bool) -> str:
     header = ["H", "N", "batch", "model", "steps/s", "vs LSTMCell"]
-    body = [[str(r.H), str(r.N) if r.N else "", str(r.batch), r.model, f"{r.steps_per_s:.0f}", _fmt(r.vs_lstm, ".2f", "x")] for r in rows]
+    body = [
+        [str(r.H), str(r.N) if r.N else "", str(r.batch), r.model, f"{r.steps_per_s:.0f}", _fmt(r.vs_lstm, ".2f", "x")]
+        for r in rows
+    ]
     return _table(header, body, markdown, right=(0, 1, 2, 4, 5))
 
 
@@ -457,7 +524,10 @@ def _table(header: list[str], body: list[list[str]], markdown: bool, right=()) -
         lines += ["| " + " | ".join(cells) + " |" for cells in body]
         return "\n".join(lines)
     widths = [max(len(h), *(len(c[i]) for c in body)) if body else len(h) for i, h in enumerate(header)]
-    fmt = lambda cells: "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))  # noqa: E731
+
+    def fmt(cells):
+        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
     return "\n".join([fmt(header)] + [fmt(c) for c in body]).rstrip()
 
 
@@ -468,14 +538,19 @@ def summary(rows: list[Row]) -> str:
     worst = max(ours, key=lambda r: r.vs_peer)
     best = min(ours, key=lambda r: r.vs_peer)
     floors = [r.vs_floor for r in rows if r.model.startswith("ssmts") and r.vs_floor is not None]
-    text = (f"ssmts / fastest peer of its structure: from {best.vs_peer:.2f}x ({best.model}, H={best.H} N={best.N} L={best.L}) "
-            f"to {worst.vs_peer:.2f}x ({worst.model} vs {worst.peer}, H={worst.H} N={worst.N} L={worst.L})")
+    text = (
+        f"ssmts / fastest peer of its structure: from {best.vs_peer:.2f}x "
+        f"({best.model}, H={best.H} N={best.N} L={best.L}) "
+        f"to {worst.vs_peer:.2f}x ({worst.model} vs {worst.peer}, H={worst.H} N={worst.N} L={worst.L})"
+    )
     if floors:
         text += f"; ssmts / FFT floor: {min(floors):.2f}x to {max(floors):.2f}x"
     equal = [r.vs_equal_state for r in rows if r.vs_equal_state is not None]
     if equal:
-        text += (f"; intermediate heads / S5 with as many modes: {min(equal):.2f}x to {max(equal):.2f}x, "
-                 f"1.5x faster or more in {sum(v <= 1 / 1.5 for v in equal)} of {len(equal)}")
+        text += (
+            f"; intermediate heads / S5 with as many modes: {min(equal):.2f}x to {max(equal):.2f}x, "
+            f"1.5x faster or more in {sum(v <= 1 / 1.5 for v in equal)} of {len(equal)}"
+        )
     return text
 
 
@@ -484,8 +559,10 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     peers = load_peers(args.peers, args.s4d)
-    print(f"ssmts peers benchmark: threads={args.threads} batch={args.batch} repeats={args.repeats} "
-          f"(fastest of the interleaved fwd+bwd passes after {args.warmup} warm-up) torch={torch.__version__}")
+    print(
+        f"ssmts peers benchmark: threads={args.threads} batch={args.batch} repeats={args.repeats} "
+        f"(fastest of the interleaved fwd+bwd passes after {args.warmup} warm-up) torch={torch.__version__}"
+    )
     for name, reason in peers.missing.items():
         print(f"peer {name} skipped: {reason}")
     for name in peers.classes:

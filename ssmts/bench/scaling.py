@@ -8,6 +8,7 @@
 
 Prints seconds and the ratios; --quick shrinks both to a smoke run.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,8 +36,12 @@ def _grid_search(n_jobs: int, max_epochs: int, backend: str | None):
     from ssmts import SSMClassifier
 
     X, y = _digits()
-    search = GridSearchCV(SSMClassifier(d_state=8, n_layers=1, max_epochs=max_epochs, device="cpu", random_state=0),
-                          GRID, cv=2, n_jobs=n_jobs)
+    search = GridSearchCV(
+        SSMClassifier(d_state=8, n_layers=1, max_epochs=max_epochs, device="cpu", random_state=0),
+        GRID,
+        cv=2,
+        n_jobs=n_jobs,
+    )
     started = time.perf_counter()
     if backend is None:
         search.fit(X, y)
@@ -53,8 +58,14 @@ def bench_dask(max_epochs: int) -> list[tuple[str, float, float]]:
     torch.set_num_threads(1)
     rows.append(("one process, 1 thread", *_grid_search(1, max_epochs, None)))
     for workers in (1, 2):
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                               dashboard_address=None, silence_logs=40)
+        cluster = LocalCluster(
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=True,
+            host="127.0.0.1",
+            dashboard_address=None,
+            silence_logs=40,
+        )
         with Client(cluster) as client:
             # Workers are fresh processes: import torch and ssmts before the clock starts.
             client.run(lambda: __import__("ssmts.estimators"))
@@ -139,20 +150,26 @@ def _print_speedups(title: str, rows: list[tuple], extra: tuple[str, str] | None
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m ssmts.bench scaling", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m ssmts.bench scaling", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--quick", action="store_true", help="a smoke run (1 epoch)")
     parser.add_argument("--only", choices=("dask", "ddp"), help="run one of the two")
     args = parser.parse_args(argv)
     epochs = 1 if args.quick else 5
     print(f"ssmts scaling benchmark: {os.cpu_count()} CPU cores, torch {torch.__version__}, {epochs} epoch(s)")
     if args.only in (None, "dask"):
-        _print_speedups("12-fit grid search (SSMClassifier on digits, cv=2)", bench_dask(epochs),
-                        extra=("best CV accuracy", "{:>17.3f}"))
+        _print_speedups(
+            "12-fit grid search (SSMClassifier on digits, cv=2)",
+            bench_dask(epochs),
+            extra=("best CV accuracy", "{:>17.3f}"),
+        )
     if args.only in (None, "ddp"):
         for width, batch in ((32, 64), (256, 256)):
-            _print_speedups(f"one network, width {width}, global batch {batch} (digits, 1797 sequences of 64 steps)",
-                            bench_ddp(epochs, width, batch))
+            _print_speedups(
+                f"one network, width {width}, global batch {batch} (digits, 1797 sequences of 64 steps)",
+                bench_ddp(epochs, width, batch),
+            )
     return 0
 
 

@@ -5,6 +5,7 @@ malformed directory raises DataNotFoundError saying which files were expected an
 obtain them. Heavy optional dependencies (torchaudio, neurokit2, heartpy, sktime) are only
 imported by the loaders that need them.
 """
+
 from .base import DataNotFoundError, Split, TaskData
 from .bidmc import load_bidmc
 from .listops_gen import generate_listops, make_listops_task
@@ -23,10 +24,29 @@ from .speech_synth import synthesize_spoken_commands
 from .vitals_synth import load_heartpy_ppg, make_synthetic_vitals
 
 __all__ = [
-    "DataNotFoundError", "Split", "TaskData",
-    "load_lra_listops", "load_lra_text", "load_lra_retrieval", "load_lra_image", "load_lra_pathfinder", "load_lra_pathx",
-    "generate_listops", "make_listops_task", "generate_pathfinder", "make_pathfinder_task",
-    "load_smnist", "load_psmnist", "load_scifar", "load_digits_sequential", "load_digits_permuted",
-    "load_speech_commands", "change_rate", "default_spoken_commands_dir", "synthesize_spoken_commands",
-    "load_bidmc", "make_synthetic_vitals", "load_heartpy_ppg",
+    "DataNotFoundError",
+    "Split",
+    "TaskData",
+    "load_lra_listops",
+    "load_lra_text",
+    "load_lra_retrieval",
+    "load_lra_image",
+    "load_lra_pathfinder",
+    "load_lra_pathx",
+    "generate_listops",
+    "make_listops_task",
+    "generate_pathfinder",
+    "make_pathfinder_task",
+    "load_smnist",
+    "load_psmnist",
+    "load_scifar",
+    "load_digits_sequential",
+    "load_digits_permuted",
+    "load_speech_commands",
+    "change_rate",
+    "default_spoken_commands_dir",
+    "synthesize_spoken_commands",
+    "load_bidmc",
+    "make_synthetic_vitals",
+    "load_heartpy_ppg",
 ]

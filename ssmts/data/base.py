@@ -3,6 +3,7 @@
 Loaders return plain numpy arrays so that the same data feeds the sklearn
 estimators, the sktime estimators and the task pipelines without conversion.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -78,6 +79,4 @@ def require_files(root: Path, relative_paths: list[str], how_to_get: str) -> Non
         )
     missing = [p for p in relative_paths if not (root / p).exists()]
     if missing:
-        raise DataNotFoundError(
-            f"data directory {root} is missing {', '.join(missing)}. {how_to_get}"
-        )
+        raise DataNotFoundError(f"data directory {root} is missing {', '.join(missing)}. {how_to_get}")

@@ -48,6 +48,7 @@ divides by its standard deviation, both computed over all training windows and t
 steps only; the statistics are recorded in ``meta``. The S4 code does not normalize;
 pass ``standardize=False`` to get its inputs (as float32).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -110,8 +111,7 @@ def read_ts_regression(path: str | Path, expected_channels: int | None = None) -
     declared_mismatch = declared is not None and declared.isdigit() and int(declared) != expected_channels
     if expected_channels is not None and declared_mismatch:
         raise DataNotFoundError(
-            f"{path} declares {declared} channel(s) (@dimensions/@univariate) but "
-            f"{expected_channels} are expected."
+            f"{path} declares {declared} channel(s) (@dimensions/@univariate) but {expected_channels} are expected."
         )
 
     try:
@@ -315,24 +315,35 @@ def _split(
         idx_train, idx_eval = train_test_split(np.arange(len(y_all)), test_size=0.3, random_state=seed)
         idx_val, idx_test = train_test_split(idx_eval, test_size=0.5, random_state=seed + 1)
         pooled = Split(X_all, y_all)
-        return pooled.subset(idx_train), pooled.subset(idx_val), pooled.subset(idx_test), {
-            "split": "TRAIN+TEST pooled; 70/15/15 via train_test_split(random_state=seed, then seed+1)"
-        }
+        return (
+            pooled.subset(idx_train),
+            pooled.subset(idx_val),
+            pooled.subset(idx_test),
+            {"split": "TRAIN+TEST pooled; 70/15/15 via train_test_split(random_state=seed, then seed+1)"},
+        )
     if protocol == "s4_original":
         n = len(train_file)
         n_val = int(n / 7.0)  # S4: ".6 / .1 / .3 split"
         if n_val == 0:
             raise ValueError(f"protocol 's4_original' needs at least 7 training windows, the TRAIN file has {n}")
-        return train_file.subset(slice(0, n - n_val)), train_file.subset(slice(n - n_val, n)), test_file, {
-            "split": "TRAIN minus its last int(n/7) windows / those windows / TEST"
-        }
+        return (
+            train_file.subset(slice(0, n - n_val)),
+            train_file.subset(slice(n - n_val, n)),
+            test_file,
+            {"split": "TRAIN minus its last int(n/7) windows / those windows / TEST"},
+        )
     n = len(train_file)
     n_val = int(round(val_fraction * n))
     if not 0 < n_val < n:
         raise ValueError(f"val_fraction={val_fraction} of {n} TRAIN windows leaves an empty train or validation set")
     permutation = np.random.default_rng(seed).permutation(n)
     idx_val, idx_train = np.sort(permutation[:n_val]), np.sort(permutation[n_val:])
-    return train_file.subset(idx_train), train_file.subset(idx_val), test_file, {
-        "split": f"TRAIN minus a seeded random {val_fraction:g} validation share / that share / TEST",
-        "val_fraction": val_fraction,
-    }
+    return (
+        train_file.subset(idx_train),
+        train_file.subset(idx_val),
+        test_file,
+        {
+            "split": f"TRAIN minus a seeded random {val_fraction:g} validation share / that share / TEST",
+            "val_fraction": val_fraction,
+        },
+    )

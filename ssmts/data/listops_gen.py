@@ -22,6 +22,7 @@ Unlike LRA (which iterates a Python set, so its split order depends on string ha
 the examples keep generation order: the first n_train unique trees are train, the next
 n_val val, the rest test.
 """
+
 from __future__ import annotations
 
 import csv
@@ -89,9 +90,16 @@ def tree_to_string(tree: Tree) -> str:
 
 
 def generate_listops(
-    n_train: int, n_val: int, n_test: int, *, min_length: int = 500,
-    max_length: int = LISTOPS_MAX_LENGTH, max_depth: int = 10, max_args: int = 10,
-    random_state: int = 0, max_tries: int | None = None,
+    n_train: int,
+    n_val: int,
+    n_test: int,
+    *,
+    min_length: int = 500,
+    max_length: int = LISTOPS_MAX_LENGTH,
+    max_depth: int = 10,
+    max_args: int = 10,
+    random_state: int = 0,
+    max_tries: int | None = None,
 ) -> dict[str, list[tuple[str, int]]]:
     """Unique ListOps examples with min_length < token length < max_length.
 
@@ -124,8 +132,7 @@ def generate_listops(
             if text not in examples:
                 examples[text] = evaluate_tree(tree)
     rows = list(examples.items())
-    return {"train": rows[:n_train], "val": rows[n_train:n_train + n_val],
-            "test": rows[n_train + n_val:]}
+    return {"train": rows[:n_train], "val": rows[n_train : n_train + n_val], "test": rows[n_train + n_val :]}
 
 
 def write_listops(splits: dict[str, list[tuple[str, int]]], out_dir: str | Path) -> list[Path]:
@@ -145,20 +152,42 @@ def write_listops(splits: dict[str, list[tuple[str, int]]], out_dir: str | Path)
 
 
 def make_listops_task(
-    n_train: int = 1000, n_val: int = 100, n_test: int = 100, *, min_length: int = 500,
-    max_length: int = LISTOPS_MAX_LENGTH, max_depth: int = 10, max_args: int = 10,
-    pad_to: int | None = None, random_state: int = 0,
+    n_train: int = 1000,
+    n_val: int = 100,
+    n_test: int = 100,
+    *,
+    min_length: int = 500,
+    max_length: int = LISTOPS_MAX_LENGTH,
+    max_depth: int = 10,
+    max_args: int = 10,
+    pad_to: int | None = None,
+    random_state: int = 0,
 ) -> TaskData:
     """Generate ListOps and tokenize it exactly as `load_lra_listops` does.
 
     X: (n, pad_to) int64 (pad_to defaults to max_length); y: (n,) int64; lengths: (n,).
     """
-    splits = generate_listops(n_train, n_val, n_test, min_length=min_length, max_length=max_length,
-                              max_depth=max_depth, max_args=max_args, random_state=random_state)
+    splits = generate_listops(
+        n_train,
+        n_val,
+        n_test,
+        min_length=min_length,
+        max_length=max_length,
+        max_depth=max_depth,
+        max_args=max_args,
+        random_state=random_state,
+    )
     columns = {name: ([s for s, _ in rows], [v for _, v in rows]) for name, rows in splits.items()}
     return listops_task(
-        columns, pad_to or max_length, source="synthetic: ssmts.data.listops_gen",
-        meta={"split_protocol": "generation order", "min_length": min_length,
-              "generator_max_length": max_length, "max_depth": max_depth, "max_args": max_args,
-              "random_state": random_state},
+        columns,
+        pad_to or max_length,
+        source="synthetic: ssmts.data.listops_gen",
+        meta={
+            "split_protocol": "generation order",
+            "min_length": min_length,
+            "generator_max_length": max_length,
+            "max_depth": max_depth,
+            "max_args": max_args,
+            "random_state": random_state,
+        },
     )

@@ -20,6 +20,7 @@ Token tasks return int64 ids with 0 reserved for padding and record the true
 Byte-level tasks map byte b to id b + 1 (tfds' ByteTextEncoder, as in the LRA code),
 so vocab_size is 257.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -64,9 +65,7 @@ def tokenize_listops(source: str) -> list[str]:
     return source.replace("]", LISTOPS_CLOSE).replace("(", " ").replace(")", " ").split()
 
 
-def encode_listops(
-    sources: Sequence[str], targets: Sequence[int], max_length: int = LISTOPS_MAX_LENGTH
-) -> Split:
+def encode_listops(sources: Sequence[str], targets: Sequence[int], max_length: int = LISTOPS_MAX_LENGTH) -> Split:
     """Token ids of ListOps expressions, padded with 0 (truncated past `max_length`).
 
     Returns Split with X: (n, max_length) int64, y: (n,) int64 in 0..9,
@@ -76,9 +75,7 @@ def encode_listops(
     return _encode_listops(sources, targets, max_length)[0]
 
 
-def _encode_listops(
-    sources: Sequence[str], targets: Sequence[int], max_length: int
-) -> tuple[Split, int]:
+def _encode_listops(sources: Sequence[str], targets: Sequence[int], max_length: int) -> tuple[Split, int]:
     """`encode_listops`, plus how many expressions were longer than max_length."""
     if len(sources) != len(targets):
         raise ValueError(f"{len(sources)} expressions but {len(targets)} targets")
@@ -152,10 +149,20 @@ def listops_task(
         except ValueError as error:
             raise ValueError(f"ListOps {name} split: {error}") from None
     return TaskData(
-        encoded["train"], encoded["val"], encoded["test"], n_classes=10,
-        vocab_size=LISTOPS_VOCAB_SIZE, classes=[str(d) for d in range(10)], source=source,
-        meta={"task": "listops", "max_length": max_length, "vocab": dict(LISTOPS_VOCAB),
-              "n_truncated": n_truncated, **meta},
+        encoded["train"],
+        encoded["val"],
+        encoded["test"],
+        n_classes=10,
+        vocab_size=LISTOPS_VOCAB_SIZE,
+        classes=[str(d) for d in range(10)],
+        source=source,
+        meta={
+            "task": "listops",
+            "max_length": max_length,
+            "vocab": dict(LISTOPS_VOCAB),
+            "n_truncated": n_truncated,
+            **meta,
+        },
     )
 
 
@@ -212,14 +219,11 @@ def _put_bytes(out: np.ndarray, document: bytes) -> int:
 # ---------------------------------------------------------------------------- Retrieval (AAN)
 
 AAN_DIR = "tsv_data"
-AAN_FILES = {"train": "new_aan_pairs.train.tsv", "val": "new_aan_pairs.eval.tsv",
-             "test": "new_aan_pairs.test.tsv"}
+AAN_FILES = {"train": "new_aan_pairs.train.tsv", "val": "new_aan_pairs.eval.tsv", "test": "new_aan_pairs.test.tsv"}
 AAN_MAX_LENGTH = 4000
 
 
-def read_aan_tsv(
-    path: str | Path, max_length: int = AAN_MAX_LENGTH, max_samples: int | None = None
-) -> Split:
+def read_aan_tsv(path: str | Path, max_length: int = AAN_MAX_LENGTH, max_samples: int | None = None) -> Split:
     """Read one AAN pairs TSV (no header; label, id1, id2, text1, text2).
 
     Returns Split with X: (n, 2, max_length) int64 byte ids of (text1, text2),
@@ -246,9 +250,7 @@ def read_aan_tsv(
             except ValueError:
                 label = -1.0
             if label not in (0.0, 1.0):
-                raise DataNotFoundError(
-                    f"{path}:{line_number}: the label must be 0 or 1, found {fields[0][:20]!r}"
-                )
+                raise DataNotFoundError(f"{path}:{line_number}: the label must be 0 or 1, found {fields[0][:20]!r}")
             labels.append(int(label))
             # Keep only what is used: the papers can be far longer than max_length.
             pairs.append((fields[3][:max_length], fields[4][:max_length]))
@@ -260,9 +262,7 @@ def read_aan_tsv(
     return Split(X, np.asarray(labels, dtype=np.int64), lengths)
 
 
-def load_lra_retrieval(
-    root: str | Path, max_length: int = AAN_MAX_LENGTH, max_samples: int | None = None
-) -> TaskData:
+def load_lra_retrieval(root: str | Path, max_length: int = AAN_MAX_LENGTH, max_samples: int | None = None) -> TaskData:
     """LRA Retrieval (ACL Anthology Network): do two papers cite each other? 2 classes.
 
     X: (n, 2, max_length) int64 byte ids, X[:, 0] the first and X[:, 1] the second
@@ -275,17 +275,26 @@ def load_lra_retrieval(
     root = Path(root).expanduser()
     directory = _task_dir(root, AAN_DIR, AAN_FILES["train"])
     require_files(directory, list(AAN_FILES.values()), _LRA_HOW_TO_GET)
-    splits = {name: read_aan_tsv(directory / filename, max_length, max_samples)
-              for name, filename in AAN_FILES.items()}
+    splits = {name: read_aan_tsv(directory / filename, max_length, max_samples) for name, filename in AAN_FILES.items()}
     for name, split in splits.items():
         if len(split) == 0:
             raise DataNotFoundError(f"{directory / AAN_FILES[name]} holds no examples")
     return TaskData(
-        splits["train"], splits["val"], splits["test"], n_classes=2, vocab_size=BYTE_VOCAB_SIZE,
-        classes=["unrelated", "citation"], source=str(directory),
-        meta={"task": "retrieval", "max_length": max_length, "tokenizer": "bytes (id = byte + 1)",
-              "input_layout": "X[:, 0] = text1, X[:, 1] = text2", "max_samples": max_samples,
-              "split_protocol": "released files (eval file = val)"},
+        splits["train"],
+        splits["val"],
+        splits["test"],
+        n_classes=2,
+        vocab_size=BYTE_VOCAB_SIZE,
+        classes=["unrelated", "citation"],
+        source=str(directory),
+        meta={
+            "task": "retrieval",
+            "max_length": max_length,
+            "tokenizer": "bytes (id = byte + 1)",
+            "input_layout": "X[:, 0] = text1, X[:, 1] = text2",
+            "max_samples": max_samples,
+            "split_protocol": "released files (eval file = val)",
+        },
     )
 
 
@@ -311,7 +320,9 @@ def _read_imdb_split(directory: Path) -> tuple[list[bytes], list[int]]:
 
 
 def load_lra_text(
-    root: str | Path, max_length: int = IMDB_MAX_LENGTH, val_fraction: float = IMDB_VAL_FRACTION,
+    root: str | Path,
+    max_length: int = IMDB_MAX_LENGTH,
+    val_fraction: float = IMDB_VAL_FRACTION,
     seed: int = 0,
 ) -> TaskData:
     """LRA Text: IMDB sentiment at byte level, 2 classes (neg = 0, pos = 1).
@@ -344,9 +355,16 @@ def load_lra_text(
         Split(X[train_index], y[train_index], lengths[train_index]),
         Split(X[val_index], y[val_index], lengths[val_index]),
         Split(X_test, np.asarray(test_labels, dtype=np.int64), lengths_test),
-        n_classes=2, vocab_size=BYTE_VOCAB_SIZE, classes=list(IMDB_CLASSES), source=str(directory),
-        meta={"task": "text", "max_length": max_length, "tokenizer": "bytes (id = byte + 1)",
-              "val_protocol": f"random {val_fraction:.0%} of train, seed {seed}"},
+        n_classes=2,
+        vocab_size=BYTE_VOCAB_SIZE,
+        classes=list(IMDB_CLASSES),
+        source=str(directory),
+        meta={
+            "task": "text",
+            "max_length": max_length,
+            "tokenizer": "bytes (id = byte + 1)",
+            "val_protocol": f"random {val_fraction:.0%} of train, seed {seed}",
+        },
     )
 
 
@@ -378,11 +396,17 @@ def load_lra_image(root: str | Path, val_size: int = CIFAR_VAL_SIZE) -> TaskData
     X = to_gray(train_data)
     n_train = len(X) - val_size
     return TaskData(
-        Split(X[:n_train], train_labels[:n_train]), Split(X[n_train:], train_labels[n_train:]),
-        Split(to_gray(test_data), test_labels), n_classes=10, classes=list(CIFAR10_CLASSES),
+        Split(X[:n_train], train_labels[:n_train]),
+        Split(X[n_train:], train_labels[n_train:]),
+        Split(to_gray(test_data), test_labels),
+        n_classes=10,
+        classes=list(CIFAR10_CLASSES),
         source=str(Path(root)),
-        meta={"task": "image", "grayscale": "ITU-R 601 luma 0.299/0.587/0.114",
-              "val_protocol": f"last {val_size} of the training batches"},
+        meta={
+            "task": "image",
+            "grayscale": "ITU-R 601 luma 0.299/0.587/0.114",
+            "val_protocol": f"last {val_size} of the training batches",
+        },
     )
 
 
@@ -444,9 +468,7 @@ def _load_gray_image(path: Path, resolution: int) -> np.ndarray | None:
     return np.asarray(gray, dtype=np.float32).reshape(-1) / np.float32(255.0)
 
 
-def split_indices(
-    n: int, fractions: Sequence[float], seed: int, limit: int | None = None
-) -> list[np.ndarray]:
+def split_indices(n: int, fractions: Sequence[float], seed: int, limit: int | None = None) -> list[np.ndarray]:
     """Deterministic random split of range(n) by `fractions` (summing to 1); each part sorted.
 
     The order is `numpy.random.default_rng(seed).permutation(n)`, cut into consecutive
@@ -460,18 +482,18 @@ def split_indices(
     return [np.sort(part) for part in np.split(order, bounds)]
 
 
-def pathfinder_task_from_arrays(
-    X: np.ndarray, y: np.ndarray, seed: int, source: str, meta: dict
-) -> TaskData:
+def pathfinder_task_from_arrays(X: np.ndarray, y: np.ndarray, seed: int, source: str, meta: dict) -> TaskData:
     """Split (n, 1, L) images 80/10/10 with `split_indices`; shared by loader and generator."""
     train, val, test = (Split(X[i], y[i]) for i in split_indices(len(y), PATHFINDER_SPLIT, seed))
-    return TaskData(train, val, test, n_classes=2, classes=["disconnected", "connected"],
-                    source=source, meta=meta)
+    return TaskData(train, val, test, n_classes=2, classes=["disconnected", "connected"], source=source, meta=meta)
 
 
 def load_lra_pathfinder(
-    root: str | Path, resolution: int = 32, difficulty: str = PATHFINDER_DIFFICULTY,
-    seed: int = PATHFINDER_SPLIT_SEED, max_samples: int | None = None,
+    root: str | Path,
+    resolution: int = 32,
+    difficulty: str = PATHFINDER_DIFFICULTY,
+    seed: int = PATHFINDER_SPLIT_SEED,
+    max_samples: int | None = None,
 ) -> TaskData:
     """LRA Pathfinder: are the two circles joined by one dashed path? 2 classes.
 
@@ -487,15 +509,16 @@ def load_lra_pathfinder(
     root = Path(root).expanduser()
     folder = f"pathfinder{resolution}"
     directory = root
-    for candidate in (root / folder / difficulty, root / "lra_release" / folder / difficulty,
-                      root / difficulty, root):
+    for candidate in (root / folder / difficulty, root / "lra_release" / folder / difficulty, root / difficulty, root):
         if (candidate / "metadata").is_dir():
             directory = candidate
             break
     else:
-        require_files(root, [f"{folder}/{difficulty}/metadata", f"{folder}/{difficulty}/imgs"],
-                      _LRA_HOW_TO_GET + " Or generate a stand-in with "
-                      "`python datasets/make_pathfinder.py --out DIR`.")
+        require_files(
+            root,
+            [f"{folder}/{difficulty}/metadata", f"{folder}/{difficulty}/imgs"],
+            _LRA_HOW_TO_GET + " Or generate a stand-in with `python datasets/make_pathfinder.py --out DIR`.",
+        )
     entries = read_pathfinder_metadata(directory)
     if not entries:
         raise DataNotFoundError(f"{directory / 'metadata'} holds no *.npy metadata lines. {_LRA_HOW_TO_GET}")
@@ -521,15 +544,25 @@ def load_lra_pathfinder(
     if skipped:
         warnings.warn(
             f"skipped {len(skipped)} of {n_listed} Pathfinder images that are missing, empty or "
-            f"unreadable (first: {skipped[0]})", stacklevel=2,
+            f"unreadable (first: {skipped[0]})",
+            stacklevel=2,
         )
     if all(len(split) == 0 for split in splits):
         raise DataNotFoundError(f"none of the images listed in {directory / 'metadata'} could be read")
     return TaskData(
-        *splits, n_classes=2, classes=["disconnected", "connected"], source=str(directory),
-        meta={"task": f"pathfinder{resolution}", "difficulty": difficulty, "resolution": resolution,
-              "split_protocol": "seeded random 80/10/10", "split_seed": seed,
-              "n_skipped_images": len(skipped), "max_samples": max_samples},
+        *splits,
+        n_classes=2,
+        classes=["disconnected", "connected"],
+        source=str(directory),
+        meta={
+            "task": f"pathfinder{resolution}",
+            "difficulty": difficulty,
+            "resolution": resolution,
+            "split_protocol": "seeded random 80/10/10",
+            "split_seed": seed,
+            "n_skipped_images": len(skipped),
+            "max_samples": max_samples,
+        },
     )
 
 
@@ -539,8 +572,22 @@ def load_lra_pathx(root: str | Path, **kwargs) -> TaskData:
 
 
 __all__ = [
-    "BYTE_VOCAB_SIZE", "LISTOPS_VOCAB", "LISTOPS_VOCAB_SIZE", "encode_bytes", "encode_listops",
-    "listops_task", "load_lra_image", "load_lra_listops", "load_lra_pathfinder", "load_lra_pathx",
-    "load_lra_retrieval", "load_lra_text", "pathfinder_task_from_arrays", "read_aan_tsv",
-    "read_listops_tsv", "read_pathfinder_metadata", "split_indices", "tokenize_listops",
+    "BYTE_VOCAB_SIZE",
+    "LISTOPS_VOCAB",
+    "LISTOPS_VOCAB_SIZE",
+    "encode_bytes",
+    "encode_listops",
+    "listops_task",
+    "load_lra_image",
+    "load_lra_listops",
+    "load_lra_pathfinder",
+    "load_lra_pathx",
+    "load_lra_retrieval",
+    "load_lra_text",
+    "pathfinder_task_from_arrays",
+    "read_aan_tsv",
+    "read_listops_tsv",
+    "read_pathfinder_metadata",
+    "split_indices",
+    "tokenize_listops",
 ]

@@ -22,6 +22,7 @@ times the resolution and box-filtered down (anti-aliasing), white on black.
     out/pathfinder<res>/curv_contour_length_<L>/metadata/<k>.npy   (text, one line per image:
         "imgs/<k> sample_<n>.png <n> <label> <contour_length> <n_distractors> <resolution>")
 """
+
 from __future__ import annotations
 
 import math
@@ -91,8 +92,12 @@ class PathfinderStyle:
         scale = resolution / 32
         root = math.sqrt(scale)
         style = dict(
-            resolution=resolution, dash_length=2.0 * scale, dash_gap=1.0 * scale,
-            line_width=1.0 * root, marker_radius=1.5 * root, clearance=1.0 * root,
+            resolution=resolution,
+            dash_length=2.0 * scale,
+            dash_gap=1.0 * scale,
+            line_width=1.0 * root,
+            marker_radius=1.5 * root,
+            clearance=1.0 * root,
             n_distractors=5 + max(0, round(math.log2(scale))),
         )
         style.update(overrides)
@@ -122,7 +127,7 @@ class PathfinderSample:
 def _stencil(radius: float, cell: float) -> np.ndarray:
     """(m, 2) integer cell offsets whose centres lie closer than `radius` to the centre cell."""
     reach = int(math.ceil(radius / cell))
-    dy, dx = np.mgrid[-reach:reach + 1, -reach:reach + 1]
+    dy, dx = np.mgrid[-reach : reach + 1, -reach : reach + 1]
     inside = (dx**2 + dy**2) * cell**2 < radius**2
     return np.stack([dy[inside], dx[inside]], axis=1)
 
@@ -199,8 +204,7 @@ class _Layout:
             return dashes
         return None
 
-    def _walk(self, start: np.ndarray, n_dashes: int, with_markers: bool
-              ) -> tuple[np.ndarray, np.ndarray] | None:
+    def _walk(self, start: np.ndarray, n_dashes: int, with_markers: bool) -> tuple[np.ndarray, np.ndarray] | None:
         """Dashes (n_dashes, 2, 2) and centre-line samples (m, 2) of one path from `start`, or None."""
         style, rng = self.style, self.rng
         max_turn = math.radians(style.max_turn_degrees)
@@ -263,8 +267,8 @@ class _Layout:
                 return None
             backtracks += 1
             keep = max(0, len(angles) - _BACKTRACK_DASHES)
-            del angles[keep:], dash_starts[keep:], sizes[keep + 1:]
-            points, arcs = points[:sizes[-1]], arcs[:sizes[-1]]
+            del angles[keep:], dash_starts[keep:], sizes[keep + 1 :]
+            points, arcs = points[: sizes[-1]], arcs[: sizes[-1]]
             if n_stamped > len(points):
                 own_blocked.fill(False)
                 n_stamped = 0
@@ -272,8 +276,9 @@ class _Layout:
         starts = np.asarray(dash_starts)
         return np.stack([starts, starts + style.dash_length * directions], axis=1), points
 
-    def _end_marker_fits(self, start: np.ndarray, end: np.ndarray, points: np.ndarray,
-                         arcs: np.ndarray, own_disk_skip: float) -> bool:
+    def _end_marker_fits(
+        self, start: np.ndarray, end: np.ndarray, points: np.ndarray, arcs: np.ndarray, own_disk_skip: float
+    ) -> bool:
         """The end marker must clear other paths, the start marker and this path's earlier part."""
         if not self._disk_clear(end):
             return False
@@ -294,8 +299,13 @@ def _min_distances(candidates: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.sqrt(squared.min(axis=(1, 2)))
 
 
-def _render(paths: list[np.ndarray], markers: np.ndarray, style: PathfinderStyle,
-            dashed: bool = True, supersampled: bool = False) -> np.ndarray:
+def _render(
+    paths: list[np.ndarray],
+    markers: np.ndarray,
+    style: PathfinderStyle,
+    dashed: bool = True,
+    supersampled: bool = False,
+) -> np.ndarray:
     """Draw paths and markers; uint8 (resolution, resolution), or the supersampled canvas.
 
     dashed=False draws each path's centre line through its gaps, the "dashes ignored"
@@ -328,8 +338,9 @@ def _render(paths: list[np.ndarray], markers: np.ndarray, style: PathfinderStyle
     return np.asarray(canvas.resize((style.resolution, style.resolution), Image.BOX), dtype=np.uint8).copy()
 
 
-def render_sample(sample: PathfinderSample, style: PathfinderStyle, dashed: bool = True,
-                  supersampled: bool = False) -> np.ndarray:
+def render_sample(
+    sample: PathfinderSample, style: PathfinderStyle, dashed: bool = True, supersampled: bool = False
+) -> np.ndarray:
     """Redraw a sample from its bookkeeping (dashed=False: gaps filled in). uint8 image."""
     return _render(sample.paths, sample.markers, style, dashed=dashed, supersampled=supersampled)
 
@@ -341,8 +352,9 @@ def generate_sample(label: int, style: PathfinderStyle, rng: np.random.Generator
     for _ in range(_IMAGE_TRIES):
         layout = _Layout(style, rng)
         paths = []
-        for n_dashes, with_markers in [(style.contour_length, True)] * 2 + \
-                [(style.distractor_length, False)] * style.n_distractors:
+        for n_dashes, with_markers in [(style.contour_length, True)] * 2 + [
+            (style.distractor_length, False)
+        ] * style.n_distractors:
             path = layout.grow(n_dashes, with_markers)
             if path is None:
                 break
@@ -378,8 +390,11 @@ def generate_pathfinder(
 
 
 def write_pathfinder(
-    out_dir: str | Path, n_samples: int, style: PathfinderStyle | None = None,
-    images_per_folder: int = 1000, random_state: int = 0,
+    out_dir: str | Path,
+    n_samples: int,
+    style: PathfinderStyle | None = None,
+    images_per_folder: int = 1000,
+    random_state: int = 0,
 ) -> Path:
     """Write a generated set in the LRA release's Pathfinder layout; returns the difficulty dir.
 
@@ -397,18 +412,23 @@ def write_pathfinder(
     for folder, first in enumerate(range(0, n_samples, images_per_folder)):
         (directory / "imgs" / str(folder)).mkdir(parents=True, exist_ok=True)
         lines = []
-        for n, sample in enumerate(samples[first:first + images_per_folder]):
+        for n, sample in enumerate(samples[first : first + images_per_folder]):
             Image.fromarray(sample.image).save(directory / "imgs" / str(folder) / f"sample_{n}.png")
-            lines.append(f"imgs/{folder} sample_{n}.png {n} {sample.label} {style.contour_length} "
-                         f"{style.n_distractors} {style.resolution}\n")
+            lines.append(
+                f"imgs/{folder} sample_{n}.png {n} {sample.label} {style.contour_length} "
+                f"{style.n_distractors} {style.resolution}\n"
+            )
         # ".npy" by name only: the release's metadata files are text, and so are these.
         (directory / "metadata" / f"{folder}.npy").write_text("".join(lines))
     return directory
 
 
 def make_pathfinder_task(
-    n_samples: int = 2000, resolution: int = 32, style: PathfinderStyle | None = None,
-    random_state: int = 0, split_seed: int = PATHFINDER_SPLIT_SEED,
+    n_samples: int = 2000,
+    resolution: int = 32,
+    style: PathfinderStyle | None = None,
+    random_state: int = 0,
+    split_seed: int = PATHFINDER_SPLIT_SEED,
 ) -> TaskData:
     """Generate a Pathfinder task in memory, split 80/10/10 like `load_lra_pathfinder`.
 
@@ -418,12 +438,23 @@ def make_pathfinder_task(
     style = style or PathfinderStyle.for_resolution(resolution)
     samples = generate_pathfinder(n_samples, style, random_state)
     size = style.resolution**2
-    X = np.stack([s.image.reshape(1, size) for s in samples]).astype(np.float32) / np.float32(255.0) \
-        if samples else np.zeros((0, 1, size), dtype=np.float32)
+    X = (
+        np.stack([s.image.reshape(1, size) for s in samples]).astype(np.float32) / np.float32(255.0)
+        if samples
+        else np.zeros((0, 1, size), dtype=np.float32)
+    )
     y = np.asarray([s.label for s in samples], dtype=np.int64)
     return pathfinder_task_from_arrays(
-        X, y, split_seed, source="synthetic: ssmts.data.pathfinder_gen",
-        meta={"task": f"pathfinder{style.resolution}", "resolution": style.resolution,
-              "split_protocol": "seeded random 80/10/10", "split_seed": split_seed,
-              "random_state": random_state, "style": asdict(style)},
+        X,
+        y,
+        split_seed,
+        source="synthetic: ssmts.data.pathfinder_gen",
+        meta={
+            "task": f"pathfinder{style.resolution}",
+            "resolution": style.resolution,
+            "split_protocol": "seeded random 80/10/10",
+            "split_seed": split_seed,
+            "random_state": random_state,
+            "style": asdict(style),
+        },
     )

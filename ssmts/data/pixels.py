@@ -21,6 +21,7 @@ Offline stand-ins built from scikit-learn's bundled 8x8 digits (1797 images, no
 download) have the same shapes contract at 64 steps; see `load_digits_sequential`,
 `load_digits_permuted` and `load_digits_rgb`.
 """
+
 from __future__ import annotations
 
 import gzip
@@ -51,7 +52,16 @@ CIFAR10_DIR = "cifar-10-batches-py"
 CIFAR10_TRAIN_BATCHES = tuple(f"data_batch_{i}" for i in range(1, 6))
 CIFAR10_TEST_BATCH = "test_batch"
 CIFAR10_CLASSES = [
-    "airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck",
+    "airplane",
+    "automobile",
+    "bird",
+    "cat",
+    "deer",
+    "dog",
+    "frog",
+    "horse",
+    "ship",
+    "truck",
 ]
 
 _MNIST_HOW_TO_GET = (
@@ -81,7 +91,9 @@ def _read_idx(path: Path, expected_magic: int) -> np.ndarray:
         with opener(path, "rb") as f:
             head = f.read(4)
             if len(head) < 4:
-                raise DataNotFoundError(f"{path} is {len(head)} bytes, too short for an idx header. {_MNIST_HOW_TO_GET}")
+                raise DataNotFoundError(
+                    f"{path} is {len(head)} bytes, too short for an idx header. {_MNIST_HOW_TO_GET}"
+                )
             (magic,) = struct.unpack(">i", head)
             if magic != expected_magic:
                 raise DataNotFoundError(
@@ -91,12 +103,15 @@ def _read_idx(path: Path, expected_magic: int) -> np.ndarray:
             n_dims = magic & 0xFF
             dims_raw = f.read(4 * n_dims)
             if len(dims_raw) < 4 * n_dims:
-                raise DataNotFoundError(f"{path} ends inside its idx header; the file is truncated. {_MNIST_HOW_TO_GET}")
+                raise DataNotFoundError(
+                    f"{path} ends inside its idx header; the file is truncated. {_MNIST_HOW_TO_GET}"
+                )
             dims = struct.unpack(f">{n_dims}i", dims_raw)
             n_values = int(np.prod(dims, dtype=np.int64))
             if min(dims) < 0 or n_values > IDX_MAX_BYTES:
-                raise DataNotFoundError(f"{path} declares shape {dims}, which no MNIST file has; the file is corrupt. "
-                                        f"{_MNIST_HOW_TO_GET}")
+                raise DataNotFoundError(
+                    f"{path} declares shape {dims}, which no MNIST file has; the file is corrupt. {_MNIST_HOW_TO_GET}"
+                )
             raw = f.read(n_values + 1)  # one byte more than declared shows a file that is too long
     except (OSError, EOFError) as error:  # a truncated .gz raises EOFError
         raise DataNotFoundError(f"{path} could not be read: {error}. {_MNIST_HOW_TO_GET}") from error
@@ -123,9 +138,7 @@ def _mnist_file(directory: Path, name: str) -> Path:
         return directory / name
     if (directory / f"{name}.gz").exists():
         return directory / f"{name}.gz"
-    raise DataNotFoundError(
-        f"data directory {directory} is missing {name} (or {name}.gz). {_MNIST_HOW_TO_GET}"
-    )
+    raise DataNotFoundError(f"data directory {directory} is missing {name} (or {name}.gz). {_MNIST_HOW_TO_GET}")
 
 
 def read_mnist(root: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -175,7 +188,12 @@ def load_smnist(root: str | Path, val_fraction: float = VAL_FRACTION) -> TaskDat
     train, val = _tail_val_split(to_sequence(train_images), train_labels.astype(np.int64), val_fraction)
     test = Split(to_sequence(test_images), test_labels.astype(np.int64))
     return TaskData(
-        train, val, test, n_classes=10, classes=[str(d) for d in range(10)], source=str(Path(root)),
+        train,
+        val,
+        test,
+        n_classes=10,
+        classes=[str(d) for d in range(10)],
+        source=str(Path(root)),
         meta={"task": "smnist", "val_protocol": f"last {val_fraction:.0%} of the training file"},
     )
 
@@ -196,9 +214,15 @@ def permute_sequence_task(data: TaskData, seed: int = DEFAULT_PERMUTATION_SEED) 
     meta = dict(data.meta, permutation_seed=seed, permutation=permutation)
     meta["task"] = f"p{data.meta.get('task', 'sequence')}"
     return TaskData(
-        permute(data.train), permute(data.val), permute(data.test), n_classes=data.n_classes,
-        vocab_size=data.vocab_size, sample_rate=data.sample_rate, classes=data.classes,
-        source=data.source, meta=meta,
+        permute(data.train),
+        permute(data.val),
+        permute(data.test),
+        n_classes=data.n_classes,
+        vocab_size=data.vocab_size,
+        sample_rate=data.sample_rate,
+        classes=data.classes,
+        source=data.source,
+        meta=meta,
     )
 
 
@@ -227,14 +251,20 @@ class _CifarUnpickler(pickle.Unpickler):
     unpickler resolves only what a CIFAR batch holds (numpy arrays and dtypes; dicts, lists,
     bytes and numbers need no class lookup), so a crafted batch file cannot execute anything."""
 
-    _ALLOWED = {("numpy", "ndarray"), ("numpy", "dtype"), ("numpy.core.multiarray", "_reconstruct"),
-                ("numpy._core.multiarray", "_reconstruct"), ("numpy.core.multiarray", "scalar"),
-                ("numpy._core.multiarray", "scalar")}
+    _ALLOWED = {
+        ("numpy", "ndarray"),
+        ("numpy", "dtype"),
+        ("numpy.core.multiarray", "_reconstruct"),
+        ("numpy._core.multiarray", "_reconstruct"),
+        ("numpy.core.multiarray", "scalar"),
+        ("numpy._core.multiarray", "scalar"),
+    }
 
     def find_class(self, module: str, name: str):
         if (module, name) not in self._ALLOWED:
-            raise pickle.UnpicklingError(f"refusing to load {module}.{name}: a CIFAR-10 batch holds only numpy "
-                                         "arrays, lists, bytes and numbers")
+            raise pickle.UnpicklingError(
+                f"refusing to load {module}.{name}: a CIFAR-10 batch holds only numpy arrays, lists, bytes and numbers"
+            )
         return super().find_class(module, name)
 
 
@@ -280,9 +310,7 @@ def read_cifar10(root: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, 
     return train_data, train_labels, test_data, test_labels
 
 
-def load_scifar(
-    root: str | Path, normalize: bool = False, val_fraction: float = VAL_FRACTION
-) -> TaskData:
+def load_scifar(root: str | Path, normalize: bool = False, val_fraction: float = VAL_FRACTION) -> TaskData:
     """Sequential CIFAR-10: each image as 1024 steps of one RGB pixel.
 
     X: (n, 3, 1024) float32, in [0, 1] unless `normalize`; y: (n,) int64.
@@ -298,8 +326,11 @@ def load_scifar(
 
     train, val = _tail_val_split(to_sequence(train_data), train_labels, val_fraction)
     test = Split(to_sequence(test_data), test_labels)
-    meta: dict = {"task": "scifar", "val_protocol": f"last {val_fraction:.0%} of the training batches",
-                  "normalized": normalize}
+    meta: dict = {
+        "task": "scifar",
+        "val_protocol": f"last {val_fraction:.0%} of the training batches",
+        "normalized": normalize,
+    }
     if normalize:
         mean = train.X.mean(axis=(0, 2), dtype=np.float64).astype(np.float32)
         std = train.X.std(axis=(0, 2), dtype=np.float64).astype(np.float32)
@@ -307,8 +338,7 @@ def load_scifar(
             split.X -= mean[None, :, None]
             split.X /= std[None, :, None]
         meta.update(channel_mean=mean, channel_std=std)
-    return TaskData(train, val, test, n_classes=10, classes=list(CIFAR10_CLASSES),
-                    source=str(Path(root)), meta=meta)
+    return TaskData(train, val, test, n_classes=10, classes=list(CIFAR10_CLASSES), source=str(Path(root)), meta=meta)
 
 
 # ---------------------------------------------------------------------------- offline stand-ins
@@ -326,10 +356,10 @@ def _digits_splits(random_state: int) -> tuple[tuple[np.ndarray, np.ndarray], ..
     X = (digits.data / 16.0).astype(np.float32)  # pixel values are 0..16
     y = digits.target.astype(np.int64)
     _, val_share, test_share = DIGITS_SPLIT
-    X_rest, X_test, y_rest, y_test = train_test_split(
-        X, y, test_size=test_share, stratify=y, random_state=random_state)
+    X_rest, X_test, y_rest, y_test = train_test_split(X, y, test_size=test_share, stratify=y, random_state=random_state)
     X_train, X_val, y_train, y_val = train_test_split(
-        X_rest, y_rest, test_size=val_share / (1.0 - test_share), stratify=y_rest, random_state=random_state)
+        X_rest, y_rest, test_size=val_share / (1.0 - test_share), stratify=y_rest, random_state=random_state
+    )
     return (X_train, y_train), (X_val, y_val), (X_test, y_test)
 
 
@@ -341,10 +371,16 @@ def load_digits_sequential(random_state: int = 0) -> TaskData:
     """
     splits = [Split(X[:, None, :], y) for X, y in _digits_splits(random_state)]
     return TaskData(
-        *splits, n_classes=10, classes=[str(d) for d in range(10)],
+        *splits,
+        n_classes=10,
+        classes=[str(d) for d in range(10)],
         source="sklearn.datasets.load_digits",
-        meta={"task": "sdigits", "stand_in_for": "smnist", "split": "stratified 60/20/20",
-              "split_random_state": random_state},
+        meta={
+            "task": "sdigits",
+            "stand_in_for": "smnist",
+            "split": "stratified 60/20/20",
+            "split_random_state": random_state,
+        },
     )
 
 
@@ -373,9 +409,15 @@ def load_digits_rgb(random_state: int = 0) -> TaskData:
         colours = rng.uniform(0.3, 1.0, size=(len(X), 3, 1)).astype(np.float32)
         splits.append(Split(colours * X[:, None, :], y))
     return TaskData(
-        *splits, n_classes=10, classes=[str(d) for d in range(10)],
+        *splits,
+        n_classes=10,
+        classes=[str(d) for d in range(10)],
         source="sklearn.datasets.load_digits",
-        meta={"task": "sdigits_rgb", "stand_in_for": "scifar", "split": "stratified 60/20/20",
-              "split_random_state": random_state,
-              "transform": "per-image RGB tint drawn from U[0.3, 1]^3"},
+        meta={
+            "task": "sdigits_rgb",
+            "stand_in_for": "scifar",
+            "split": "stratified 60/20/20",
+            "split_random_state": random_state,
+            "transform": "per-image RGB tint drawn from U[0.3, 1]^3",
+        },
     )

@@ -13,6 +13,7 @@ Clips are zero-padded at the end to 1 s. The same format is written by
 `ssmts.data.speech_synth`, and a compact synthesized copy ships in the repository
 (`default_spoken_commands_dir()`), so everything here also runs offline.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -23,8 +24,10 @@ import numpy as np
 import soundfile as sf
 
 from ssmts.data.base import DataNotFoundError, Split, TaskData, require_files
+
 # Signal resampling lives with the zero-shot machinery; re-exported here for the loaders.
-from ssmts.nn.resampling import RESAMPLE_METHODS, change_rate, positive_int as _positive_int
+from ssmts.nn.resampling import RESAMPLE_METHODS, change_rate
+from ssmts.nn.resampling import positive_int as _positive_int
 
 SPEECH_COMMANDS_RATE = 16000
 """Sample rate (Hz) of every Speech Commands clip."""
@@ -36,10 +39,41 @@ SC10_WORDS = ("yes", "no", "up", "down", "left", "right", "on", "off", "stop", "
 """The ten command words of the SC10 task, in the label order of the S4 code."""
 
 SC35_WORDS = (
-    "backward", "bed", "bird", "cat", "dog", "down", "eight", "five", "follow", "forward",
-    "four", "go", "happy", "house", "learn", "left", "marvin", "nine", "no", "off",
-    "on", "one", "right", "seven", "sheila", "six", "stop", "three", "tree", "two",
-    "up", "visual", "wow", "yes", "zero",
+    "backward",
+    "bed",
+    "bird",
+    "cat",
+    "dog",
+    "down",
+    "eight",
+    "five",
+    "follow",
+    "forward",
+    "four",
+    "go",
+    "happy",
+    "house",
+    "learn",
+    "left",
+    "marvin",
+    "nine",
+    "no",
+    "off",
+    "on",
+    "one",
+    "right",
+    "seven",
+    "sheila",
+    "six",
+    "stop",
+    "three",
+    "tree",
+    "two",
+    "up",
+    "visual",
+    "wow",
+    "yes",
+    "zero",
 )
 """All 35 word folders of Speech Commands v0.02, sorted (the SC35 label order)."""
 
@@ -133,12 +167,14 @@ def load_speech_commands(
             f"{SPLIT_LISTS[1]}, e.g. {sorted(in_both)[0]}. {_HOW_TO_GET}"
         )
 
-    listed_missing = sorted(r for r in validation | testing
-                            if r.split("/", 1)[0] in classes and not (root / r).is_file())
+    listed_missing = sorted(
+        r for r in validation | testing if r.split("/", 1)[0] in classes and not (root / r).is_file()
+    )
     if listed_missing:
         raise DataNotFoundError(
             f"{root}: {len(listed_missing)} clip(s) named in {SPLIT_LISTS[0]} / {SPLIT_LISTS[1]} are missing, e.g. "
-            f"{listed_missing[0]}; the copy is incomplete. {_HOW_TO_GET}")
+            f"{listed_missing[0]}; the copy is incomplete. {_HOW_TO_GET}"
+        )
 
     files: dict[str, list[tuple[str, int]]] = {"train": [], "val": [], "test": []}
     rng = np.random.default_rng(random_state)
@@ -156,10 +192,7 @@ def load_speech_commands(
                 relatives = [relatives[i] for i in keep]
             files[split].extend((relative, label) for relative in relatives)
 
-    splits = {
-        name: _load_split(root, entries, sample_rate, resample_method, mfcc)
-        for name, entries in files.items()
-    }
+    splits = {name: _load_split(root, entries, sample_rate, resample_method, mfcc) for name, entries in files.items()}
     return TaskData(
         train=splits["train"],
         val=splits["val"],
@@ -190,7 +223,8 @@ def _resolve_words(root: Path, words: str | Sequence[str]) -> list[str]:
         if key == "all":
             # "_background_noise_" (and hidden folders) are not words.
             found = sorted(
-                p.name for p in root.iterdir()
+                p.name
+                for p in root.iterdir()
                 if p.is_dir() and not p.name.startswith(("_", ".")) and any(p.glob("*.wav"))
             )
             if not found:
@@ -253,9 +287,7 @@ def read_clip(path: str | Path) -> np.ndarray:
     except RuntimeError as error:  # soundfile's LibsndfileError
         raise ValueError(f"cannot read {path} as a WAV file: {error}") from error
     if rate != SPEECH_COMMANDS_RATE:
-        raise ValueError(
-            f"{path} has sample rate {rate} Hz; Speech Commands clips must be {SPEECH_COMMANDS_RATE} Hz"
-        )
+        raise ValueError(f"{path} has sample rate {rate} Hz; Speech Commands clips must be {SPEECH_COMMANDS_RATE} Hz")
     if samples.shape[1] != 1:
         raise ValueError(f"{path} has {samples.shape[1]} channels; Speech Commands clips must be mono")
     if len(samples) == 0:

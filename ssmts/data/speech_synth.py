@@ -10,6 +10,7 @@ splits of the real data. The result loads with `ssmts.data.speech.load_speech_co
 Needs the espeak-ng program (Debian/Ubuntu: apt-get install espeak-ng). The audio
 depends on the espeak-ng version, so record it with the data (the CLI does).
 """
+
 from __future__ import annotations
 
 import csv
@@ -32,17 +33,32 @@ DEFAULT_VOICES = (
     # American, New York, British (generic, Received Pronunciation, Scottish,
     # Lancaster, West Midlands) and Caribbean accents, each with several of
     # espeak-ng's male (+m), female (+f) and Klatt-synthesizer (+klatt) variants.
-    "en-us", "en-us+f2", "en-us+m3", "en-us+klatt",
-    "en-us-nyc+m4", "en-us-nyc+f4",
-    "en-gb+m1", "en-gb+f3", "en-gb+m7",
-    "en-gb-x-rp+m2", "en-gb-x-rp+f1",
-    "en-gb-scotland", "en-gb-scotland+f5",
-    "en-gb-x-gbclan+m5", "en-gb-x-gbclan+klatt3",
-    "en-gb-x-gbcwmd+m6", "en-gb-x-gbcwmd+f2",
-    "en-029", "en-029+klatt2", "en-029+f4",
+    "en-us",
+    "en-us+f2",
+    "en-us+m3",
+    "en-us+klatt",
+    "en-us-nyc+m4",
+    "en-us-nyc+f4",
+    "en-gb+m1",
+    "en-gb+f3",
+    "en-gb+m7",
+    "en-gb-x-rp+m2",
+    "en-gb-x-rp+f1",
+    "en-gb-scotland",
+    "en-gb-scotland+f5",
+    "en-gb-x-gbclan+m5",
+    "en-gb-x-gbclan+klatt3",
+    "en-gb-x-gbcwmd+m6",
+    "en-gb-x-gbcwmd+f2",
+    "en-029",
+    "en-029+klatt2",
+    "en-029+f4",
     # German, Dutch, Spanish and Hindi voices reading the English words: the
     # pronunciation follows their own spelling rules, like a strong foreign accent.
-    "de+m2", "nl+f1", "es+m8", "hi+klatt4",
+    "de+m2",
+    "nl+f1",
+    "es+m8",
+    "hi+klatt4",
 )
 """24 espeak-ng voices ("language" or "language+variant"); all exist in espeak-ng 1.51."""
 
@@ -87,8 +103,20 @@ def synthesize_word(
     with tempfile.TemporaryDirectory() as tmp:
         wav_path = Path(tmp) / "word.wav"
         _run_espeak(
-            ["-w", str(wav_path), "-v", voice, "-p", str(int(pitch)), "-s", str(int(speed)),
-             "-a", str(int(amplitude)), "--", word]
+            [
+                "-w",
+                str(wav_path),
+                "-v",
+                voice,
+                "-p",
+                str(int(pitch)),
+                "-s",
+                str(int(speed)),
+                "-a",
+                str(int(amplitude)),
+                "--",
+                word,
+            ]
         )
         samples, rate = sf.read(str(wav_path), dtype="float32")
     if rate != ESPEAK_RATE:  # espeak-ng always writes 22050 Hz; anything else is a surprise worth seeing
@@ -167,7 +195,8 @@ def synthesize_spoken_commands(
                 speech = synthesize_word(word, voice, pitch, speed, amplitude)
                 if len(speech) > CLIP_SAMPLES:
                     raise ValueError(
-                        f"{word!r} spoken by {voice!r} at {speed} wpm lasts {len(speech) / SPEECH_COMMANDS_RATE:.2f} s, "
+                        f"{word!r} spoken by {voice!r} at {speed} wpm lasts "
+                        f"{len(speech) / SPEECH_COMMANDS_RATE:.2f} s, "
                         "longer than the 1 s clip; raise speed_range"
                     )
                 offset = int(rng.integers(0, CLIP_SAMPLES - len(speech) + 1))
@@ -179,9 +208,18 @@ def synthesize_spoken_commands(
                 if split in split_lists:
                     split_lists[split].append(relative)
                 manifest.append(
-                    {"file": relative, "word": word, "voice": voice, "split": split, "pitch": pitch,
-                     "speed_wpm": speed, "amplitude": amplitude, "offset_samples": offset,
-                     "speech_samples": len(speech), "snr_db": round(snr_db, 2)}
+                    {
+                        "file": relative,
+                        "word": word,
+                        "voice": voice,
+                        "split": split,
+                        "pitch": pitch,
+                        "speed_wpm": speed,
+                        "amplitude": amplitude,
+                        "offset_samples": offset,
+                        "speech_samples": len(speech),
+                        "snr_db": round(snr_db, 2),
+                    }
                 )
 
     for list_name, split in zip(SPLIT_LISTS, ("val", "test")):

@@ -19,6 +19,7 @@ enumeration of A5 is fixed: the even permutations of (0, 1, 2, 3, 4) in lexicogr
 
 Token ids are shifted by one: id 0 is padding (ssmts' token convention), symbol s is id s + 1.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -55,8 +56,9 @@ PROBLEM_INFO = {
 
 
 def _is_even(permutation: tuple[int, ...]) -> bool:
-    inversions = sum(1 for i in range(len(permutation)) for j in range(i + 1, len(permutation))
-                     if permutation[i] > permutation[j])
+    inversions = sum(
+        1 for i in range(len(permutation)) for j in range(i + 1, len(permutation)) if permutation[i] > permutation[j]
+    )
     return inversions % 2 == 0
 
 
@@ -93,8 +95,9 @@ def state_sequence(problem: str, symbols: np.ndarray) -> np.ndarray:
     raise ValueError(f"unknown state-tracking problem {problem!r}; choose one of {PROBLEMS}")
 
 
-def generate_state_tracking(problem: str, n: int, length: int, random_state: int | np.random.Generator = 0
-                            ) -> tuple[np.ndarray, np.ndarray]:
+def generate_state_tracking(
+    problem: str, n: int, length: int, random_state: int | np.random.Generator = 0
+) -> tuple[np.ndarray, np.ndarray]:
     """n random sequences of `length` tokens: (tokens (n, L) int64 ids 1..n_symbols, states (n, L) int64)."""
     if problem not in PROBLEM_INFO:
         raise ValueError(f"unknown state-tracking problem {problem!r}; choose one of {PROBLEMS}")
@@ -105,22 +108,42 @@ def generate_state_tracking(problem: str, n: int, length: int, random_state: int
     return symbols + 1, state_sequence(problem, symbols)
 
 
-def make_state_tracking_task(problem: str = "parity", n_train: int = 2000, n_val: int = 200, n_test: int = 200,
-                             train_length: int = 40, test_length: int = 80, random_state: int = 0) -> TaskData:
+def make_state_tracking_task(
+    problem: str = "parity",
+    n_train: int = 2000,
+    n_val: int = 200,
+    n_test: int = 200,
+    train_length: int = 40,
+    test_length: int = 80,
+    random_state: int = 0,
+) -> TaskData:
     """One problem as a TaskData with per-step labels y (n, L): train and validation at `train_length`,
     test at `test_length` (longer: its steps beyond train_length measure length generalization)."""
     info = PROBLEM_INFO.get(problem)
     if info is None:
         raise ValueError(f"unknown state-tracking problem {problem!r}; choose one of {PROBLEMS}")
     rng = np.random.default_rng(random_state)
-    splits = [Split(*generate_state_tracking(problem, n, length, rng))
-              for n, length in ((n_train, train_length), (n_val, train_length), (n_test, test_length))]
-    return TaskData(*splits, n_classes=info.n_states, vocab_size=info.vocab_size,
-                    classes=[str(k) for k in range(info.n_states)],
-                    source=f"synthetic: ssmts.data.state_tracking {problem} (seed {random_state})",
-                    meta={"problem": problem, "train_length": train_length, "test_length": test_length,
-                          "per_step_labels": True})
+    splits = [
+        Split(*generate_state_tracking(problem, n, length, rng))
+        for n, length in ((n_train, train_length), (n_val, train_length), (n_test, test_length))
+    ]
+    return TaskData(
+        *splits,
+        n_classes=info.n_states,
+        vocab_size=info.vocab_size,
+        classes=[str(k) for k in range(info.n_states)],
+        source=f"synthetic: ssmts.data.state_tracking {problem} (seed {random_state})",
+        meta={"problem": problem, "train_length": train_length, "test_length": test_length, "per_step_labels": True},
+    )
 
 
-__all__ = ["PROBLEMS", "PROBLEM_INFO", "StateTrackingProblem", "a5_elements", "a5_multiplication_table",
-           "state_sequence", "generate_state_tracking", "make_state_tracking_task"]
+__all__ = [
+    "PROBLEMS",
+    "PROBLEM_INFO",
+    "StateTrackingProblem",
+    "a5_elements",
+    "a5_multiplication_table",
+    "state_sequence",
+    "generate_state_tracking",
+    "make_state_tracking_task",
+]

@@ -20,6 +20,7 @@ these signals would not be recoverable from them.
 Both need the optional dependencies ``heartpy`` and ``neurokit2``
 (``pip install ssmts[vitals]``).
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -153,8 +154,16 @@ def load_heartpy_ppg(
         "seed": seed,
         "standardize": standardize,
     }
-    return _regression_task(train, val, test, meta, standardize, started, sample_rate,
-                            source="heartpy example recordings data.csv, data2.csv, data3.csv")
+    return _regression_task(
+        train,
+        val,
+        test,
+        meta,
+        standardize,
+        started,
+        sample_rate,
+        source="heartpy example recordings data.csv, data2.csv, data3.csv",
+    )
 
 
 def make_synthetic_vitals(
@@ -229,8 +238,9 @@ def make_synthetic_vitals(
     for i in range(n_windows):
         heart_rate = rng.uniform(*hr_range)
         resp_rate = rng.uniform(*rr_range)
-        X[i], labels["hr"][i] = _simulate_window(nk, rng, length, sample_rate, heart_rate, resp_rate,
-                                                 respiratory_modulation, noise_std)
+        X[i], labels["hr"][i] = _simulate_window(
+            nk, rng, length, sample_rate, heart_rate, resp_rate, respiratory_modulation, noise_std
+        )
         labels["rr"][i] = resp_rate
 
     y = labels[targets[0]] if len(targets) == 1 else np.stack([labels[t] for t in targets], axis=1)
@@ -249,8 +259,16 @@ def make_synthetic_vitals(
         "seed": seed,
         "standardize": standardize,
     }
-    return _regression_task(train, val, test, meta, standardize, started, sample_rate,
-                            source="synthetic: neurokit2 ppg/ecg/rsp_simulate with explicit respiratory modulation")
+    return _regression_task(
+        train,
+        val,
+        test,
+        meta,
+        standardize,
+        started,
+        sample_rate,
+        source="synthetic: neurokit2 ppg/ecg/rsp_simulate with explicit respiratory modulation",
+    )
 
 
 # --------------------------------------------------------------------------- helpers
@@ -324,8 +342,15 @@ def _simulate_window(
     # Respiration in [-1, 1] with a random phase: simulate one extra breath and start at a
     # random offset into it.
     breath = 60.0 / resp_rate
-    rsp = np.asarray(nk.rsp_simulate(duration=duration + breath, sampling_rate=sample_rate,
-                                     respiratory_rate=resp_rate, method="sinusoidal", noise=0))
+    rsp = np.asarray(
+        nk.rsp_simulate(
+            duration=duration + breath,
+            sampling_rate=sample_rate,
+            respiratory_rate=resp_rate,
+            method="sinusoidal",
+            noise=0,
+        )
+    )
     start = int(rng.integers(0, max(1, int(breath * sample_rate))))
     r = rsp[start : start + length]
     r = r / np.max(np.abs(r))
@@ -341,17 +366,33 @@ def _simulate_window(
     # ecg "simple" tiles int(duration * hr / 60) beats and resamples them to `length`
     # samples; asking for n_beats + 0.5 beats' duration and n_beats periods' length gives
     # exactly n_beats beats at the requested rate.
-    ecg_template = np.asarray(nk.ecg_simulate(duration=(n_beats + 0.5) * period,
-                                              length=int(round(n_beats * period * _TEMPLATE_RATE_HZ)),
-                                              sampling_rate=_TEMPLATE_RATE_HZ, heart_rate=heart_rate,
-                                              method="simple", noise=0))
+    ecg_template = np.asarray(
+        nk.ecg_simulate(
+            duration=(n_beats + 0.5) * period,
+            length=int(round(n_beats * period * _TEMPLATE_RATE_HZ)),
+            sampling_rate=_TEMPLATE_RATE_HZ,
+            heart_rate=heart_rate,
+            method="simple",
+            noise=0,
+        )
+    )
     # ppg_simulate fills the time after its last whole beat with a constant, so simulate
     # two beats more than needed and never read that tail.
-    ppg_template = np.asarray(nk.ppg_simulate(duration=cover + 2.0 * period, sampling_rate=_TEMPLATE_RATE_HZ,
-                                              heart_rate=heart_rate, frequency_modulation=0.0, ibi_randomness=0.0,
-                                              drift=0.0, motion_amplitude=0.0, powerline_amplitude=0.0,
-                                              burst_number=0, burst_amplitude=0.0,
-                                              random_state=int(rng.integers(2**31 - 1))))
+    ppg_template = np.asarray(
+        nk.ppg_simulate(
+            duration=cover + 2.0 * period,
+            sampling_rate=_TEMPLATE_RATE_HZ,
+            heart_rate=heart_rate,
+            frequency_modulation=0.0,
+            ibi_randomness=0.0,
+            drift=0.0,
+            motion_amplitude=0.0,
+            powerline_amplitude=0.0,
+            burst_number=0,
+            burst_amplitude=0.0,
+            random_state=int(rng.integers(2**31 - 1)),
+        )
+    )
     r_peak_offset = np.argmax(ecg_template[: int(round(period * _TEMPLATE_RATE_HZ))]) / _TEMPLATE_RATE_HZ
 
     # ECG starts at a random cardiac phase; a PPG pulse onset follows each R peak by the
@@ -372,23 +413,24 @@ def _simulate_window(
     return window, mean_heart_rate
 
 
-def _regression_task(train, val, test, meta: dict, standardize: bool, started: float, sample_rate: float,
-                     source: str) -> TaskData:
+def _regression_task(
+    train, val, test, meta: dict, standardize: bool, started: float, sample_rate: float, source: str
+) -> TaskData:
     """Standardize with training statistics (optional), time the build, and wrap the splits."""
     if standardize:
         train, val, test, stats = standardize_splits(train, val, test)
         meta.update(stats)
     meta["seconds_to_build"] = time.perf_counter() - started
-    return TaskData(train=train, val=val, test=test, n_classes=None, sample_rate=float(sample_rate),
-                    source=source, meta=meta)
+    return TaskData(
+        train=train, val=val, test=test, n_classes=None, sample_rate=float(sample_rate), source=source, meta=meta
+    )
 
 
 def _split_indices(n: int, val_fraction: float, test_fraction: float, seed: int) -> tuple[np.ndarray, ...]:
     """Seeded random (train, val, test) index arrays, each sorted and non-empty."""
     if not (0 < val_fraction < 1 and 0 < test_fraction < 1 and val_fraction + test_fraction < 1):
         raise ValueError(
-            f"val_fraction ({val_fraction}) and test_fraction ({test_fraction}) must be in (0, 1) "
-            f"with a sum below 1"
+            f"val_fraction ({val_fraction}) and test_fraction ({test_fraction}) must be in (0, 1) with a sum below 1"
         )
     n_val = max(1, int(round(val_fraction * n)))
     n_test = max(1, int(round(test_fraction * n)))

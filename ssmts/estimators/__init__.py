@@ -1,9 +1,16 @@
 """scikit-learn estimators over the SSM backbone."""
+
 from .classification import SSMClassifier
 from .features import SSMFeatureClassifier, SSMFeatureRegressor
 from .regression import SSMRegressor
 from .resampling import Resampler
 from .transformation import SSMTransformer
 
-__all__ = ["SSMClassifier", "SSMRegressor", "SSMTransformer", "SSMFeatureClassifier", "SSMFeatureRegressor",
-           "Resampler"]
+__all__ = [
+    "SSMClassifier",
+    "SSMRegressor",
+    "SSMTransformer",
+    "SSMFeatureClassifier",
+    "SSMFeatureRegressor",
+    "Resampler",
+]

@@ -1,6 +1,7 @@
 """What the scikit-learn estimators share: their parameters (declared once in
 ssmts.training.params), input handling, the sample-rate logic of zero-shot resampling,
 persistence, and the thin link to the one fit path (ssmts.training.fit_model)."""
+
 from __future__ import annotations
 
 import copy
@@ -19,11 +20,24 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..nn import SequenceHead, scaled_delta
 from ..nn.functional import (
-    channel_linear, channel_statistics, chunked_channel_statistics, series_statistics, series_summary,
+    channel_linear,
+    channel_statistics,
+    chunked_channel_statistics,
+    series_statistics,
+    series_summary,
 )
 from ..training import (
-    ContinuationParams, EarlyStopping, LazyRows, SequenceData, SequenceModelParams, TrainerConfig, fit_model,
-    on_device, predict_batches, resolve_device, seed_from,
+    ContinuationParams,
+    EarlyStopping,
+    LazyRows,
+    SequenceData,
+    SequenceModelParams,
+    TrainerConfig,
+    fit_model,
+    on_device,
+    predict_batches,
+    resolve_device,
+    seed_from,
 )
 from ..training.fit import pickle_state
 from ._input import PreparedInput, prepare_input
@@ -185,7 +199,9 @@ class SequenceEstimatorMixin:
             )
         return float(rate) / float(train)
 
-    def _predict_outputs(self, data: PreparedInput, rate_ratio: float, forward=None, per_step: bool = False) -> torch.Tensor:
+    def _predict_outputs(
+        self, data: PreparedInput, rate_ratio: float, forward=None, per_step: bool = False
+    ) -> torch.Tensor:
         """Network outputs for `data` (CPU), batch by batch, with Delta rescaled by training / new rate.
         per_step: outputs per step (otherwise batches of similar lengths, cut at their last real step)."""
         inputs = SequenceData(self._scaled(data), mask=data.mask, crop_padding=not per_step)
@@ -198,7 +214,8 @@ class SequenceEstimatorMixin:
                 f"{type(self).__name__} computed non-finite outputs for {int(bad.sum())} of {len(out)} samples. "
                 f"Likely causes: inputs far outside the training data (largest |x| after the training scaling: "
                 f"{largest:.3g}), a sample rate far from the training rate (every Delta x {1.0 / rate_ratio:.3g}), "
-                "or a model whose training diverged")
+                "or a model whose training diverged"
+            )
         return out
 
     # ------------------------------------------------------------ persistence
@@ -206,8 +223,19 @@ class SequenceEstimatorMixin:
         return pickle_state(self)  # model_ on the CPU
 
     # Fitted attributes written by `save` (besides the weights); subclasses add theirs.
-    _saved_attributes = ("n_features_in_", "n_channels_in_", "n_timepoints_in_", "input_ndim_", "normalization_",
-                         "input_mean_", "input_scale_", "train_sample_rate_", "history_", "n_iter_", "_seed_")
+    _saved_attributes = (
+        "n_features_in_",
+        "n_channels_in_",
+        "n_timepoints_in_",
+        "input_ndim_",
+        "normalization_",
+        "input_mean_",
+        "input_scale_",
+        "train_sample_rate_",
+        "history_",
+        "n_iter_",
+        "_seed_",
+    )
 
     def save(self, path: str | Path, *, format: str = "safetensors") -> Path:
         """Save the fitted estimator.
@@ -273,9 +301,21 @@ class SSMEstimatorMixin(SequenceEstimatorMixin, SequenceModelParams, Continuatio
         if not continue_training or not hasattr(self, "_seed_"):
             self._seed_ = seed_from(self.random_state)
 
-    def _fit_network(self, data: PreparedInput, y: torch.Tensor, *, d_output: int | None, loss_fn,
-                     score_fn=None, weight: torch.Tensor | None = None, stratify=None, epochs: int | None = None,
-                     continue_training: bool = False, network: Callable | None = None, per_step: bool = False) -> None:
+    def _fit_network(
+        self,
+        data: PreparedInput,
+        y: torch.Tensor,
+        *,
+        d_output: int | None,
+        loss_fn,
+        score_fn=None,
+        weight: torch.Tensor | None = None,
+        stratify=None,
+        epochs: int | None = None,
+        continue_training: bool = False,
+        network: Callable | None = None,
+        per_step: bool = False,
+    ) -> None:
         """Train through fit_model; the fitted attributes change only when training succeeds.
         per_step: outputs and targets per step (otherwise batches are cut at their last real step)."""
         ratio = self._rate_ratio(None) if continue_training else 1.0
@@ -284,15 +324,22 @@ class SSMEstimatorMixin(SequenceEstimatorMixin, SequenceModelParams, Continuatio
         else:
             start = network or (lambda: self._network(self._network_channels, d_output))
         result = fit_model(
-            start, SequenceData(self._scaled(data), y, data.mask, weight, crop_padding=not per_step), loss_fn,
-            TrainerConfig.from_params(self), seed=self._seed_, score_fn=score_fn,
-            validation=self.validation_fraction if self.early_stopping else None, stratify=stratify,
+            start,
+            SequenceData(self._scaled(data), y, data.mask, weight, crop_padding=not per_step),
+            loss_fn,
+            TrainerConfig.from_params(self),
+            seed=self._seed_,
+            score_fn=score_fn,
+            validation=self.validation_fraction if self.early_stopping else None,
+            stratify=stratify,
             early_stopping=EarlyStopping(self.n_iter_no_change, self.tol) if self.early_stopping else None,
             callbacks=self.callbacks or (),
             # A copy: the optimizer steps its moments in place, and an interrupted continuation must
             # leave the stored state as it was (the next continuation starts from it again).
             resume=copy.deepcopy(getattr(self, "training_state_", None)) if continue_training else None,
-            epochs=epochs, delta_factor=1.0 / ratio, description=type(self).__name__,
+            epochs=epochs,
+            delta_factor=1.0 / ratio,
+            description=type(self).__name__,
             run_params={"estimator": type(self).__name__, **self.get_params(deep=False)},
         )
         if not continue_training:
@@ -311,12 +358,16 @@ class SSMEstimatorMixin(SequenceEstimatorMixin, SequenceModelParams, Continuatio
         check_is_fitted(self, "model_")
         backbone = self.model_.backbone
         if any(getattr(block.ssm, "bidirectional", False) for block in backbone.blocks):  # LinearCDE: causal
-            raise ValueError(f"streaming needs a causal model, but this {type(self).__name__} was fitted with "
-                             f"bidirectional={self.bidirectional!r}")
+            raise ValueError(
+                f"streaming needs a causal model, but this {type(self).__name__} was fitted with "
+                f"bidirectional={self.bidirectional!r}"
+            )
         if self.normalization_ in PER_SERIES_NORMALIZATIONS:
-            raise ValueError(f"streaming cannot standardize a series by statistics of steps not seen yet: this "
-                             f"{type(self).__name__} was fitted with normalize={self.normalization_!r}; fit with "
-                             "normalize='channel' or 'none' to stream")
+            raise ValueError(
+                f"streaming cannot standardize a series by statistics of steps not seen yet: this "
+                f"{type(self).__name__} was fitted with normalize={self.normalization_!r}; fit with "
+                "normalize='channel' or 'none' to stream"
+            )
         ratio = self._rate_ratio(sample_rate)
         data = prepare_input(X_new)
         if data.ndim == 2 and not data.ragged:  # (n, k): k new steps of n univariate streams
@@ -324,11 +375,15 @@ class SSMEstimatorMixin(SequenceEstimatorMixin, SequenceModelParams, Continuatio
         if data.mask is not None:
             raise ValueError("stream takes the same number of new steps for every stream (no ragged lists)")
         if data.x.shape[1] != self.n_channels_in_:
-            raise ValueError(f"X has {data.x.shape[1]} channels, but {type(self).__name__} was fitted with "
-                             f"{self.n_channels_in_} channels")
+            raise ValueError(
+                f"X has {data.x.shape[1]} channels, but {type(self).__name__} was fitted with "
+                f"{self.n_channels_in_} channels"
+            )
         if state is not None and (not isinstance(state, StreamState) or state.fit_id != self._stream_fit_id):
-            raise ValueError(f"this state was not returned by this {type(self).__name__}'s stream() since its last "
-                             "fit (another model, or this one before a refit or load); start again with state=None")
+            raise ValueError(
+                f"this state was not returned by this {type(self).__name__}'s stream() since its last "
+                "fit (another model, or this one before a refit or load); start again with state=None"
+            )
         if state is not None and state.n_streams != len(data.x):
             raise ValueError(f"the state holds {state.n_streams} streams, but X has {len(data.x)}")
         device = resolve_device(self.device)
@@ -360,7 +415,8 @@ class SSMEstimatorMixin(SequenceEstimatorMixin, SequenceModelParams, Continuatio
         if bad.any():
             raise FloatingPointError(
                 f"{type(self).__name__}.stream computed non-finite outputs for {int(bad.sum())} of {len(outputs)} "
-                "streams: inputs far outside the training data, or a sample rate far from the training rate")
+                "streams: inputs far outside the training data, or a sample rate far from the training rate"
+            )
         return outputs, StreamState(blocks, total, count, len(data.x), self._stream_fit_id)
 
     @property

@@ -5,6 +5,7 @@ Accepted:
   * 3D array (n_samples, n_channels, n_timepoints): sktime/aeon "numpy3D";
   * a list of 1D (L_i,) or 2D (C, L_i) arrays of different lengths: padded at the end and masked.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -32,8 +33,10 @@ FLOAT32_MAX = float(np.finfo(np.float32).max)
 def _as_float32(arr: np.ndarray, name: str) -> np.ndarray:
     """float64 -> float32, refusing values the cast would turn into infinity."""
     if arr.size and np.abs(arr).max() > FLOAT32_MAX:
-        raise ValueError(f"{name} has values beyond the float32 range (|x| > {FLOAT32_MAX:.3g}); the network computes "
-                         "in float32, so rescale the data first")
+        raise ValueError(
+            f"{name} has values beyond the float32 range (|x| > {FLOAT32_MAX:.3g}); the network computes "
+            "in float32, so rescale the data first"
+        )
     return arr.astype(np.float32)
 
 
@@ -52,8 +55,10 @@ def _prepare_memmap(X: np.memmap) -> PreparedInput:
     """A memory-mapped (n, L) or (n, C, L) array stays on disk: validated chunk by chunk, read
     batch by batch during fit and predict (LazyRows), so memory does not grow with n."""
     if X.ndim not in (2, 3):
-        raise ValueError(f"a memory-mapped X must be 2-D (n_samples, n_timepoints) or 3-D (n_samples, n_channels, "
-                         f"n_timepoints), got shape {X.shape}")
+        raise ValueError(
+            f"a memory-mapped X must be 2-D (n_samples, n_timepoints) or 3-D (n_samples, n_channels, "
+            f"n_timepoints), got shape {X.shape}"
+        )
     if X.dtype.kind not in "fiu":
         raise ValueError(f"a memory-mapped X must hold real numbers, got dtype {X.dtype}")
     if X.shape[0] < 1 or X.shape[-1] < 1 or (X.ndim == 3 and X.shape[1] < 1):
@@ -100,13 +105,16 @@ def prepare_input(X) -> PreparedInput:
         shapes = {np.shape(item) for item in X}
         if len(shapes) > 1:
             channels = sorted({shape[0] if len(shape) == 2 else 1 for shape in shapes})
-            raise ValueError(f"all series must have the same number of channels, got {channels} "
-                             f"(series shapes {sorted(shapes)[:5]})")
+            raise ValueError(
+                f"all series must have the same number of channels, got {channels} (series shapes {sorted(shapes)[:5]})"
+            )
         X = np.asarray(X)  # equal-length (C, L) series: a numpy3D array
     ndim = getattr(X, "ndim", None)
     if ndim is not None and ndim > 3:
-        raise ValueError(f"X must be 2-D (n_samples, n_timepoints), 3-D (n_samples, n_channels, n_timepoints) or "
-                         f"a list of series; got a {ndim}-D array of shape {tuple(X.shape)}")
+        raise ValueError(
+            f"X must be 2-D (n_samples, n_timepoints), 3-D (n_samples, n_channels, n_timepoints) or "
+            f"a list of series; got a {ndim}-D array of shape {tuple(X.shape)}"
+        )
     if getattr(X, "ndim", None) == 3:
         arr = check_array(X, dtype=np.float64, allow_nd=True, ensure_min_samples=1, input_name="X")
         if arr.shape[1] < 1 or arr.shape[2] < 1:

@@ -7,12 +7,14 @@
 
 `load` reads the JSON, checks the class and the checksum (a mismatch is an error: the file
 was damaged or altered, in its weights or in its header: the classes, the scaling statistics
-and the parameters change predictions as much as the weights do), warns when the versions differ, rebuilds the network from the
+and the parameters change predictions as much as the weights do), warns when the versions
+differ, rebuilds the network from the
 parameters and the fitted sizes, and loads the weights: no code from the file is executed.
 What a file cannot hold is said at `save`: callbacks (code) and a numpy RandomState are
 not stored, and the optimizer state of `warm_start` / `partial_fit` is not kept (a loaded
 estimator continues training with a fresh optimizer).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -68,8 +70,10 @@ def _to_json(value, name: str):
     """Fitted attributes as JSON; arrays keep their dtype, tuples and numpy scalars are marked."""
     if isinstance(value, np.ndarray):
         if value.dtype.kind not in "biufUO":
-            raise TypeError(f"cannot save {name}: arrays of dtype {value.dtype} are not representable in the save "
-                            "format (labels must be numbers, strings or booleans); use save(format='joblib')")
+            raise TypeError(
+                f"cannot save {name}: arrays of dtype {value.dtype} are not representable in the save "
+                "format (labels must be numbers, strings or booleans); use save(format='joblib')"
+            )
         if value.dtype == object:
             return {"__ndarray_object__": [_to_json(v, name) for v in value.tolist()]}
         return {"__ndarray__": value.tolist(), "dtype": value.dtype.str}
@@ -85,8 +89,10 @@ def _to_json(value, name: str):
         return {k: _to_json(v, name) for k, v in value.items()}
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
-    raise TypeError(f"cannot save {name}: a {type(value).__name__} is not representable in the save format "
-                    "(labels and parameters must be numbers, strings, booleans or None); use save(format='joblib')")
+    raise TypeError(
+        f"cannot save {name}: a {type(value).__name__} is not representable in the save format "
+        "(labels and parameters must be numbers, strings, booleans or None); use save(format='joblib')"
+    )
 
 
 def _array(values, dtype) -> np.ndarray:
@@ -101,8 +107,10 @@ def _array(values, dtype) -> np.ndarray:
         raise ValueError(f"the header declares arrays of dtype {declared}, which the save format never writes")
     natural = np.array(values)
     if declared.kind == "U" and natural.dtype.kind == "U" and declared.itemsize > natural.dtype.itemsize:
-        raise ValueError(f"the header declares strings of {declared.itemsize // 4} characters for values of at most "
-                         f"{natural.dtype.itemsize // 4}")
+        raise ValueError(
+            f"the header declares strings of {declared.itemsize // 4} characters for values of at most "
+            f"{natural.dtype.itemsize // 4}"
+        )
     return natural.astype(declared)
 
 
@@ -135,14 +143,19 @@ def save_estimator(estimator, path: str | Path) -> Path:
     fitted_params = getattr(estimator, "_fitted_params_", params)
     changed = sorted(key for key in params if not _same(params[key], fitted_params.get(key)))
     if changed:
-        warnings.warn(f"{name}.save: {', '.join(f'{key}={params[key]!r}' for key in changed)} was set after the "
-                      f"last fit and does not describe the fitted model; the file holds the values it was fitted with "
-                      f"({', '.join(f'{key}={fitted_params.get(key)!r}' for key in changed)}); set them again after "
-                      "load, or refit", stacklevel=3)
+        warnings.warn(
+            f"{name}.save: {', '.join(f'{key}={params[key]!r}' for key in changed)} was set after the "
+            f"last fit and does not describe the fitted model; the file holds the values it was fitted with "
+            f"({', '.join(f'{key}={fitted_params.get(key)!r}' for key in changed)}); set them again after "
+            "load, or refit",
+            stacklevel=3,
+        )
         params = dict(fitted_params)
     if params.get("callbacks"):
-        warnings.warn(f"{name}.save does not store callbacks (they are code); the loaded estimator has callbacks=None",
-                      stacklevel=3)
+        warnings.warn(
+            f"{name}.save does not store callbacks (they are code); the loaded estimator has callbacks=None",
+            stacklevel=3,
+        )
         params["callbacks"] = None
     if isinstance(params.get("random_state"), np.random.RandomState):
         warnings.warn(f"{name}.save stores random_state=None in place of a numpy RandomState", stacklevel=3)
@@ -150,15 +163,19 @@ def save_estimator(estimator, path: str | Path) -> Path:
     fitted = {attr: getattr(estimator, attr) for attr in estimator._saved_attributes if hasattr(estimator, attr)}
     tensors = {k: v.detach().cpu().contiguous() for k, v in estimator.model_.state_dict().items()}
     header = {
-        "format": FORMAT, "format_version": FORMAT_VERSION, "class": name,
-        "params": _to_json(params, "the parameters"), "fitted": _to_json(fitted, "the fitted attributes"),
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "class": name,
+        "params": _to_json(params, "the parameters"),
+        "fitted": _to_json(fitted, "the fitted attributes"),
         "versions": _versions(),
     }
     header["sha256"] = _checksum(tensors, header)
     path = Path(path)
     if path.is_dir():
-        raise IsADirectoryError(f"cannot save {name} to {path}: it is a directory; give a file name such as "
-                                f"{path / 'model.safetensors'}")
+        raise IsADirectoryError(
+            f"cannot save {name} to {path}: it is a directory; give a file name such as {path / 'model.safetensors'}"
+        )
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     try:
@@ -182,8 +199,10 @@ def read_header(path: str | Path) -> tuple[dict, dict[str, torch.Tensor]]:
             metadata = f.metadata() or {}
             tensors = {k: f.get_tensor(k) for k in f.keys()}
     except (SafetensorError, OSError, ValueError) as error:
-        raise ValueError(f"{path} is not a readable ssmts save file (damaged, truncated, or another format; "
-                         f"files written by joblib/pickle load with joblib.load, which runs code): {error}") from error
+        raise ValueError(
+            f"{path} is not a readable ssmts save file (damaged, truncated, or another format; "
+            f"files written by joblib/pickle load with joblib.load, which runs code): {error}"
+        ) from error
     try:
         header = json.loads(metadata["ssmts"])
     except (KeyError, json.JSONDecodeError) as error:
@@ -192,29 +211,44 @@ def read_header(path: str | Path) -> tuple[dict, dict[str, torch.Tensor]]:
         raise ValueError(f"{path} is not an ssmts estimator file (format {header.get('format')!r})")
     version = header.get("format_version")
     if version not in READABLE_VERSIONS:
-        raise ValueError(f"{path} has save-format version {version!r}; this ssmts reads versions "
-                         f"{', '.join(map(str, READABLE_VERSIONS))}")
+        raise ValueError(
+            f"{path} has save-format version {version!r}; this ssmts reads versions "
+            f"{', '.join(map(str, READABLE_VERSIONS))}"
+        )
     if _checksum(tensors, header if version >= 2 else None) != header.get("sha256"):
-        raise ValueError(f"{path}: the file does not match its checksum (weights or header); it was damaged or "
-                         "altered")
+        raise ValueError(f"{path}: the file does not match its checksum (weights or header); it was damaged or altered")
     if version < 2:
-        warnings.warn(f"{path} was saved in format {version}, whose checksum covers the weights but not the header "
-                      "(classes, scaling statistics, parameters); save it again to protect both", stacklevel=3)
+        warnings.warn(
+            f"{path} was saved in format {version}, whose checksum covers the weights but not the header "
+            "(classes, scaling statistics, parameters); save it again to protect both",
+            stacklevel=3,
+        )
     return header, tensors
 
 
 # Parameters and fitted attributes that size the network: none can exceed the number of weights a
 # file holds, so a small file cannot make load build (or initialize) a huge network.
-NETWORK_SIZES = ("d_model", "d_state", "n_layers", "heads", "n_scales", "n_kernels", "n_biases", "n_channels_in_",
-                 "n_targets_")
+NETWORK_SIZES = (
+    "d_model",
+    "d_state",
+    "n_layers",
+    "heads",
+    "n_scales",
+    "n_kernels",
+    "n_biases",
+    "n_channels_in_",
+    "n_targets_",
+)
 
 
 def _check_sizes(path, values: dict, n_weights: int) -> None:
     for name in NETWORK_SIZES:
         value = values.get(name)
         if isinstance(value, numbers.Integral) and not isinstance(value, bool) and value > n_weights:
-            raise ValueError(f"{path}: {name}={value} cannot describe a network of the {n_weights} weights the file "
-                             "holds; the file was altered")
+            raise ValueError(
+                f"{path}: {name}={value} cannot describe a network of the {n_weights} weights the file "
+                "holds; the file was altered"
+            )
 
 
 def load_estimator(cls, path: str | Path):
@@ -225,8 +259,12 @@ def load_estimator(cls, path: str | Path):
     here, there = _versions(), header.get("versions", {})
     differing = {k: (there.get(k), here[k]) for k in ("ssmts", "torch") if there.get(k) != here[k]}
     if differing:
-        warnings.warn(f"{path} was saved with other versions ({', '.join(f'{k} {a} -> {b}' for k, (a, b) in differing.items())}); "
-                      "check its predictions before relying on them", stacklevel=3)
+        warnings.warn(
+            f"{path} was saved with other versions "
+            f"({', '.join(f'{k} {a} -> {b}' for k, (a, b) in differing.items())}); "
+            "check its predictions before relying on them",
+            stacklevel=3,
+        )
     params = _from_json(header["params"])
     unknown = set(params) - set(cls.__params__)
     if unknown:

@@ -1,4 +1,5 @@
 """SSMClassifier: sequence classification with a deep diagonal SSM."""
+
 from __future__ import annotations
 
 import numbers
@@ -25,14 +26,24 @@ def check_labels(y, n_samples: int) -> np.ndarray:
         raise ValueError(f"X has {n_samples} samples but y has {len(y)}")
     missing = np.flatnonzero([label is None for label in y]) if y.dtype == object else []
     if len(missing):
-        raise ValueError(f"y has no label (None) for {len(missing)} sample(s), e.g. index {int(missing[0])}; "
-                         "every sample needs a class label")
+        raise ValueError(
+            f"y has no label (None) for {len(missing)} sample(s), e.g. index {int(missing[0])}; "
+            "every sample needs a class label"
+        )
     if y.dtype == object:
-        kinds = {"text" if isinstance(label, str) else "number" if isinstance(label, numbers.Number) else
-                 type(label).__name__ for label in y}
+        kinds = {
+            "text"
+            if isinstance(label, str)
+            else "number"
+            if isinstance(label, numbers.Number)
+            else type(label).__name__
+            for label in y
+        }
         if len(kinds) > 1:
-            raise ValueError(f"y mixes labels of different kinds ({', '.join(sorted(kinds))}); the classes cannot be "
-                             "ordered: give every label as the same kind (e.g. all strings)")
+            raise ValueError(
+                f"y mixes labels of different kinds ({', '.join(sorted(kinds))}); the classes cannot be "
+                "ordered: give every label as the same kind (e.g. all strings)"
+            )
     check_classification_targets(y)
     return y
 
@@ -41,8 +52,10 @@ def label_encoder(estimator, classes) -> LabelEncoder:
     """The LabelEncoder of `classes`; a classifier needs at least two."""
     encoder = LabelEncoder().fit(classes)
     if len(encoder.classes_) < 2:
-        raise ValueError(f"{type(estimator).__name__} needs samples of at least 2 classes in the data, got 1 class: "
-                         f"{encoder.classes_[0]!r}")
+        raise ValueError(
+            f"{type(estimator).__name__} needs samples of at least 2 classes in the data, got 1 class: "
+            f"{encoder.classes_[0]!r}"
+        )
     return encoder
 
 
@@ -87,7 +100,9 @@ class SSMClassifier(SSMEstimatorMixin, ClassifierParams, RateClassifierMixin, Ba
         if continuing:
             unseen = np.setdiff1d(np.unique(y), self.classes_)
             if unseen.size:
-                raise ValueError(f"y contains labels {unseen.tolist()} not seen in the first fit ({self.classes_.tolist()})")
+                raise ValueError(
+                    f"y contains labels {unseen.tolist()} not seen in the first fit ({self.classes_.tolist()})"
+                )
         else:
             self._encoder = label_encoder(self, np.unique(y) if classes is None else classes)
             self.classes_ = self._encoder.classes_
@@ -156,4 +171,3 @@ class SSMClassifier(SSMEstimatorMixin, ClassifierParams, RateClassifierMixin, Ba
         prefix up to that step. Needs a causal model (bidirectional=False)."""
         logits, state = self._stream_outputs(X_new, state, sample_rate)
         return torch.softmax(logits.double(), dim=-1).numpy(), state
-

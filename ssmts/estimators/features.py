@@ -1,5 +1,6 @@
 """SSMFeatureClassifier and SSMFeatureRegressor: fixed SSMs at many time scales, no training
 but a ridge read-out (ssmts.nn.FeatureReadout): a fit takes seconds where a network takes minutes."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -28,13 +29,22 @@ class _FeatureEstimator(SequenceEstimatorMixin, FeatureModelParams):
     features, and fold the standardization into the network's linear read-out."""
 
     # No training history: nothing is trained but the read-out.
-    _saved_attributes = tuple(name for name in SequenceEstimatorMixin._saved_attributes
-                              if name not in ("history_", "n_iter_")) + ("n_features_out_", "normalize_scores_", "alpha_")
+    _saved_attributes = tuple(
+        name for name in SequenceEstimatorMixin._saved_attributes if name not in ("history_", "n_iter_")
+    ) + ("n_features_out_", "normalize_scores_", "alpha_")
 
     def _new_network(self, d_output: int) -> FeatureReadout:
         steps = log_spaced_steps(self.n_timepoints_in_, self.n_scales, SHORTEST_MEMORY)
-        return FeatureReadout(self._network_channels, steps, d_output, difference=self.difference,
-                              n_kernels=self.n_kernels, d_state=self.d_state, n_biases=self.n_biases, seed=self._seed_)
+        return FeatureReadout(
+            self._network_channels,
+            steps,
+            d_output,
+            difference=self.difference,
+            n_kernels=self.n_kernels,
+            d_state=self.d_state,
+            n_biases=self.n_biases,
+            seed=self._seed_,
+        )
 
     def _rebuild_network(self) -> FeatureReadout:
         return self._new_network(self._d_output)
@@ -52,8 +62,10 @@ class _FeatureEstimator(SequenceEstimatorMixin, FeatureModelParams):
         require_y(self, y)
         data = self._prepare_fit_input(X)
         if self.difference and int(data.lengths.min()) < 2:
-            raise ValueError(f"difference=True needs series of at least 2 time points, got series of "
-                             f"{int(data.lengths.min())} (n_features = 1 as a 2D X); set difference=False")
+            raise ValueError(
+                f"difference=True needs series of at least 2 time points, got series of "
+                f"{int(data.lengths.min())} (n_features = 1 as a 2D X); set difference=False"
+            )
         return data
 
     def _featurize_training_data(self, data: PreparedInput) -> tuple[FeatureReadout, np.ndarray]:
@@ -68,8 +80,13 @@ class _FeatureEstimator(SequenceEstimatorMixin, FeatureModelParams):
 
         network = self._new_network(1)
         network.fit_biases(series, len(lengths), seed=self._seed_)
-        features = predict_batches(network, SequenceData(x, mask=data.mask, crop_padding=True), self.batch_size,
-                                   self._device, forward=lambda model, u, mask: model.features(u, mask))
+        features = predict_batches(
+            network,
+            SequenceData(x, mask=data.mask, crop_padding=True),
+            self.batch_size,
+            self._device,
+            forward=lambda model, u, mask: model.features(u, mask),
+        )
         self.n_features_out_ = int(features.shape[1])
         self.train_sample_rate_ = self.sample_rate
         return network.cpu(), features.double().numpy()
@@ -93,8 +110,9 @@ class _FeatureEstimator(SequenceEstimatorMixin, FeatureModelParams):
         self._set_readout(network, ridge.coef_, ridge.intercept_, mean, scale)
         return ridge
 
-    def _set_readout(self, network: FeatureReadout, coef: np.ndarray, intercept: np.ndarray, mean: np.ndarray,
-                     scale: np.ndarray) -> None:
+    def _set_readout(
+        self, network: FeatureReadout, coef: np.ndarray, intercept: np.ndarray, mean: np.ndarray, scale: np.ndarray
+    ) -> None:
         """model_: the network with readout(f) = coef . (f - mean) / scale + intercept."""
         coef = np.atleast_2d(coef) / scale
         readout = torch.nn.Linear(coef.shape[1], coef.shape[0], dtype=torch.float64)
@@ -158,7 +176,6 @@ class SSMFeatureClassifier(_FeatureEstimator, RateClassifierMixin, BaseEstimator
         return self.classes_[index]
 
 
-
 @with_params_doc
 class SSMFeatureRegressor(_FeatureEstimator, RateRegressorMixin, BaseEstimator):
     """Regress targets from the responses of fixed diagonal SSMs at many time scales, pooled, with
@@ -189,7 +206,6 @@ class SSMFeatureRegressor(_FeatureEstimator, RateRegressorMixin, BaseEstimator):
         """Predictions, (n_samples,) or (n_samples, n_targets), float64."""
         out = self._outputs(X, sample_rate).double().numpy()
         return out[:, 0] if self._y_is_1d else out
-
 
 
 __all__ = ["SSMFeatureClassifier", "SSMFeatureRegressor", "RIDGE_ALPHAS"]

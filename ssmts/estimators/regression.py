@@ -1,4 +1,5 @@
 """SSMRegressor: sequence regression (single and multi-output) with a deep diagonal SSM."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -9,7 +10,7 @@ from sklearn.utils.validation import check_array
 
 from ..training.config import with_params_doc
 from ..training.objectives import mse_loss, negative_mse
-from ._base import SSMEstimatorMixin, require_y, transactional, target_statistics
+from ._base import SSMEstimatorMixin, require_y, target_statistics, transactional
 
 
 def check_targets(y) -> tuple[np.ndarray, bool]:
@@ -67,13 +68,22 @@ class SSMRegressor(SSMEstimatorMixin, RateRegressorMixin, BaseEstimator):
             raise ValueError(f"X has {len(data.x)} samples but y has {len(y2)}")
         target = torch.from_numpy(((y2 - self.target_mean_) / self.target_scale_).astype(np.float32))
         self._fit_network(
-            data, target, d_output=self.n_targets_, loss_fn=mse_loss, score_fn=negative_mse,
-            epochs=1 if partial else None, continue_training=continuing,
+            data,
+            target,
+            d_output=self.n_targets_,
+            loss_fn=mse_loss,
+            score_fn=negative_mse,
+            epochs=1 if partial else None,
+            continue_training=continuing,
         )
         return self
 
-    _saved_attributes = SSMEstimatorMixin._saved_attributes + ("n_targets_", "_y_is_1d", "target_mean_",
-                                                                "target_scale_")
+    _saved_attributes = SSMEstimatorMixin._saved_attributes + (
+        "n_targets_",
+        "_y_is_1d",
+        "target_mean_",
+        "target_scale_",
+    )
 
     def _rebuild_network(self):
         return self._network(self._network_channels, self.n_targets_)
@@ -94,4 +104,3 @@ class SSMRegressor(SSMEstimatorMixin, RateRegressorMixin, BaseEstimator):
         out, state = self._stream_outputs(X_new, state, sample_rate)
         out = out.double().numpy() * self.target_scale_ + self.target_mean_
         return (out[..., 0] if self._y_is_1d else out), state
-

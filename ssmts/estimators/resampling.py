@@ -1,4 +1,5 @@
 """Resampler: bring series to the model's training rate (the alternative to rescaling Delta)."""
+
 from __future__ import annotations
 
 import numbers
@@ -47,7 +48,9 @@ class Resampler(TransformerMixin, BaseEstimator):
     def _check_params(self) -> None:
         if not (isinstance(self.target_rate, numbers.Integral) and self.target_rate > 0):
             raise ValueError(f"target_rate must be a positive integer (Hz), got {self.target_rate!r}")
-        if self.sample_rate is not None and not (isinstance(self.sample_rate, numbers.Integral) and self.sample_rate > 0):
+        if self.sample_rate is not None and not (
+            isinstance(self.sample_rate, numbers.Integral) and self.sample_rate > 0
+        ):
             raise ValueError(f"sample_rate must be a positive integer (Hz) or None, got {self.sample_rate!r}")
         if self.method not in RESAMPLE_METHODS:
             raise ValueError(f"unknown method {self.method!r}; choose one of {RESAMPLE_METHODS}")
@@ -61,7 +64,12 @@ class Resampler(TransformerMixin, BaseEstimator):
         if not (isinstance(rate, numbers.Integral) and rate > 0):
             raise ValueError(f"sample_rate must be a positive integer (Hz), got {rate!r}")
         data = _prepare(X)
-        if data.ndim == 2 and self.input_ndim_ == 2 and rate == self.fit_sample_rate_ and data.n_features != self.n_features_in_:
+        if (
+            data.ndim == 2
+            and self.input_ndim_ == 2
+            and rate == self.fit_sample_rate_
+            and data.n_features != self.n_features_in_
+        ):
             # At the rate seen in fit, a 2D row's timepoints are its sklearn features; at another rate
             # the length changes legitimately.
             raise ValueError(

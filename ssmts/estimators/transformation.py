@@ -1,4 +1,5 @@
 """SSMTransformer: fixed-length (or per-step) embeddings of time series from a deep SSM backbone."""
+
 from __future__ import annotations
 
 from typing import Literal
@@ -13,7 +14,11 @@ from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d
 from ..nn import MaskedReconstruction
 from ..training.config import Options, param, with_params_doc
 from ..training.objectives import (
-    accuracy_of_logits, masked_reconstruction_loss, mse_loss, negative_mse, weighted_cross_entropy,
+    accuracy_of_logits,
+    masked_reconstruction_loss,
+    mse_loss,
+    negative_mse,
+    weighted_cross_entropy,
 )
 from ._base import SSMEstimatorMixin, target_statistics, transactional
 
@@ -27,9 +32,13 @@ class SSMTransformer(ClassNamePrefixFeaturesOutMixin, SSMEstimatorMixin, Transfo
     """
 
     objective: Literal["auto", "reconstruction", "classification", "regression", "none"] = param(
-        default="auto", doc="How fit trains the backbone. 'auto': supervised by y when y is given (classification for "
-                "discrete labels, regression otherwise), masked-step reconstruction when y is None. 'none': "
-                "untrained random features.", constraint=Options(*OBJECTIVES), group="Transformer")
+        default="auto",
+        doc="How fit trains the backbone. 'auto': supervised by y when y is given (classification for "
+        "discrete labels, regression otherwise), masked-step reconstruction when y is None. 'none': "
+        "untrained random features.",
+        constraint=Options(*OBJECTIVES),
+        group="Transformer",
+    )
 
     @transactional
     def fit(self, X, y=None):
@@ -50,14 +59,21 @@ class SSMTransformer(ClassNamePrefixFeaturesOutMixin, SSMEstimatorMixin, Transfo
             return self
         if objective == "reconstruction":
             target = self._scaled(data)
-            kwargs = dict(d_output=C, loss_fn=masked_reconstruction_loss,
-                          network=lambda: MaskedReconstruction(self.build_backbone(C), C))
+            kwargs = dict(
+                d_output=C,
+                loss_fn=masked_reconstruction_loss,
+                network=lambda: MaskedReconstruction(self.build_backbone(C), C),
+            )
         elif objective == "classification":
             y = column_or_1d(y, warn=True)
             encoder = self._label_encoder if continuing else LabelEncoder().fit(y)
             target = torch.from_numpy(encoder.transform(y)).long()
-            kwargs = dict(d_output=len(encoder.classes_), loss_fn=weighted_cross_entropy(None),
-                          score_fn=accuracy_of_logits, stratify=target.numpy())
+            kwargs = dict(
+                d_output=len(encoder.classes_),
+                loss_fn=weighted_cross_entropy(None),
+                score_fn=accuracy_of_logits,
+                stratify=target.numpy(),
+            )
         else:
             y2 = check_array(y, ensure_2d=False, dtype=np.float64, input_name="y").reshape(len(y), -1)
             stats = self._target_stats if continuing else target_statistics(y2)

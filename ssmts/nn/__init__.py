@@ -4,24 +4,58 @@ neural CDE layer (LinearCDE), blocks, backbones and heads, and training-free SSM
 
 Imports nothing from scikit-learn, pandas or sktime (tests/test_architecture.py checks it).
 """
+
 from .dense import DenseSSM
-from .features import FeatureReadout, SSMFeatures, log_spaced_steps
 from .discretization import DISCRETIZATIONS, discretize, discretize_dense
+from .features import FeatureReadout, SSMFeatures, log_spaced_steps
 from .init import INITS, PTDResult, hippo_legs, hippo_legs_normal, ptd_perturbation
 from .lncde import LNCDE_STRUCTURES, LinearCDE
 from .resampling import delta_factor, scaled_delta
 from .ssm import SSM
 
-__all__ = ["SSM", "discretize", "DISCRETIZATIONS", "INITS", "hippo_legs", "hippo_legs_normal", "ptd_perturbation",
-           "PTDResult", "delta_factor", "scaled_delta", "LinearCDE", "LNCDE_STRUCTURES", "DenseSSM", "discretize_dense",
-           "SSMFeatures", "FeatureReadout", "log_spaced_steps"]
-from .blocks import ACTIVATIONS, NORMS, SSMBlock
+__all__ = [
+    "SSM",
+    "discretize",
+    "DISCRETIZATIONS",
+    "INITS",
+    "hippo_legs",
+    "hippo_legs_normal",
+    "ptd_perturbation",
+    "PTDResult",
+    "delta_factor",
+    "scaled_delta",
+    "LinearCDE",
+    "LNCDE_STRUCTURES",
+    "DenseSSM",
+    "discretize_dense",
+    "SSMFeatures",
+    "FeatureReadout",
+    "log_spaced_steps",
+]
 from .backbone import POOLINGS, SSMBackbone, parameter_groups
+from .blocks import ACTIVATIONS, NORMS, SSMBlock
 from .heads import (
-    DirectForecastHead, ForecastEnsemble, MaskedReconstruction, PerStepHead, RecursiveForecastHead, SequenceHead,
+    DirectForecastHead,
+    ForecastEnsemble,
+    MaskedReconstruction,
+    PerStepHead,
+    RecursiveForecastHead,
+    SequenceHead,
     TwoTowerRetrieval,
 )
 
-__all__ += ["SSMBlock", "SSMBackbone", "parameter_groups", "NORMS", "ACTIVATIONS", "POOLINGS",
-            "SequenceHead", "PerStepHead", "MaskedReconstruction", "DirectForecastHead", "RecursiveForecastHead",
-            "ForecastEnsemble", "TwoTowerRetrieval"]
+__all__ += [
+    "SSMBlock",
+    "SSMBackbone",
+    "parameter_groups",
+    "NORMS",
+    "ACTIVATIONS",
+    "POOLINGS",
+    "SequenceHead",
+    "PerStepHead",
+    "MaskedReconstruction",
+    "DirectForecastHead",
+    "RecursiveForecastHead",
+    "ForecastEnsemble",
+    "TwoTowerRetrieval",
+]

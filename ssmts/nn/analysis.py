@@ -48,6 +48,7 @@ folded into ``[0, pi]`` (aliasing): ``digital_frequency`` does exactly this map.
 
 Every computation is float64/complex128 numpy on detached copies of the parameters.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -55,8 +56,16 @@ import torch
 
 from .ssm import SSM
 
-__all__ = ["transfer_function", "frequency_response", "hippo_reference_transfer_function", "transfer_gap",
-           "digital_frequency", "sensitive_frequencies", "SensitiveModes", "layers_of"]
+__all__ = [
+    "transfer_function",
+    "frequency_response",
+    "hippo_reference_transfer_function",
+    "transfer_gap",
+    "digital_frequency",
+    "sensitive_frequencies",
+    "SensitiveModes",
+    "layers_of",
+]
 
 
 def transfer_function(
@@ -142,8 +151,9 @@ def frequency_response(
 
 
 # ---------------------------------------------------------------- helpers
-def _assemble(layer: SSM, points: np.ndarray, stored_modes, include_feedthrough: bool, include_mixer: bool,
-              discrete: bool) -> np.ndarray:
+def _assemble(
+    layer: SSM, points: np.ndarray, stored_modes, include_feedthrough: bool, include_mixer: bool, discrete: bool
+) -> np.ndarray:
     """Combine stored modes, their conjugates, heads, bidirectionality, D and the mixer.
 
     `points` are s = i w (continuous) or e^{-i theta} (discrete); the mirrored frequency
@@ -228,7 +238,8 @@ def layers_of(obj) -> list[SSM]:
         if network is None:
             raise TypeError(
                 f"expected an ssmts.nn.SSM, a torch module holding SSM layers or a fitted ssmts estimator "
-                f"(with model_), got {type(obj).__name__}; an estimator must be fitted first")
+                f"(with model_), got {type(obj).__name__}; an estimator must be fitted first"
+            )
         obj = network
     layers = [m for m in obj.modules() if isinstance(m, SSM)]
     if not layers:
@@ -255,7 +266,8 @@ def _init_eigenvectors(layer: SSM) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(
             f"the HiPPO-LegS reference needs a layer with init='legs' or init='ptd' (its B and C are "
             f"HiPPO's projected on known eigenvectors); this layer has init={layer.init!r}. Pass "
-            f"reference=<an SSM layer>, e.g. SSM.from_matrices(A, B, C, dt=...), to compare with another system")
+            f"reference=<an SSM layer>, e.g. SSM.from_matrices(A, B, C, dt=...), to compare with another system"
+        )
     if layer.conj_sym:
         import warnings
 
@@ -298,7 +310,9 @@ def hippo_reference_transfer_function(layer: SSM, omegas) -> np.ndarray:
         warnings.warn(
             f"the layer keeps fewer than N={layer.d_state} independent modes (conj_sym dropped real "
             "eigenvalues of the PTD system), so B and C map back to HiPPO's coordinates only approximately; "
-            "build the layer with conj_sym=False for an exact reference", stacklevel=3)
+            "build the layer with conj_sym=False for an exact reference",
+            stacklevel=3,
+        )
     A = hippo_legs(layer.d_state)[0]
     N = A.shape[0]
     resolvent = np.linalg.inv(1j * omegas[:, None, None] * np.eye(N) - A)  # (n, N, N)
@@ -311,7 +325,7 @@ def hippo_reference_transfer_function(layer: SSM, omegas) -> np.ndarray:
         C_full = s0 * np.concatenate([C_all[head], np.conj(C_all[head])], axis=1)  # (Mh, 2P)
         B0 = (W @ B_full).real  # (N, Hh): a real system
         C0 = (C_full @ W_pinv).real  # (Mh, N); C_full = C0 W
-        G[head * Mh:(head + 1) * Mh, head * Hh:(head + 1) * Hh] = np.einsum("mi,nij,jh->mhn", C0, resolvent, B0)
+        G[head * Mh : (head + 1) * Mh, head * Hh : (head + 1) * Hh] = np.einsum("mi,nij,jh->mhn", C0, resolvent, B0)
     return G
 
 
@@ -328,8 +342,13 @@ def transfer_gap(layer: SSM, omegas, reference: "SSM | str" = "hippo") -> np.nda
     _check_layer(layer)
     omegas = _as_frequencies(omegas, "omegas")
     reference_of = _reference_function(layer, reference)
-    return _chunked(layer, omegas, lambda w: _frobenius(
-        transfer_function(layer, w, include_feedthrough=False, include_mixer=False) - reference_of(w)))
+    return _chunked(
+        layer,
+        omegas,
+        lambda w: _frobenius(
+            transfer_function(layer, w, include_feedthrough=False, include_mixer=False) - reference_of(w)
+        ),
+    )
 
 
 def _reference_function(layer: SSM, reference):
@@ -342,7 +361,8 @@ def _reference_function(layer: SSM, reference):
         if (reference.d_output, reference.d_model) != (layer.d_output, layer.d_model):
             raise ValueError(
                 f"reference maps {reference.d_model} -> {reference.d_output} channels, the layer "
-                f"{layer.d_model} -> {layer.d_output}; they must match")
+                f"{layer.d_model} -> {layer.d_output}; they must match"
+            )
         return lambda w: transfer_function(reference, w, include_feedthrough=False, include_mixer=False)
     raise TypeError(f"reference must be 'hippo' or an ssmts.nn.SSM, got {type(reference).__name__}")
 
@@ -354,10 +374,10 @@ def _frobenius(G: np.ndarray) -> np.ndarray:
 def _chunked(layer: SSM, omegas: np.ndarray, per_chunk) -> np.ndarray:
     """per_chunk(omegas[a:b]) -> (b - a,) over chunks holding at most ~2^21 complex entries of G
     (wide layers: an (M, H, n) array for a fine grid would not fit in memory)."""
-    size = max(1, (1 << 21) // max(1, layer.d_output * layer.d_model, layer.d_state ** 2))
+    size = max(1, (1 << 21) // max(1, layer.d_output * layer.d_model, layer.d_state**2))
     if len(omegas) <= size:
         return per_chunk(omegas)
-    return np.concatenate([per_chunk(omegas[i:i + size]) for i in range(0, len(omegas), size)])
+    return np.concatenate([per_chunk(omegas[i : i + size]) for i in range(0, len(omegas), size)])
 
 
 def digital_frequency(omegas, delta: float, *, fold: bool = True) -> np.ndarray:
@@ -411,9 +431,15 @@ class SensitiveModes:
         return self.peak_thetas / (2 * np.pi)
 
     def as_dict(self) -> dict:
-        return {"layer": self.layer_index, "delta": self.delta, "delta_range": list(self.delta_range),
-                "peak_omegas": self.peak_omegas.tolist(), "peak_gaps": self.peak_gaps.tolist(),
-                "peak_thetas": self.peak_thetas.tolist(), "max_reference_gain": float(self.reference_gain.max())}
+        return {
+            "layer": self.layer_index,
+            "delta": self.delta,
+            "delta_range": list(self.delta_range),
+            "peak_omegas": self.peak_omegas.tolist(),
+            "peak_gaps": self.peak_gaps.tolist(),
+            "peak_thetas": self.peak_thetas.tolist(),
+            "max_reference_gain": float(self.reference_gain.max()),
+        }
 
     def __repr__(self) -> str:
         peaks = ", ".join(f"w={w:.4g} (theta={t:.3f})" for w, t in zip(self.peak_omegas, self.peak_thetas))
@@ -472,8 +498,11 @@ def sensitive_frequencies(
         step = float(np.exp(np.mean(np.log(Delta)))) if delta is None else float(delta)
         if not (np.isfinite(step) and step > 0):
             raise ValueError(f"delta must be a finite step size > 0, got {delta}")
-        results.append(SensitiveModes(index, grid, gap, reference_gain, _peaks(gap, int(n_peaks)), step,
-                                      (Delta.min(), Delta.max())))
+        results.append(
+            SensitiveModes(
+                index, grid, gap, reference_gain, _peaks(gap, int(n_peaks)), step, (Delta.min(), Delta.max())
+            )
+        )
     return results
 
 

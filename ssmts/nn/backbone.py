@@ -7,14 +7,15 @@ Shapes: u: (batch, d_input, L) float, or (batch, L) int64 token ids (0 = padding
 when `vocab_size` is set; mask: (batch, L) bool, True on real steps.
 Output: (batch, d_output) with pooling "mean"/"last", (batch, d_output, L) with "none".
 """
+
 from __future__ import annotations
 
 import torch
 from torch import nn
 
 from .blocks import SSMBlock, make_norm
-from .functional import channel_linear, pool
 from .dense import DenseSSM
+from .functional import channel_linear, pool
 from .lncde import LinearCDE
 from .resampling import check_delta_factor
 from .ssm import SSM
@@ -67,8 +68,9 @@ class SSMBackbone(nn.Module):
         self.vocab_size, self.layer = vocab_size, layer
         self.encoder = nn.Embedding(vocab_size, d_model, padding_idx=0) if vocab_size else nn.Linear(d_input, d_model)
         self.blocks = nn.ModuleList(
-            SSMBlock(d_model, norm=norm, prenorm=prenorm, activation=activation, dropout=dropout, layer=layer,
-                     **ssm_kwargs)
+            SSMBlock(
+                d_model, norm=norm, prenorm=prenorm, activation=activation, dropout=dropout, layer=layer, **ssm_kwargs
+            )
             for _ in range(n_layers)
         )
         # Pre-norm stacks leave the residual stream unnormalized: normalize once at the end.
@@ -94,8 +96,10 @@ class SSMBackbone(nn.Module):
     def dt_scale(self, value: float) -> None:
         value = check_delta_factor(value, "dt_scale")
         if value != 1.0 and self.lncde_layers:
-            raise ValueError(f"dt_scale={value} is a factor on the Delta of SSM layers; a backbone with layer='lncde' "
-                             "has none (set the LinearCDE step with lncde_dt, or use ssmts.nn.scaled_delta)")
+            raise ValueError(
+                f"dt_scale={value} is a factor on the Delta of SSM layers; a backbone with layer='lncde' "
+                "has none (set the LinearCDE step with lncde_dt, or use ssmts.nn.scaled_delta)"
+            )
         for layer in self.ssm_layers:
             layer.dt_scale = value
 
@@ -115,8 +119,10 @@ class SSMBackbone(nn.Module):
         ``ssmts.nn.scaled_delta`` is the scoped form). LinearCDE layers have no base factor: for
         them use ``scaled_delta`` (or build them with another ``dt``); a ValueError says so."""
         if self.lncde_layers:
-            raise ValueError("set_sample_rate changes SSM layers only; a backbone with layer='lncde' takes a "
-                             "rate change through ssmts.nn.scaled_delta(model, delta_factor(train_rate, new_rate))")
+            raise ValueError(
+                "set_sample_rate changes SSM layers only; a backbone with layer='lncde' takes a "
+                "rate change through ssmts.nn.scaled_delta(model, delta_factor(train_rate, new_rate))"
+            )
         for layer in self.ssm_layers:
             layer.set_sample_rate(new_rate, train_rate)
 
@@ -130,7 +136,9 @@ class SSMBackbone(nn.Module):
             raise ValueError(f"input must have shape (batch, {self.d_input}, length), got {tuple(u.shape)}")
         return channel_linear(self.encoder, u)
 
-    def features(self, u: torch.Tensor, mask: torch.Tensor | None = None, dt: torch.Tensor | None = None) -> torch.Tensor:
+    def features(
+        self, u: torch.Tensor, mask: torch.Tensor | None = None, dt: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """Per-step features after the last block: (batch, d_model, L).
 
         dt: None, or per-step time deltas (batch, L) or (L,) in units of the training sample period
@@ -149,7 +157,9 @@ class SSMBackbone(nn.Module):
         """(batch, d_model, L) -> (batch, d_model), ignoring padded steps. how: "mean"/"last" (default: pooling)."""
         return pool(x, mask, self.pooling if how is None else how)
 
-    def forward(self, u: torch.Tensor, mask: torch.Tensor | None = None, dt: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, u: torch.Tensor, mask: torch.Tensor | None = None, dt: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """u -> pooled (batch, d_output) or per-step (batch, d_output, L) outputs; dt as in `features`."""
         x = self.features(u, mask, dt)
         if self.pooling == "none":
@@ -161,8 +171,9 @@ class SSMBackbone(nn.Module):
     def initial_state(self, batch: int) -> list[torch.Tensor]:
         return [block.ssm.initial_state(batch) for block in self.blocks]
 
-    def forward_with_state(self, u: torch.Tensor, state: list[torch.Tensor] | None = None,
-                           dt: torch.Tensor | None = None):
+    def forward_with_state(
+        self, u: torch.Tensor, state: list[torch.Tensor] | None = None, dt: torch.Tensor | None = None
+    ):
         """Causal per-step pass continuing from `state`: -> ((batch, d_output|d_model, L), final state).
         dt: None or per-step time deltas (batch, L) / (L,), as in `features`.
 
@@ -182,8 +193,10 @@ class SSMBackbone(nn.Module):
         """One step: u_t (batch, d_input) or (batch,) tokens -> ((batch, d_output|d_model), state).
         dt: None or this step's time delta, (batch,) or a scalar."""
         if len(state) != len(self.blocks):
-            raise ValueError(f"state must hold one tensor per block ({len(self.blocks)}), got {len(state)}; "
-                             "start from initial_state(batch) or forward_with_state")
+            raise ValueError(
+                f"state must hold one tensor per block ({len(self.blocks)}), got {len(state)}; "
+                "start from initial_state(batch) or forward_with_state"
+            )
         x = self._encode_input(u_t[:, None] if self.vocab_size else u_t[..., None])[..., 0]
         new_state = []
         for block, s in zip(self.blocks, state):

@@ -7,14 +7,15 @@ The sequence layer is an SSM (layer="ssm", the default) or a structured linear n
 
 Shapes: x: (batch, H, L); mask: (batch, L) bool, True on real steps, or None.
 """
+
 from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .functional import channel_linear
 from .dense import DenseSSM
+from .functional import channel_linear
 from .lncde import LinearCDE
 from .ssm import SSM
 
@@ -151,11 +152,14 @@ class SSMBlock(nn.Module):
         if dt is None:
             return {}
         if self.layer_kind != "ssm":
-            raise ValueError(f"per-step time deltas (dt) need layer='ssm'; a layer={self.layer_kind!r} block has "
-                             "no per-step Delta")
+            raise ValueError(
+                f"per-step time deltas (dt) need layer='ssm'; a layer={self.layer_kind!r} block has no per-step Delta"
+            )
         return {"dt": dt}
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None, dt: torch.Tensor | None = None) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, mask: torch.Tensor | None = None, dt: torch.Tensor | None = None
+    ) -> torch.Tensor:
         """dt: None or per-step time deltas (batch, L) / (L,), see SSM.forward."""
         z = self.norm(x, mask) if self.prenorm else x
         if mask is not None:
@@ -163,16 +167,20 @@ class SSMBlock(nn.Module):
         x = x + self.dropout(self.activation(self.ssm(z, **self._time_deltas(dt))))
         return x if self.prenorm else self.norm(x, mask)
 
-    def forward_with_state(self, x: torch.Tensor, state: torch.Tensor | None,
-                           dt: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward_with_state(
+        self, x: torch.Tensor, state: torch.Tensor | None, dt: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Causal pass that starts from `state` and returns the final state (no mask)."""
         z = self.norm(x) if self.prenorm else x
         y, state = self.ssm(z, state=state, return_state=True, **self._time_deltas(dt))
         x = x + self.dropout(self.activation(y))
         return (x if self.prenorm else self.norm(x)), state
 
-    def step(self, x_t: torch.Tensor, state: torch.Tensor, dt: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """x_t: (batch, H) -> (batch, H); dt: None or this step's time delta (batch,). Needs eval mode when norm='batch'."""
+    def step(
+        self, x_t: torch.Tensor, state: torch.Tensor, dt: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """x_t: (batch, H) -> (batch, H); dt: None or this step's time delta (batch,).
+        Needs eval mode when norm='batch'."""
         x = x_t[..., None]
         z = self.norm(x) if self.prenorm else x
         y, state = self.ssm.step(z[..., 0], state, **self._time_deltas(dt))

@@ -13,6 +13,7 @@ matrices); its cost is O(N^2 L), which is why it is a reference for small N and 
 
 Shapes: u: (batch, H, L) -> y: (batch, M, L); state: (batch, N) real.
 """
+
 from __future__ import annotations
 
 import math
@@ -80,7 +81,11 @@ class DenseSSM(DeltaScaling, nn.Module):
         self._delta_factor = 1.0  # set only inside ssmts.nn.scaled_delta
 
         A, b0 = hippo_legs(N)
-        B = b0[:, None] if H == 1 else torch.randn(N, H, generator=generator, dtype=torch.float64).numpy() / math.sqrt(H)
+        B = (
+            b0[:, None]
+            if H == 1
+            else torch.randn(N, H, generator=generator, dtype=torch.float64).numpy() / math.sqrt(H)
+        )
         C = torch.randn(M, N, generator=generator, dtype=torch.float64).numpy() / math.sqrt(N)
         self.A = nn.Parameter(torch.from_numpy(A).float(), requires_grad=bool(learn_A))
         self.B = nn.Parameter(torch.from_numpy(np.ascontiguousarray(B)).float())
@@ -154,12 +159,15 @@ class DenseSSM(DeltaScaling, nn.Module):
 
     def _check_state(self, state: torch.Tensor, batch: int) -> None:
         if tuple(state.shape) != (batch, self.d_state) or state.dtype != self.A.dtype:
-            raise ValueError(f"state must be {self.A.dtype} of shape {(batch, self.d_state)}, got "
-                             f"{tuple(state.shape)} {state.dtype}")
+            raise ValueError(
+                f"state must be {self.A.dtype} of shape {(batch, self.d_state)}, got {tuple(state.shape)} {state.dtype}"
+            )
 
     def initial_state(self, batch: int, device=None) -> torch.Tensor:
         """Zero state x_{-1}: (batch, N)."""
-        return torch.zeros(batch, self.d_state, dtype=self.A.dtype, device=device if device is not None else self.A.device)
+        return torch.zeros(
+            batch, self.d_state, dtype=self.A.dtype, device=device if device is not None else self.A.device
+        )
 
     def step(self, u_t: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """One step of the recurrence. u_t: (batch, H), state: (batch, N) -> (y_t (batch, M), state)."""
@@ -172,5 +180,7 @@ class DenseSSM(DeltaScaling, nn.Module):
         return self._feedthrough(y[..., None], u_t[..., None])[..., 0], state
 
     def extra_repr(self) -> str:
-        return (f"d_model={self.d_model}, d_state={self.d_state}, d_output={self.d_output}, init={self.init!r}, "
-                f"discretization={self.discretization!r}, D={self.D_mode!r}, learn_A={self.A.requires_grad}")
+        return (
+            f"d_model={self.d_model}, d_state={self.d_state}, d_output={self.d_output}, init={self.init!r}, "
+            f"discretization={self.discretization!r}, D={self.D_mode!r}, learn_A={self.A.requires_grad}"
+        )

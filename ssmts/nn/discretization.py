@@ -4,6 +4,7 @@ Every function works per state: Lambda, Delta: (..., P). The input matrix is
 discretized as Bbar = gamma[..., None] * B, so only the per-state coefficient
 gamma is returned; C and D are unchanged by every method here.
 """
+
 from __future__ import annotations
 
 import torch

@@ -13,6 +13,7 @@ fastest a few steps. Every response is pooled into the proportion of steps above
 biases (PPV, the biases being quantiles of the responses on training series), its mean
 and its maximum. Nothing is trained: a linear read-out (ridge) goes on top.
 """
+
 from __future__ import annotations
 
 import math
@@ -51,8 +52,18 @@ class SSMFeatures(nn.Module):
 
     _delta_factor = 1.0  # set by ssmts.nn.scaled_delta: data at another rate (training rate / new rate)
 
-    def __init__(self, d_input: int, steps: torch.Tensor, *, n_kernels: int = 64, d_state: int = 32,
-                 n_biases: int = 4, max_channels: int = 9, init: str = "legs", seed: int = 0):
+    def __init__(
+        self,
+        d_input: int,
+        steps: torch.Tensor,
+        *,
+        n_kernels: int = 64,
+        d_state: int = 32,
+        n_biases: int = 4,
+        max_channels: int = 9,
+        init: str = "legs",
+        seed: int = 0,
+    ):
         super().__init__()
         if d_input < 1 or n_kernels < 1 or n_biases < 1:
             raise ValueError(f"need d_input, n_kernels, n_biases >= 1, got {d_input}, {n_kernels}, {n_biases}")
@@ -63,16 +74,18 @@ class SSMFeatures(nn.Module):
             raise ValueError("every step Delta must be > 0")
         S = len(steps)
         # A fresh random read-out C for every scale, times B (gamma, which depends on Delta, comes later).
-        readout = torch.stack([initialize_head(init, d_state, 1, n_kernels, generator=generator)[2]
-                               for _ in range(S)])  # (S, M, P)
+        readout = torch.stack(
+            [initialize_head(init, d_state, 1, n_kernels, generator=generator)[2] for _ in range(S)]
+        )  # (S, M, P)
         # Complex buffers kept as (..., 2) real pairs: the save format holds real tensors only.
         self.register_buffer("Lambda_pairs", torch.view_as_real(Lambda).clone())  # (P, 2)
         self.register_buffer("steps", steps)  # (S,)
         self.register_buffer("readout_pairs", torch.view_as_real(readout * B[:, 0]).clone())  # (S, M, P, 2)
         self.register_buffer("channel_mix", _channel_mix(S, n_kernels, d_input, max_channels, generator))
         self.register_buffer("biases", torch.zeros(S, n_kernels, n_biases))
-        self.register_buffer("bias_levels", torch.rand(S, n_kernels, n_biases, generator=generator, dtype=torch.float64)
-                             * 0.8 + 0.1)
+        self.register_buffer(
+            "bias_levels", torch.rand(S, n_kernels, n_biases, generator=generator, dtype=torch.float64) * 0.8 + 0.1
+        )
         self.n_scales, self.n_kernels, self.n_biases, self.d_input = S, n_kernels, n_biases, d_input
 
     @property
@@ -87,7 +100,9 @@ class SSMFeatures(nn.Module):
         Delta = self.steps[scales, None] * self._delta_factor  # (s, 1)
         _, gamma = discretize(Lambda[None, :], Delta)  # (s, P)
         l = torch.arange(length, dtype=torch.float64)
-        responses = gamma[:, :, None] * torch.exp((Lambda[None, :] * Delta)[:, :, None] * l)  # Abar^l = exp(Lambda Delta l)
+        responses = gamma[:, :, None] * torch.exp(
+            (Lambda[None, :] * Delta)[:, :, None] * l
+        )  # Abar^l = exp(Lambda Delta l)
         basis = torch.cat([responses.real, responses.imag], dim=1)
         weights = torch.cat([2.0 * readout.real, -2.0 * readout.imag], dim=-1)
         return weights, basis
@@ -111,8 +126,9 @@ class SSMFeatures(nn.Module):
         return torch.fft.rfft(u.float(), n=n_fft), n_fft
 
     @staticmethod
-    def _convolve(u_f: torch.Tensor, n_fft: int, L: int, weights: torch.Tensor, basis: torch.Tensor,
-                  mix: torch.Tensor) -> torch.Tensor:
+    def _convolve(
+        u_f: torch.Tensor, n_fft: int, L: int, weights: torch.Tensor, basis: torch.Tensor, mix: torch.Tensor
+    ) -> torch.Tensor:
         """(batch, s, M, L) responses from u_f (b, H, F), weights (s, M, 2P), basis (s, 2P, L), mix (s, M, H)."""
         (b, H, _), (S, M, two_P) = u_f.shape, weights.shape
         if H * two_P < M:
@@ -144,7 +160,7 @@ class SSMFeatures(nn.Module):
         for L, rows in by_length.items():
             weights, basis = self.modes(L)
             for start in range(0, len(rows), _BIAS_BATCH):  # series of one length go through together
-                chunk = rows[start:start + _BIAS_BATCH]
+                chunk = rows[start : start + _BIAS_BATCH]
                 u_f, n_fft = self._spectrum(torch.stack([row for _, row in chunk]))
                 y = self._convolve(u_f, n_fft, L, weights, basis, self.channel_mix)  # (k, S, M, L)
                 for (i, _), y_i in zip(chunk, y):
@@ -170,8 +186,13 @@ class SSMFeatures(nn.Module):
             if mask is not None:
                 y = y.masked_fill(mask[:, None, :] == 0, -math.inf)  # padded steps are above no bias
             # Summing the comparison's bytes is the fastest count (1.6x a float sum, 3x a bool sum).
-            above = torch.stack([(y > self.biases[s, None, :, q, None]).view(torch.uint8).sum(-1, dtype=torch.int32)
-                                 for q in range(self.n_biases)], -1).to(y.dtype)
+            above = torch.stack(
+                [
+                    (y > self.biases[s, None, :, q, None]).view(torch.uint8).sum(-1, dtype=torch.int32)
+                    for q in range(self.n_biases)
+                ],
+                -1,
+            ).to(y.dtype)
             ppv = above / count[:, :, None]  # (b, M, Q)
             total = (y if mask is None else y.masked_fill(mask[:, None, :] == 0, 0.0)).sum(-1)
             out.append(torch.cat([ppv, (total / count)[..., None], y.amax(-1, keepdim=True)], dim=-1))  # (b, M, Q + 2)
@@ -186,8 +207,18 @@ class FeatureReadout(nn.Module):
     u: (batch, channels, length); mask: (batch, length) or None.
     """
 
-    def __init__(self, d_input: int, steps: torch.Tensor, d_output: int, *, difference: bool = True,
-                 n_kernels: int = 64, d_state: int = 32, n_biases: int = 4, seed: int = 0):
+    def __init__(
+        self,
+        d_input: int,
+        steps: torch.Tensor,
+        d_output: int,
+        *,
+        difference: bool = True,
+        n_kernels: int = 64,
+        d_state: int = 32,
+        n_biases: int = 4,
+        seed: int = 0,
+    ):
         super().__init__()
         options = dict(n_kernels=n_kernels, d_state=d_state, n_biases=n_biases)
         self.series = SSMFeatures(d_input, steps, seed=seed, **options)

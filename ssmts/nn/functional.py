@@ -1,4 +1,5 @@
 """Small tensor operations shared by the layer, the blocks and the backbone."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -37,8 +38,9 @@ def pool(x: torch.Tensor, mask: torch.Tensor | None = None, how: str = "mean") -
     return x.gather(-1, last[:, None, None].expand(-1, x.shape[1], 1))[..., 0]
 
 
-def channel_statistics(x: torch.Tensor, mask: torch.Tensor | None = None,
-                       rel_floor: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor]:
+def channel_statistics(
+    x: torch.Tensor, mask: torch.Tensor | None = None, rel_floor: float = 1e-6
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-channel mean and scale of x: (n, C, L) over samples and (real) steps, in float64: (C,), (C,).
 
     The scale is the standard deviation, or 1 for a channel that is constant up to the
@@ -49,15 +51,22 @@ def channel_statistics(x: torch.Tensor, mask: torch.Tensor | None = None,
     return _statistics(x, mask, (0, 2), rel_floor)
 
 
-def series_statistics(x: torch.Tensor, mask: torch.Tensor | None = None,
-                      rel_floor: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor]:
+def series_statistics(
+    x: torch.Tensor, mask: torch.Tensor | None = None, rel_floor: float = 1e-6
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Mean and scale of every series and channel of x: (n, C, L) over its own (real) steps, in
     float64: (n, C), (n, C); the scale floor is channel_statistics' (a flat series keeps scale 1)."""
     return _statistics(x, mask, (2,), rel_floor)
 
 
-def series_summary(x: torch.Tensor, mask: torch.Tensor | None, channel_mean: torch.Tensor,
-                   channel_scale: torch.Tensor, min_spread: float = 1e-3, rel_floor: float = 1e-6) -> torch.Tensor:
+def series_summary(
+    x: torch.Tensor,
+    mask: torch.Tensor | None,
+    channel_mean: torch.Tensor,
+    channel_scale: torch.Tensor,
+    min_spread: float = 1e-3,
+    rel_floor: float = 1e-6,
+) -> torch.Tensor:
     """Where every series lies and how widely it varies, in units of the training data: x (n, C, L),
     channel_mean and channel_scale (C,) -> (n, 2C) float64: each channel's series mean standardized
     by the channel statistics, then log(std / channel_scale), at least log(min_spread) (a flat
@@ -71,8 +80,9 @@ def series_summary(x: torch.Tensor, mask: torch.Tensor | None, channel_mean: tor
     return torch.cat([level, spread], dim=1)
 
 
-def _moments(x: torch.Tensor, mask: torch.Tensor | None, dims: tuple[int, ...],
-             rel_floor: float) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def _moments(
+    x: torch.Tensor, mask: torch.Tensor | None, dims: tuple[int, ...], rel_floor: float
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Mean, standard deviation and whether the spread exceeds the floor (kept dims)."""
     x = x.double()
     if mask is None:
@@ -88,15 +98,17 @@ def _moments(x: torch.Tensor, mask: torch.Tensor | None, dims: tuple[int, ...],
     return mean, std, (std > 0) & (std > rel_floor * magnitude)
 
 
-def _statistics(x: torch.Tensor, mask: torch.Tensor | None, dims: tuple[int, ...],
-                rel_floor: float) -> tuple[torch.Tensor, torch.Tensor]:
+def _statistics(
+    x: torch.Tensor, mask: torch.Tensor | None, dims: tuple[int, ...], rel_floor: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     mean, std, informative = _moments(x, mask, dims, rel_floor)
     scale = torch.where(informative, std, torch.ones_like(std))
     return mean.squeeze(dims), scale.squeeze(dims)
 
 
-def chunked_channel_statistics(array, rel_floor: float = 1e-6,
-                               chunk_bytes: int = 1 << 20) -> tuple[torch.Tensor, torch.Tensor]:
+def chunked_channel_statistics(
+    array, rel_floor: float = 1e-6, chunk_bytes: int = 1 << 20
+) -> tuple[torch.Tensor, torch.Tensor]:
     """channel_statistics of a (n, C, L) array-like read about `chunk_bytes` at a time (a memmap on
     disk is never loaded whole): two passes, the mean and then the spread around it, in float64."""
     n, C = array.shape[0], array.shape[1]

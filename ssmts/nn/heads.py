@@ -11,6 +11,7 @@
 Shapes: x: (batch, d_input, L) float or (batch, L) int64 tokens; mask: (batch, L) bool.
 The backbone passed in has no decoder of its own (SSMBackbone(..., d_output=None)).
 """
+
 from __future__ import annotations
 
 from typing import Callable
@@ -104,8 +105,9 @@ class MaskedReconstruction(nn.Module):
 class _ForecastHead(nn.Module):
     """What both forecast heads hold: the backbone and the sizes of the problem."""
 
-    def __init__(self, backbone: SSMBackbone, n_targets: int, n_exog: int, context_length: int, horizon: int,
-                 n_quantiles: int):
+    def __init__(
+        self, backbone: SSMBackbone, n_targets: int, n_exog: int, context_length: int, horizon: int, n_quantiles: int
+    ):
         super().__init__()
         self.backbone = _headless(backbone, type(self).__name__)
         self.n_targets, self.n_exog = n_targets, n_exog
@@ -120,8 +122,9 @@ class DirectForecastHead(_ForecastHead):
     `horizon` steps are zero, the covariate channels hold the future X.
     """
 
-    def __init__(self, backbone: SSMBackbone, n_targets: int, n_exog: int, context_length: int, horizon: int,
-                 n_quantiles: int):
+    def __init__(
+        self, backbone: SSMBackbone, n_targets: int, n_exog: int, context_length: int, horizon: int, n_quantiles: int
+    ):
         super().__init__(backbone, n_targets, n_exog, context_length, horizon, n_quantiles)
         self.head = nn.Linear(backbone.d_model + horizon * n_exog, horizon * n_targets * n_quantiles)
 
@@ -147,8 +150,16 @@ class RecursiveForecastHead(_ForecastHead):
     targets) and steps by one unit.
     """
 
-    def __init__(self, backbone: SSMBackbone, n_targets: int, n_exog: int, context_length: int, horizon: int,
-                 n_quantiles: int, time_deltas: bool = False):
+    def __init__(
+        self,
+        backbone: SSMBackbone,
+        n_targets: int,
+        n_exog: int,
+        context_length: int,
+        horizon: int,
+        n_quantiles: int,
+        time_deltas: bool = False,
+    ):
         super().__init__(backbone, n_targets, n_exog, context_length, horizon, n_quantiles)
         self.decoder = nn.Linear(backbone.d_model, n_targets * n_quantiles)
         self.time_deltas = bool(time_deltas)
@@ -170,8 +181,13 @@ class RecursiveForecastHead(_ForecastHead):
         return out.reshape(b, C, Q, H).permute(0, 3, 1, 2)
 
     @torch.no_grad()
-    def rollout(self, context: torch.Tensor, future_exog: torch.Tensor | None, steps: int,
-                pick: Callable[[torch.Tensor], torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    def rollout(
+        self,
+        context: torch.Tensor,
+        future_exog: torch.Tensor | None,
+        steps: int,
+        pick: Callable[[torch.Tensor], torch.Tensor],
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Recursive forecast from `context` (batch, C + C_x, c).
 
         future_exog: (batch, C_x, steps - 1), X at steps 2..steps (X at step 1 is the
@@ -249,5 +265,14 @@ class TwoTowerRetrieval(nn.Module):
         return self.head(torch.cat([y1, y2, y1 * y2, y1 - y2], dim=-1))
 
 
-__all__ = ["pool", "SequenceHead", "PerStepHead", "MaskedReconstruction", "DirectForecastHead",
-           "RecursiveForecastHead", "ForecastEnsemble", "TwoTowerRetrieval", "POOLINGS"]
+__all__ = [
+    "pool",
+    "SequenceHead",
+    "PerStepHead",
+    "MaskedReconstruction",
+    "DirectForecastHead",
+    "RecursiveForecastHead",
+    "ForecastEnsemble",
+    "TwoTowerRetrieval",
+    "POOLINGS",
+]

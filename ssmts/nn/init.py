@@ -8,6 +8,7 @@ initializer returns the continuous-time diagonal system of ONE head:
 where P = N/2 conjugate-pair representatives when `conj_sym` (output
 y = 2 Re(C x) + D u) and P = N otherwise (output y = Re(C x) + D u).
 """
+
 from __future__ import annotations
 
 import functools

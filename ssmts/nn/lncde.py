@@ -10,6 +10,7 @@ The transitions depend on the input, so there is no convolution view; the three 
 modes are the sequential recurrence (reference), a parallel associative scan over the pairs
 (M_i, b_i), and the same scan in chunks with the state carried between chunks.
 """
+
 from __future__ import annotations
 
 import math
@@ -248,8 +249,14 @@ class LinearCDE(nn.Module):
         if rank is not None and structure != "dplr":
             raise ValueError(f"rank is only used with structure='dplr', got rank={rank} with structure={structure!r}")
         rank = 1 if rank is None else rank
-        for name, value in (("d_model", H), ("d_hidden", d), ("d_output", M), ("d_path", p),
-                            ("rank", rank), ("chunk_size", chunk_size)):
+        for name, value in (
+            ("d_model", H),
+            ("d_hidden", d),
+            ("d_output", M),
+            ("d_path", p),
+            ("rank", rank),
+            ("chunk_size", chunk_size),
+        ):
             if value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value}")
         if mode not in LNCDE_MODES:
@@ -263,9 +270,13 @@ class LinearCDE(nn.Module):
         if not init_std > 0:
             raise ValueError(f"init_std must be > 0, got {init_std}")
         if structure != "block_diagonal" and (block_size is not None or block_sizes is not None):
-            raise ValueError(f"block_size/block_sizes are only used with structure='block_diagonal', got structure={structure!r}")
+            raise ValueError(
+                f"block_size/block_sizes are only used with structure='block_diagonal', got structure={structure!r}"
+            )
         if structure == "walsh_hadamard" and d & (d - 1):
-            raise ValueError(f"d_hidden={d} must be a power of two for structure='walsh_hadamard' (Sylvester Hadamard matrix)")
+            raise ValueError(
+                f"d_hidden={d} must be a power of two for structure='walsh_hadamard' (Sylvester Hadamard matrix)"
+            )
         D = D if D is not None else ("diagonal" if M == H else "full")
         if D not in D_MODES:
             raise ValueError(f"unknown D {D!r}; choose one of {D_MODES}")
@@ -288,7 +299,9 @@ class LinearCDE(nn.Module):
         # Per-step decay rates r_k, log-uniform: the time channel's diagonal starts at -r_k / dt, so that
         # with no input M = I + dt A^0 ~ diag(1 - r_k) (memories of 1/r_k steps) and the normalization
         # below is mostly inactive at initialization. Walsh-Hadamard A^0 = H D^0 has no diagonal to hold it.
-        log_r = torch.rand(d, generator=generator, dtype=torch.float64) * math.log(decay_max / decay_min) + math.log(decay_min)
+        log_r = torch.rand(d, generator=generator, dtype=torch.float64) * math.log(decay_max / decay_min) + math.log(
+            decay_min
+        )
         kappa = (torch.exp(log_r) / dt).to(torch.get_default_dtype())
         # Groups of equal-size blocks, (size, count); the scan's representation of a transition is
         # one tensor per group. Dense, DPLR and WH transitions have no closed structure under products,
@@ -302,7 +315,9 @@ class LinearCDE(nn.Module):
             for s in sizes:
                 offsets.append(offsets[-1] + s)
             # perm[grouped index] = state index: the grouped layout stores each group's blocks contiguously.
-            perm = [i for s in distinct for k, sk in enumerate(sizes) if sk == s for i in range(offsets[k], offsets[k] + s)]
+            perm = [
+                i for s in distinct for k, sk in enumerate(sizes) if sk == s for i in range(offsets[k], offsets[k] + s)
+            ]
             blocks, start = [], 0
             for s, n in self._groups:
                 k = kappa[start : start + n * s]
@@ -588,7 +603,9 @@ class LinearCDE(nn.Module):
         if u.dim() != 3:
             raise ValueError(f"LinearCDE expects input of shape (batch, {self.d_model}, length), got {tuple(u.shape)}")
         if u.shape[1] != self.d_model:
-            raise ValueError(f"LinearCDE expects {self.d_model} input channels, got {u.shape[1]} (input shape {tuple(u.shape)})")
+            raise ValueError(
+                f"LinearCDE expects {self.d_model} input channels, got {u.shape[1]} (input shape {tuple(u.shape)})"
+            )
         if u.shape[2] < 1:
             raise ValueError("LinearCDE input has length 0")
 
@@ -689,5 +706,6 @@ class LinearCDE(nn.Module):
         return (
             f"d_model={self.d_model}, d_hidden={self.d_hidden}, d_output={self.d_output}, d_path={self.d_path}, "
             f"structure={self.structure!r}{blocks}{f', rank={self.rank}' if self.structure == 'dplr' else ''}, "
-            f"dt={self.dt}, max_norm={self.max_norm}, D={self.D_mode!r}, mode={self.mode!r}, chunk_size={self.chunk_size}"
+            f"dt={self.dt}, max_norm={self.max_norm}, D={self.D_mode!r}, mode={self.mode!r}, "
+            f"chunk_size={self.chunk_size}"
         )

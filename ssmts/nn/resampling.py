@@ -13,6 +13,7 @@ the block exits, also on an exception: nothing is left set after a call.
 `change_rate` is the other approach: it changes the data (decimation or band-limited
 resampling) instead of the model.
 """
+
 from __future__ import annotations
 
 import math
@@ -42,8 +43,9 @@ def delta_factor(train_rate: float, new_rate: float) -> float:
     try:
         train, new = check_delta_factor(train_rate, "train_rate"), check_delta_factor(new_rate, "new_rate")
     except ValueError:
-        raise ValueError(f"sample rates must be > 0 and finite, got train_rate={train_rate!r}, "
-                         f"new_rate={new_rate!r}") from None
+        raise ValueError(
+            f"sample rates must be > 0 and finite, got train_rate={train_rate!r}, new_rate={new_rate!r}"
+        ) from None
     factor = train / new
     if not (math.isfinite(factor) and factor > 0):
         raise ValueError(f"the rates {train_rate} and {new_rate} give the unusable factor {factor} on Delta")
@@ -96,9 +98,7 @@ def positive_int(value: object, name: str) -> int:
     return int(value)
 
 
-def change_rate(
-    X: np.ndarray, orig_rate: int, new_rate: int, method: str = "decimate"
-) -> np.ndarray:
+def change_rate(X: np.ndarray, orig_rate: int, new_rate: int, method: str = "decimate") -> np.ndarray:
     """Change the sample rate of signals along the last axis.
 
     X: (..., length) float array. Returns (..., new_length) float32.

@@ -1,9 +1,11 @@
-"""Parallel scan of a linear recurrence q_t = M_t q_{t-1} + b_t (docs/concepts.md, "Input-dependent transitions: SLiCE").
+"""Parallel scan of a linear recurrence q_t = M_t q_{t-1} + b_t
+(docs/concepts.md, "Input-dependent transitions: SLiCE").
 
 One implementation for every layer with input- or time-dependent transitions: the LinearCDE
 (structured M_t, ssmts.nn.lncde) and the SSM with per-step Delta_k (diagonal M_t = Abar_k,
 ssmts.nn.ssm). The caller says how its transitions act on a state and compose.
 """
+
 from __future__ import annotations
 
 from typing import Callable

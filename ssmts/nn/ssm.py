@@ -16,6 +16,7 @@ uses Delta_k = Delta * dt_k, i.e. Abar_k = Abar(Delta_k), Bbar_k = Bbar(Delta_k)
 transitions then vary with k, there is no convolution, and the states come from a parallel
 associative scan (ssmts.nn.scan). Constant dt_k = c is the same as dt_scale = c.
 """
+
 from __future__ import annotations
 
 import math
@@ -26,8 +27,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .functional import channel_linear
 from .discretization import check_discretization, discretize, log_transition
+from .functional import channel_linear
 from .init import INITS, feedthrough, initialize_head, ptd_perturbation
 from .resampling import DeltaScaling, delta_factor
 from .scan import diagonal_scan
@@ -255,8 +256,14 @@ class SSM(DeltaScaling, nn.Module):
 
         heads_init = [
             initialize_head(
-                init, N, self.d_head_in, self.d_head_out, conj_sym=conj_sym, generator=generator,
-                ptd_eps=ptd_eps, ptd_gamma=ptd_gamma,
+                init,
+                N,
+                self.d_head_in,
+                self.d_head_out,
+                conj_sym=conj_sym,
+                generator=generator,
+                ptd_eps=ptd_eps,
+                ptd_gamma=ptd_gamma,
             )
             for _ in range(heads)
         ]
@@ -372,7 +379,9 @@ class SSM(DeltaScaling, nn.Module):
         if u.dim() != 3:
             raise ValueError(f"SSM expects input of shape (batch, {self.d_model}, length), got {tuple(u.shape)}")
         if u.shape[1] != self.d_model:
-            raise ValueError(f"SSM expects {self.d_model} input channels, got {u.shape[1]} (input shape {tuple(u.shape)})")
+            raise ValueError(
+                f"SSM expects {self.d_model} input channels, got {u.shape[1]} (input shape {tuple(u.shape)})"
+            )
         if u.shape[2] < 1:
             raise ValueError("SSM input has length 0")
         self._check_dtype(u)
@@ -381,11 +390,15 @@ class SSM(DeltaScaling, nn.Module):
         """Any floating dtype matching the layer's (float32 or float64); others get a clear error.
         Under autocast the mixed dtypes are autocast's to manage."""
         if not u.is_floating_point():
-            raise TypeError(f"SSM input must be floating point, got {u.dtype}; cast it with u.to({self.log_dt.dtype}) "
-                            "(integer token ids go through SSMBackbone(vocab_size=...))")
+            raise TypeError(
+                f"SSM input must be floating point, got {u.dtype}; cast it with u.to({self.log_dt.dtype}) "
+                "(integer token ids go through SSMBackbone(vocab_size=...))"
+            )
         if u.dtype != self.log_dt.dtype and not torch.is_autocast_enabled(u.device.type):
-            raise TypeError(f"SSM input has dtype {u.dtype} but the layer's parameters are {self.log_dt.dtype}: "
-                            f"cast the input with u.to({self.log_dt.dtype}) or the layer with .to({u.dtype})")
+            raise TypeError(
+                f"SSM input has dtype {u.dtype} but the layer's parameters are {self.log_dt.dtype}: "
+                f"cast the input with u.to({self.log_dt.dtype}) or the layer with .to({u.dtype})"
+            )
 
     def _readout(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         """y from states. x: (b, S, P, L) complex, u: (b, H, L) real -> (b, M, L)."""
@@ -464,7 +477,9 @@ class SSM(DeltaScaling, nn.Module):
             v = self._input_projection(u, Bbar)
             x = self._recurrence(v, Abar, state)
             if self.bidirectional:
-                Abar_b, _, _, _ = self.discrete(backward=True) if self.bidirectional == "ldnn" else (Abar, None, None, None)
+                Abar_b, _, _, _ = (
+                    self.discrete(backward=True) if self.bidirectional == "ldnn" else (Abar, None, None, None)
+                )
                 x_back = self._recurrence(v.flip(-1), Abar_b, None).flip(-1)
                 x = (x + x_back) / 2 if self.bidirectional == "ldnn" else x + x_back
             y = self._readout(x, u)
@@ -527,7 +542,9 @@ class SSM(DeltaScaling, nn.Module):
         if not bool(torch.isfinite(dt).all()):
             raise ValueError("dt has NaN or infinite time deltas; every step needs a finite delta > 0")
         if not bool((dt > 0).all()):
-            raise ValueError(f"dt must be > 0 at every step (time stamps strictly increasing), got min {float(dt.min()):.3g}")
+            raise ValueError(
+                f"dt must be > 0 at every step (time stamps strictly increasing), got min {float(dt.min()):.3g}"
+            )
         return dt
 
     def _per_step(self, dt: torch.Tensor, backward: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
@@ -540,8 +557,9 @@ class SSM(DeltaScaling, nn.Module):
             Abar, _ = discretize(self._lambda("Lambda_backward"), Delta, self.discretization, self.alpha)
         return Abar, gamma
 
-    def _irregular_states(self, Bu: torch.Tensor, dt: torch.Tensor, state: torch.Tensor | None, mode: str,
-                          backward: bool = False) -> torch.Tensor:
+    def _irregular_states(
+        self, Bu: torch.Tensor, dt: torch.Tensor, state: torch.Tensor | None, mode: str, backward: bool = False
+    ) -> torch.Tensor:
         """States x_k = Abar_k x_{k-1} + gamma_k (B u_k): Bu (b, S, P, L) complex, dt (b, L) -> (b, S, P, L)."""
         Abar, gamma = self._per_step(dt, backward)  # (b, L, S, P)
         v = gamma * Bu.permute(0, 3, 1, 2)
@@ -574,7 +592,9 @@ class SSM(DeltaScaling, nn.Module):
         device = device if device is not None else self.log_dt.device
         return torch.zeros(batch, self.heads, self.P, dtype=self._complex_dtype(), device=device)
 
-    def step(self, u_t: torch.Tensor, state: torch.Tensor, dt: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def step(
+        self, u_t: torch.Tensor, state: torch.Tensor, dt: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """One step of the recurrence. u_t: (batch, H), state: (batch, heads, P) -> (y_t (batch, M), state).
 
         dt: None, or the time delta of this step, (batch,) or a scalar (see `forward`): Delta_k = Delta * dt.
@@ -664,8 +684,9 @@ class SSM(DeltaScaling, nn.Module):
         return Abar, Bbar, log_abar, C
 
     @staticmethod
-    def _state_spectrum(log_abar: torch.Tensor, L: int, log_abar_back: torch.Tensor | None = None,
-                        average: bool = False) -> torch.Tensor:
+    def _state_spectrum(
+        log_abar: torch.Tensor, L: int, log_abar_back: torch.Tensor | None = None, average: bool = False
+    ) -> torch.Tensor:
         """FFT (size 2L) of the state kernel Abar^l, l < L: (S, P, 2L) complex, log_abar: (S, P).
 
         With `log_abar_back` also the anti-causal taps Abar_back^l at lag -l (the bidirectional state,
@@ -677,9 +698,16 @@ class SSM(DeltaScaling, nn.Module):
             kernel = _two_sided(kernel, _powers(log_abar_back, L), n, average)
         return torch.fft.fft(kernel, n=n)
 
-    def _state_first(self, u: torch.Tensor, Bbar: torch.Tensor, C: torch.Tensor, spectrum: torch.Tensor,
-                     state: torch.Tensor | None = None, free: torch.Tensor | None = None,
-                     want_state: bool = False):
+    def _state_first(
+        self,
+        u: torch.Tensor,
+        Bbar: torch.Tensor,
+        C: torch.Tensor,
+        spectrum: torch.Tensor,
+        state: torch.Tensor | None = None,
+        free: torch.Tensor | None = None,
+        want_state: bool = False,
+    ):
         """The states x = V * (Bbar u) by FFT and y = factor Re(C x), a few samples at a time.
 
         u: (b, H, L), spectrum: (S, P, 2L) from `_state_spectrum`; state x_{-1} (b, S, P) with `free`
@@ -733,7 +761,9 @@ class SSM(DeltaScaling, nn.Module):
             K = _two_sided(K, back, n, average=self.bidirectional == "ldnn")
         if fold_d and self.D_mode in ("identity", "diagonal"):
             d = self.D if self.D_mode == "diagonal" else torch.ones(self.d_model, dtype=K.dtype, device=K.device)
-            K = torch.cat([K[..., :1] + torch.diag_embed(d.reshape(self.heads, self.d_head_in))[..., None], K[..., 1:]], -1)
+            K = torch.cat(
+                [K[..., :1] + torch.diag_embed(d.reshape(self.heads, self.d_head_in))[..., None], K[..., 1:]], -1
+            )
         return torch.fft.rfft(K, n=n)
 
     def _spectral_conv(self, u: torch.Tensor, kernel_spectrum: torch.Tensor, n: int) -> torch.Tensor:
@@ -760,8 +790,14 @@ class SSM(DeltaScaling, nn.Module):
         y = torch.stack([torch.bmm(wi, powers) for wi in w])  # (b, S, Mh, L)
         return y.reshape(state.shape[0], self.d_output, -1)
 
-    def _final_state(self, u: torch.Tensor, state: torch.Tensor | None, reversed_powers: torch.Tensor,
-                     Bbar: torch.Tensor, abar_length: torch.Tensor) -> torch.Tensor:
+    def _final_state(
+        self,
+        u: torch.Tensor,
+        state: torch.Tensor | None,
+        reversed_powers: torch.Tensor,
+        Bbar: torch.Tensor,
+        abar_length: torch.Tensor,
+    ) -> torch.Tensor:
         """x_{L-1} = Abar^L x_{-1} + sum_k Abar^(L-1-k) Bbar u_k. u (b, H, L), reversed_powers (S, L, 2P)
         real ([Re, Im] of Abar^(L-1-k)), abar_length: Abar^L (S, P) -> (b, S, P) complex."""
         b, _, L = u.shape
@@ -771,8 +807,14 @@ class SSM(DeltaScaling, nn.Module):
         x = (Bbar.transpose(1, 2)[None] * q).sum(2)  # (b, S, P)
         return x if state is None else x + abar_length * state
 
-    def _causal_with_state(self, u: torch.Tensor, state: torch.Tensor | None, want_state: bool,
-                           backward: bool = False, cache: dict | None = None):
+    def _causal_with_state(
+        self,
+        u: torch.Tensor,
+        state: torch.Tensor | None,
+        want_state: bool,
+        backward: bool = False,
+        cache: dict | None = None,
+    ):
         """The SSM part (before D and mixer) of a causal pass from `state`: -> (y (b, M, L), x_{L-1} or None).
 
         `cache` (a dict) keeps what depends only on the parameters and L between calls (chunked runs).
@@ -787,7 +829,9 @@ class SSM(DeltaScaling, nn.Module):
         L = u.shape[-1]
         Abar, Bbar, log_abar, C = cached("discrete", lambda: self._discrete_direction(backward))
         if self.kernel_first:
-            spectrum = cached(("spectrum", L), lambda: torch.fft.rfft(self._block_kernels(L, backward=backward), n=2 * L))
+            spectrum = cached(
+                ("spectrum", L), lambda: torch.fft.rfft(self._block_kernels(L, backward=backward), n=2 * L)
+            )
             y = self._spectral_conv(u, spectrum, 2 * L)
             if state is None and not want_state:
                 return y, None
@@ -809,14 +853,17 @@ class SSM(DeltaScaling, nn.Module):
         free = None if state is None else cached(("free", L), lambda: _powers(log_abar, L, start=1))
         return self._state_first(u, Bbar, C, spectrum, state, free, want_state)
 
-    def _chunked(self, u: torch.Tensor, chunk: int, state: torch.Tensor | None, want_state: bool,
-                 backward: bool = False):
+    def _chunked(
+        self, u: torch.Tensor, chunk: int, state: torch.Tensor | None, want_state: bool, backward: bool = False
+    ):
         """Causal SSM part over chunks of `chunk` steps, the state carried between them."""
         cache: dict = {}
         ys = []
         for start in range(0, u.shape[-1], chunk):
             last = start + chunk >= u.shape[-1]
-            y, state = self._causal_with_state(u[..., start : start + chunk], state, want_state or not last, backward, cache)
+            y, state = self._causal_with_state(
+                u[..., start : start + chunk], state, want_state or not last, backward, cache
+            )
             ys.append(y)
         return torch.cat(ys, dim=-1), state
 
@@ -907,8 +954,16 @@ class SSM(DeltaScaling, nn.Module):
             )
         min_decay = float(min(1e-4, 0.5 * (-Lambda.real).min()))
         layer = cls(
-            H, N, d_output=M, heads=1, init="lin", discretization=discretization, alpha=alpha,
-            conj_sym=False, D="full" if D is not None else "none", min_decay=min_decay,
+            H,
+            N,
+            d_output=M,
+            heads=1,
+            init="lin",
+            discretization=discretization,
+            alpha=alpha,
+            conj_sym=False,
+            D="full" if D is not None else "none",
+            min_decay=min_decay,
         ).to(dtype)
         complex_dtype = torch.complex128 if dtype == torch.float64 else torch.complex64
         with torch.no_grad():

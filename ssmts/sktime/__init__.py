@@ -8,8 +8,9 @@ panel (time series) classification / regression adapters.
     SSMPanelClassifier    sktime BaseClassifier delegating to ssmts.SSMClassifier
     SSMPanelRegressor     sktime BaseRegressor delegating to ssmts.SSMRegressor
 """
-from .classification import SSMPanelClassifier
+
 from ._streaming import ForecastStream
+from .classification import SSMPanelClassifier
 from .forecasting import SSMForecaster
 from .regression import SSMPanelRegressor
 

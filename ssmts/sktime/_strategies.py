@@ -9,6 +9,7 @@
 A strategy knows its head (ssmts.nn.heads), the layout of a training window's input, and
 how to turn normalized contexts into quantile forecasts. The forecaster does the rest.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -126,8 +127,18 @@ class RecursiveStrategy:
         return inputs
 
     @torch.no_grad()
-    def forecast(self, model, ctx: Contexts, horizon: int, device, *, median: int, levels: np.ndarray,
-                 n_paths: int = 0, seed: int = 0) -> tuple[np.ndarray, np.ndarray | None]:
+    def forecast(
+        self,
+        model,
+        ctx: Contexts,
+        horizon: int,
+        device,
+        *,
+        median: int,
+        levels: np.ndarray,
+        n_paths: int = 0,
+        seed: int = 0,
+    ) -> tuple[np.ndarray, np.ndarray | None]:
         """(point (n, S, C) normalized: the members' median paths averaged,
         paths (n, P, members, S, C) normalized sample paths, or None when n_paths is 0)."""
         n, C, c = ctx.y.shape
@@ -139,8 +150,9 @@ class RecursiveStrategy:
         if n_exog:
             x[:, C:, : c - 1] = ctx.x_context[..., 1:]
             x[:, C:, c - 1] = np.stack([rows[0] for rows in ctx.x_future])
-            fut = torch.as_tensor(np.stack([pad_rows(rows[1:S], S - 1).T for rows in ctx.x_future]),
-                                  dtype=torch.float32, device=device)
+            fut = torch.as_tensor(
+                np.stack([pad_rows(rows[1:S], S - 1).T for rows in ctx.x_future]), dtype=torch.float32, device=device
+            )
         context = torch.as_tensor(x, dtype=torch.float32, device=device)
         point, _ = model.rollout(context, fut, S, lambda q: q.sort(-1).values[..., median])
         point = point.mean(1).double().cpu().numpy()
@@ -151,8 +163,9 @@ class RecursiveStrategy:
         # depend on which other series or origins are forecast in the same batch
         # (historical_forecasts equals separate predict calls).
         members = len(model.members)
-        uniforms = torch.rand((members, max(horizon, S), n_paths, C), generator=torch.Generator().manual_seed(seed),
-                              dtype=torch.float64)
+        uniforms = torch.rand(
+            (members, max(horizon, S), n_paths, C), generator=torch.Generator().manual_seed(seed), dtype=torch.float64
+        )
         z_grid = torch.as_tensor(norm.ppf(levels), dtype=torch.float32, device=device)
         rows = max(1, 8192 // n_paths)  # bound the batch of series x paths
         out = []

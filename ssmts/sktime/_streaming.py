@@ -13,6 +13,7 @@ recurrence cannot forget its way out of through the nonlinear layers. A step the
 costs one forward over context_length (+ horizon) positions at batch 1 (plus the roll for
 strategy="recursive"), not O(1): cheap for the short contexts of classic series.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -42,11 +43,15 @@ class ForecastStream:
             what = "one series (instance=None)" if known == [()] else f"the series {known[:10]}"
             raise ValueError(f"stream: no series {instance!r}; the forecaster was fitted on {what}")
         if forecaster.irregular == "time_deltas":
-            raise ValueError("stream() takes one step per period of a regular time index; with "
-                             "irregular='time_deltas' use update + predict")
+            raise ValueError(
+                "stream() takes one step per period of a regular time index; with "
+                "irregular='time_deltas' use update + predict"
+            )
         if forecaster.n_exog_ and (forecaster._x_past.any() or forecaster._x_static.any()):
-            raise ValueError("stream() does not take past_covariates or static_covariates yet; use update(..., "
-                             "update_params=False) + predict, or historical_forecasts")
+            raise ValueError(
+                "stream() does not take past_covariates or static_covariates yet; use update(..., "
+                "update_params=False) + predict, or historical_forecasts"
+            )
         self.key = key
         tail, x_old = forecaster._store[key]
         fh, _ = forecaster._relative_steps(fh)
@@ -57,7 +62,7 @@ class ForecastStream:
         self._y = tail.to_numpy()[-c:].copy()  # the last <= c observations, oldest first
         self._x = None
         if forecaster.n_exog_:
-            self._x = forecaster._x_rows(key, x_old, tail.index[-len(self._y):], "the context")
+            self._x = forecaster._x_rows(key, x_old, tail.index[-len(self._y) :], "the context")
         self.n_seen = 0  # observations streamed so far
 
     @property
@@ -69,12 +74,13 @@ class ForecastStream:
         f, c = self._f, self._f.context_length
         row = np.asarray(y, dtype=np.float64).reshape(-1)
         if row.shape != (f.n_targets_,):
-            raise ValueError(f"stream.update takes one observation of {f.n_targets_} value(s), got shape "
-                             f"{np.shape(y)}")
+            raise ValueError(f"stream.update takes one observation of {f.n_targets_} value(s), got shape {np.shape(y)}")
         if f.n_exog_:
             if X is None:
-                raise ValueError(f"{type(f).__name__} was fitted with exogenous X ({f.n_exog_} columns), so "
-                                 f"stream.update needs the new observation's X row")
+                raise ValueError(
+                    f"{type(f).__name__} was fitted with exogenous X ({f.n_exog_} columns), so "
+                    f"stream.update needs the new observation's X row"
+                )
             x = np.asarray(X, dtype=np.float64).reshape(-1)
             if x.shape != (f.n_exog_,):
                 raise ValueError(f"stream.update: X must hold {f.n_exog_} value(s), got shape {np.shape(X)}")
@@ -88,24 +94,30 @@ class ForecastStream:
     def predict(self, X_future=None, alpha=None):
         f, c = self._f, self._f.context_length
         if not self.ready:
-            raise ValueError(f"context_length={c} is longer than what {key_name(self.key)} has seen so far "
-                             f"({len(self._y)} observations); stream.update more before predicting")
+            raise ValueError(
+                f"context_length={c} is longer than what {key_name(self.key)} has seen so far "
+                f"({len(self._y)} observations); stream.update more before predicting"
+            )
         x_future = None
         if f.n_exog_:
             if X_future is None:
-                raise ValueError(f"{type(f).__name__} was fitted with exogenous X, so stream.predict needs X_future: "
-                                 f"X at the forecast steps 1..{self.n_future}")
+                raise ValueError(
+                    f"{type(f).__name__} was fitted with exogenous X, so stream.predict needs X_future: "
+                    f"X at the forecast steps 1..{self.n_future}"
+                )
             x_future = np.asarray(X_future, dtype=np.float64).reshape(-1, f.n_exog_)
             if len(x_future) < self.n_future:
-                raise ValueError(f"stream.predict needs X at the forecast steps 1..{self.n_future}, but X_future "
-                                 f"has {len(x_future)} row(s)")
+                raise ValueError(
+                    f"stream.predict needs X at the forecast steps 1..{self.n_future}, but X_future "
+                    f"has {len(x_future)} row(s)"
+                )
             x_future = self._standardize(x_future[: self.n_future], self._x[-1:])
         elif X_future is not None:
             raise ValueError(f"{type(f).__name__} was fitted without exogenous X, but X_future was passed")
         f._check_observed(self._y, f"the last {c} observations of {key_name(self.key)}")
         if alpha is not None:
             alpha = quantile_probabilities(alpha)
-        (point, q), = f._run([(self._y, self.steps, self._x, x_future)], alpha)
+        ((point, q),) = f._run([(self._y, self.steps, self._x, x_future)], alpha)
         return point if alpha is None else (point, q)
 
     def _standardize(self, rows: np.ndarray, previous: np.ndarray) -> np.ndarray:

@@ -1,10 +1,11 @@
 """Windowing for the forecaster: pandas series (single, panel, hierarchy) to network arrays.
 
-    split_instances / merge      frames by series, and the union of old and new observations
-    steps / future_times         a ForecastingHorizon against a series' time index
-    Windows, make_windows        training windows (context + horizon), normalized per window
-    fill_forward, impute         gaps (NaN): last observation carried forward, then 0
+split_instances / merge      frames by series, and the union of old and new observations
+steps / future_times         a ForecastingHorizon against a series' time index
+Windows, make_windows        training windows (context + horizon), normalized per window
+fill_forward, impute         gaps (NaN): last observation carried forward, then 0
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -80,7 +81,9 @@ def _numeric_spacing(time_index: pd.Index):
     """The step of a numeric (integer or float) time index (1 with a single point), or None for
     other indexes. sktime reads a relative fh on such an index in index units (cutoff + k),
     while one step of the network is one spacing of the series."""
-    if isinstance(time_index, (pd.DatetimeIndex, pd.PeriodIndex)) or not pd.api.types.is_numeric_dtype(time_index.dtype):
+    if isinstance(time_index, (pd.DatetimeIndex, pd.PeriodIndex)) or not pd.api.types.is_numeric_dtype(
+        time_index.dtype
+    ):
         return None
     return time_index[-1] - time_index[-2] if len(time_index) >= 2 else 1
 
@@ -104,7 +107,8 @@ def steps(fh: ForecastingHorizon, time_index: pd.Index) -> np.ndarray:
         raise ValueError(
             f"fh holds {off[:5].tolist()} (time index units after the cutoff {time_index[-1]}), which are not "
             f"multiples of the series' spacing {spacing}: the series is observed every {spacing}, so a forecast "
-            f"can only be made {spacing}, {2 * spacing}, ... after its cutoff")
+            f"can only be made {spacing}, {2 * spacing}, ... after its cutoff"
+        )
     return np.round(model_steps).astype(np.int64)
 
 
@@ -145,12 +149,24 @@ class Windows:
 
     def data(self, index=None) -> SequenceData:
         pick = (lambda a: a) if index is None else (lambda a: a[index])
-        return SequenceData(torch.from_numpy(pick(self.x)), torch.from_numpy(pick(self.target)),
-                            None, torch.from_numpy(pick(self.weight)))
+        return SequenceData(
+            torch.from_numpy(pick(self.x)),
+            torch.from_numpy(pick(self.target)),
+            None,
+            torch.from_numpy(pick(self.weight)),
+        )
 
 
-def make_windows(y: np.ndarray, x: np.ndarray | None, context: int, horizon: int, strategy, norm_stats,
-                 min_start: int = 0, past: np.ndarray | None = None) -> Windows | None:
+def make_windows(
+    y: np.ndarray,
+    x: np.ndarray | None,
+    context: int,
+    horizon: int,
+    strategy,
+    norm_stats,
+    min_start: int = 0,
+    past: np.ndarray | None = None,
+) -> Windows | None:
     """Training windows of one series. y (T, C) with NaN in its gaps, x (T, C_x) standardized
     and imputed, or None; past (C_x,) bool: the past-only columns of x.
 
@@ -205,7 +221,9 @@ def time_values(index: pd.Index) -> np.ndarray:
         return index.asi8.astype(np.float64)
     if pd.api.types.is_numeric_dtype(index.dtype):
         return index.to_numpy(dtype=np.float64)
-    raise ValueError(f"per-step time deltas need a DatetimeIndex, PeriodIndex or numeric time index, got {type(index).__name__}")
+    raise ValueError(
+        f"per-step time deltas need a DatetimeIndex, PeriodIndex or numeric time index, got {type(index).__name__}"
+    )
 
 
 def time_unit_value(unit, index: pd.Index) -> float:
@@ -213,8 +231,10 @@ def time_unit_value(unit, index: pd.Index) -> float:
     Timedelta string (e.g. '1h') in nanoseconds, for a DatetimeIndex."""
     if isinstance(unit, str) or isinstance(unit, pd.Timedelta):
         if not isinstance(index, pd.DatetimeIndex):
-            raise ValueError(f"time_unit={unit!r} is a duration, which needs a DatetimeIndex; give a number for a "
-                             f"{type(index).__name__}")
+            raise ValueError(
+                f"time_unit={unit!r} is a duration, which needs a DatetimeIndex; give a number for a "
+                f"{type(index).__name__}"
+            )
         value = float(pd.Timedelta(pd.tseries.frequencies.to_offset(unit) if isinstance(unit, str) else unit).value)
     else:
         value = float(unit)
@@ -236,8 +256,10 @@ def check_regular_index(index: pd.Index, what: str, even: bool = True) -> None:
     even=False (per-step time deltas) checks only that the time stamps are unique and increasing."""
     if index.has_duplicates:
         repeated = index[index.duplicated()].unique()
-        raise ValueError(f"{what} has repeated time stamps ({', '.join(map(str, repeated[:3]))}"
-                         f"{' ...' if len(repeated) > 3 else ''}); each time point may appear once")
+        raise ValueError(
+            f"{what} has repeated time stamps ({', '.join(map(str, repeated[:3]))}"
+            f"{' ...' if len(repeated) > 3 else ''}); each time point may appear once"
+        )
     if not index.is_monotonic_increasing:
         raise ValueError(f"{what} has time stamps out of order; sort it by time")
     if not even:
@@ -262,4 +284,5 @@ def check_regular_index(index: pd.Index, what: str, even: bool = True) -> None:
         raise ValueError(
             f"{what} is not evenly spaced: after {index[first]} comes {index[first + 1]} (the usual step is "
             f"{index[1] - index[0] if steps[0] == usual else usual}); fill or resample the gaps first, since "
-            "each step of the model is one period (or use irregular='time_deltas')")
+            "each step of the model is one period (or use irregular='time_deltas')"
+        )

@@ -4,6 +4,7 @@ A thin adapter: sktime converts the panel to numpy3D (equal length) or a list of
 DataFrames (unequal length), and fit/predict delegate to an SSMClassifier built with
 the same parameters, so training runs through the one shared engine and Trainer.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -12,7 +13,6 @@ from sktime.classification.base import BaseClassifier
 from ..estimators import SSMClassifier
 from ..training import ClassifierParams, SequenceModelParams
 from ..training.config import with_params_doc
-
 
 
 def panel_to_sklearn(X):
@@ -90,7 +90,9 @@ class SSMPanelClassifier(SequenceModelParams, ClassifierParams, BaseClassifier):
     def get_test_params(cls, parameter_set="default"):
         """Three tiny configurations (one SSM block; several heads, last-step pooling, balanced weights;
         a block-diagonal LinearCDE block)."""
-        tiny = dict(d_model=8, d_state=4, n_layers=1, max_epochs=2, min_steps=0, batch_size=16, device="cpu", random_state=0)
+        tiny = dict(
+            d_model=8, d_state=4, n_layers=1, max_epochs=2, min_steps=0, batch_size=16, device="cpu", random_state=0
+        )
         return [
             tiny,
             {**tiny, "d_state": 8, "heads": 2, "pooling": "last", "class_weight": "balanced", "random_state": 1},

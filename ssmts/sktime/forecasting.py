@@ -10,6 +10,7 @@ Data flow (one network for every series of a panel or hierarchy):
 
 This module is the sktime plumbing: parameters, fit / update / predict, horizons, frames.
 """
+
 from __future__ import annotations
 
 import copy
@@ -23,16 +24,35 @@ from sktime.forecasting.base import BaseForecaster, ForecastingHorizon
 from ..nn import ForecastEnsemble
 from ..nn.functional import channel_statistics, series_statistics
 from ..training import (
-    BackboneParams, EarlyStopping, EarlyStoppingParams, OptimizerParams, SequenceData, TrainerConfig, fit_model,
-    on_device, resolve_device, seed_from,
+    BackboneParams,
+    EarlyStopping,
+    EarlyStoppingParams,
+    OptimizerParams,
+    SequenceData,
+    TrainerConfig,
+    fit_model,
+    on_device,
+    resolve_device,
+    seed_from,
 )
 from ..training.config import Integer, Options, Satisfies, param, with_params_doc
 from ..training.fit import pickle_state
 from ..training.objectives import pinball_loss
 from ._strategies import STRATEGIES, Contexts, interpolate_quantiles, quantile_probabilities
 from ._windows import (
-    Windows, as_float, check_regular_index, fill_forward, future_times, gaps_into, impute, key_name, make_windows,
-    merge, split_instances, time_unit_value, time_values,
+    Windows,
+    as_float,
+    check_regular_index,
+    fill_forward,
+    future_times,
+    gaps_into,
+    impute,
+    key_name,
+    make_windows,
+    merge,
+    split_instances,
+    time_unit_value,
+    time_values,
 )
 from ._windows import steps as horizon_steps
 
@@ -87,38 +107,75 @@ class ForecasterParams(BackboneParams, OptimizerParams, EarlyStoppingParams):
     # initialized for time scales of 2-100 steps (the sklearn default 1e-3..1e-1 aims at
     # sequences of thousands of steps), many epochs over few windows at a learning rate
     # that overfits less (chosen on the validation protocol of ssmts.bench.forecast).
-    _param_defaults = {"d_model": 32, "d_state": 32, "n_layers": 2, "dt_min": 0.01, "dt_max": 0.5,
-                       "max_epochs": 150, "batch_size": 16, "lr": 1e-3}
-    context_length: int = param(default=24, doc="Steps of history the network reads (each series needs context_length + 1 "
-                                    "observations to train, context_length to forecast).", constraint=Integer(1))
+    _param_defaults = {
+        "d_model": 32,
+        "d_state": 32,
+        "n_layers": 2,
+        "dt_min": 0.01,
+        "dt_max": 0.5,
+        "max_epochs": 150,
+        "batch_size": 16,
+        "lr": 1e-3,
+    }
+    context_length: int = param(
+        default=24,
+        doc="Steps of history the network reads (each series needs context_length + 1 "
+        "observations to train, context_length to forecast).",
+        constraint=Integer(1),
+    )
     strategy: Literal["direct", "recursive"] = param(
-        default="direct", doc="'direct': one head emits every horizon step; 'recursive': one-step-ahead model rolled with "
-                  "the step mode (needs bidirectional=False).", constraint=Options(*STRATEGIES))
+        default="direct",
+        doc="'direct': one head emits every horizon step; 'recursive': one-step-ahead model rolled with "
+        "the step mode (needs bidirectional=False).",
+        constraint=Options(*STRATEGIES),
+    )
     instance_norm: bool | str = param(
-        default=True, doc="Per-window normalization: True/'last' (location = last context value), 'mean', or False "
-              "(global standardization).", constraint=Options(True, False, *INSTANCE_NORMS))
-    quantiles: tuple = param(default=DEFAULT_QUANTILES, doc="Quantile grid of the pinball-loss head (0.5 is added).",
-                             constraint=Satisfies(_is_quantile_grid, "a sequence of floats in (0, 1)"))
-    n_sample_paths: int = param(default=200, doc="Sample paths of the recursive strategy's quantiles (fixed seed).", constraint=Integer(1))
-    update_epochs: int = param(default=5, doc="Fine-tuning epochs of update(update_params=True).", constraint=Integer(0))
+        default=True,
+        doc="Per-window normalization: True/'last' (location = last context value), 'mean', or False "
+        "(global standardization).",
+        constraint=Options(True, False, *INSTANCE_NORMS),
+    )
+    quantiles: tuple = param(
+        default=DEFAULT_QUANTILES,
+        doc="Quantile grid of the pinball-loss head (0.5 is added).",
+        constraint=Satisfies(_is_quantile_grid, "a sequence of floats in (0, 1)"),
+    )
+    n_sample_paths: int = param(
+        default=200, doc="Sample paths of the recursive strategy's quantiles (fixed seed).", constraint=Integer(1)
+    )
+    update_epochs: int = param(
+        default=5, doc="Fine-tuning epochs of update(update_params=True).", constraint=Integer(0)
+    )
     irregular: Literal["refuse", "time_deltas"] = param(
-        default="refuse", doc="Time indexes with uneven gaps: 'refuse' (an error; fill or resample them first) or "
+        default="refuse",
+        doc="Time indexes with uneven gaps: 'refuse' (an error; fill or resample them first) or "
         "'time_deltas' (each SSM step takes Delta times its gap in units of time_unit; needs strategy='recursive', "
-        "layer='ssm' and forecasts the time stamps of fh).", constraint=Options("refuse", "time_deltas"))
+        "layer='ssm' and forecasts the time stamps of fh).",
+        constraint=Options("refuse", "time_deltas"),
+    )
     time_unit: float | str | None = param(
-        default=None, doc="Unit of the gaps with irregular='time_deltas': None (the median spacing of the training "
+        default=None,
+        doc="Unit of the gaps with irregular='time_deltas': None (the median spacing of the training "
         "series), a number (numeric index) or a duration such as '1h' (DatetimeIndex).",
-        constraint=Satisfies(_is_time_unit, "None, a positive number or a duration string"))
-    ensemble_size: int = param(default=1, doc="Networks trained side by side from different initial weights (quantile "
-                                  "grids averaged).", constraint=Integer(1))
+        constraint=Satisfies(_is_time_unit, "None, a positive number or a duration string"),
+    )
+    ensemble_size: int = param(
+        default=1,
+        doc="Networks trained side by side from different initial weights (quantile grids averaged).",
+        constraint=Integer(1),
+    )
     past_covariates: tuple = param(
-        default=(), doc="Columns of X known only up to the cutoff: read over the context, never after it (predict "
-                "needs no future values of them); strategy='direct' only.",
-        constraint=Satisfies(_is_names, "a list of X column names"))
+        default=(),
+        doc="Columns of X known only up to the cutoff: read over the context, never after it (predict "
+        "needs no future values of them); strategy='direct' only.",
+        constraint=Satisfies(_is_names, "a list of X column names"),
+    )
     static_covariates: tuple = param(
-        default=(), doc="Columns of X constant within each series (one value per series, remembered from fit/update, "
-                "so predict needs no X for them); fed to the network as constant channels.",
-        constraint=Satisfies(_is_names, "a list of X column names"))
+        default=(),
+        doc="Columns of X constant within each series (one value per series, remembered from fit/update, "
+        "so predict needs no X for them); fed to the network as constant channels.",
+        constraint=Satisfies(_is_names, "a list of X column names"),
+    )
 
 
 @with_params_doc
@@ -246,11 +303,14 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
             raise ValueError(
                 f"strategy='recursive' feeds X of every step it rolls forward, but past_covariates="
                 f"{list(self.past_covariates)} are unknown after the cutoff; use strategy='direct', or forecast "
-                "the past covariates and pass them as ordinary X")
+                "the past covariates and pass them as ordinary X"
+            )
         if self.irregular == "time_deltas" and (self.strategy != "recursive" or self.layer != "ssm"):
-            raise ValueError("irregular='time_deltas' steps the SSM by each observation's gap while rolling the forecast "
-                             f"to the requested times: it needs strategy='recursive' and layer='ssm', got "
-                             f"strategy={self.strategy!r}, layer={self.layer!r}")
+            raise ValueError(
+                "irregular='time_deltas' steps the SSM by each observation's gap while rolling the forecast "
+                f"to the requested times: it needs strategy='recursive' and layer='ssm', got "
+                f"strategy={self.strategy!r}, layer={self.layer!r}"
+            )
         norm_ = self.instance_norm
         self.window_location_ = ("last" if norm_ else None) if isinstance(norm_, (bool, np.bool_)) else norm_
         resolve_device(self.device)
@@ -272,13 +332,16 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
                     raise ValueError(
                         f"update data for {key_name(key)} ends at {part.index[-1]}, before the cutoff {seen[-1]}: "
                         "update takes data that continues the series (revisions may overlap the past, but must "
-                        "reach the cutoff)")
+                        "reach the cutoff)"
+                    )
                 # the part itself is checked above; when it continues the series, its junction is all that is new
                 joined = seen[-2:].append(part.index) if part.index[0] > seen[-1] else seen.union(part.index)
                 check_regular_index(joined, f"{what} with the update appended", even=self.irregular == "refuse")
         super()._update_y_X(y, X)
 
-    def _split_xy(self, y: pd.DataFrame, X: pd.DataFrame | None) -> list[tuple[tuple, pd.DataFrame, pd.DataFrame | None]]:
+    def _split_xy(
+        self, y: pd.DataFrame, X: pd.DataFrame | None
+    ) -> list[tuple[tuple, pd.DataFrame, pd.DataFrame | None]]:
         """[(key, y part, X part or None)] with float values; X parts keep all their rows."""
         x_parts = dict(split_instances(X)) if X is not None else {}
         parts = []
@@ -289,8 +352,9 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
             parts.append((key, as_float(y_part, "y"), None if x_part is None else as_float(x_part, "X")))
         return parts
 
-    def _x_rows(self, key: tuple, x_all: pd.DataFrame | None, times: pd.Index, what: str,
-                future: bool = False) -> np.ndarray:
+    def _x_rows(
+        self, key: tuple, x_all: pd.DataFrame | None, times: pd.Index, what: str, future: bool = False
+    ) -> np.ndarray:
         """Globally standardized X at `times`: (len(times), C_x); a clear error if time points are missing.
 
         Gaps (NaN) are carried forward from earlier rows of x_all, then set to the training
@@ -310,8 +374,11 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
                 f"X is missing {len(missing)} time point(s) needed for {what} of {key_name(key)}: {shown}; "
                 f"{type(self).__name__} was fitted with exogenous X, so fit/update/predict must pass X covering them"
             )
-        rows = (np.full((len(times), self.n_exog_), np.nan) if x_all is None
-                else x_all.ffill().reindex(times).to_numpy(dtype=np.float64, copy=True))
+        rows = (
+            np.full((len(times), self.n_exog_), np.nan)
+            if x_all is None
+            else x_all.ffill().reindex(times).to_numpy(dtype=np.float64, copy=True)
+        )
         rows[:, self._x_static] = self._statics[key]
         z = (rows - self.x_mean_) / self.x_scale_
         if future:
@@ -349,8 +416,16 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
             gaps = self._gaps(y_part.index)
             x = gaps if x is None else np.concatenate([x, gaps], axis=1)
             past = None if past is None else np.append(past, False)
-        return make_windows(y_part.to_numpy(), x, self.context_length, self.horizon_, self._strategy,
-                            self._norm_stats, min_start, past=past)
+        return make_windows(
+            y_part.to_numpy(),
+            x,
+            self.context_length,
+            self.horizon_,
+            self._strategy,
+            self._norm_stats,
+            min_start,
+            past=past,
+        )
 
     # ------------------------------------------------------------ fit
     def _fit(self, y, X, fh):
@@ -377,8 +452,13 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
             # Gaps in units of a declared duration, or of the median spacing of all training series.
             index = parts[0][1].index
             spacing = np.concatenate([np.diff(time_values(p.index)) for _, p, _ in parts])
-            self.time_unit_ = (time_unit_value(self.time_unit, index) if self.time_unit is not None
-                               else float(np.median(spacing)) if spacing.size else 1.0)
+            self.time_unit_ = (
+                time_unit_value(self.time_unit, index)
+                if self.time_unit is not None
+                else float(np.median(spacing))
+                if spacing.size
+                else 1.0
+            )
             self.horizon_ = len(fh)  # training windows: this many observations ahead
         else:
             self.horizon_ = int(max(horizon_steps(fh, y_part.index).max() for _, y_part, _ in parts))
@@ -393,8 +473,10 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
             for key, yp, xp in parts:
                 absent = yp.index[~yp.index.isin(xp.index)]
                 if len(absent):
-                    raise ValueError(f"X has no rows for {len(absent)} time point(s) of {key_name(key)} (first "
-                                     f"{absent[0]}); X must cover every time point of y (X-y must have the same index)")
+                    raise ValueError(
+                        f"X has no rows for {len(absent)} time point(s) of {key_name(key)} (first "
+                        f"{absent[0]}); X must cover every time point of y (X-y must have the same index)"
+                    )
                 self._statics[key] = self._series_statics(key, xp)
             aligned = np.concatenate([xp.reindex(yp.index).to_numpy() for _, yp, xp in parts])
             self.x_mean_, self.x_scale_ = _column_statistics(aligned, list(X.columns), "X")
@@ -405,7 +487,8 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
             raise ValueError(
                 "y gives no training window: in every window a target channel has no observed value in its "
                 f"context of {c} steps, or none of the window's targets is observed; fill long gaps or use a "
-                "longer context_length")
+                "longer context_length"
+            )
         # Remember what predict and update need: each series' tail and its X.
         self._store = {}
         for key, yp, xp in parts:
@@ -421,8 +504,10 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
         for what, names in named.items():
             unknown = [name for name in names if name not in columns]
             if unknown:
-                raise ValueError(f"{what} names {unknown}, which " + (
-                    f"are not columns of X (its columns are {columns})" if X is not None else "needs X in fit"))
+                raise ValueError(
+                    f"{what} names {unknown}, which "
+                    + (f"are not columns of X (its columns are {columns})" if X is not None else "needs X in fit")
+                )
         both = sorted(set(named["past_covariates"]) & set(named["static_covariates"]))
         if both:
             raise ValueError(f"{both} are both past and static covariates; a column of X is one or the other")
@@ -434,33 +519,44 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
         ignored), the remembered one where x_part has none; clear errors otherwise."""
         names = list(self._x_columns[self._x_static])
         known = self._statics.get(key)
-        values = (pd.DataFrame(columns=names, dtype=np.float64) if x_part is None
-                  else x_part.reindex(columns=names))
+        values = pd.DataFrame(columns=names, dtype=np.float64) if x_part is None else x_part.reindex(columns=names)
         counts = values.nunique()
         if (counts > 1).any():
             name = counts.index[int(np.argmax(counts.to_numpy() > 1))]
-            raise ValueError(f"static covariate {name!r} varies within {key_name(key)} (values "
-                             f"{values[name].dropna().unique()[:3].tolist()} ...); a static covariate has one "
-                             "value per series")
+            raise ValueError(
+                f"static covariate {name!r} varies within {key_name(key)} (values "
+                f"{values[name].dropna().unique()[:3].tolist()} ...); a static covariate has one "
+                "value per series"
+            )
         value = values.max().to_numpy(dtype=np.float64)  # the one observed value; NaN where there is none
         if known is not None:
             changed = ~np.isnan(value) & (value != known)
             if changed.any():
                 j = int(np.argmax(changed))
-                raise ValueError(f"static covariate {names[j]!r} of {key_name(key)} is {value[j]} in X, but was "
-                                 f"{known[j]} before; a static covariate has one value per series")
+                raise ValueError(
+                    f"static covariate {names[j]!r} of {key_name(key)} is {value[j]} in X, but was "
+                    f"{known[j]} before; a static covariate has one value per series"
+                )
             return known
         if np.isnan(value).any():
             j = int(np.argmax(np.isnan(value)))
-            raise ValueError(f"static covariate {names[j]!r} is missing for {key_name(key)}: X has no value of it "
-                             "for this series")
+            raise ValueError(
+                f"static covariate {names[j]!r} is missing for {key_name(key)}: X has no value of it for this series"
+            )
         return value
 
     def _build_network(self) -> ForecastEnsemble:
         C, Q = self.n_targets_, len(self.quantile_levels_)
         members = [  # drawn one after another from the seeded generator
-            self._strategy.head(self.build_backbone(C + self.n_exog_), C, self.n_exog_, self.context_length,
-                                self.horizon_, Q, **({"time_deltas": True} if self.irregular == "time_deltas" else {}))
+            self._strategy.head(
+                self.build_backbone(C + self.n_exog_),
+                C,
+                self.n_exog_,
+                self.context_length,
+                self.horizon_,
+                Q,
+                **({"time_deltas": True} if self.irregular == "time_deltas" else {}),
+            )
             for _ in range(self.ensemble_size)
         ]
         return ForecastEnsemble(members)
@@ -469,9 +565,19 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
         """The one fit path; the fitted attributes change only when training succeeds."""
         loss = pinball_loss(torch.as_tensor(self.quantile_levels_, dtype=torch.float32))
         stop = EarlyStopping(self.n_iter_no_change, self.tol) if (self.early_stopping and val is not None) else None
-        result = fit_model(network, train, loss, TrainerConfig.from_params(self), seed=seed, validation=val,
-                           early_stopping=stop, callbacks=self.callbacks or (), resume=resume, epochs=epochs,
-                           description=type(self).__name__)
+        result = fit_model(
+            network,
+            train,
+            loss,
+            TrainerConfig.from_params(self),
+            seed=seed,
+            validation=val,
+            early_stopping=stop,
+            callbacks=self.callbacks or (),
+            resume=resume,
+            epochs=epochs,
+            description=type(self).__name__,
+        )
         self.model_, self.history_, self.training_state_ = result.model, result.history, result.state
         self.n_iter_ = len(result.history)
 
@@ -527,8 +633,14 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
         data = Windows.concat(fine_tune)
         if data is not None:
             # A handful of epochs on the newest windows, continuing the optimizer state.
-            self._train(data.data(), None, network=copy.deepcopy(self.model_), epochs=self.update_epochs,
-                        seed=self._seed_ + len(self.history_), resume=self.training_state_)
+            self._train(
+                data.data(),
+                None,
+                network=copy.deepcopy(self.model_),
+                epochs=self.update_epochs,
+                seed=self._seed_ + len(self.history_),
+                resume=self.training_state_,
+            )
         return self
 
     # ------------------------------------------------------------ predict
@@ -549,8 +661,10 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
             return pd.DataFrame(values, index=results[0][1], columns=columns)
         # level by level (from_tuples builds a Python tuple per row: slow for many origins)
         sizes = [len(times) for _, times, _ in results]
-        keys = [pd.Index([key[i] for (key, _, _), size in zip(results, sizes) for _ in range(size)])
-                for i in range(len(results[0][0]))]
+        keys = [
+            pd.Index([key[i] for (key, _, _), size in zip(results, sizes) for _ in range(size)])
+            for i in range(len(results[0][0]))
+        ]
         times = results[0][1].append([t for _, t, _ in results[1:]])
         index = pd.MultiIndex.from_arrays([*keys, times], names=names or self._index_names)
         return pd.DataFrame(values, index=index, columns=columns)
@@ -567,8 +681,11 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
         if given != [name for name in fitted if name in given] or not set(required) <= set(given):
             raise ValueError(
                 f"X passed to {method} has columns {given}, but {type(self).__name__} was fitted with {fitted}"
-                + (f" (of which {[n for n, skip in zip(fitted, optional) if skip]} may be left out)"
-                   if optional.any() else "")
+                + (
+                    f" (of which {[n for n, skip in zip(fitted, optional) if skip]} may be left out)"
+                    if optional.any()
+                    else ""
+                )
             )
 
     def _contexts(self, fh, X):
@@ -586,8 +703,10 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
                 )
             before = history.index[:-c] if len(history) > c else None
             history = history.iloc[-c:]
-            self._check_observed(history.to_numpy(), f"the context of {key_name(key)} (its last {c} observations, "
-                                                      f"up to {history.index[-1]})")
+            self._check_observed(
+                history.to_numpy(),
+                f"the context of {key_name(key)} (its last {c} observations, up to {history.index[-1]})",
+            )
             if self.irregular == "time_deltas":
                 items.append(self._irregular_context(key, fh, history, before, x_old, x_new))
                 continue
@@ -597,8 +716,9 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
                 # direct: the head reads X at all trained steps; recursive: up to the last requested one
                 n_future = self._strategy.future_steps(self.horizon_, int(steps.max()))
                 future = future_times(fh, history.index, range(1, n_future + 1))
-                x_ctx, x_future = self._context_x(key, x_old, x_new, history.index, future,
-                                                  f"the forecast steps 1..{n_future}")
+                x_ctx, x_future = self._context_x(
+                    key, x_old, x_new, history.index, future, f"the forecast steps 1..{n_future}"
+                )
             items.append((key, history.to_numpy(), future_times(fh, history.index, steps), steps, x_ctx, x_future))
         return items
 
@@ -606,8 +726,10 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
         """context (c, C): a forecast needs at least one observed value of every target column."""
         empty = np.isnan(context).all(0)
         if empty.any():
-            raise ValueError(f"{where} has no observed value of {list(self._y_columns[empty])}; a forecast needs at "
-                             "least one: pass the missing values, or use a longer context_length")
+            raise ValueError(
+                f"{where} has no observed value of {list(self._y_columns[empty])}; a forecast needs at "
+                "least one: pass the missing values, or use a longer context_length"
+            )
 
     def _check_steps(self, steps: np.ndarray, key: tuple) -> np.ndarray:
         if steps.min() < 1:
@@ -637,12 +759,16 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
         try:
             future = fh.to_absolute_index(self.cutoff).sort_values()
         except Exception as error:  # sktime needs a freq for a relative fh on a DatetimeIndex
-            raise ValueError(f"with irregular='time_deltas' give fh as the time stamps to forecast (an absolute "
-                             f"ForecastingHorizon); a relative fh has no time stamps here: {error}") from None
+            raise ValueError(
+                f"with irregular='time_deltas' give fh as the time stamps to forecast (an absolute "
+                f"ForecastingHorizon); a relative fh has no time stamps here: {error}"
+            ) from None
         if time_values(future)[0] <= time_values(history.index)[-1]:
-            raise ValueError(f"fh reaches into the observed data of {key_name(key)}: forecasts start after {history.index[-1]}")
+            raise ValueError(
+                f"fh reaches into the observed data of {key_name(key)}: forecasts start after {history.index[-1]}"
+            )
         gaps = self._gaps(history.index.append(future), before)
-        x_ctx, x_future = gaps[: len(history)], gaps[len(history):]
+        x_ctx, x_future = gaps[: len(history)], gaps[len(history) :]
         if self.n_exog_:
             xc, xf = self._context_x(key, x_old, x_new, history.index, future, "the forecast times")
             x_ctx, x_future = np.concatenate([xc, x_ctx], axis=1), np.concatenate([xf, x_future], axis=1)
@@ -667,10 +793,12 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
         context = np.stack([item[0].T for item in items])  # (n, C, c)
         shift, scale = self._norm_stats(context)
         exog = self.n_exog_ or self.irregular == "time_deltas"  # the gaps travel as the last covariate
-        ctx = Contexts(impute((context - shift) / scale),  # gaps carried forward
-                       np.stack([item[2].T for item in items]) if exog else None,
-                       [item[3] for item in items] if exog else None,
-                       int(max(item[1].max() for item in items)))
+        ctx = Contexts(
+            impute((context - shift) / scale),  # gaps carried forward
+            np.stack([item[2].T for item in items]) if exog else None,
+            [item[3] for item in items] if exog else None,
+            int(max(item[1].max() for item in items)),
+        )
         shift_t, scale_t = np.transpose(shift, (0, 2, 1)), np.transpose(scale, (0, 2, 1))  # (n, 1, C)
         results = []
         if self.strategy == "direct":
@@ -681,8 +809,15 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
                 results.append((g[..., median], None if alpha is None else interpolate_quantiles(g, levels, alpha)))
             return results
         point, paths = self._strategy.forecast(
-            model, ctx, self.horizon_, device, median=median, levels=levels,
-            n_paths=0 if alpha is None else self.n_sample_paths, seed=self._seed_)
+            model,
+            ctx,
+            self.horizon_,
+            device,
+            median=median,
+            levels=levels,
+            n_paths=0 if alpha is None else self.n_sample_paths,
+            seed=self._seed_,
+        )
         point = point * scale_t + shift_t
         if paths is not None:
             paths = paths * scale_t[:, None, None] + shift_t[:, None, None]  # (n, P, members, S, C)
@@ -702,8 +837,10 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
         elif not isinstance(fh, ForecastingHorizon):
             fh = ForecastingHorizon(fh)
         if not fh.is_relative:
-            raise ValueError("historical_forecasts and stream need a relative fh (steps ahead of each origin, "
-                             f"e.g. [1, 2, 3]), got the absolute {list(fh.to_pandas())}")
+            raise ValueError(
+                "historical_forecasts and stream need a relative fh (steps ahead of each origin, "
+                f"e.g. [1, 2, 3]), got the absolute {list(fh.to_pandas())}"
+            )
         return fh, np.asarray(fh.to_pandas(), dtype=np.int64)
 
     def historical_forecasts(self, y, X=None, cutoffs=None, fh=None, alpha=None) -> pd.DataFrame:
@@ -725,9 +862,11 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
         """
         self.check_is_fitted()
         if self.irregular == "time_deltas":
-            raise ValueError("historical_forecasts forecasts relative steps from each cutoff, which an irregular "
-                             "time index (irregular='time_deltas') does not have; use update + predict with "
-                             "the time stamps as fh")
+            raise ValueError(
+                "historical_forecasts forecasts relative steps from each cutoff, which an irregular "
+                "time index (irregular='time_deltas') does not have; use update + predict with "
+                "the time stamps as fh"
+            )
         fh, _ = self._relative_steps(fh)
         if alpha is not None:
             alpha = quantile_probabilities(alpha)
@@ -755,16 +894,20 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
             short = np.flatnonzero(positions < c - 1)
             if len(short):
                 raise ValueError(
-                    f"cutoff {asked[short[0]]} leaves {key_name(key)} {max(positions[short[0]] + 1, 0)} observation(s), "
-                    f"but a forecast reads a context of context_length={c}; its first possible cutoff is {index[c - 1]}")
+                    f"cutoff {asked[short[0]]} leaves {key_name(key)} "
+                    f"{max(positions[short[0]] + 1, 0)} observation(s), "
+                    f"but a forecast reads a context of context_length={c}; its first possible cutoff is {index[c - 1]}"
+                )
             # A regular index: the time of step s after position p is full[p + s].
             full = index.append(future_times(fh, index, range(1, n_future + 1)))
             values = yp.to_numpy()
             x_ctx = x_fut = None
             if self.n_exog_:
                 if self._x_static.any() and key not in self._statics:
-                    raise ValueError(f"{key_name(key)} was not seen in fit or update, so its static covariates are "
-                                     "unknown; update the forecaster with it first")
+                    raise ValueError(
+                        f"{key_name(key)} was not seen in fit or update, so its static covariates are "
+                        "unknown; update the forecaster with it first"
+                    )
                 # context rows read every column; forecast steps never the past-only ones
                 in_ctx, in_fut = np.zeros(len(full), dtype=bool), np.zeros(len(full), dtype=bool)
                 for p in positions:
@@ -775,18 +918,26 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
                 x_fut[in_fut] = self._x_rows(key, xp, full[in_fut], "the forecast steps of the cutoffs", future=True)
             for label, p in zip(asked, positions):
                 context = values[p - c + 1 : p + 1]
-                self._check_observed(context, f"the context of {key_name(key)} at cutoff {label} (its last {c} "
-                                              "observations)")
-                items.append((context, steps, None if x_ctx is None else x_ctx[p - c + 1 : p + 1],
-                              None if x_fut is None else x_fut[p + 1 : p + 1 + n_future]))
+                self._check_observed(
+                    context, f"the context of {key_name(key)} at cutoff {label} (its last {c} observations)"
+                )
+                items.append(
+                    (
+                        context,
+                        steps,
+                        None if x_ctx is None else x_ctx[p - c + 1 : p + 1],
+                        None if x_fut is None else x_fut[p + 1 : p + 1 + n_future],
+                    )
+                )
                 labels.append(((*key, label), full[p + steps]))
         if not items:
             raise ValueError("historical_forecasts got no cutoffs")
         outputs = self._run(items, alpha)
         names = [*self._index_names[:-1], "cutoff", self._index_names[-1]]
         if alpha is None:
-            return self._assemble([(k, t, point) for (k, t), (point, _) in zip(labels, outputs)], self._y_columns,
-                                  names)
+            return self._assemble(
+                [(k, t, point) for (k, t), (point, _) in zip(labels, outputs)], self._y_columns, names
+            )
         frames = [(k, t, q.reshape(len(t), -1)) for (k, t), (_, q) in zip(labels, outputs)]
         return self._assemble(frames, self._get_columns(method="predict_quantiles", alpha=list(alpha)), names)
 
@@ -808,12 +959,34 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
     def get_test_params(cls, parameter_set="default"):
         """Three tiny configurations (direct / recursive ensemble of two / recursive on a diagonal-plus-low-rank
         LinearCDE block, which rolls forward with the layer's `step`) that fit in well under a second."""
-        tiny = dict(d_model=8, d_state=4, n_layers=1, max_epochs=2, batch_size=16, device="cpu",
-                    update_epochs=1, quantiles=(0.1, 0.5, 0.9))
+        tiny = dict(
+            d_model=8,
+            d_state=4,
+            n_layers=1,
+            max_epochs=2,
+            batch_size=16,
+            device="cpu",
+            update_epochs=1,
+            quantiles=(0.1, 0.5, 0.9),
+        )
         return [
             {**tiny, "context_length": 4, "random_state": 0},
-            {**tiny, "context_length": 5, "strategy": "recursive", "instance_norm": False,
-             "n_sample_paths": 16, "ensemble_size": 2, "random_state": 1},
-            {**tiny, "context_length": 4, "strategy": "recursive", "n_sample_paths": 8, "random_state": 2,
-             "layer": "lncde", "lncde_structure": "dplr"},
+            {
+                **tiny,
+                "context_length": 5,
+                "strategy": "recursive",
+                "instance_norm": False,
+                "n_sample_paths": 16,
+                "ensemble_size": 2,
+                "random_state": 1,
+            },
+            {
+                **tiny,
+                "context_length": 4,
+                "strategy": "recursive",
+                "n_sample_paths": 8,
+                "random_state": 2,
+                "layer": "lncde",
+                "lncde_structure": "dplr",
+            },
         ]

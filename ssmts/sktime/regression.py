@@ -3,6 +3,7 @@
 A thin adapter, like SSMPanelClassifier: fit/predict delegate to an SSMRegressor built
 with the same parameters. Several targets are fitted jointly by one network.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -69,6 +70,11 @@ class SSMPanelRegressor(SequenceModelParams, BaseRegressor):
     def get_test_params(cls, parameter_set="default"):
         """Three tiny configurations (one SSM block; several heads and last-step pooling; a Walsh-Hadamard
         LinearCDE block)."""
-        tiny = dict(d_model=8, d_state=4, n_layers=1, max_epochs=2, min_steps=0, batch_size=16, device="cpu", random_state=0)
-        return [tiny, {**tiny, "d_state": 8, "heads": 2, "pooling": "last", "random_state": 1},
-                {**tiny, "layer": "lncde", "lncde_structure": "walsh_hadamard", "pooling": "last", "random_state": 2}]
+        tiny = dict(
+            d_model=8, d_state=4, n_layers=1, max_epochs=2, min_steps=0, batch_size=16, device="cpu", random_state=0
+        )
+        return [
+            tiny,
+            {**tiny, "d_state": 8, "heads": 2, "pooling": "last", "random_state": 1},
+            {**tiny, "layer": "lncde", "lncde_structure": "walsh_hadamard", "pooling": "last", "random_state": 2},
+        ]

@@ -7,6 +7,7 @@
 The command line is `ssmts tasks list` / `ssmts tasks run NAME ...` (ssmts.cli). The
 state-tracking task has its own protocol (ssmts.tasks.state_tracking).
 """
+
 from .presets import PRESET_NAMES, TABLE_10, Preset, get_preset
 from .registry import (
     TASKS,
@@ -21,7 +22,19 @@ from .runner import PAPER_REPORTED, run_task
 from .state_tracking import get_state_tracking_preset, run_state_tracking
 
 __all__ = [
-    "TASKS", "Task", "get_task", "list_tasks", "default_cache_dir", "SyntheticUnavailableError", "UnknownTaskError",
-    "Preset", "PRESET_NAMES", "TABLE_10", "get_preset", "run_task", "PAPER_REPORTED",
-    "run_state_tracking", "get_state_tracking_preset",
+    "TASKS",
+    "Task",
+    "get_task",
+    "list_tasks",
+    "default_cache_dir",
+    "SyntheticUnavailableError",
+    "UnknownTaskError",
+    "Preset",
+    "PRESET_NAMES",
+    "TABLE_10",
+    "get_preset",
+    "run_task",
+    "PAPER_REPORTED",
+    "run_state_tracking",
+    "get_state_tracking_preset",
 ]

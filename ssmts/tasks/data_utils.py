@@ -1,4 +1,5 @@
 """TaskData helpers of the task pipelines: subsets, caching, and conversion to Trainer tensors."""
+
 from __future__ import annotations
 
 import json
@@ -31,8 +32,9 @@ def limit_task_data(data: TaskData, max_train: int | None, max_eval: int | None,
     data.train = subset_split(data.train, max_train, seed)
     data.val = subset_split(data.val, max_eval, seed + 1)
     data.test = subset_split(data.test, max_eval, seed + 2)
-    data.meta = dict(data.meta, subset={"from_sizes": sizes, "max_train": max_train, "max_eval": max_eval,
-                                        "seed": seed})
+    data.meta = dict(
+        data.meta, subset={"from_sizes": sizes, "max_train": max_train, "max_eval": max_eval, "seed": seed}
+    )
     return data
 
 
@@ -66,8 +68,14 @@ def save_task_arrays(data: TaskData, directory: str | Path) -> None:
         np.save(staging / f"{name}_y.npy", np.asarray(split.y))
         if split.lengths is not None:
             np.save(staging / f"{name}_lengths.npy", np.asarray(split.lengths))
-    header = {"n_classes": data.n_classes, "vocab_size": data.vocab_size, "sample_rate": data.sample_rate,
-              "classes": data.classes, "source": data.source, "meta": json_safe(data.meta)}
+    header = {
+        "n_classes": data.n_classes,
+        "vocab_size": data.vocab_size,
+        "sample_rate": data.sample_rate,
+        "classes": data.classes,
+        "source": data.source,
+        "meta": json_safe(data.meta),
+    }
     (staging / "header.json").write_text(json.dumps(header))
     shutil.rmtree(directory, ignore_errors=True)
     staging.replace(directory)
@@ -84,12 +92,22 @@ def load_task_arrays(directory: str | Path, mmap: bool = True) -> TaskData:
     splits = []
     for name in ("train", "val", "test"):
         lengths = directory / f"{name}_lengths.npy"
-        splits.append(Split(np.load(directory / f"{name}_X.npy", mmap_mode="r" if mmap else None, allow_pickle=False),
-                            np.load(directory / f"{name}_y.npy", allow_pickle=False),
-                            np.load(lengths, allow_pickle=False) if lengths.exists() else None))
-    return TaskData(*splits, n_classes=header["n_classes"], vocab_size=header["vocab_size"],
-                    sample_rate=header["sample_rate"], classes=header["classes"],
-                    source=header["source"], meta=dict(header["meta"], cached_dir=str(directory)))
+        splits.append(
+            Split(
+                np.load(directory / f"{name}_X.npy", mmap_mode="r" if mmap else None, allow_pickle=False),
+                np.load(directory / f"{name}_y.npy", allow_pickle=False),
+                np.load(lengths, allow_pickle=False) if lengths.exists() else None,
+            )
+        )
+    return TaskData(
+        *splits,
+        n_classes=header["n_classes"],
+        vocab_size=header["vocab_size"],
+        sample_rate=header["sample_rate"],
+        classes=header["classes"],
+        source=header["source"],
+        meta=dict(header["meta"], cached_dir=str(directory)),
+    )
 
 
 def length_mask(lengths: np.ndarray | None, length: int) -> torch.Tensor | None:
@@ -99,8 +117,9 @@ def length_mask(lengths: np.ndarray | None, length: int) -> torch.Tensor | None:
     return torch.arange(length)[None, :] < torch.as_tensor(np.asarray(lengths))[..., None]
 
 
-def to_sequence_data(split: Split, inputs: str, kind: str, target_mean: float = 0.0,
-                     target_scale: float = 1.0) -> SequenceData:
+def to_sequence_data(
+    split: Split, inputs: str, kind: str, target_mean: float = 0.0, target_scale: float = 1.0
+) -> SequenceData:
     """Trainer tensors of a split.
 
     inputs "tokens": x (n, L) int64 + mask (n, L) from lengths; "token_pairs": x (n, 2, L)
@@ -114,8 +133,11 @@ def to_sequence_data(split: Split, inputs: str, kind: str, target_mean: float = 
         mask = length_mask(split.lengths, x.shape[-1])
     elif inputs == "signal":
         # A memory-mapped split (a task cache) stays on disk and is read batch by batch.
-        x = LazyRows(split.X) if isinstance(split.X, np.memmap) else torch.from_numpy(
-            np.ascontiguousarray(split.X, dtype=np.float32))
+        x = (
+            LazyRows(split.X)
+            if isinstance(split.X, np.memmap)
+            else torch.from_numpy(np.ascontiguousarray(split.X, dtype=np.float32))
+        )
         mask = None
     else:
         raise ValueError(f"unknown input kind {inputs!r}")

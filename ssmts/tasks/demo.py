@@ -8,6 +8,7 @@ the CPU budget), then classifies the held-out voices at that rate and, with no
 retraining, at half the rate: Delta rescaled (the SSM's zero-shot resampling) with
 decimated x[::2] or resampled input, and without the rescaling for comparison.
 """
+
 from __future__ import annotations
 
 import time
@@ -33,15 +34,29 @@ class DemoSettings:
     rate: int = 4000
     epochs: int = 30
     max_per_class: int | None = None
-    classifier: dict = field(default_factory=lambda: dict(
-        d_model=32, d_state=32, n_layers=3, heads=1, norm="batch", prenorm=False, batch_size=16, lr=1e-2,
-        lr_ssm=1e-3))
+    classifier: dict = field(
+        default_factory=lambda: dict(
+            d_model=32,
+            d_state=32,
+            n_layers=3,
+            heads=1,
+            norm="batch",
+            prenorm=False,
+            batch_size=16,
+            lr=1e-2,
+            lr_ssm=1e-3,
+        )
+    )
 
 
 DEMO = DemoSettings()
 # --quick: seconds, for smoke tests; it shows the table, not a trained model.
-QUICK = DemoSettings(rate=1000, epochs=1, max_per_class=2,
-                     classifier={**DEMO.classifier, "d_model": 8, "d_state": 4, "n_layers": 1, "min_steps": 0})
+QUICK = DemoSettings(
+    rate=1000,
+    epochs=1,
+    max_per_class=2,
+    classifier={**DEMO.classifier, "d_model": 8, "d_state": 4, "n_layers": 1, "min_steps": 0},
+)
 # Per class and split when reading real Speech Commands: the shipped copy's 16 training clips per word.
 REAL_DATA_MAX_PER_CLASS = 16
 
@@ -97,17 +112,24 @@ def run_demo(
     n = {name: len(y) for name, (_, y) in splits.items()}
     source = "the shipped spoken-commands copy (espeak-ng voices)" if data_dir is None else f"Speech Commands at {root}"
     echo(f"ssmts demo: 10 spoken words from raw audio, {source}")
-    echo(f"  {n['train']} training / {n['val']} validation / {n['test']} test clips; validation and test voices "
-         "are not in training")
-    echo(f"  training at {rate} Hz: the 16 kHz clips are resampled (band-limited) to {rate} Hz to fit a CPU "
-         f"budget, so each clip is a sequence of {splits['train'][0].shape[-1]} samples")
+    echo(
+        f"  {n['train']} training / {n['val']} validation / {n['test']} test clips; validation and test voices "
+        "are not in training"
+    )
+    echo(
+        f"  training at {rate} Hz: the 16 kHz clips are resampled (band-limited) to {rate} Hz to fit a CPU "
+        f"budget, so each clip is a sequence of {splits['train'][0].shape[-1]} samples"
+    )
 
-    clf = SSMClassifier(**settings.classifier, max_epochs=epochs, sample_rate=rate, random_state=seed, device=device,
-                        verbose=verbose)
+    clf = SSMClassifier(
+        **settings.classifier, max_epochs=epochs, sample_rate=rate, random_state=seed, device=device, verbose=verbose
+    )
     planned = planned_epochs(n["train"], TrainerConfig.from_params(clf))
     steps = planned * steps_per_epoch(n["train"], clf.batch_size)
-    echo(f"  SSMClassifier: {clf.n_layers} layers, H={clf.d_model}, N={clf.d_state}, batch {clf.batch_size}, "
-         f"{planned} epochs ({steps} steps; at least {clf.min_steps} steps)")
+    echo(
+        f"  SSMClassifier: {clf.n_layers} layers, H={clf.d_model}, N={clf.d_state}, batch {clf.batch_size}, "
+        f"{planned} epochs ({steps} steps; at least {clf.min_steps} steps)"
+    )
     t0 = time.perf_counter()
     clf.fit(*splits["train"])
     train_seconds = time.perf_counter() - t0
@@ -115,8 +137,11 @@ def run_demo(
     t0 = time.perf_counter()
     # The rate the estimator is told: the true one rescales Delta by rate / told; the training rate does not.
     # 3-D (n, 1, L) input: its length may differ from training (no 2-D "features" check).
-    rows = zero_shot.evaluate(lambda X, factor: clf.predict(X, sample_rate=rate / factor),
-                              {name: splits[name] for name in ("val", "test")}, rate)
+    rows = zero_shot.evaluate(
+        lambda X, factor: clf.predict(X, sample_rate=rate / factor),
+        {name: splits[name] for name in ("val", "test")},
+        rate,
+    )
     eval_seconds = time.perf_counter() - t0
     chance = 1.0 / len(classes)
     total_seconds = time.perf_counter() - started
@@ -124,12 +149,23 @@ def run_demo(
     echo("")
     echo(zero_shot.format_table(rows, ["val_accuracy", "test_accuracy"], chance=chance))
     echo(f"training {train_seconds:.0f} s, evaluation {eval_seconds:.0f} s, total {total_seconds:.0f} s")
-    echo("'Delta x' is the factor applied to every step size: the model trained at "
-         f"{rate} Hz reads {rate // 2} Hz input with Delta doubled, nothing retrained.")
+    echo(
+        "'Delta x' is the factor applied to every step size: the model trained at "
+        f"{rate} Hz reads {rate // 2} Hz input with Delta doubled, nothing retrained."
+    )
     return {
-        "source": str(root), "classes": classes.tolist(), "n": n, "rate_hz": rate, "epochs": epochs, "seed": seed,
-        "settings": asdict(settings), "rows": rows, "chance": chance, "train_seconds": train_seconds,
-        "eval_seconds": eval_seconds, "total_seconds": total_seconds,
+        "source": str(root),
+        "classes": classes.tolist(),
+        "n": n,
+        "rate_hz": rate,
+        "epochs": epochs,
+        "seed": seed,
+        "settings": asdict(settings),
+        "rows": rows,
+        "chance": chance,
+        "train_seconds": train_seconds,
+        "eval_seconds": eval_seconds,
+        "total_seconds": total_seconds,
         "final_train_loss": clf.history_[-1]["train_loss"],
     }
 

@@ -1,4 +1,5 @@
 """Networks of the task pipelines: a head of ssmts.nn.heads on the preset's backbone."""
+
 from __future__ import annotations
 
 from torch import nn

@@ -23,6 +23,7 @@ factor and patience). Where it cannot do what the paper did (multistep, LR_other
 augmentation ...), the preset records the
 paper value in ``paper_schedule``/``notes`` and the results JSON lists the difference.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
@@ -105,9 +106,16 @@ class Preset:
 
     def trainer_config(self, **overrides) -> TrainerConfig:
         """The Trainer settings of the preset (its paper schedule included), validated."""
-        values = dict(optimizer="adamw", lr=self.lr, lr_ssm=self.lr_ssm, weight_decay=self.weight_decay,
-                      scheduler=self.scheduler, max_epochs=self.epochs, batch_size=self.batch_size,
-                      **trainer_schedule_kwargs(self))
+        values = dict(
+            optimizer="adamw",
+            lr=self.lr,
+            lr_ssm=self.lr_ssm,
+            weight_decay=self.weight_decay,
+            scheduler=self.scheduler,
+            max_epochs=self.epochs,
+            batch_size=self.batch_size,
+            **trainer_schedule_kwargs(self),
+        )
         config = TrainerConfig(**{**values, **overrides})
         config.validate_params()
         return config
@@ -119,6 +127,7 @@ class Preset:
 
 
 # ----------------------------------------------------------------------------- eSSM Table 10
+
 
 @dataclass(frozen=True)
 class Table10Row:
@@ -215,8 +224,10 @@ def _paper_preset(task: str) -> Preset:
         extra = dict(activation="leaky_relu", bidirectional=False)
         notes.append("ListOps (E.2.1): LeakyReLU, not bidirectional, C from HiPPO (init 'legs')")
     else:
-        notes.append("bidirectional (eSSM flipped kernel): E.2.1 turns it off for ListOps only, so it is taken "
-                     "to be on for the other tasks")
+        notes.append(
+            "bidirectional (eSSM flipped kernel): E.2.1 turns it off for ListOps only, so it is taken "
+            "to be on for the other tasks"
+        )
     if task == "sc10-mfcc":
         # The 20 coefficients differ in scale by orders of magnitude (c0 is the log energy).
         extra = dict(standardize_input=True)
@@ -225,25 +236,53 @@ def _paper_preset(task: str) -> Preset:
         notes.append("paper: horizontal flips and random crops as augmentation; not applied here")
     if task == "lra-pathx":
         extra = dict(dt_min=1e-4, dt_max=0.1, dt_scale=0.0625)
-        notes += ["Path-X (E.2.6): Delta initialized in [1e-4, 0.1], scaled by 0.0625",
-                  "paper: only 50% of the training set before epoch 110; here the full set throughout"]
+        notes += [
+            "Path-X (E.2.6): Delta initialized in [1e-4, 0.1], scaled by 0.0625",
+            "paper: only 50% of the training set before epoch 110; here the full set throughout",
+        ]
     data: dict[str, Any] = {}
     if task in ("sc10", "sc35"):
         data = {"sample_rate": 16000}
     return Preset(
-        name="paper", n_layers=row.depth, heads=row.heads, d_model=row.H, d_state=row.N,
-        batch_size=row.batch, epochs=row.epochs, lr=row.lr_others, lr_ssm=row.lr_ssm,
-        dropout=row.dropout, prenorm=row.prenorm, scheduler=scheduler, paper_schedule=dict(schedule),
-        data=data, synthetic=_PAPER_SYNTHETIC.get(task, {}), notes=tuple(notes), **extra,
+        name="paper",
+        n_layers=row.depth,
+        heads=row.heads,
+        d_model=row.H,
+        d_state=row.N,
+        batch_size=row.batch,
+        epochs=row.epochs,
+        lr=row.lr_others,
+        lr_ssm=row.lr_ssm,
+        dropout=row.dropout,
+        prenorm=row.prenorm,
+        scheduler=scheduler,
+        paper_schedule=dict(schedule),
+        data=data,
+        synthetic=_PAPER_SYNTHETIC.get(task, {}),
+        notes=tuple(notes),
+        **extra,
     )
 
 
 def _bidmc_paper_preset() -> Preset:
     scheduler, notes = _schedule_notes(PAPER_SCHEDULES["bidmc"])
     return Preset(
-        name="paper", n_layers=6, heads=1, d_model=128, d_state=256, batch_size=32, epochs=500,
-        lr=0.01, lr_ssm=0.001, weight_decay=0.05, dropout=0.0, prenorm=True, norm="layer",
-        bidirectional=False, pooling="last", scheduler=scheduler,
+        name="paper",
+        n_layers=6,
+        heads=1,
+        d_model=128,
+        d_state=256,
+        batch_size=32,
+        epochs=500,
+        lr=0.01,
+        lr_ssm=0.001,
+        weight_decay=0.05,
+        dropout=0.0,
+        prenorm=True,
+        norm="layer",
+        bidirectional=False,
+        pooling="last",
+        scheduler=scheduler,
         paper_schedule=dict(PAPER_SCHEDULES["bidmc"]),
         data={"protocol": "s4", "standardize": False},
         synthetic={"n_windows": 2000, "length": 4000},
@@ -277,56 +316,131 @@ _PAPER_SYNTHETIC: dict[str, dict] = {
 
 # ----------------------------------------------------------------------------- small / tiny
 
+
 def _small_preset(task: str) -> Preset:
     """CPU-sized preset: 2-4 small layers, capped data, a handful of epochs."""
-    common = dict(name="small", heads=4, d_model=64, d_state=32, batch_size=32, lr=4e-3, lr_ssm=1e-3,
-                  dropout=0.0, prenorm=True, weight_decay=0.01, scheduler="cosine")
+    common = dict(
+        name="small",
+        heads=4,
+        d_model=64,
+        d_state=32,
+        batch_size=32,
+        lr=4e-3,
+        lr_ssm=1e-3,
+        dropout=0.0,
+        prenorm=True,
+        weight_decay=0.01,
+        scheduler="cosine",
+    )
     notes = ["small CPU preset: not the paper's model size, data size or epochs"]
     if task == "lra-listops":
-        return Preset(**common, n_layers=2, epochs=10, activation="leaky_relu", bidirectional=False,
-                      limit=None, data={"max_train": 5000, "max_eval": 1000},
-                      synthetic={"n_train": 2000, "n_val": 200, "n_test": 200, "min_length": 50,
-                                 "max_length": 300, "max_depth": 6},
-                      notes=tuple(notes))
+        return Preset(
+            **common,
+            n_layers=2,
+            epochs=10,
+            activation="leaky_relu",
+            bidirectional=False,
+            limit=None,
+            data={"max_train": 5000, "max_eval": 1000},
+            synthetic={
+                "n_train": 2000,
+                "n_val": 200,
+                "n_test": 200,
+                "min_length": 50,
+                "max_length": 300,
+                "max_depth": 6,
+            },
+            notes=tuple(notes),
+        )
     if task == "lra-text":
-        return Preset(**common, n_layers=2, epochs=8, data={"max_train": 2000, "max_eval": 500},
-                      synthetic={"n_train": 1000, "n_val": 200, "n_test": 200, "max_length": 1024},
-                      notes=tuple(notes))
+        return Preset(
+            **common,
+            n_layers=2,
+            epochs=8,
+            data={"max_train": 2000, "max_eval": 500},
+            synthetic={"n_train": 1000, "n_val": 200, "n_test": 200, "max_length": 1024},
+            notes=tuple(notes),
+        )
     if task == "lra-retrieval":
-        return Preset(**common, n_layers=2, epochs=8, data={"max_samples": 2000, "max_eval": 500},
-                      synthetic={"n_train": 1000, "n_val": 200, "n_test": 200, "max_length": 512},
-                      notes=tuple(notes))
+        return Preset(
+            **common,
+            n_layers=2,
+            epochs=8,
+            data={"max_samples": 2000, "max_eval": 500},
+            synthetic={"n_train": 1000, "n_val": 200, "n_test": 200, "max_length": 512},
+            notes=tuple(notes),
+        )
     if task in ("lra-image", "smnist", "psmnist", "scifar"):
-        return Preset(**common, n_layers=3, epochs=15, data={"max_train": 5000, "max_eval": 1000},
-                      synthetic={}, notes=tuple(notes))
+        return Preset(
+            **common,
+            n_layers=3,
+            epochs=15,
+            data={"max_train": 5000, "max_eval": 1000},
+            synthetic={},
+            notes=tuple(notes),
+        )
     if task == "lra-pathfinder":
-        return Preset(**common, n_layers=3, epochs=10, data={"max_samples": 3000},
-                      synthetic={"n_samples": 1500}, notes=tuple(notes))
+        return Preset(
+            **common,
+            n_layers=3,
+            epochs=10,
+            data={"max_samples": 3000},
+            synthetic={"n_samples": 1500},
+            notes=tuple(notes),
+        )
     if task == "lra-pathx":
-        return Preset(**{**common, "batch_size": 16}, n_layers=2, epochs=3, dt_min=1e-4, dt_max=0.1,
-                      dt_scale=0.0625, data={"max_samples": 600}, synthetic={"n_samples": 400},
-                      notes=tuple(notes))
+        return Preset(
+            **{**common, "batch_size": 16},
+            n_layers=2,
+            epochs=3,
+            dt_min=1e-4,
+            dt_max=0.1,
+            dt_scale=0.0625,
+            data={"max_samples": 600},
+            synthetic={"n_samples": 400},
+            notes=tuple(notes),
+        )
     if task in ("sc10", "sc35"):
         # The `ssmts demo` model (measured to learn the espeak-ng words on a CPU), causal. The
         # demo's lr 1e-2 over the 4x larger stand-in left batch-norm statistics unusable in
         # eval mode (validation at chance while the training loss fell); 4e-3 does not.
-        return Preset(**{**common, "batch_size": 16, "d_model": 32, "d_state": 32, "heads": 1,
-                         "prenorm": False},
-                      n_layers=3, epochs=20, bidirectional=False, standardize_input=True,
-                      data={"sample_rate": 4000, "max_per_class": 60 if task == "sc10" else 30},
-                      synthetic={"sample_rate": 4000, "clips_per_voice": 4 if task == "sc10" else 2},
-                      notes=(*notes, "trains at 4 kHz (band-limited resampling of the 16 kHz clips) to fit a CPU; "
-                             "zero-shot at 2 kHz", "waveforms standardized with training statistics"))
+        return Preset(
+            **{**common, "batch_size": 16, "d_model": 32, "d_state": 32, "heads": 1, "prenorm": False},
+            n_layers=3,
+            epochs=20,
+            bidirectional=False,
+            standardize_input=True,
+            data={"sample_rate": 4000, "max_per_class": 60 if task == "sc10" else 30},
+            synthetic={"sample_rate": 4000, "clips_per_voice": 4 if task == "sc10" else 2},
+            notes=(
+                *notes,
+                "trains at 4 kHz (band-limited resampling of the 16 kHz clips) to fit a CPU; zero-shot at 2 kHz",
+                "waveforms standardized with training statistics",
+            ),
+        )
     if task == "sc10-mfcc":
-        return Preset(**{**common, "batch_size": 16}, n_layers=3, epochs=20, standardize_input=True,
-                      data={"max_per_class": 200}, synthetic={"clips_per_voice": 4},
-                      notes=(*notes, "MFCC channels standardized with training statistics"))
+        return Preset(
+            **{**common, "batch_size": 16},
+            n_layers=3,
+            epochs=20,
+            standardize_input=True,
+            data={"max_per_class": 200},
+            synthetic={"clips_per_voice": 4},
+            notes=(*notes, "MFCC channels standardized with training statistics"),
+        )
     if task.startswith("bidmc-"):
-        return Preset(**{**common, "lr": 5e-3}, n_layers=3, epochs=20, norm="layer", bidirectional=False,
-                      pooling="last", standardize_target=True,
-                      data={"protocol": "s4", "standardize": True, "max_train": 1500},
-                      synthetic={"n_windows": 400, "length": 1000},
-                      notes=(*notes, "inputs and targets standardized with training statistics; RMSE in target units"))
+        return Preset(
+            **{**common, "lr": 5e-3},
+            n_layers=3,
+            epochs=20,
+            norm="layer",
+            bidirectional=False,
+            pooling="last",
+            standardize_target=True,
+            data={"protocol": "s4", "standardize": True, "max_train": 1500},
+            synthetic={"n_windows": 400, "length": 1000},
+            notes=(*notes, "inputs and targets standardized with training statistics; RMSE in target units"),
+        )
     raise KeyError(task)
 
 
@@ -349,13 +463,26 @@ def _tiny_preset(task: str) -> Preset:
     if task in ("sc10", "sc35"):
         data.update(sample_rate=1000, max_per_class=1)
     return replace(
-        base, name="tiny", n_layers=1, heads=1, d_model=8, d_state=4, batch_size=8, epochs=1,
-        synthetic=synthetic, data=data, limit=8, notes=("smoke-test preset: one step on 8 samples",),
+        base,
+        name="tiny",
+        n_layers=1,
+        heads=1,
+        d_model=8,
+        d_state=4,
+        batch_size=8,
+        epochs=1,
+        synthetic=synthetic,
+        data=data,
+        limit=8,
+        notes=("smoke-test preset: one step on 8 samples",),
     )
 
 
 TASK_NAMES_WITH_PRESETS = (
-    *TABLE_10, "bidmc-rr", "bidmc-hr", "bidmc-spo2",
+    *TABLE_10,
+    "bidmc-rr",
+    "bidmc-hr",
+    "bidmc-spo2",
 )
 
 

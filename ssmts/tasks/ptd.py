@@ -31,6 +31,7 @@ learnable Delta per layer at the same initial value). The diagonal layers store 
 (``conj_sym=False``), one Delta per mode, as the paper's S4D/S5 layers do. Output: the results
 JSON (the CLI adds PNG figures next to it with ``ssmts.plot.save_ptd_figures``).
 """
+
 from __future__ import annotations
 
 import json
@@ -44,7 +45,7 @@ import numpy as np
 import torch
 
 import ssmts
-from ssmts.nn import SSMBackbone, SequenceHead
+from ssmts.nn import SequenceHead, SSMBackbone
 from ssmts.nn.analysis import sensitive_frequencies
 from ssmts.nn.init import hippo_legs, hippo_legs_normal, ptd_legs
 from ssmts.training import BackboneParams, SequenceData, TrainerConfig, fit_model, predict_batches
@@ -55,9 +56,9 @@ from .data_utils import json_safe
 EXPERIMENTS = ("ptd-sinusoids", "ptd-robustness", "ptd-ablation")
 DESCRIPTIONS = {
     "ptd-sinusoids": "PTD paper 3.4: regress amplitude and frequency of sinusoids; legs vs ptd on "
-                     "interpolation/extrapolation grids (heat maps)",
+    "interpolation/extrapolation grids (heat maps)",
     "ptd-robustness": "PTD paper 5.2: legs vs ptd pixel-sequence classifiers under sinusoidal input noise at "
-                      "the legs model's sensitive frequencies and at random ones",
+    "the legs model's sensitive frequencies and at random ones",
     "ptd-ablation": "PTD paper 5.3: accuracy and cond(V) against the PTD perturbation size ||E||/||A||",
 }
 PRESETS = ("paper", "small", "tiny")
@@ -121,8 +122,9 @@ class PTDPreset:
     ablation_gamma_eps: float | None = 0.1
     notes: tuple[str, ...] = ()
 
-    def backbone_params(self, init: str, d_state: int | None = None, ptd_eps: float | None = None,
-                        ptd_gamma: float | None = None) -> BackboneParams:
+    def backbone_params(
+        self, init: str, d_state: int | None = None, ptd_eps: float | None = None, ptd_gamma: float | None = None
+    ) -> BackboneParams:
         """The architecture as the estimators declare it (ssmts.training.params), validated."""
         N = self.d_state if d_state is None else d_state
         if self.dt is not None:
@@ -132,9 +134,18 @@ class PTDPreset:
         else:
             dt_min = dt_max = top_frequency_dt(N)
         params = BackboneParams(
-            d_model=self.d_model, d_state=N, n_layers=self.n_layers, heads=self.heads, init=init, norm=self.norm,
-            prenorm=self.prenorm, dt_min=dt_min, dt_max=dt_max, ptd_eps=self.ptd_eps if ptd_eps is None else ptd_eps,
-            ptd_gamma=self.ptd_gamma if ptd_gamma is None else ptd_gamma)
+            d_model=self.d_model,
+            d_state=N,
+            n_layers=self.n_layers,
+            heads=self.heads,
+            init=init,
+            norm=self.norm,
+            prenorm=self.prenorm,
+            dt_min=dt_min,
+            dt_max=dt_max,
+            ptd_eps=self.ptd_eps if ptd_eps is None else ptd_eps,
+            ptd_gamma=self.ptd_gamma if ptd_gamma is None else ptd_gamma,
+        )
         params.validate_params()
         params.backbone_kwargs()
         return params
@@ -146,16 +157,33 @@ class PTDPreset:
         if init != HIPPO:
             return build_network(params, d_input, d_output)
         kwargs = params.backbone_kwargs()
-        backbone = SSMBackbone(d_input, kwargs["d_model"], kwargs["n_layers"], None, layer="dense",
-                               d_state=kwargs["d_state"], dt_min=kwargs["dt_min"], dt_max=kwargs["dt_max"],
-                               norm=kwargs["norm"], prenorm=kwargs["prenorm"], activation=kwargs["activation"],
-                               dropout=kwargs["dropout"])
+        backbone = SSMBackbone(
+            d_input,
+            kwargs["d_model"],
+            kwargs["n_layers"],
+            None,
+            layer="dense",
+            d_state=kwargs["d_state"],
+            dt_min=kwargs["dt_min"],
+            dt_max=kwargs["dt_max"],
+            norm=kwargs["norm"],
+            prenorm=kwargs["prenorm"],
+            activation=kwargs["activation"],
+            dropout=kwargs["dropout"],
+        )
         return SequenceHead(backbone, d_output, "mean")
 
     def trainer_config(self, epochs: int | None = None) -> TrainerConfig:
-        config = TrainerConfig(optimizer="adamw", lr=self.lr, lr_ssm=self.lr_ssm, weight_decay=self.weight_decay,
-                               max_epochs=epochs or self.epochs, batch_size=self.batch_size, scheduler="cosine",
-                               device="cpu")
+        config = TrainerConfig(
+            optimizer="adamw",
+            lr=self.lr,
+            lr_ssm=self.lr_ssm,
+            weight_decay=self.weight_decay,
+            max_epochs=epochs or self.epochs,
+            batch_size=self.batch_size,
+            scheduler="cosine",
+            device="cpu",
+        )
         config.validate_params()
         return config
 
@@ -166,8 +194,10 @@ def top_frequency_dt(d_state: int) -> float:
     return TOP_FREQUENCY / top
 
 
-_PAPER_NOTE = ("the paper's numbers for this setting did not survive text extraction of our copy; these are the "
-               "S4/S4D sCIFAR settings the paper says it adapts (Appendix J)")
+_PAPER_NOTE = (
+    "the paper's numbers for this setting did not survive text extraction of our copy; these are the "
+    "S4/S4D sCIFAR settings the paper says it adapts (Appendix J)"
+)
 
 
 def get_ptd_preset(experiment: str, preset: str) -> PTDPreset:
@@ -178,29 +208,77 @@ def get_ptd_preset(experiment: str, preset: str) -> PTDPreset:
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; choose one of {PRESETS}")
     if preset == "tiny":
-        return PTDPreset("tiny", n_layers=1, d_model=4, d_state=8, epochs=1, batch_size=16, seeds=(0,), n_train=32,
-                         length=32, grid=3, phases=1, limit=48, noise_amplitudes=(0.5,), n_frequencies=1,
-                         ablation_eps=(1e-4, 1e-2), ablation_states=(8,),
-                         notes=("smoke test: one epoch of a 1-layer, H=4, N=8 model; numbers mean nothing",))
+        return PTDPreset(
+            "tiny",
+            n_layers=1,
+            d_model=4,
+            d_state=8,
+            epochs=1,
+            batch_size=16,
+            seeds=(0,),
+            n_train=32,
+            length=32,
+            grid=3,
+            phases=1,
+            limit=48,
+            noise_amplitudes=(0.5,),
+            n_frequencies=1,
+            ablation_eps=(1e-4, 1e-2),
+            ablation_states=(8,),
+            notes=("smoke test: one epoch of a 1-layer, H=4, N=8 model; numbers mean nothing",),
+        )
     if preset == "small":
-        base = PTDPreset("small", n_layers=2, d_model=32, d_state=16, epochs=20, batch_size=32, seeds=(0, 1, 2),
-                         notes=("minutes on one CPU core; a check of the effect at small size, not the paper's scale",))
+        base = PTDPreset(
+            "small",
+            n_layers=2,
+            d_model=32,
+            d_state=16,
+            epochs=20,
+            batch_size=32,
+            seeds=(0, 1, 2),
+            notes=("minutes on one CPU core; a check of the effect at small size, not the paper's scale",),
+        )
         if experiment == "ptd-sinusoids":
             return replace(base, epochs=20, n_train=800, length=128, grid=16, phases=4, seeds=(0, 1, 2))
         if experiment == "ptd-robustness":
             return replace(base, epochs=30)
         return replace(base, epochs=15, seeds=(0, 1, 2), dt_range=(1e-3, 1e-1))
-    paper = PTDPreset("paper", n_layers=6, d_model=512, d_state=64, norm="batch", prenorm=False, epochs=100,
-                      batch_size=50, lr=1e-2, lr_ssm=1e-3, weight_decay=0.05, seeds=(0, 1, 2),
-                      dt_range=(1e-3, 1e-1), data="scifar", ptd_eps=1e-2, notes=(_PAPER_NOTE,))
+    paper = PTDPreset(
+        "paper",
+        n_layers=6,
+        d_model=512,
+        d_state=64,
+        norm="batch",
+        prenorm=False,
+        epochs=100,
+        batch_size=50,
+        lr=1e-2,
+        lr_ssm=1e-3,
+        weight_decay=0.05,
+        seeds=(0, 1, 2),
+        dt_range=(1e-3, 1e-1),
+        data="scifar",
+        ptd_eps=1e-2,
+        notes=(_PAPER_NOTE,),
+    )
     if experiment == "ptd-sinusoids":
-        return replace(paper, n_layers=4, d_model=128, epochs=100, batch_size=64, n_train=10000, length=512,
-                       grid=32, phases=8, data="synthetic", dt_range=None,
-                       notes=("section 3.4 gives no model size in our copy; a 4-layer H=128, N=64 model",))
+        return replace(
+            paper,
+            n_layers=4,
+            d_model=128,
+            epochs=100,
+            batch_size=64,
+            n_train=10000,
+            length=512,
+            grid=32,
+            phases=8,
+            data="synthetic",
+            dt_range=None,
+            notes=("section 3.4 gives no model size in our copy; a 4-layer H=128, N=64 model",),
+        )
     if experiment == "ptd-robustness":
         return replace(paper, noise_amplitudes=(0.05, 0.1, 0.2, 0.5, 1.0), n_frequencies=5)
-    return replace(paper, seeds=(0,), ablation_eps=tuple(10.0 ** np.arange(-6.0, -1.4, 0.5)),
-                   ablation_states=(16, 64))
+    return replace(paper, seeds=(0,), ablation_eps=tuple(10.0 ** np.arange(-6.0, -1.4, 0.5)), ablation_states=(16, 64))
 
 
 # ------------------------------------------------------------------------- models
@@ -263,9 +341,14 @@ def run_sinusoids(preset: PTDPreset, epochs: int | None = None, verbose: int = 0
             data = SequenceData(torch.from_numpy(x), torch.from_numpy(((y - y_mean) / y_std).astype(np.float32)))
             for init in preset.inits:
                 start = time.perf_counter()
-                result = fit_model(lambda: preset.network(init, 1, 2), data, mse_loss,
-                                   preset.trainer_config(epochs), seed=seed,
-                                   description=f"{domain} {init} seed {seed}")
+                result = fit_model(
+                    lambda: preset.network(init, 1, 2),
+                    data,
+                    mse_loss,
+                    preset.trainer_config(epochs),
+                    seed=seed,
+                    description=f"{domain} {init} seed {seed}",
+                )
                 pred = predict_batches(result.model, SequenceData(torch.from_numpy(x_test)), 256, "cpu").numpy()
                 pred = pred * y_std + y_mean
                 amp_err = np.abs(pred[:, 0] - test_amp).reshape(preset.grid, preset.grid, preset.phases).mean(-1)
@@ -275,23 +358,38 @@ def run_sinusoids(preset: PTDPreset, epochs: int | None = None, verbose: int = 0
                     seen |= (grid_amp >= a) & (grid_amp <= b)
                 # the dense reference has no diagonal modes to analyse (and no spikes by construction)
                 spikes = None if init == HIPPO else sensitive_frequencies(result.model, 3, layers=[0])[0]
-                runs.append({
-                    "domain": domain, "init": init, "seed": seed, "seconds": time.perf_counter() - start,
-                    "train_loss": result.history[-1]["train_loss"],
-                    "amplitude_abs_error": amp_err.tolist(), "theta_abs_error": theta_err.tolist(),
-                    "amplitude_mae_seen": float(amp_err[:, seen].mean()),
-                    "amplitude_mae_unseen": float(amp_err[:, ~seen].mean()),
-                    "theta_mae_seen": float(theta_err[:, seen].mean()),
-                    "theta_mae_unseen": float(theta_err[:, ~seen].mean()),
-                    "layer0_spikes": None if spikes is None else spikes.as_dict(),
-                })
+                runs.append(
+                    {
+                        "domain": domain,
+                        "init": init,
+                        "seed": seed,
+                        "seconds": time.perf_counter() - start,
+                        "train_loss": result.history[-1]["train_loss"],
+                        "amplitude_abs_error": amp_err.tolist(),
+                        "theta_abs_error": theta_err.tolist(),
+                        "amplitude_mae_seen": float(amp_err[:, seen].mean()),
+                        "amplitude_mae_unseen": float(amp_err[:, ~seen].mean()),
+                        "theta_mae_seen": float(theta_err[:, seen].mean()),
+                        "theta_mae_unseen": float(theta_err[:, ~seen].mean()),
+                        "layer0_spikes": None if spikes is None else spikes.as_dict(),
+                    }
+                )
                 if verbose:
-                    print(f"[ptd-sinusoids] {domain} {init} seed {seed}: amplitude MAE seen "
-                          f"{runs[-1]['amplitude_mae_seen']:.3f} unseen {runs[-1]['amplitude_mae_unseen']:.3f}",
-                          flush=True)
-    body = {"grid_theta": grid_theta.tolist(), "grid_amplitude": grid_amp.tolist(), "runs": runs,
-            "summary": _summarize(runs, ("domain", "init"), ("amplitude_mae_seen", "amplitude_mae_unseen",
-                                                              "theta_mae_seen", "theta_mae_unseen"))}
+                    print(
+                        f"[ptd-sinusoids] {domain} {init} seed {seed}: amplitude MAE seen "
+                        f"{runs[-1]['amplitude_mae_seen']:.3f} unseen {runs[-1]['amplitude_mae_unseen']:.3f}",
+                        flush=True,
+                    )
+    body = {
+        "grid_theta": grid_theta.tolist(),
+        "grid_amplitude": grid_amp.tolist(),
+        "runs": runs,
+        "summary": _summarize(
+            runs,
+            ("domain", "init"),
+            ("amplitude_mae_seen", "amplitude_mae_unseen", "theta_mae_seen", "theta_mae_unseen"),
+        ),
+    }
     body["spike_columns"] = spike_column_errors(body)
     return body
 
@@ -308,8 +406,11 @@ def spike_column_errors(results: dict, n_spikes: int = 3) -> list[dict]:
     step = grid[1] - grid[0] if len(grid) > 1 else np.inf
     records = []
     for run in results["runs"]:
-        legs = [r for r in results["runs"] if r["init"] == "legs" and r["seed"] == run["seed"]
-                and r["domain"] == run["domain"]]
+        legs = [
+            r
+            for r in results["runs"]
+            if r["init"] == "legs" and r["seed"] == run["seed"] and r["domain"] == run["domain"]
+        ]
         if not legs:
             continue
         thetas = _distinct_thetas(_PeakThetas(legs[0]["layer0_spikes"]["peak_thetas"]), n_spikes)
@@ -318,10 +419,16 @@ def spike_column_errors(results: dict, n_spikes: int = 3) -> list[dict]:
             continue
         error = np.asarray(run["amplitude_abs_error"])
         others = [c for c in range(len(grid)) if c not in columns]
-        records.append({"domain": run["domain"], "init": run["init"], "seed": run["seed"],
-                        "spike_thetas": [float(grid[c]) for c in columns],
-                        "amplitude_mae_spike_columns": float(error[columns].mean()),
-                        "amplitude_mae_other_columns": float(error[others].mean())})
+        records.append(
+            {
+                "domain": run["domain"],
+                "init": run["init"],
+                "seed": run["seed"],
+                "spike_thetas": [float(grid[c]) for c in columns],
+                "amplitude_mae_spike_columns": float(error[columns].mean()),
+                "amplitude_mae_other_columns": float(error[others].mean()),
+            }
+        )
     return _summarize(records, ("domain", "init"), ("amplitude_mae_spike_columns", "amplitude_mae_other_columns"))
 
 
@@ -339,8 +446,10 @@ def _load_pixels(preset: PTDPreset, data_dir: Path | None):
         task = load_digits_sequential()
     elif preset.data == "scifar":
         if data_dir is None:
-            raise ValueError("the paper preset trains on sCIFAR: pass data_dir (--data-dir) with cifar-10-batches-py; "
-                             "or use --preset small (the offline digits stand-in)")
+            raise ValueError(
+                "the paper preset trains on sCIFAR: pass data_dir (--data-dir) with cifar-10-batches-py; "
+                "or use --preset small (the offline digits stand-in)"
+            )
         from .registry import get_task
 
         task = get_task("scifar").load(data_dir)
@@ -375,8 +484,9 @@ def _distinct_thetas(modes, count: int, min_separation: float = 0.02) -> list[fl
     return chosen
 
 
-def run_robustness(preset: PTDPreset, data_dir: Path | None = None, epochs: int | None = None,
-                   verbose: int = 0) -> dict:
+def run_robustness(
+    preset: PTDPreset, data_dir: Path | None = None, epochs: int | None = None, verbose: int = 0
+) -> dict:
     ((Xtr, ytr), (Xva, yva), (Xte, yte)), n_classes = _load_pixels(preset, data_dir)
     mean, std = float(Xtr.mean()), float(Xtr.std())
     train = SequenceData(_standardize(Xtr, mean, std), torch.from_numpy(ytr))
@@ -387,9 +497,16 @@ def run_robustness(preset: PTDPreset, data_dir: Path | None = None, epochs: int 
         models = {}
         for init in preset.inits:
             start = time.perf_counter()
-            result = fit_model(lambda: preset.network(init, Xtr.shape[1], n_classes), train,
-                               weighted_cross_entropy(), preset.trainer_config(epochs), seed=seed,
-                               score_fn=accuracy_of_logits, validation=val, description=f"{init} seed {seed}")
+            result = fit_model(
+                lambda: preset.network(init, Xtr.shape[1], n_classes),
+                train,
+                weighted_cross_entropy(),
+                preset.trainer_config(epochs),
+                seed=seed,
+                score_fn=accuracy_of_logits,
+                validation=val,
+                description=f"{init} seed {seed}",
+            )
             models[init] = (result, time.perf_counter() - start)
         # (a) the legs model's sensitive frequencies (first layer; its Delta maps them to samples),
         # found with a grid fine enough for spikes of width ~ 2 |Re lambda| ~ 1 (40 points per unit).
@@ -403,15 +520,25 @@ def run_robustness(preset: PTDPreset, data_dir: Path | None = None, epochs: int 
         rng = np.random.default_rng(5000 + seed)
         band = (0.5 * min(spike_thetas), min(np.pi, 1.5 * max(spike_thetas)))
         random_thetas = rng.uniform(*band, preset.n_frequencies).tolist()
-        spikes_by_seed[seed] = {"legs_layer0": modes.as_dict(), "spike_thetas": spike_thetas,
-                                "random_thetas": random_thetas, "random_band": list(band)}
+        spikes_by_seed[seed] = {
+            "legs_layer0": modes.as_dict(),
+            "spike_thetas": spike_thetas,
+            "random_thetas": random_thetas,
+            "random_band": list(band),
+        }
         for init, (result, seconds) in models.items():
+
             def accuracy(x: np.ndarray) -> float:
                 logits = predict_batches(result.model, SequenceData(torch.from_numpy(x.astype(np.float32))), 256, "cpu")
                 return accuracy_of_logits(logits, torch.from_numpy(yte))
 
-            record = {"init": init, "seed": seed, "seconds": seconds, "clean": accuracy(x_test.astype(np.float32)),
-                      "best_val": max((h.get("val_score", float("nan")) for h in result.history), default=None)}
+            record = {
+                "init": init,
+                "seed": seed,
+                "seconds": seconds,
+                "clean": accuracy(x_test.astype(np.float32)),
+                "best_val": max((h.get("val_score", float("nan")) for h in result.history), default=None),
+            }
             for label, thetas in (("spike", spike_thetas), ("random", random_thetas)):
                 for amplitude in preset.noise_amplitudes:
                     noise_rng = np.random.default_rng(9000 + seed)
@@ -421,19 +548,26 @@ def run_robustness(preset: PTDPreset, data_dir: Path | None = None, epochs: int 
                     record[f"{label}@{amplitude:g}_per_frequency"] = accs
             runs.append(record)
             if verbose:
-                print(f"[ptd-robustness] {init} seed {seed}: clean {record['clean']:.3f} " + " ".join(
-                    f"{k} {v:.3f}" for k, v in record.items() if "@" in k and "_" not in k and "/" not in k), flush=True)
+                print(
+                    f"[ptd-robustness] {init} seed {seed}: clean {record['clean']:.3f} "
+                    + " ".join(f"{k} {v:.3f}" for k, v in record.items() if "@" in k and "_" not in k and "/" not in k),
+                    flush=True,
+                )
     columns = ["clean"] + [f"{label}@{a:g}" for label in ("spike", "random") for a in preset.noise_amplitudes]
     retained = [f"{c}/clean" for c in columns[1:]]
-    return {"noise_units": "standardized input (the training pixels' std)",
-            "random_frequencies": "uniform in [spike min / 2, 1.5 spike max] (the spikes' band), per seed",
-            "spikes": spikes_by_seed, "runs": runs, "columns": columns, "retained_columns": retained,
-            "summary": _summarize(runs, ("init",), tuple(columns + retained))}
+    return {
+        "noise_units": "standardized input (the training pixels' std)",
+        "random_frequencies": "uniform in [spike min / 2, 1.5 spike max] (the spikes' band), per seed",
+        "spikes": spikes_by_seed,
+        "runs": runs,
+        "columns": columns,
+        "retained_columns": retained,
+        "summary": _summarize(runs, ("init",), tuple(columns + retained)),
+    }
 
 
 # ------------------------------------------------------------------------- 5.3 ablation
-def run_ablation(preset: PTDPreset, data_dir: Path | None = None, epochs: int | None = None,
-                 verbose: int = 0) -> dict:
+def run_ablation(preset: PTDPreset, data_dir: Path | None = None, epochs: int | None = None, verbose: int = 0) -> dict:
     ((Xtr, ytr), (Xva, yva), (Xte, yte)), n_classes = _load_pixels(preset, data_dir)
     mean, std = float(Xtr.mean()), float(Xtr.std())
     train = SequenceData(_standardize(Xtr, mean, std), torch.from_numpy(ytr))
@@ -455,19 +589,44 @@ def run_ablation(preset: PTDPreset, data_dir: Path | None = None, epochs: int | 
                 relative, condition, max_re = 0.0, 1.0, -0.5  # the normal part: unitary V
             for seed in preset.seeds:
                 start = time.perf_counter()
-                result = fit_model(lambda: preset.network(init, Xtr.shape[1], n_classes, d_state=N, ptd_eps=eps,
-                                                          ptd_gamma=gamma), train,
-                                   weighted_cross_entropy(), preset.trainer_config(epochs), seed=seed,
-                                   score_fn=accuracy_of_logits, validation=val, description=f"N={N} {init} {eps}")
+                result = fit_model(
+                    lambda: preset.network(init, Xtr.shape[1], n_classes, d_state=N, ptd_eps=eps, ptd_gamma=gamma),
+                    train,
+                    weighted_cross_entropy(),
+                    preset.trainer_config(epochs),
+                    seed=seed,
+                    score_fn=accuracy_of_logits,
+                    validation=val,
+                    description=f"N={N} {init} {eps}",
+                )
                 acc = accuracy_of_logits(predict_batches(result.model, test, 256, "cpu"), torch.from_numpy(yte))
-                runs.append({"d_state": N, "init": init, "ptd_eps": eps, "ptd_gamma": gamma, "relative_size": relative,
-                             "condition_number": condition, "max_real_eigenvalue": max_re, "norm_A": norm_A,
-                             "seed": seed, "test_accuracy": acc, "seconds": time.perf_counter() - start})
+                runs.append(
+                    {
+                        "d_state": N,
+                        "init": init,
+                        "ptd_eps": eps,
+                        "ptd_gamma": gamma,
+                        "relative_size": relative,
+                        "condition_number": condition,
+                        "max_real_eigenvalue": max_re,
+                        "norm_A": norm_A,
+                        "seed": seed,
+                        "test_accuracy": acc,
+                        "seconds": time.perf_counter() - start,
+                    }
+                )
                 if verbose:
-                    print(f"[ptd-ablation] N={N} {init} eps={eps} ||E||/||A||={relative:.2e} cond={condition:.3g} "
-                          f"seed {seed}: accuracy {acc:.3f}", flush=True)
-    return {"runs": runs, "summary": _summarize(runs, ("d_state", "init", "ptd_eps"),
-                                                ("test_accuracy", "relative_size", "condition_number"))}
+                    print(
+                        f"[ptd-ablation] N={N} {init} eps={eps} ||E||/||A||={relative:.2e} cond={condition:.3g} "
+                        f"seed {seed}: accuracy {acc:.3f}",
+                        flush=True,
+                    )
+    return {
+        "runs": runs,
+        "summary": _summarize(
+            runs, ("d_state", "init", "ptd_eps"), ("test_accuracy", "relative_size", "condition_number")
+        ),
+    }
 
 
 # ------------------------------------------------------------------------- shared
@@ -493,8 +652,16 @@ def default_ptd_out(experiment: str, preset: str) -> Path:
     return Path("ssmts-runs") / f"{experiment}-{preset}" / "results.json"
 
 
-def run_ptd(experiment: str, *, preset: str = "small", out: str | Path | None = None, data_dir: str | Path | None = None,
-            epochs: int | None = None, seeds: tuple[int, ...] | None = None, verbose: int = 0) -> dict:
+def run_ptd(
+    experiment: str,
+    *,
+    preset: str = "small",
+    out: str | Path | None = None,
+    data_dir: str | Path | None = None,
+    epochs: int | None = None,
+    seeds: tuple[int, ...] | None = None,
+    verbose: int = 0,
+) -> dict:
     """Run one PTD experiment and write its results JSON to `out`.
 
     experiment: one of EXPERIMENTS; preset: "tiny", "small" or "paper"; data_dir: sCIFAR for
@@ -519,10 +686,16 @@ def run_ptd(experiment: str, *, preset: str = "small", out: str | Path | None = 
     else:
         body = run_ablation(settings, data_dir, epochs, verbose)
     results = {
-        "experiment": experiment, "description": DESCRIPTIONS[experiment], "preset": preset,
-        "settings": asdict(settings), "epochs": epochs or settings.epochs, "ssmts_version": ssmts.__version__,
-        "torch_threads": torch.get_num_threads(), "platform": platform.platform(),
-        "seconds": time.perf_counter() - start, **body,
+        "experiment": experiment,
+        "description": DESCRIPTIONS[experiment],
+        "preset": preset,
+        "settings": asdict(settings),
+        "epochs": epochs or settings.epochs,
+        "ssmts_version": ssmts.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "platform": platform.platform(),
+        "seconds": time.perf_counter() - start,
+        **body,
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(json_safe(results), indent=2))
@@ -544,11 +717,15 @@ def robustness_table(results: dict, retained: bool = False) -> str:
 
 def sinusoid_table(results: dict) -> str:
     """Markdown table of a ptd-sinusoids results dict (mean +- std of the absolute errors over seeds)."""
-    lines = ["| domain | init | seeds | amplitude MAE seen | amplitude MAE unseen | theta MAE seen | theta MAE unseen |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| domain | init | seeds | amplitude MAE seen | amplitude MAE unseen | theta MAE seen | theta MAE unseen |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in results["summary"]:
-        cells = [f"{r[m]:.3f} ± {r[m + '_std']:.3f}" for m in
-                 ("amplitude_mae_seen", "amplitude_mae_unseen", "theta_mae_seen", "theta_mae_unseen")]
+        cells = [
+            f"{r[m]:.3f} ± {r[m + '_std']:.3f}"
+            for m in ("amplitude_mae_seen", "amplitude_mae_unseen", "theta_mae_seen", "theta_mae_unseen")
+        ]
         lines.append(f"| {r['domain']} | {r['init']} | {r['n_seeds']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -556,12 +733,16 @@ def sinusoid_table(results: dict) -> str:
 def spike_column_table(results: dict) -> str:
     """Markdown table of ``spike_column_errors`` of a ptd-sinusoids results dict."""
     rows = results.get("spike_columns") or spike_column_errors(results)
-    lines = ["| domain | init | seeds | amplitude MAE, spike columns | amplitude MAE, other columns |",
-             "|---|---|---|---|---|"]
+    lines = [
+        "| domain | init | seeds | amplitude MAE, spike columns | amplitude MAE, other columns |",
+        "|---|---|---|---|---|",
+    ]
     for r in rows:
-        lines.append(f"| {r['domain']} | {r['init']} | {r['n_seeds']} | {r['amplitude_mae_spike_columns']:.3f} ± "
-                     f"{r['amplitude_mae_spike_columns_std']:.3f} | {r['amplitude_mae_other_columns']:.3f} ± "
-                     f"{r['amplitude_mae_other_columns_std']:.3f} |")
+        lines.append(
+            f"| {r['domain']} | {r['init']} | {r['n_seeds']} | {r['amplitude_mae_spike_columns']:.3f} ± "
+            f"{r['amplitude_mae_spike_columns_std']:.3f} | {r['amplitude_mae_other_columns']:.3f} ± "
+            f"{r['amplitude_mae_other_columns_std']:.3f} |"
+        )
     return "\n".join(lines)
 
 
@@ -570,11 +751,27 @@ def ablation_table(results: dict) -> str:
     lines = ["| N | init | ptd_eps | ‖E‖/‖A‖ | cond(V) | test accuracy (%) | seeds |", "|---|---|---|---|---|---|---|"]
     for r in results["summary"]:
         eps = "—" if r["ptd_eps"] is None else f"{r['ptd_eps']:.0e}"
-        lines.append(f"| {r['d_state']} | {r['init']} | {eps} | {r['relative_size']:.2e} | "
-                     f"{r['condition_number']:.3g} | {100 * r['test_accuracy']:.1f} ± {100 * r['test_accuracy_std']:.1f}"
-                     f" | {r['n_seeds']} |")
+        lines.append(
+            f"| {r['d_state']} | {r['init']} | {eps} | {r['relative_size']:.2e} | "
+            f"{r['condition_number']:.3g} | {100 * r['test_accuracy']:.1f} ± {100 * r['test_accuracy_std']:.1f}"
+            f" | {r['n_seeds']} |"
+        )
     return "\n".join(lines)
 
 
-__all__ = ["EXPERIMENTS", "PTDPreset", "get_ptd_preset", "run_ptd", "build_network", "sinusoids", "add_sinusoid",
-           "amplitude_domain", "top_frequency_dt", "robustness_table", "sinusoid_table", "ablation_table", "spike_column_errors", "spike_column_table"]
+__all__ = [
+    "EXPERIMENTS",
+    "PTDPreset",
+    "get_ptd_preset",
+    "run_ptd",
+    "build_network",
+    "sinusoids",
+    "add_sinusoid",
+    "amplitude_domain",
+    "top_frequency_dt",
+    "robustness_table",
+    "sinusoid_table",
+    "ablation_table",
+    "spike_column_errors",
+    "spike_column_table",
+]

@@ -11,6 +11,7 @@ stand-in exists, builds one offline (``Task.synthesize``); bidmc-spo2 has none.
 Slow stand-ins (espeak-ng speech, Pathfinder images) are cached under a cache
 directory (``$SSMTS_CACHE_DIR`` or ``~/.cache/ssmts``).
 """
+
 from __future__ import annotations
 
 import os
@@ -25,6 +26,7 @@ from ssmts.data.bidmc import PROBLEMS, bidmc_file_names
 from ssmts.data.lra import AAN_DIR, AAN_FILES, LISTOPS_DIR, LISTOPS_FILES, PATHFINDER_DIFFICULTY
 from ssmts.data.pixels import CIFAR10_DIR, CIFAR10_TEST_BATCH, CIFAR10_TRAIN_BATCHES, MNIST_FILES
 from ssmts.data.speech import SC10_WORDS, SC35_WORDS, SPEECH_COMMANDS_RATE, SPLIT_LISTS
+
 
 class SyntheticUnavailableError(ValueError):
     """The task has no honest synthetic stand-in."""
@@ -97,13 +99,14 @@ class Task:
         return root.is_dir() and self.present(root)
 
     def data_status(self, data_dir: str | Path | None = None) -> str:
-        """"present", "can be synthesized" or "needs download" (relative to `data_dir` if given)."""
+        """ "present", "can be synthesized" or "needs download" (relative to `data_dir` if given)."""
         if data_dir is not None and self.data_present(data_dir):
             return "present"
         return "can be synthesized" if self.can_synthesize else "needs download"
 
 
 # ----------------------------------------------------------------------------- presence checks
+
 
 def _first_dir_with(root: Path, candidates: list[str], names: list[str]) -> Path | None:
     for sub in candidates:
@@ -131,8 +134,12 @@ def _pathfinder_present(resolution: int) -> Callable[[Path], bool]:
     folder = f"pathfinder{resolution}"
 
     def present(root: Path) -> bool:
-        subdirs = [f"{folder}/{PATHFINDER_DIFFICULTY}", f"lra_release/{folder}/{PATHFINDER_DIFFICULTY}",
-                   PATHFINDER_DIFFICULTY, ""]
+        subdirs = [
+            f"{folder}/{PATHFINDER_DIFFICULTY}",
+            f"lra_release/{folder}/{PATHFINDER_DIFFICULTY}",
+            PATHFINDER_DIFFICULTY,
+            "",
+        ]
         return _first_dir_with(root, subdirs, ["metadata", "imgs"]) is not None
 
     return present
@@ -174,6 +181,7 @@ def _bidmc_present(target: str) -> Callable[[Path], bool]:
 
 
 # ----------------------------------------------------------------------------- real-data loaders
+
 
 def _cap(data: TaskData, max_train: int | None, max_eval: int | None, seed: int = 0) -> TaskData:
     """At most max_train training and max_eval validation/test samples, a seeded random subset."""
@@ -227,8 +235,14 @@ def _load_speech(words: str, mfcc: bool) -> Callable[[Path, dict], TaskData]:
         # A lower training rate is reached by band-limited resampling (no aliasing); the
         # S4 decimation x[::k] is kept for the zero-shot test, where it is the protocol.
         method = "resample" if rate != SPEECH_COMMANDS_RATE else "decimate"
-        return load_speech_commands(speech_commands_dir(root, word_list), words=words, sample_rate=rate,
-                                    resample_method=method, max_per_class=opts.get("max_per_class"), mfcc=mfcc)
+        return load_speech_commands(
+            speech_commands_dir(root, word_list),
+            words=words,
+            sample_rate=rate,
+            resample_method=method,
+            max_per_class=opts.get("max_per_class"),
+            mfcc=mfcc,
+        )
 
     return load
 
@@ -247,8 +261,9 @@ def _load_bidmc(target: str) -> Callable[[Path, dict], TaskData]:
     def load(root: Path, opts: dict) -> TaskData:
         from ssmts.data.bidmc import load_bidmc
 
-        data = load_bidmc(root, target=target, protocol=opts.get("protocol", "s4"),
-                          standardize=opts.get("standardize", False))
+        data = load_bidmc(
+            root, target=target, protocol=opts.get("protocol", "s4"), standardize=opts.get("standardize", False)
+        )
         return _cap(data, opts.get("max_train"), opts.get("max_eval"))
 
     return load
@@ -256,28 +271,43 @@ def _load_bidmc(target: str) -> Callable[[Path, dict], TaskData]:
 
 # ----------------------------------------------------------------------------- synthetic stand-ins
 
+
 def _synth_listops(opts: dict, cache: Path) -> TaskData:
     from ssmts.data.listops_gen import make_listops_task
 
     return make_listops_task(
-        opts.get("n_train", 2000), opts.get("n_val", 200), opts.get("n_test", 200),
-        min_length=opts.get("min_length", 50), max_length=opts.get("max_length", 300),
-        max_depth=opts.get("max_depth", 6), random_state=opts.get("random_state", 0),
+        opts.get("n_train", 2000),
+        opts.get("n_val", 200),
+        opts.get("n_test", 200),
+        min_length=opts.get("min_length", 50),
+        max_length=opts.get("max_length", 300),
+        max_depth=opts.get("max_depth", 6),
+        random_state=opts.get("random_state", 0),
     )
 
 
 def _synth_text(opts: dict, cache: Path) -> TaskData:
     from .synthetic_text import make_text_standin
 
-    return make_text_standin(opts.get("n_train", 1000), opts.get("n_val", 200), opts.get("n_test", 200),
-                             max_length=opts.get("max_length", 1024), random_state=opts.get("random_state", 0))
+    return make_text_standin(
+        opts.get("n_train", 1000),
+        opts.get("n_val", 200),
+        opts.get("n_test", 200),
+        max_length=opts.get("max_length", 1024),
+        random_state=opts.get("random_state", 0),
+    )
 
 
 def _synth_retrieval(opts: dict, cache: Path) -> TaskData:
     from .synthetic_text import make_retrieval_standin
 
-    return make_retrieval_standin(opts.get("n_train", 1000), opts.get("n_val", 200), opts.get("n_test", 200),
-                                  max_length=opts.get("max_length", 512), random_state=opts.get("random_state", 0))
+    return make_retrieval_standin(
+        opts.get("n_train", 1000),
+        opts.get("n_val", 200),
+        opts.get("n_test", 200),
+        max_length=opts.get("max_length", 512),
+        random_state=opts.get("random_state", 0),
+    )
 
 
 def _synth_pathfinder(resolution: int) -> Callable[[dict, Path], TaskData]:
@@ -287,8 +317,9 @@ def _synth_pathfinder(resolution: int) -> Callable[[dict, Path], TaskData]:
         n, seed = int(opts.get("n_samples", 1000)), int(opts.get("random_state", 0))
         # About 45 ms an image on one core: cache anything that takes noticeable time.
         key = f"pathfinder{resolution}_n{n}_seed{seed}"
-        return cached_task(cache, key, lambda: make_pathfinder_task(n, resolution=resolution, random_state=seed),
-                           use_cache=n >= 100)
+        return cached_task(
+            cache, key, lambda: make_pathfinder_task(n, resolution=resolution, random_state=seed), use_cache=n >= 100
+        )
 
     return synthesize
 
@@ -328,9 +359,13 @@ def _synth_vitals(target: str) -> Callable[[dict, Path], TaskData]:
     def synthesize(opts: dict, cache: Path) -> TaskData:
         from ssmts.data.vitals_synth import make_synthetic_vitals
 
-        return make_synthetic_vitals(n_windows=int(opts.get("n_windows", 400)), length=int(opts.get("length", 1000)),
-                                     target=target, seed=int(opts.get("random_state", 0)),
-                                     standardize=bool(opts.get("standardize", True)))
+        return make_synthetic_vitals(
+            n_windows=int(opts.get("n_windows", 400)),
+            length=int(opts.get("length", 1000)),
+            target=target,
+            seed=int(opts.get("random_state", 0)),
+            standardize=bool(opts.get("standardize", True)),
+        )
 
     return synthesize
 
@@ -356,8 +391,9 @@ def spoken_commands_standin(words: str, clips_per_voice: int, n_voices: int | No
     cache.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=cache))
     try:
-        synthesize_spoken_commands(staging / "data", words=word_list, voices=voices,
-                                   clips_per_voice=clips_per_voice, random_state=0)
+        synthesize_spoken_commands(
+            staging / "data", words=word_list, voices=voices, clips_per_voice=clips_per_voice, random_state=0
+        )
         try:
             (staging / "data").rename(target)
         except OSError:
@@ -369,31 +405,51 @@ def spoken_commands_standin(words: str, clips_per_voice: int, n_voices: int | No
 
 
 def _load_state_tracking(root: Path, opts: dict) -> TaskData:
-    raise ValueError("state-tracking has no real data set: its problems are generated offline; run it with "
-                     "--synthetic")
+    raise ValueError("state-tracking has no real data set: its problems are generated offline; run it with --synthetic")
 
 
 def _synth_state_tracking(opts: dict, cache: Path) -> TaskData:
     from ssmts.data.state_tracking import make_state_tracking_task
 
-    return make_state_tracking_task(opts.get("problem", "parity"), opts.get("n_train", 2000), opts.get("n_val", 200),
-                                    opts.get("n_test", 200), train_length=opts.get("train_length", 40),
-                                    test_length=opts.get("test_length", 80), random_state=opts.get("random_state", 0))
+    return make_state_tracking_task(
+        opts.get("problem", "parity"),
+        opts.get("n_train", 2000),
+        opts.get("n_val", 200),
+        opts.get("n_test", 200),
+        train_length=opts.get("train_length", 40),
+        test_length=opts.get("test_length", 80),
+        random_state=opts.get("random_state", 0),
+    )
 
 
-def _run_state_tracking(*, data_dir=None, synthetic: bool = False, preset: str = "small", epochs=None,
-                        device: str = "auto", out=None, resume: bool = False, seed: int = 0, limit=None,
-                        cache_dir=None, verbose: int = 1, echo=print) -> dict:
+def _run_state_tracking(
+    *,
+    data_dir=None,
+    synthetic: bool = False,
+    preset: str = "small",
+    epochs=None,
+    device: str = "auto",
+    out=None,
+    resume: bool = False,
+    seed: int = 0,
+    limit=None,
+    cache_dir=None,
+    verbose: int = 1,
+    echo=print,
+) -> dict:
     """run_task's interface for state-tracking; settings it has no use for are refused by name."""
     from .state_tracking import run_state_tracking
 
     if data_dir is not None or not synthetic:
-        raise ValueError("state-tracking has no real data set: its problems are generated offline; run it with "
-                         "--synthetic")
+        raise ValueError(
+            "state-tracking has no real data set: its problems are generated offline; run it with --synthetic"
+        )
     for name, value in (("epochs", epochs), ("limit", limit)):
         if value is not None:
-            raise ValueError(f"state-tracking does not take --{name}: its preset fixes the optimizer steps and the "
-                             "data sizes (see `ssmts tasks show state-tracking`)")
+            raise ValueError(
+                f"state-tracking does not take --{name}: its preset fixes the optimizer steps and the "
+                "data sizes (see `ssmts tasks show state-tracking`)"
+            )
     if resume:
         raise ValueError("state-tracking runs many short trainings and keeps no checkpoint: --resume does not apply")
     return run_state_tracking(preset=preset, out=out, device=device, seed=seed, echo=echo)
@@ -425,16 +481,22 @@ def cached_task(cache: Path, key: str, build: Callable[[], TaskData], use_cache:
 
 # ----------------------------------------------------------------------------- the registry
 
-_LRA_HOW = ("https://storage.googleapis.com/long-range-arena/lra_release.gz (about 7 GB); pass the extracted "
-            "lra_release/ directory or its parent")
-_SPEECH_HOW = ("http://download.tensorflow.org/data/speech_commands_v0.02.tar.gz; pass the extracted directory "
-               "(or a parent holding speech_commands_v0.02/ or SpeechCommands/speech_commands_v0.02/)")
+_LRA_HOW = (
+    "https://storage.googleapis.com/long-range-arena/lra_release.gz (about 7 GB); pass the extracted "
+    "lra_release/ directory or its parent"
+)
+_SPEECH_HOW = (
+    "http://download.tensorflow.org/data/speech_commands_v0.02.tar.gz; pass the extracted directory "
+    "(or a parent holding speech_commands_v0.02/ or SpeechCommands/speech_commands_v0.02/)"
+)
 _MNIST_HOW = "the four MNIST idx files from https://ossci-datasets.s3.amazonaws.com/mnist/ (gzip or not)"
 _CIFAR_HOW = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz, extracted"
 _BIDMC_HOW = "the BIDMC32RR/HR/SpO2 problems of the Monash/UEA/UCR Time Series Extrinsic Regression archive"
-_SPEECH_SYNTH = ("espeak-ng spoken commands in the Speech Commands layout, voice-disjoint splits: the shipped "
-                 "copy (datasets/spoken_commands_mini, 240 clips) for 1 clip per voice, otherwise a larger set "
-                 "synthesized once into the cache directory")
+_SPEECH_SYNTH = (
+    "espeak-ng spoken commands in the Speech Commands layout, voice-disjoint splits: the shipped "
+    "copy (datasets/spoken_commands_mini, 240 clips) for 1 clip per voice, otherwise a larger set "
+    "synthesized once into the cache directory"
+)
 
 
 def _bidmc_task(target: str, description: str) -> Task:
@@ -442,91 +504,213 @@ def _bidmc_task(target: str, description: str) -> Task:
     problem = PROBLEMS[target]
     synthesizer = _synth_vitals(target) if target in ("rr", "hr") else None
     return Task(
-        name=f"bidmc-{target}", description=description, kind="regression", metric="rmse", inputs="signal",
+        name=f"bidmc-{target}",
+        description=description,
+        kind="regression",
+        metric="rmse",
+        inputs="signal",
         expected=f"{train_name}, {test_name} (in DIR, DIR/{problem.removeprefix('BIDMC32')} or DIR/{problem})",
-        how_to_get=_BIDMC_HOW, loader=_load_bidmc(target), present=_bidmc_present(target),
-        synthetic=("neurokit2-simulated PPG+ECG windows at 125 Hz with known heart and respiratory rate"
-                   if synthesizer else None),
+        how_to_get=_BIDMC_HOW,
+        loader=_load_bidmc(target),
+        present=_bidmc_present(target),
+        synthetic=(
+            "neurokit2-simulated PPG+ECG windows at 125 Hz with known heart and respiratory rate"
+            if synthesizer
+            else None
+        ),
         synthesizer=synthesizer,
-        no_synthetic_reason=("" if synthesizer else
-                             "SpO2 is read from the ratio of red to infrared pulsatile absorption; no offline "
-                             "source has two PPG wavelengths, so an SpO2 label on simulated signals could not be "
-                             "recovered from them. Use the real BIDMC32SpO2 files with --data-dir."),
+        no_synthetic_reason=(
+            ""
+            if synthesizer
+            else "SpO2 is read from the ratio of red to infrared pulsatile absorption; no offline "
+            "source has two PPG wavelengths, so an SpO2 label on simulated signals could not be "
+            "recovered from them. Use the real BIDMC32SpO2 files with --data-dir."
+        ),
     )
 
 
 TASKS: dict[str, Task] = {
     task.name: task
     for task in (
-        Task("lra-listops", "LRA ListOps: value (0-9) of nested MIN/MAX/MED/SUM_MOD expressions, tokens, L<=2000",
-             "classification", "accuracy", "tokens",
-             f"{LISTOPS_DIR}/basic_{{train,val,test}}.tsv", _LRA_HOW,
-             "LRA's ListOps generator (ssmts.data.listops_gen), shorter expressions under the small preset",
-             _load_listops, _listops_present, _synth_listops),
-        Task("lra-text", "LRA Text: IMDB review sentiment from bytes, L=4096",
-             "classification", "accuracy", "tokens",
-             "aclImdb/{train,test}/{pos,neg}/*.txt", "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz",
-             "byte-level pseudo-word documents whose label is the majority of scattered sentiment cue words "
-             "(plumbing stand-in; says nothing about IMDB)",
-             _load_text, _imdb_present, _synth_text),
-        Task("lra-retrieval", "LRA Retrieval: do two ACL papers cite each other? bytes, two towers, L=4000",
-             "classification", "accuracy", "token_pairs",
-             f"{AAN_DIR}/new_aan_pairs.{{train,eval,test}}.tsv", _LRA_HOW,
-             "byte-level document pairs labelled by a shared topic (plumbing stand-in; says nothing about AAN)",
-             _load_retrieval, _aan_present, _synth_retrieval),
-        Task("lra-image", "LRA Image: grayscale CIFAR-10, one pixel per step, L=1024",
-             "classification", "accuracy", "signal",
-             f"{CIFAR10_DIR}/data_batch_1..5, test_batch", _CIFAR_HOW,
-             "scikit-learn's 8x8 digits read pixel by pixel (L=64; far easier than CIFAR)",
-             _load_image, _cifar_present, _synth_pixels("lra-image")),
-        Task("lra-pathfinder", "LRA Pathfinder: are two circles joined by a dashed path? 32x32 pixels, L=1024",
-             "classification", "accuracy", "signal",
-             f"pathfinder32/{PATHFINDER_DIFFICULTY}/{{metadata,imgs}}", _LRA_HOW,
-             "Pathfinder-style generator (ssmts.data.pathfinder_gen) at 32x32, cached",
-             _load_pathfinder(32), _pathfinder_present(32), _synth_pathfinder(32)),
-        Task("lra-pathx", "LRA Path-X: Pathfinder at 128x128 pixels, L=16384",
-             "classification", "accuracy", "signal",
-             f"pathfinder128/{PATHFINDER_DIFFICULTY}/{{metadata,imgs}}", _LRA_HOW,
-             "Pathfinder-style generator at 128x128, cached",
-             _load_pathfinder(128), _pathfinder_present(128), _synth_pathfinder(128)),
-        Task("sc10", "Speech Commands, 10 words from raw 16 kHz audio (L=16000); zero-shot at half the rate",
-             "classification", "accuracy", "signal",
-             f"{{{','.join(SC10_WORDS)}}}/*.wav, {', '.join(SPLIT_LISTS)}", _SPEECH_HOW, _SPEECH_SYNTH,
-             _load_speech("sc10", False), _speech_present(SC10_WORDS), _synth_speech("sc10", False), zero_shot=True),
-        Task("sc35", "Speech Commands, all 35 words from raw 16 kHz audio; zero-shot at half the rate",
-             "classification", "accuracy", "signal",
-             f"the 35 word folders (*.wav), {', '.join(SPLIT_LISTS)}", _SPEECH_HOW,
-             "espeak-ng spoken commands of the 35 words, synthesized once into the cache directory",
-             _load_speech("sc35", False), _speech_present(SC35_WORDS), _synth_speech("sc35", False), zero_shot=True),
-        Task("sc10-mfcc", "Speech Commands, 10 words from 20 MFCCs (161 frames)",
-             "classification", "accuracy", "signal",
-             f"{{{','.join(SC10_WORDS)}}}/*.wav, {', '.join(SPLIT_LISTS)}", _SPEECH_HOW, _SPEECH_SYNTH,
-             _load_speech("sc10", True), _speech_present(SC10_WORDS), _synth_speech("sc10", True)),
-        Task("smnist", "Sequential MNIST: digits pixel by pixel, L=784",
-             "classification", "accuracy", "signal",
-             "train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte "
-             "(or .gz; in DIR or DIR/MNIST/raw)", _MNIST_HOW,
-             "scikit-learn's 8x8 digits pixel by pixel (L=64)",
-             _load_pixels("smnist"), _mnist_present, _synth_pixels("smnist")),
-        Task("psmnist", "Permuted sequential MNIST: sMNIST with a fixed pixel permutation, L=784",
-             "classification", "accuracy", "signal",
-             "the MNIST idx files, as for smnist", _MNIST_HOW,
-             "scikit-learn's 8x8 digits with a fixed 64-step permutation",
-             _load_pixels("psmnist"), _mnist_present, _synth_pixels("psmnist")),
-        Task("scifar", "Sequential CIFAR-10: RGB pixels one per step, L=1024",
-             "classification", "accuracy", "signal",
-             f"{CIFAR10_DIR}/data_batch_1..5, test_batch", _CIFAR_HOW,
-             "scikit-learn's 8x8 digits tinted with a random colour per image (3 channels, L=64)",
-             _load_pixels("scifar"), _cifar_present, _synth_pixels("scifar")),
+        Task(
+            "lra-listops",
+            "LRA ListOps: value (0-9) of nested MIN/MAX/MED/SUM_MOD expressions, tokens, L<=2000",
+            "classification",
+            "accuracy",
+            "tokens",
+            f"{LISTOPS_DIR}/basic_{{train,val,test}}.tsv",
+            _LRA_HOW,
+            "LRA's ListOps generator (ssmts.data.listops_gen), shorter expressions under the small preset",
+            _load_listops,
+            _listops_present,
+            _synth_listops,
+        ),
+        Task(
+            "lra-text",
+            "LRA Text: IMDB review sentiment from bytes, L=4096",
+            "classification",
+            "accuracy",
+            "tokens",
+            "aclImdb/{train,test}/{pos,neg}/*.txt",
+            "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz",
+            "byte-level pseudo-word documents whose label is the majority of scattered sentiment cue words "
+            "(plumbing stand-in; says nothing about IMDB)",
+            _load_text,
+            _imdb_present,
+            _synth_text,
+        ),
+        Task(
+            "lra-retrieval",
+            "LRA Retrieval: do two ACL papers cite each other? bytes, two towers, L=4000",
+            "classification",
+            "accuracy",
+            "token_pairs",
+            f"{AAN_DIR}/new_aan_pairs.{{train,eval,test}}.tsv",
+            _LRA_HOW,
+            "byte-level document pairs labelled by a shared topic (plumbing stand-in; says nothing about AAN)",
+            _load_retrieval,
+            _aan_present,
+            _synth_retrieval,
+        ),
+        Task(
+            "lra-image",
+            "LRA Image: grayscale CIFAR-10, one pixel per step, L=1024",
+            "classification",
+            "accuracy",
+            "signal",
+            f"{CIFAR10_DIR}/data_batch_1..5, test_batch",
+            _CIFAR_HOW,
+            "scikit-learn's 8x8 digits read pixel by pixel (L=64; far easier than CIFAR)",
+            _load_image,
+            _cifar_present,
+            _synth_pixels("lra-image"),
+        ),
+        Task(
+            "lra-pathfinder",
+            "LRA Pathfinder: are two circles joined by a dashed path? 32x32 pixels, L=1024",
+            "classification",
+            "accuracy",
+            "signal",
+            f"pathfinder32/{PATHFINDER_DIFFICULTY}/{{metadata,imgs}}",
+            _LRA_HOW,
+            "Pathfinder-style generator (ssmts.data.pathfinder_gen) at 32x32, cached",
+            _load_pathfinder(32),
+            _pathfinder_present(32),
+            _synth_pathfinder(32),
+        ),
+        Task(
+            "lra-pathx",
+            "LRA Path-X: Pathfinder at 128x128 pixels, L=16384",
+            "classification",
+            "accuracy",
+            "signal",
+            f"pathfinder128/{PATHFINDER_DIFFICULTY}/{{metadata,imgs}}",
+            _LRA_HOW,
+            "Pathfinder-style generator at 128x128, cached",
+            _load_pathfinder(128),
+            _pathfinder_present(128),
+            _synth_pathfinder(128),
+        ),
+        Task(
+            "sc10",
+            "Speech Commands, 10 words from raw 16 kHz audio (L=16000); zero-shot at half the rate",
+            "classification",
+            "accuracy",
+            "signal",
+            f"{{{','.join(SC10_WORDS)}}}/*.wav, {', '.join(SPLIT_LISTS)}",
+            _SPEECH_HOW,
+            _SPEECH_SYNTH,
+            _load_speech("sc10", False),
+            _speech_present(SC10_WORDS),
+            _synth_speech("sc10", False),
+            zero_shot=True,
+        ),
+        Task(
+            "sc35",
+            "Speech Commands, all 35 words from raw 16 kHz audio; zero-shot at half the rate",
+            "classification",
+            "accuracy",
+            "signal",
+            f"the 35 word folders (*.wav), {', '.join(SPLIT_LISTS)}",
+            _SPEECH_HOW,
+            "espeak-ng spoken commands of the 35 words, synthesized once into the cache directory",
+            _load_speech("sc35", False),
+            _speech_present(SC35_WORDS),
+            _synth_speech("sc35", False),
+            zero_shot=True,
+        ),
+        Task(
+            "sc10-mfcc",
+            "Speech Commands, 10 words from 20 MFCCs (161 frames)",
+            "classification",
+            "accuracy",
+            "signal",
+            f"{{{','.join(SC10_WORDS)}}}/*.wav, {', '.join(SPLIT_LISTS)}",
+            _SPEECH_HOW,
+            _SPEECH_SYNTH,
+            _load_speech("sc10", True),
+            _speech_present(SC10_WORDS),
+            _synth_speech("sc10", True),
+        ),
+        Task(
+            "smnist",
+            "Sequential MNIST: digits pixel by pixel, L=784",
+            "classification",
+            "accuracy",
+            "signal",
+            "train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte, t10k-labels-idx1-ubyte "
+            "(or .gz; in DIR or DIR/MNIST/raw)",
+            _MNIST_HOW,
+            "scikit-learn's 8x8 digits pixel by pixel (L=64)",
+            _load_pixels("smnist"),
+            _mnist_present,
+            _synth_pixels("smnist"),
+        ),
+        Task(
+            "psmnist",
+            "Permuted sequential MNIST: sMNIST with a fixed pixel permutation, L=784",
+            "classification",
+            "accuracy",
+            "signal",
+            "the MNIST idx files, as for smnist",
+            _MNIST_HOW,
+            "scikit-learn's 8x8 digits with a fixed 64-step permutation",
+            _load_pixels("psmnist"),
+            _mnist_present,
+            _synth_pixels("psmnist"),
+        ),
+        Task(
+            "scifar",
+            "Sequential CIFAR-10: RGB pixels one per step, L=1024",
+            "classification",
+            "accuracy",
+            "signal",
+            f"{CIFAR10_DIR}/data_batch_1..5, test_batch",
+            _CIFAR_HOW,
+            "scikit-learn's 8x8 digits tinted with a random colour per image (3 channels, L=64)",
+            _load_pixels("scifar"),
+            _cifar_present,
+            _synth_pixels("scifar"),
+        ),
         _bidmc_task("rr", "BIDMC respiratory rate from 32 s of PPG+ECG at 125 Hz (L=4000), RMSE"),
         _bidmc_task("hr", "BIDMC heart rate from 32 s of PPG+ECG at 125 Hz (L=4000), RMSE"),
         _bidmc_task("spo2", "BIDMC blood oxygen saturation from 32 s of PPG+ECG at 125 Hz (L=4000), RMSE"),
-        Task("state-tracking", "parity, mod-5 sum, cycle navigation, A5 word problem: accuracy beyond the training "
-             "length for SSM and LNCDE (SLiCE) layers", "classification", "accuracy", "tokens",
-             "nothing: generated offline", "no download: ssmts.data.state_tracking generates the problems",
-             "seeded generators of ssmts.data.state_tracking (train length <= 40, test up to 320)",
-             _load_state_tracking, lambda root: False, _synth_state_tracking,
-             runner=_run_state_tracking, describe_presets=_describe_state_tracking),
+        Task(
+            "state-tracking",
+            "parity, mod-5 sum, cycle navigation, A5 word problem: accuracy beyond the training "
+            "length for SSM and LNCDE (SLiCE) layers",
+            "classification",
+            "accuracy",
+            "tokens",
+            "nothing: generated offline",
+            "no download: ssmts.data.state_tracking generates the problems",
+            "seeded generators of ssmts.data.state_tracking (train length <= 40, test up to 320)",
+            _load_state_tracking,
+            lambda root: False,
+            _synth_state_tracking,
+            runner=_run_state_tracking,
+            describe_presets=_describe_state_tracking,
+        ),
     )
 }
 """Every registered task, by name."""

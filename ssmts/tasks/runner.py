@@ -13,6 +13,7 @@ Writes, next to `out`:
 The model evaluated on validation and test is the one of the best validation epoch
 (accuracy, or loss for regression) among the epochs trained by this call.
 """
+
 from __future__ import annotations
 
 import csv
@@ -33,7 +34,12 @@ from ssmts.data.bidmc import standardize_splits
 from ssmts.nn import scaled_delta
 from ssmts.nn.functional import channel_statistics
 from ssmts.training import (
-    EarlyStopping, SequenceData, fit_model, predict_batches, read_checkpoint, resolve_device,
+    EarlyStopping,
+    SequenceData,
+    fit_model,
+    predict_batches,
+    read_checkpoint,
+    resolve_device,
 )
 from ssmts.training.objectives import accuracy_of_logits, mse_loss, weighted_cross_entropy
 
@@ -51,8 +57,7 @@ PAPER_REPORTED: dict[str, dict] = {
     "lra-image": {"model": "eSSM", "source": "eSSM Table 2", "test_accuracy": 87.25},
     "lra-pathfinder": {"model": "eSSM", "source": "eSSM Table 2", "test_accuracy": 93.87},
     "lra-pathx": {"model": "eSSM", "source": "eSSM Table 2", "test_accuracy": 92.76},
-    "sc10": {"model": "eSSM", "source": "eSSM Table 3", "test_accuracy": 97.59,
-             "zero_shot_8khz_accuracy": 94.23},
+    "sc10": {"model": "eSSM", "source": "eSSM Table 3", "test_accuracy": 97.59, "zero_shot_8khz_accuracy": 94.23},
     "sc35": {"model": "eSSM", "source": "eSSM Table 8", "test_accuracy": 96.08, "zero_shot_8khz_accuracy": 88.83},
     "sc10-mfcc": {"model": "eSSM", "source": "eSSM Table 3", "test_accuracy": 94.46},
     "smnist": {"model": "eSSM", "source": "eSSM Table 9", "test_accuracy": 99.54},
@@ -116,9 +121,20 @@ def run_task(
         echo = lambda line: None  # noqa: E731
     task = get_task(name)
     if task.runner is not None:  # a task with its own protocol (state-tracking)
-        return task.runner(data_dir=data_dir, synthetic=synthetic, preset=preset, epochs=epochs, device=device,
-                           out=out, resume=resume, seed=seed, limit=limit, cache_dir=cache_dir, verbose=verbose,
-                           echo=echo)
+        return task.runner(
+            data_dir=data_dir,
+            synthetic=synthetic,
+            preset=preset,
+            epochs=epochs,
+            device=device,
+            out=out,
+            resume=resume,
+            seed=seed,
+            limit=limit,
+            cache_dir=cache_dir,
+            verbose=verbose,
+            echo=echo,
+        )
     if (data_dir is None) == (not synthetic):
         raise ValueError("pass exactly one of data_dir (real data) and synthetic=True")
     config = get_preset(name, preset)
@@ -134,9 +150,13 @@ def run_task(
         raise SyntheticUnavailableError(f"task {name!r} has no synthetic stand-in: {task.no_synthetic_reason}")
 
     run_settings = {
-        "task": name, "preset": preset, "synthetic": bool(synthetic),
+        "task": name,
+        "preset": preset,
+        "synthetic": bool(synthetic),
         "data_dir": None if data_dir is None else str(Path(data_dir).expanduser().resolve()),
-        "limit": limit, "seed": seed, "hyperparameters": json_safe(config.to_dict()),
+        "limit": limit,
+        "seed": seed,
+        "hyperparameters": json_safe(config.to_dict()),
     }
     start_epoch = _check_resume(paths, run_settings, resume, echo)
 
@@ -156,8 +176,10 @@ def run_task(
     paths["results"].parent.mkdir(parents=True, exist_ok=True)
     if main_process:
         paths["config"].write_text(json.dumps(run_settings, indent=2) + "\n")
-    echo(f"[{name}] data: {len(data.train)} train / {len(data.val)} val / {len(data.test)} test, "
-         f"input {tuple(data.train.X.shape[1:])}, source {data.source} ({data_seconds:.1f} s)")
+    echo(
+        f"[{name}] data: {len(data.train)} train / {len(data.val)} val / {len(data.test)} test, "
+        f"input {tuple(data.train.X.shape[1:])}, source {data.source} ({data_seconds:.1f} s)"
+    )
 
     input_stats = None
     if config.standardize_input and task.inputs == "signal":
@@ -168,13 +190,20 @@ def run_task(
         # the estimators' statistics (one function): a floor relative to the targets' magnitude
         mean, scale = channel_statistics(torch.from_numpy(np.asarray(data.train.y, dtype=np.float64))[:, None, None])
         target_mean, target_scale = float(mean[0]), float(scale[0])
-    tensors = {split: to_sequence_data(getattr(data, split), task.inputs, task.kind, target_mean, target_scale)
-               for split in ("train", "val", "test")}
+    tensors = {
+        split: to_sequence_data(getattr(data, split), task.inputs, task.kind, target_mean, target_scale)
+        for split in ("train", "val", "test")
+    }
 
     # ---------------------------------------------------------------- model and training
     loss_fn, score_fn = _objective(task.kind)
-    trainer_config = config.trainer_config(max_epochs=epochs, device=torch_device, verbose=verbose if main_process else 0,
-                                           random_state=seed, distributed=distributed)
+    trainer_config = config.trainer_config(
+        max_epochs=epochs,
+        device=torch_device,
+        verbose=verbose if main_process else 0,
+        random_state=seed,
+        distributed=distributed,
+    )
     description = f"{name} ({preset})"
     t0 = time.perf_counter()
     n_parameters = None
@@ -183,17 +212,28 @@ def run_task(
         nonlocal n_parameters
         model = build_model(task.inputs, task.kind, data, config)
         n_parameters = sum(p.numel() for p in model.parameters())
-        echo(f"[{name}] {preset} preset: {config.n_layers} layers, H={config.d_model}, N={config.d_state}, "
-             f"heads={config.heads}, {n_parameters:,} parameters, {epochs} epochs of batch {config.batch_size} "
-             f"on {torch_device}" + (f", resuming after epoch {start_epoch}" if start_epoch else ""))
+        echo(
+            f"[{name}] {preset} preset: {config.n_layers} layers, H={config.d_model}, N={config.d_state}, "
+            f"heads={config.heads}, {n_parameters:,} parameters, {epochs} epochs of batch {config.batch_size} "
+            f"on {torch_device}" + (f", resuming after epoch {start_epoch}" if start_epoch else "")
+        )
         return model
 
     # Evaluate the weights of the best validation epoch: early stopping that never stops
     # (patience None) but restores the best state at the end.
     result = fit_model(
-        network, tensors["train"], loss_fn, trainer_config, seed=seed, score_fn=score_fn,
-        validation=tensors["val"], early_stopping=EarlyStopping(patience=None, tol=0.0),
-        epochs=epochs, checkpoint=paths["checkpoint"], resume_checkpoint=resume, description=description,
+        network,
+        tensors["train"],
+        loss_fn,
+        trainer_config,
+        seed=seed,
+        score_fn=score_fn,
+        validation=tensors["val"],
+        early_stopping=EarlyStopping(patience=None, tol=0.0),
+        epochs=epochs,
+        checkpoint=paths["checkpoint"],
+        resume_checkpoint=resume,
+        description=description,
     )
     model = result.model
     train_seconds = time.perf_counter() - t0
@@ -228,14 +268,19 @@ def run_task(
             "source": data.source,
             "synthetic": bool(synthetic),
             "synthetic_recipe": task.synthetic if synthetic else None,
-            "n_train": len(data.train), "n_val": len(data.val), "n_test": len(data.test),
+            "n_train": len(data.train),
+            "n_val": len(data.val),
+            "n_test": len(data.test),
             "input_shape": list(data.train.X.shape[1:]),
             "sample_rate": data.sample_rate,
             "n_classes": data.n_classes,
             "limit_per_split": limit,
             "input_standardization": input_stats,
-            "target_standardization": ({"mean": target_mean, "std": target_scale}
-                                       if task.kind == "regression" and config.standardize_target else None),
+            "target_standardization": (
+                {"mean": target_mean, "std": target_scale}
+                if task.kind == "regression" and config.standardize_target
+                else None
+            ),
             "meta": json_safe(data.meta),
         },
         "hyperparameters": json_safe(config.to_dict()),
@@ -251,10 +296,13 @@ def run_task(
         "seed": seed,
         "device": str(torch_device),
         "timings": {
-            "data_seconds": data_seconds, "train_seconds": train_seconds, "eval_seconds": eval_seconds,
+            "data_seconds": data_seconds,
+            "train_seconds": train_seconds,
+            "eval_seconds": eval_seconds,
             "zero_shot_seconds": zero_shot_seconds,
-            "seconds_per_epoch": (float(np.mean([h["seconds"] for h in history[start_epoch:]]))
-                                  if history[start_epoch:] else None),
+            "seconds_per_epoch": (
+                float(np.mean([h["seconds"] for h in history[start_epoch:]])) if history[start_epoch:] else None
+            ),
             "total_seconds": time.perf_counter() - started,
         },
         "files": {key: str(path) for key, path in paths.items()},
@@ -269,6 +317,7 @@ def run_task(
 
 # ----------------------------------------------------------------------------- helpers
 
+
 def _check_resume(paths: dict[str, Path], settings: dict, resume: bool, echo) -> int:
     """Epoch the checkpoint reached (0 when starting fresh); refuses a checkpoint of other settings."""
     checkpoint = paths["checkpoint"]
@@ -280,17 +329,23 @@ def _check_resume(paths: dict[str, Path], settings: dict, resume: bool, echo) ->
         echo(f"starting from scratch: {checkpoint} will be overwritten (pass --resume to continue it)")
         return 0
     if not paths["config"].is_file():
-        raise ValueError(f"{checkpoint} has no {paths['config'].name} next to it; cannot check what it was "
-                         "trained with. Remove the checkpoint or choose another --out.")
+        raise ValueError(
+            f"{checkpoint} has no {paths['config'].name} next to it; cannot check what it was "
+            "trained with. Remove the checkpoint or choose another --out."
+        )
     try:
         previous = json.loads(paths["config"].read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise ValueError(f"cannot resume: {paths['config']} is not valid JSON ({error}); remove the run directory "
-                         "or choose another --out") from None
+        raise ValueError(
+            f"cannot resume: {paths['config']} is not valid JSON ({error}); remove the run directory "
+            "or choose another --out"
+        ) from None
     differing = sorted(k for k in set(previous) | set(settings) if previous.get(k) != settings.get(k))
     if differing:
-        raise ValueError(f"cannot resume {checkpoint}: it was trained with other settings ({', '.join(differing)} "
-                         "differ). Run with the same task/preset/data/limit/seed or choose another --out.")
+        raise ValueError(
+            f"cannot resume {checkpoint}: it was trained with other settings ({', '.join(differing)} "
+            "differ). Run with the same task/preset/data/limit/seed or choose another --out."
+        )
     return int(read_checkpoint(checkpoint)["run_epoch"])
 
 
@@ -321,8 +376,10 @@ def _history_rows(history: list[dict], kind: str, target_scale: float) -> list[d
     rows = []
     for record in history:
         # The Trainer's generic "val_score" is the accuracy here; keep the column order.
-        row = {("val_accuracy" if key == "val_score" and kind == "classification" else key): value
-               for key, value in record.items()}
+        row = {
+            ("val_accuracy" if key == "val_score" and kind == "classification" else key): value
+            for key, value in record.items()
+        }
         if kind == "regression" and "val_loss" in row:
             row["val_rmse"] = math.sqrt(row["val_loss"]) * target_scale
         rows.append(row)
@@ -358,8 +415,9 @@ def _write_history(path: Path, history: list[dict]) -> None:
         writer.writerows(history)
 
 
-def zero_shot_evaluation(model: torch.nn.Module, data: TaskData, config: Preset,
-                         device: torch.device | str = "cpu") -> list[dict]:
+def zero_shot_evaluation(
+    model: torch.nn.Module, data: TaskData, config: Preset, device: torch.device | str = "cpu"
+) -> list[dict]:
     """Accuracy on val and test under every zero-shot condition (see ssmts.tasks.zero_shot)."""
     if not data.sample_rate:
         raise ValueError("zero-shot evaluation needs the data's sample rate")
@@ -390,8 +448,10 @@ def summary(results: dict) -> str:
     if metric == "accuracy" and results["data"]["n_classes"]:
         lines.append(f"  chance level: {1 / results['data']['n_classes']:.1%}")
     t = results["timings"]
-    lines.append(f"  time: data {t['data_seconds']:.1f} s, training {t['train_seconds']:.1f} s, "
-                 f"evaluation {t['eval_seconds'] + t['zero_shot_seconds']:.1f} s, total {t['total_seconds']:.1f} s")
+    lines.append(
+        f"  time: data {t['data_seconds']:.1f} s, training {t['train_seconds']:.1f} s, "
+        f"evaluation {t['eval_seconds'] + t['zero_shot_seconds']:.1f} s, total {t['total_seconds']:.1f} s"
+    )
     if results.get("zero_shot"):
         lines.append("  zero-shot change of sample rate (accuracy; no retraining):")
         table = zero_shot.format_table(results["zero_shot"], ["val_accuracy", "test_accuracy"])

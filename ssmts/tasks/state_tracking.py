@@ -20,6 +20,7 @@ dense transitions. Chance level is 1 / number of states.
 Writes `out` (results JSON: settings, every run, mean / std / min / max over seeds) and prints
 one table per problem.
 """
+
 from __future__ import annotations
 
 import json
@@ -109,59 +110,110 @@ class StateTrackingPreset:
 
     def backbone_params(self, model: str) -> BackboneParams:
         """The row's backbone as the estimators declare it (validated)."""
-        common = dict(d_model=self.d_model, d_state=self.d_state, n_layers=self.n_layers, norm="layer",
-                      prenorm=True, dropout=0.0)
+        common = dict(
+            d_model=self.d_model, d_state=self.d_state, n_layers=self.n_layers, norm="layer", prenorm=True, dropout=0.0
+        )
         if model == "ssm":
             params = BackboneParams(**common)
         else:
-            extra = {"block_diagonal": dict(lncde_block_size=self.lncde_block_size),
-                     "dplr": dict(lncde_rank=self.lncde_rank)}.get(model, {})
-            params = BackboneParams(**common, layer="lncde", lncde_structure=model, lncde_dt=self.lncde_dt,
-                                    lncde_max_norm=self.lncde_max_norm, **extra)
+            extra = {
+                "block_diagonal": dict(lncde_block_size=self.lncde_block_size),
+                "dplr": dict(lncde_rank=self.lncde_rank),
+            }.get(model, {})
+            params = BackboneParams(
+                **common,
+                layer="lncde",
+                lncde_structure=model,
+                lncde_dt=self.lncde_dt,
+                lncde_max_norm=self.lncde_max_norm,
+                **extra,
+            )
         params.validate_params()
         return params
 
     def trainer_config(self, seed: int, device) -> TrainerConfig:
-        config = TrainerConfig(optimizer="adamw", lr=self.lr, lr_ssm=self.lr_ssm, weight_decay=self.weight_decay,
-                               scheduler="cosine", warmup_steps=self.warmup_steps, max_epochs=self.epochs,
-                               batch_size=self.batch_size, grad_clip=1.0, device=device, random_state=seed)
+        config = TrainerConfig(
+            optimizer="adamw",
+            lr=self.lr,
+            lr_ssm=self.lr_ssm,
+            weight_decay=self.weight_decay,
+            scheduler="cosine",
+            warmup_steps=self.warmup_steps,
+            max_epochs=self.epochs,
+            batch_size=self.batch_size,
+            grad_clip=1.0,
+            device=device,
+            random_state=seed,
+        )
         config.validate_params()
         return config
 
     def describe(self) -> str:
-        return (f"preset {self.name}: problems {', '.join(self.problems)}; rows {', '.join(self.models)}; "
-                f"seeds {list(self.seeds)}; depth {self.n_layers}, H {self.d_model}, N/d {self.d_state}, "
-                f"block {self.lncde_block_size}, rank {self.lncde_rank}, lncde_dt {self.lncde_dt}, lncde_max_norm "
-                f"{self.lncde_max_norm}; {self.steps} steps "
-                f"of batch {self.batch_size} on {self.n_train} sequences of length {self.train_length}, lr "
-                f"{self.lr}; test bins {', '.join(f'({a}, {b}]' for a, b in self.bins)} on {self.n_test} sequences")
+        return (
+            f"preset {self.name}: problems {', '.join(self.problems)}; rows {', '.join(self.models)}; "
+            f"seeds {list(self.seeds)}; depth {self.n_layers}, H {self.d_model}, N/d {self.d_state}, "
+            f"block {self.lncde_block_size}, rank {self.lncde_rank}, lncde_dt {self.lncde_dt}, lncde_max_norm "
+            f"{self.lncde_max_norm}; {self.steps} steps "
+            f"of batch {self.batch_size} on {self.n_train} sequences of length {self.train_length}, lr "
+            f"{self.lr}; test bins {', '.join(f'({a}, {b}]' for a, b in self.bins)} on {self.n_test} sequences"
+        )
 
 
 def get_state_tracking_preset(name: str) -> StateTrackingPreset:
-    """"small": minutes on one CPU thread; "tiny": a smoke test of seconds."""
+    """ "small": minutes on one CPU thread; "tiny": a smoke test of seconds."""
     if name == "small":
         return StateTrackingPreset(
-            name="small", problems=("parity", "mod5", "a5"), models=MODELS, seeds=(0, 1, 2), d_model=32, d_state=16,
-            n_layers=2, steps=300, batch_size=32, n_train=2048, n_test=256, lr=1e-2, lr_ssm=1e-2, warmup_steps=20,
-            notes=("small CPU preset: far smaller models and far fewer steps than the SLiCE paper's experiments",
-                   "cycle navigation is left out to stay within about 15 minutes on one CPU thread (it is a Z5 "
-                   "problem like mod5); run_state_tracking(problems=('cycle',)) runs it"))
+            name="small",
+            problems=("parity", "mod5", "a5"),
+            models=MODELS,
+            seeds=(0, 1, 2),
+            d_model=32,
+            d_state=16,
+            n_layers=2,
+            steps=300,
+            batch_size=32,
+            n_train=2048,
+            n_test=256,
+            lr=1e-2,
+            lr_ssm=1e-2,
+            warmup_steps=20,
+            notes=(
+                "small CPU preset: far smaller models and far fewer steps than the SLiCE paper's experiments",
+                "cycle navigation is left out to stay within about 15 minutes on one CPU thread (it is a Z5 "
+                "problem like mod5); run_state_tracking(problems=('cycle',)) runs it",
+            ),
+        )
     if name == "tiny":
         return StateTrackingPreset(
-            name="tiny", problems=("parity", "a5"), models=("ssm", "diagonal", "block_diagonal"), seeds=(0, 1),
-            d_model=8, d_state=8, n_layers=1, steps=2, batch_size=8, n_train=16, n_test=8,
-            bins=((8, 16), (16, 32)), train_length=8, notes=("smoke-test preset",))
+            name="tiny",
+            problems=("parity", "a5"),
+            models=("ssm", "diagonal", "block_diagonal"),
+            seeds=(0, 1),
+            d_model=8,
+            d_state=8,
+            n_layers=1,
+            steps=2,
+            batch_size=8,
+            n_train=16,
+            n_test=8,
+            bins=((8, 16), (16, 32)),
+            train_length=8,
+            notes=("smoke-test preset",),
+        )
     if name == "paper":
-        raise ValueError("state-tracking has no 'paper' preset: the SLiCE text shipped with ssmts does not state the "
-                         "paper's hyperparameters; use --preset small (or tiny)")
+        raise ValueError(
+            "state-tracking has no 'paper' preset: the SLiCE text shipped with ssmts does not state the "
+            "paper's hyperparameters; use --preset small (or tiny)"
+        )
     raise ValueError(f"unknown state-tracking preset {name!r}; choose one of {STATE_TRACKING_PRESETS}")
 
 
 def _splits(preset: StateTrackingPreset, problem: str, seed: int) -> tuple[SequenceData, SequenceData]:
     """Training set of the seed; test set fixed per problem (the same for every row and seed)."""
     index = PROBLEMS.index(problem)
-    x, y = generate_state_tracking(problem, preset.n_train, preset.train_length,
-                                   np.random.default_rng([index, seed, 0]))
+    x, y = generate_state_tracking(
+        problem, preset.n_train, preset.train_length, np.random.default_rng([index, seed, 0])
+    )
     train = SequenceData(torch.from_numpy(x), torch.from_numpy(y))
     x, y = generate_state_tracking(problem, preset.n_test, preset.test_length, np.random.default_rng([index, 10**6, 1]))
     return train, SequenceData(torch.from_numpy(x), torch.from_numpy(y))
@@ -171,8 +223,14 @@ def _bin_names(preset: StateTrackingPreset) -> list[str]:
     return [f"{low + 1}-{high}" for low, high in ((0, preset.train_length), *preset.bins)]
 
 
-def train_and_evaluate(preset: StateTrackingPreset, problem: str, model_name: str, seed: int,
-                       device: str | torch.device = "cpu", curve: bool = False) -> dict:
+def train_and_evaluate(
+    preset: StateTrackingPreset,
+    problem: str,
+    model_name: str,
+    seed: int,
+    device: str | torch.device = "cpu",
+    curve: bool = False,
+) -> dict:
     """One run: train the row on the problem through fit_model, accuracy per length bin.
 
     curve: also return "accuracy_by_step", the test accuracy at every step 1..test_length
@@ -185,8 +243,15 @@ def train_and_evaluate(preset: StateTrackingPreset, problem: str, model_name: st
         return PerStepHead(params.build_backbone(1, vocab_size=info.vocab_size), info.n_states)
 
     started = time.perf_counter()
-    result = fit_model(network, train, weighted_cross_entropy(None), preset.trainer_config(seed, device), seed=seed,
-                       epochs=preset.epochs, description=f"{problem} {model_name} seed {seed}")
+    result = fit_model(
+        network,
+        train,
+        weighted_cross_entropy(None),
+        preset.trainer_config(seed, device),
+        seed=seed,
+        epochs=preset.epochs,
+        description=f"{problem} {model_name} seed {seed}",
+    )
     train_seconds = time.perf_counter() - started
     logits = predict_batches(result.model, test, max(preset.batch_size, 64), device)
     correct = (logits.argmax(1) == test.y).float().mean(0).numpy()  # (L,): accuracy at each step
@@ -195,10 +260,15 @@ def train_and_evaluate(preset: StateTrackingPreset, problem: str, model_name: st
         accuracy[name] = float(correct[low:high].mean())
     train_logits = predict_batches(result.model, train, max(preset.batch_size, 64), device)
     run = {
-        "problem": problem, "model": model_name, "seed": seed, "accuracy": accuracy,
+        "problem": problem,
+        "model": model_name,
+        "seed": seed,
+        "accuracy": accuracy,
         "train_accuracy": accuracy_of_step_logits(train_logits, train.y),
-        "final_train_loss": result.history[-1]["train_loss"], "epochs": len(result.history),
-        "n_parameters": sum(p.numel() for p in result.model.parameters()), "train_seconds": train_seconds,
+        "final_train_loss": result.history[-1]["train_loss"],
+        "epochs": len(result.history),
+        "n_parameters": sum(p.numel() for p in result.model.parameters()),
+        "train_seconds": train_seconds,
     }
     if curve:
         run.update(accuracy_by_step=correct.tolist(), network=result.model)
@@ -213,9 +283,18 @@ def summarize(runs: list[dict]) -> list[dict]:
         group = [r for r in runs if r["problem"] == problem and r["model"] == model]
         for bin_name in group[0]["accuracy"]:
             values = np.array([r["accuracy"][bin_name] for r in group])
-            rows.append({"problem": problem, "model": model, "bin": bin_name, "n_seeds": len(values),
-                         "mean": float(values.mean()), "std": float(values.std()),
-                         "min": float(values.min()), "max": float(values.max())})
+            rows.append(
+                {
+                    "problem": problem,
+                    "model": model,
+                    "bin": bin_name,
+                    "n_seeds": len(values),
+                    "mean": float(values.mean()),
+                    "std": float(values.std()),
+                    "min": float(values.min()),
+                    "max": float(values.max()),
+                }
+            )
     return rows
 
 
@@ -226,8 +305,10 @@ def format_tables(summary: list[dict]) -> str:
         rows = [r for r in summary if r["problem"] == problem]
         bins = list(dict.fromkeys(r["bin"] for r in rows))
         info = PROBLEM_INFO[problem]
-        out.append(f"{problem}: {info.description}; chance {1 / info.n_states:.1%}; "
-                   f"{rows[0]['n_seeds']} seeds, accuracy mean ± std (%) by sequence length")
+        out.append(
+            f"{problem}: {info.description}; chance {1 / info.n_states:.1%}; "
+            f"{rows[0]['n_seeds']} seeds, accuracy mean ± std (%) by sequence length"
+        )
         out.append("")
         out.append("| model | " + " | ".join(f"L {b}" for b in bins) + " |")
         out.append("|---|" + "---:|" * len(bins))
@@ -271,9 +352,11 @@ def run_state_tracking(
             for s in seeds:
                 run = train_and_evaluate(config, problem, model, s, torch_device)
                 runs.append(run)
-                echo(f"[state-tracking] {problem:6s} {model:14s} seed {s}: "
-                     + ", ".join(f"{k} {100 * v:.1f}%" for k, v in run["accuracy"].items())
-                     + f" (train acc {100 * run['train_accuracy']:.1f}%, {run['train_seconds']:.1f} s)")
+                echo(
+                    f"[state-tracking] {problem:6s} {model:14s} seed {s}: "
+                    + ", ".join(f"{k} {100 * v:.1f}%" for k, v in run["accuracy"].items())
+                    + f" (train acc {100 * run['train_accuracy']:.1f}%, {run['train_seconds']:.1f} s)"
+                )
     summary = summarize(runs)
     results = {
         "task": "state-tracking",
@@ -296,5 +379,14 @@ def run_state_tracking(
     return results
 
 
-__all__ = ["MODELS", "MODEL_LABELS", "StateTrackingPreset", "get_state_tracking_preset", "train_and_evaluate",
-           "summarize", "format_tables", "run_state_tracking", "STATE_TRACKING_PRESETS"]
+__all__ = [
+    "MODELS",
+    "MODEL_LABELS",
+    "StateTrackingPreset",
+    "get_state_tracking_preset",
+    "train_and_evaluate",
+    "summarize",
+    "format_tables",
+    "run_state_tracking",
+    "STATE_TRACKING_PRESETS",
+]

@@ -16,6 +16,7 @@ two-tower model must compare the two encodings.
 
 Both say nothing about accuracy on IMDB or AAN.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -92,17 +93,31 @@ def make_text_standin(
     X, lengths = encode_bytes(documents, max_length)
     splits = _three_way(X, y, lengths, n_train, n_val)
     return TaskData(
-        *splits, n_classes=2, vocab_size=BYTE_VOCAB_SIZE, classes=["neg", "pos"],
+        *splits,
+        n_classes=2,
+        vocab_size=BYTE_VOCAB_SIZE,
+        classes=["neg", "pos"],
         source="synthetic: ssmts.tasks.synthetic_text.make_text_standin",
-        meta={"task": "text", "stand_in_for": "lra-text", "max_length": max_length,
-              "tokenizer": "bytes (id = byte + 1)", "random_state": random_state,
-              "recipe": "pseudo-word filler with 3/5/7 sentiment cue words, label = majority polarity"},
+        meta={
+            "task": "text",
+            "stand_in_for": "lra-text",
+            "max_length": max_length,
+            "tokenizer": "bytes (id = byte + 1)",
+            "random_state": random_state,
+            "recipe": "pseudo-word filler with 3/5/7 sentiment cue words, label = majority polarity",
+        },
     )
 
 
 def make_retrieval_standin(
-    n_train: int, n_val: int, n_test: int, *, max_length: int = 4000, n_topics: int = 16,
-    topic_share: float = 0.2, random_state: int = 0,
+    n_train: int,
+    n_val: int,
+    n_test: int,
+    *,
+    max_length: int = 4000,
+    n_topics: int = 16,
+    topic_share: float = 0.2,
+    random_state: int = 0,
 ) -> TaskData:
     """Byte-level document-pair stand-in for LRA Retrieval.
 
@@ -140,11 +155,21 @@ def make_retrieval_standin(
     lengths = np.stack([lengths1, lengths2], axis=1)
     splits = _three_way(X, y, lengths, n_train, n_val)
     return TaskData(
-        *splits, n_classes=2, vocab_size=BYTE_VOCAB_SIZE, classes=["unrelated", "related"],
+        *splits,
+        n_classes=2,
+        vocab_size=BYTE_VOCAB_SIZE,
+        classes=["unrelated", "related"],
         source="synthetic: ssmts.tasks.synthetic_text.make_retrieval_standin",
-        meta={"task": "retrieval", "stand_in_for": "lra-retrieval", "max_length": max_length,
-              "tokenizer": "bytes (id = byte + 1)", "input_layout": "X[:, 0] = text1, X[:, 1] = text2",
-              "n_topics": n_topics, "topic_share": topic_share, "random_state": random_state},
+        meta={
+            "task": "retrieval",
+            "stand_in_for": "lra-retrieval",
+            "max_length": max_length,
+            "tokenizer": "bytes (id = byte + 1)",
+            "input_layout": "X[:, 0] = text1, X[:, 1] = text2",
+            "n_topics": n_topics,
+            "topic_share": topic_share,
+            "random_state": random_state,
+        },
     )
 
 

@@ -6,6 +6,7 @@ decimation x[::2] without an anti-aliasing filter (the S4 protocol, which eSSM f
 and band-limited resampling. The table also shows the half-rate input without the
 rescaling, which tells how much of the result the rescaling is responsible for.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -53,8 +54,11 @@ def make_input(X: np.ndarray, train_rate: int, condition: Condition) -> np.ndarr
     return change_rate(X, train_rate, condition.rate, method=condition.input_method)
 
 
-def evaluate(predict: Callable[[np.ndarray, float], np.ndarray], splits: dict[str, tuple[np.ndarray, np.ndarray]],
-             train_rate: int) -> list[dict]:
+def evaluate(
+    predict: Callable[[np.ndarray, float], np.ndarray],
+    splits: dict[str, tuple[np.ndarray, np.ndarray]],
+    train_rate: int,
+) -> list[dict]:
     """Accuracy on every split under every condition: the zero-shot table of the demo and the tasks.
 
     predict(X, delta_factor) -> labels runs the model on X (n, C, L) with every Delta times
@@ -64,8 +68,12 @@ def evaluate(predict: Callable[[np.ndarray, float], np.ndarray], splits: dict[st
     rows = []
     for condition in conditions(train_rate):
         factor = train_rate / condition.rate if condition.rescale_delta else 1.0
-        row = {"condition": condition.name, "rate_hz": condition.rate, "input": condition.input_method,
-               "delta_scale": factor}
+        row = {
+            "condition": condition.name,
+            "rate_hz": condition.rate,
+            "input": condition.input_method,
+            "delta_scale": factor,
+        }
         for name, (X, y) in splits.items():
             labels = predict(make_input(X, train_rate, condition), factor)
             row[f"{name}_accuracy"] = float(np.mean(np.asarray(labels) == np.asarray(y)))

@@ -12,6 +12,7 @@ an exception) stops the run after that epoch. Early stopping, checkpointing and 
 progress bar are callbacks of the same kind. A callback must be picklable (estimators
 holding it are pickled and cloned) and reset what it tracks in ``on_fit_start``.
 """
+
 from __future__ import annotations
 
 import copy
@@ -97,12 +98,15 @@ class ProgressBar(Callback):
     def on_fit_start(self, trainer) -> None:
         from tqdm.auto import tqdm
 
-        self._bar = tqdm(total=trainer.epochs_planned, initial=trainer.epochs_done, desc=self.description,
-                         unit="epoch", leave=True)
+        self._bar = tqdm(
+            total=trainer.epochs_planned, initial=trainer.epochs_done, desc=self.description, unit="epoch", leave=True
+        )
 
     def on_epoch_end(self, trainer, record: dict) -> None:
         self._bar.update(1)
-        self._bar.set_postfix({k: f"{v:.4g}" for k, v in record.items() if k in ("train_loss", "val_loss", "val_score")})
+        self._bar.set_postfix(
+            {k: f"{v:.4g}" for k, v in record.items() if k in ("train_loss", "val_loss", "val_score")}
+        )
 
     def on_fit_end(self, trainer) -> None:
         if self._bar is not None:

@@ -18,6 +18,7 @@ groups it takes; `Configurable` then gives it
 
 A face may change a default (``_param_defaults = {"d_model": 32}``) without redeclaring it.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -65,7 +66,9 @@ class Integer(Constraint):
         return _is_int(value) and (self.low is None or value >= self.low) and (self.high is None or value <= self.high)
 
     def describe(self) -> str:
-        return "an integer" + (" " + _range_text(self.low, self.high, "both") if (self.low, self.high) != (None, None) else "")
+        return "an integer" + (
+            " " + _range_text(self.low, self.high, "both") if (self.low, self.high) != (None, None) else ""
+        )
 
 
 @dataclass(frozen=True)
@@ -240,8 +243,14 @@ class Configurable:
         for name, value in list(cls.__dict__.items()):
             if isinstance(value, _ParamSpec):
                 params.pop(name, None)
-                params[name] = Param(name, value.default, value.doc, value.constraint,
-                                     value.group or group or "Parameters", _annotation_text(annotations.get(name)))
+                params[name] = Param(
+                    name,
+                    value.default,
+                    value.doc,
+                    value.constraint,
+                    value.group or group or "Parameters",
+                    _annotation_text(annotations.get(name)),
+                )
                 delattr(cls, name)  # the instance attribute set by __init__ is the only value
         for name, default in cls.__dict__.get("_param_defaults", {}).items():
             if name not in params:
@@ -309,8 +318,15 @@ def _make_init(cls, params: dict[str, Param]):
 
     __init__.__signature__ = inspect.Signature(
         [inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)]
-        + [inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, default=params[n].default,
-                             annotation=params[n].annotation or inspect.Parameter.empty) for n in names]
+        + [
+            inspect.Parameter(
+                n,
+                inspect.Parameter.KEYWORD_ONLY,
+                default=params[n].default,
+                annotation=params[n].annotation or inspect.Parameter.empty,
+            )
+            for n in names
+        ]
     )
     __init__.__qualname__ = f"{cls.__qualname__}.__init__"
     __init__.__doc__ = f"Store the parameters of {cls.__name__} unmodified (validated at fit)."
@@ -345,8 +361,9 @@ def with_params_doc(cls):
     """Class decorator: put the generated "Parameters" block into the class docstring, after the
     summary and before the first NumPy-style section (Attributes, Examples ...), if any."""
     lines = inspect.cleandoc(cls.__doc__ or "").splitlines()
-    cut = next((i for i in range(len(lines) - 1) if lines[i].strip() and set(lines[i + 1].strip()) == {"-"}),
-               len(lines))
+    cut = next(
+        (i for i in range(len(lines) - 1) if lines[i].strip() and set(lines[i + 1].strip()) == {"-"}), len(lines)
+    )
     head, tail = "\n".join(lines[:cut]).rstrip(), "\n".join(lines[cut:])
     cls.__doc__ = head + "\n\n" + cls.params_doc() + ("\n" + tail if tail else "")
     return cls

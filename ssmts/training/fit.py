@@ -8,6 +8,7 @@ trains with the shared Trainer and its callbacks, and returns what is needed to 
 (optimizer, scheduler, shuffling RNG, history) as an explicit value. Nothing of the Trainer
 leaks out.
 """
+
 from __future__ import annotations
 
 import copy
@@ -95,8 +96,16 @@ def fit_model(
             train, val = data, validation
         extra = [early_stopping] if early_stopping is not None else []
         # The seed drawn by the face also orders the mini-batches.
-        trainer = Trainer(model, loss_fn, config, score_fn=score_fn, callbacks=[*callbacks, *extra],
-                          description=description, random_state=int(seed), run_params=run_params)
+        trainer = Trainer(
+            model,
+            loss_fn,
+            config,
+            score_fn=score_fn,
+            callbacks=[*callbacks, *extra],
+            description=description,
+            random_state=int(seed),
+            run_params=run_params,
+        )
         if resume is not None:
             trainer.load_state_dict(resume, continue_run=False)
         with scaled_delta(model, delta_factor):
@@ -122,8 +131,10 @@ def start_process_group() -> None:
     if dist.is_initialized():
         return
     if "WORLD_SIZE" not in os.environ:
-        raise RuntimeError("distributed=True needs a torch.distributed process group: launch with torchrun, or call "
-                           "torch.distributed.init_process_group before fit")
+        raise RuntimeError(
+            "distributed=True needs a torch.distributed process group: launch with torchrun, or call "
+            "torch.distributed.init_process_group before fit"
+        )
     dist.init_process_group(backend="nccl" if torch.cuda.is_available() else "gloo")
 
 
@@ -164,5 +175,12 @@ def torch_threads(n: int | None):
         torch.set_num_threads(previous)
 
 
-__all__ = ["FitResult", "fit_model", "holdout_split", "pickle_state", "seed_from", "start_process_group",
-           "worker_threads"]
+__all__ = [
+    "FitResult",
+    "fit_model",
+    "holdout_split",
+    "pickle_state",
+    "seed_from",
+    "start_process_group",
+    "worker_threads",
+]

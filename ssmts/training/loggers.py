@@ -6,6 +6,7 @@ Both libraries are optional (`pip install ssmts[logging]`); the callbacks import
 starts. A grid search clones the callback with the estimator, so each candidate and fold is a run
 of its own (under the active MLflow run, if there is one: nested runs).
 """
+
 from __future__ import annotations
 
 import itertools
@@ -21,15 +22,20 @@ _RUN_NUMBERS = itertools.count()
 
 def _loggable(params: dict) -> dict[str, str | float | int | bool]:
     """The run's parameters as scalars: numbers and strings as they are, anything else as its repr."""
-    return {name: "None" if value is None else value if isinstance(value, (str, bool, int, float)) else repr(value)
-            for name, value in params.items()}
+    return {
+        name: "None" if value is None else value if isinstance(value, (str, bool, int, float)) else repr(value)
+        for name, value in params.items()
+    }
 
 
 def _metrics(record: dict) -> dict[str, float]:
     """The numeric, finite entries of an epoch's record but the epoch itself, which is the step (a
     diverged loss is reported by the fit itself)."""
-    return {key: float(value) for key, value in record.items() if key != "epoch"
-            and isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)}
+    return {
+        key: float(value)
+        for key, value in record.items()
+        if key != "epoch" and isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    }
 
 
 class MLflowLogger(Callback):
@@ -49,8 +55,9 @@ class MLflowLogger(Callback):
     def on_fit_start(self, trainer) -> None:
         import mlflow
 
-        self._run = mlflow.start_run(run_name=self.run_name or trainer.description,
-                                     nested=mlflow.active_run() is not None)
+        self._run = mlflow.start_run(
+            run_name=self.run_name or trainer.description, nested=mlflow.active_run() is not None
+        )
         mlflow.log_params(_loggable(trainer.run_params))
 
     def on_epoch_end(self, trainer, record: dict) -> None:

@@ -1,5 +1,6 @@
 """Losses loss(outputs, target, weight) and validation scores score(outputs, target) -> float,
 shared by the estimators, the forecaster and the task runner."""
+
 from __future__ import annotations
 
 import torch
@@ -91,5 +92,12 @@ def pinball_loss(levels: torch.Tensor):
     return loss
 
 
-__all__ = ["weighted_cross_entropy", "accuracy_of_logits", "accuracy_of_step_logits", "mse_loss", "negative_mse",
-           "masked_reconstruction_loss", "pinball_loss"]
+__all__ = [
+    "weighted_cross_entropy",
+    "accuracy_of_logits",
+    "accuracy_of_step_logits",
+    "mse_loss",
+    "negative_mse",
+    "masked_reconstruction_loss",
+    "pinball_loss",
+]

@@ -13,6 +13,7 @@ Groups, and who takes them:
     FeatureParams        the SSM-feature estimators           (time scales, read-outs, difference)
     FeatureModelParams   FeatureParams with the few parameters of the groups above that apply to them
 """
+
 from __future__ import annotations
 
 import numbers
@@ -27,7 +28,17 @@ from ..nn.discretization import DISCRETIZATIONS
 from ..nn.init import INITS
 from ..nn.lncde import LNCDE_STRUCTURES
 from .config import (
-    AnyOf, Boolean, Configurable, Integer, InvalidParameterError, NoneOr, Options, Real, Satisfies, param, params_of,
+    AnyOf,
+    Boolean,
+    Configurable,
+    Integer,
+    InvalidParameterError,
+    NoneOr,
+    Options,
+    Real,
+    Satisfies,
+    param,
+    params_of,
 )
 
 OPTIMIZERS = ("adamw", "adam", "sgd")
@@ -41,13 +52,17 @@ POSITIVE = Real(0, None, closed="neither")
 def _is_device(value) -> bool:
     if isinstance(value, torch.device):
         return True
-    return isinstance(value, str) and (value in ("auto", "cpu", "cuda") or
-                                       (value.startswith("cuda:") and value[5:].isdigit()))
+    return isinstance(value, str) and (
+        value in ("auto", "cpu", "cuda") or (value.startswith("cuda:") and value[5:].isdigit())
+    )
 
 
 def _is_seed(value) -> bool:
-    return value is None or isinstance(value, np.random.RandomState) or (
-        isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)) and value >= 0)
+    return (
+        value is None
+        or isinstance(value, np.random.RandomState)
+        or (isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)) and value >= 0)
+    )
 
 
 def _is_callback_list(value) -> bool:
@@ -60,7 +75,8 @@ def _is_class_weight(value) -> bool:
     if value is None or (isinstance(value, str) and value == "balanced"):
         return True
     return isinstance(value, dict) and all(
-        isinstance(w, numbers.Real) and not isinstance(w, bool) and np.isfinite(w) and w > 0 for w in value.values())
+        isinstance(w, numbers.Real) and not isinstance(w, bool) and np.isfinite(w) and w > 0 for w in value.values()
+    )
 
 
 def resolve_device(device: str | torch.device) -> torch.device:
@@ -81,55 +97,109 @@ SEQUENCE_MODEL_DEFAULTS = dict(n_layers=2, min_steps=500)
 
 # Parameters that only one layer family reads. A value other than the default with the other
 # family's layer is an error (it would be silently ignored otherwise).
-SSM_ONLY_PARAMS = ("heads", "bidirectional", "init", "discretization", "dt_min", "dt_max", "ptd_eps", "ptd_gamma",
-                   "fixed_transition")
+SSM_ONLY_PARAMS = (
+    "heads",
+    "bidirectional",
+    "init",
+    "discretization",
+    "dt_min",
+    "dt_max",
+    "ptd_eps",
+    "ptd_gamma",
+    "fixed_transition",
+)
 LNCDE_ONLY_PARAMS = ("lncde_structure", "lncde_block_size", "lncde_rank", "lncde_dt", "lncde_max_norm")
 
 
 class BackboneParams(Configurable):
     _params_group = "Backbone"
     d_model: int = param(default=64, doc="Width H of every block.", constraint=Integer(1))
-    d_state: int = param(default=64, doc="State size: N of each SSM head (N/2 complex modes); with layer='lncde' the "
-                                         "hidden size d of each LinearCDE.", constraint=Integer(2))
+    d_state: int = param(
+        default=64,
+        doc="State size: N of each SSM head (N/2 complex modes); with layer='lncde' the "
+        "hidden size d of each LinearCDE.",
+        constraint=Integer(2),
+    )
     n_layers: int = param(default=4, doc="Number of blocks.", constraint=Integer(1))
     layer: str = param(
-        default="ssm", doc="Sequence layer of every block: 'ssm' (diagonal time-invariant SSM) or 'lncde' (SLiCE: a "
-                           "linear neural CDE with input-dependent structured transitions, ssmts.nn.LinearCDE).",
-        constraint=Options(*LAYERS))
-    heads: int = param(default=1, doc="SSM only: block-diagonal heads (1 = one MIMO system, d_model = SISO).",
-                       constraint=Integer(1))
+        default="ssm",
+        doc="Sequence layer of every block: 'ssm' (diagonal time-invariant SSM) or 'lncde' (SLiCE: a "
+        "linear neural CDE with input-dependent structured transitions, ssmts.nn.LinearCDE).",
+        constraint=Options(*LAYERS),
+    )
+    heads: int = param(
+        default=1, doc="SSM only: block-diagonal heads (1 = one MIMO system, d_model = SISO).", constraint=Integer(1)
+    )
     bidirectional: bool | str = param(
-        default=False, doc="SSM only: causal (False) or non-causal: 'essm'/True (flipped kernel) or 'ldnn' (own "
-                           "backward Lambda).", constraint=Options(False, True, "essm", "ldnn"))
-    init: str = param(default="legs", doc="SSM only: initialization of Lambda, B, C (see the Initialization section of the concepts page).",
-                      constraint=Options(*INITS))
-    discretization: str = param(default="zoh", doc="SSM only: continuous-to-discrete map of each mode.",
-                                constraint=Options(*DISCRETIZATIONS))
-    dropout: float = param(default=0.0, doc="Dropout after each block's activation.", constraint=Real(0.0, 1.0, closed="left"))
+        default=False,
+        doc="SSM only: causal (False) or non-causal: 'essm'/True (flipped kernel) or 'ldnn' (own backward Lambda).",
+        constraint=Options(False, True, "essm", "ldnn"),
+    )
+    init: str = param(
+        default="legs",
+        doc="SSM only: initialization of Lambda, B, C (see the Initialization section of the concepts page).",
+        constraint=Options(*INITS),
+    )
+    discretization: str = param(
+        default="zoh", doc="SSM only: continuous-to-discrete map of each mode.", constraint=Options(*DISCRETIZATIONS)
+    )
+    dropout: float = param(
+        default=0.0, doc="Dropout after each block's activation.", constraint=Real(0.0, 1.0, closed="left")
+    )
     norm: str = param(default="layer", doc="Normalization of each block.", constraint=Options(*NORMS))
-    prenorm: bool = param(default=True, doc="Normalize before the layer (True) or after the residual sum.", constraint=Boolean())
+    prenorm: bool = param(
+        default=True, doc="Normalize before the layer (True) or after the residual sum.", constraint=Boolean()
+    )
     activation: str = param(default="gated_gelu", doc="Activation after the layer.", constraint=Options(*ACTIVATIONS))
-    dt_min: float = param(default=1e-3, doc="SSM only: lower end of the log-uniform initial Delta.", constraint=POSITIVE)
-    dt_max: float = param(default=1e-1, doc="SSM only: upper end of the log-uniform initial Delta.", constraint=POSITIVE)
+    dt_min: float = param(
+        default=1e-3, doc="SSM only: lower end of the log-uniform initial Delta.", constraint=POSITIVE
+    )
+    dt_max: float = param(
+        default=1e-1, doc="SSM only: upper end of the log-uniform initial Delta.", constraint=POSITIVE
+    )
     lncde_structure: str = param(
-        default="block_diagonal", doc="LNCDE only: structure of the transition matrices A^j ('diagonal' is not "
-                                      "maximally expressive; the others are).", constraint=Options(*LNCDE_STRUCTURES))
+        default="block_diagonal",
+        doc="LNCDE only: structure of the transition matrices A^j ('diagonal' is not "
+        "maximally expressive; the others are).",
+        constraint=Options(*LNCDE_STRUCTURES),
+    )
     lncde_block_size: int | None = param(
-        default=None, doc="LNCDE only, lncde_structure='block_diagonal': size of the dense blocks, a divisor of "
-                          "d_state (None: 4).", constraint=NoneOr(Integer(1)))
-    lncde_rank: int | None = param(default=None, doc="LNCDE only, lncde_structure='dplr': rank of the low-rank part "
-                                                     "(None: 1).", constraint=NoneOr(Integer(1)))
-    lncde_dt: float = param(default=0.1, doc="LNCDE only: step of the driving path per sample (scaled by "
-                                             "ssmts.nn.scaled_delta).", constraint=POSITIVE)
+        default=None,
+        doc="LNCDE only, lncde_structure='block_diagonal': size of the dense blocks, a divisor of d_state (None: 4).",
+        constraint=NoneOr(Integer(1)),
+    )
+    lncde_rank: int | None = param(
+        default=None,
+        doc="LNCDE only, lncde_structure='dplr': rank of the low-rank part (None: 1).",
+        constraint=NoneOr(Integer(1)),
+    )
+    lncde_dt: float = param(
+        default=0.1,
+        doc="LNCDE only: step of the driving path per sample (scaled by ssmts.nn.scaled_delta).",
+        constraint=POSITIVE,
+    )
     lncde_max_norm: float | None = param(
-        default=1.0, doc="LNCDE only: bound on the spectral norm of every transition, in (0, 1]; None: no rescaling.",
-        constraint=NoneOr(Real(0.0, 1.0, closed="right")))
-    ptd_eps: float = param(default=1e-4, doc="SSM only, init='ptd': size of the starting perturbation E of the HiPPO-LegS "
-                           "matrix (the measured ||E||/||A|| is what the optimization ends at).", constraint=POSITIVE)
-    ptd_gamma: float = param(default=1e3, doc="SSM only, init='ptd': weight of ||E||/||A|| against log cond(V) in the "
-                             "perturbation's objective.", constraint=POSITIVE)
-    fixed_transition: bool = param(default=False, doc="SSM only, LSSL-fixed: freeze Lambda and Delta at their initialization; "
-                                   "B, C, D and the other weights learn.", constraint=Boolean())
+        default=1.0,
+        doc="LNCDE only: bound on the spectral norm of every transition, in (0, 1]; None: no rescaling.",
+        constraint=NoneOr(Real(0.0, 1.0, closed="right")),
+    )
+    ptd_eps: float = param(
+        default=1e-4,
+        doc="SSM only, init='ptd': size of the starting perturbation E of the HiPPO-LegS "
+        "matrix (the measured ||E||/||A|| is what the optimization ends at).",
+        constraint=POSITIVE,
+    )
+    ptd_gamma: float = param(
+        default=1e3,
+        doc="SSM only, init='ptd': weight of ||E||/||A|| against log cond(V) in the perturbation's objective.",
+        constraint=POSITIVE,
+    )
+    fixed_transition: bool = param(
+        default=False,
+        doc="SSM only, LSSL-fixed: freeze Lambda and Delta at their initialization; "
+        "B, C, D and the other weights learn.",
+        constraint=Boolean(),
+    )
 
     def build_backbone(self, d_input: int, *, vocab_size: int | None = None) -> SSMBackbone:
         """The SSMBackbone of these parameters, without a decoder (a head from ssmts.nn.heads goes on top)."""
@@ -144,7 +214,8 @@ class BackboneParams(Configurable):
         owner = type(self).__name__
         if _is_real(values["dt_min"]) and _is_real(values["dt_max"]) and values["dt_min"] > values["dt_max"]:
             raise InvalidParameterError(
-                f"dt_min={values['dt_min']} must not exceed dt_max={values['dt_max']} ({owner})")
+                f"dt_min={values['dt_min']} must not exceed dt_max={values['dt_max']} ({owner})"
+            )
         layer = values.pop("layer")
         other = LNCDE_ONLY_PARAMS if layer == "ssm" else SSM_ONLY_PARAMS
         for name in other:
@@ -152,28 +223,40 @@ class BackboneParams(Configurable):
             if not _same(values[name], default):
                 raise InvalidParameterError(
                     f"{name}={values[name]!r} only applies to layer={'lncde' if layer == 'ssm' else 'ssm'!r}; with "
-                    f"layer={layer!r} leave it at its default {default!r} ({owner})")
+                    f"layer={layer!r} leave it at its default {default!r} ({owner})"
+                )
         lncde = {name: values.pop(name) for name in LNCDE_ONLY_PARAMS}
         if layer == "ssm":
             return values
         structure, block_size, rank = lncde["lncde_structure"], lncde["lncde_block_size"], lncde["lncde_rank"]
         d = values.pop("d_state")
         if block_size is not None and structure != "block_diagonal":
-            raise InvalidParameterError(f"lncde_block_size={block_size} needs lncde_structure='block_diagonal', got "
-                                        f"{structure!r} ({owner})")
+            raise InvalidParameterError(
+                f"lncde_block_size={block_size} needs lncde_structure='block_diagonal', got {structure!r} ({owner})"
+            )
         if rank is not None and structure != "dplr":
             raise InvalidParameterError(f"lncde_rank={rank} needs lncde_structure='dplr', got {structure!r} ({owner})")
         if structure == "block_diagonal" and _is_int(d) and _is_int(block_size or 4) and d % (block_size or 4):
             raise InvalidParameterError(
                 f"lncde_block_size={block_size or 4}{' (the default)' if block_size is None else ''} must divide "
-                f"d_state={d} ({owner})")
+                f"d_state={d} ({owner})"
+            )
         if structure == "walsh_hadamard" and _is_int(d) and d & (d - 1):
-            raise InvalidParameterError(f"d_state={d} must be a power of two with lncde_structure='walsh_hadamard' "
-                                        f"({owner})")
+            raise InvalidParameterError(
+                f"d_state={d} must be a power of two with lncde_structure='walsh_hadamard' ({owner})"
+            )
         for name in SSM_ONLY_PARAMS:
             values.pop(name)
-        return dict(values, layer="lncde", d_hidden=d, structure=structure, block_size=block_size, rank=rank,
-                    dt=lncde["lncde_dt"], max_norm=lncde["lncde_max_norm"])
+        return dict(
+            values,
+            layer="lncde",
+            d_hidden=d,
+            structure=structure,
+            block_size=block_size,
+            rank=rank,
+            dt=lncde["lncde_dt"],
+            max_norm=lncde["lncde_max_norm"],
+        )
 
 
 def _same(value, default) -> bool:
@@ -181,7 +264,11 @@ def _same(value, default) -> bool:
     if value is None or default is None:
         return value is default
     if isinstance(value, (bool, np.bool_)) or isinstance(default, (bool, np.bool_)):
-        return isinstance(value, (bool, np.bool_)) and isinstance(default, (bool, np.bool_)) and bool(value) == bool(default)
+        return (
+            isinstance(value, (bool, np.bool_))
+            and isinstance(default, (bool, np.bool_))
+            and bool(value) == bool(default)
+        )
     if isinstance(value, numbers.Real) and isinstance(default, numbers.Real):
         return value == default
     return type(value) is type(default) and value == default
@@ -196,56 +283,88 @@ def _is_real(value) -> bool:
 
 
 class SequenceParams(Configurable):
-    pooling: Literal["mean", "last"] = param(default="mean", doc="Sequence-to-vector pooling.", constraint=Options(*POOLINGS),
-                                             group="Backbone")
+    pooling: Literal["mean", "last"] = param(
+        default="mean", doc="Sequence-to-vector pooling.", constraint=Options(*POOLINGS), group="Backbone"
+    )
     normalize: str = param(
-        default="channel", doc="Input scaling. 'channel': every channel standardized with its mean and standard "
-                               "deviation over the training data (levels keep their meaning); 'series': every series "
-                               "and channel standardized with its own (z-normalization: only shapes matter, as in the "
-                               "UCR archive); 'series+stats': 'series', with each series' level and log-spread (in units of "
-                               "the training channels) given to the network as two more constant channels, so that "
-                               "nothing is thrown away; 'none': values as they are.",
-        constraint=Options(*NORMALIZATIONS), group="Training")
+        default="channel",
+        doc="Input scaling. 'channel': every channel standardized with its mean and standard "
+        "deviation over the training data (levels keep their meaning); 'series': every series "
+        "and channel standardized with its own (z-normalization: only shapes matter, as in the "
+        "UCR archive); 'series+stats': 'series', with each series' level and log-spread (in units of "
+        "the training channels) given to the network as two more constant channels, so that "
+        "nothing is thrown away; 'none': values as they are.",
+        constraint=Options(*NORMALIZATIONS),
+        group="Training",
+    )
 
 
 class OptimizerParams(Configurable):
     _params_group = "Training"
     max_epochs: int = param(default=50, doc="Passes over the training data.", constraint=Integer(1))
     min_steps: int = param(
-        default=0, doc="Least number of optimizer steps of a fit: on small data max_epochs is raised to reach it "
-                       "(epochs = max(max_epochs, ceil(min_steps / batches per epoch))). 0: exactly max_epochs.",
-        constraint=Integer(0))
-    batch_size: int = param(default=32, doc="Sequences per optimizer step (and per prediction batch).", constraint=Integer(1))
+        default=0,
+        doc="Least number of optimizer steps of a fit: on small data max_epochs is raised to reach it "
+        "(epochs = max(max_epochs, ceil(min_steps / batches per epoch))). 0: exactly max_epochs.",
+        constraint=Integer(0),
+    )
+    batch_size: int = param(
+        default=32, doc="Sequences per optimizer step (and per prediction batch).", constraint=Integer(1)
+    )
     lr: float = param(default=3e-3, doc="Learning rate of all non-SSM parameters.", constraint=POSITIVE)
-    lr_ssm: float | None = param(default=1e-3, doc="Learning rate of Lambda, Delta and B (no weight decay); None: lr.",
-                                 constraint=NoneOr(POSITIVE))
-    weight_decay: float = param(default=0.01, doc="AdamW weight decay of the non-SSM weights.", constraint=Real(0.0, None))
+    lr_ssm: float | None = param(
+        default=1e-3,
+        doc="Learning rate of Lambda, Delta and B (no weight decay); None: lr.",
+        constraint=NoneOr(POSITIVE),
+    )
+    weight_decay: float = param(
+        default=0.01, doc="AdamW weight decay of the non-SSM weights.", constraint=Real(0.0, None)
+    )
     optimizer: str = param(default="adamw", doc="Optimizer.", constraint=Options(*OPTIMIZERS))
-    scheduler: str = param(default="cosine", doc="Learning-rate schedule (cosine over the run, or on plateau).",
-                           constraint=Options(*SCHEDULERS))
-    device: str = param(default="auto", doc="'auto' (a GPU when there is one), 'cpu', 'cuda' or 'cuda:N'.",
-                        constraint=Satisfies(_is_device, "'auto', 'cpu', 'cuda', 'cuda:N' or a torch.device", choice=True))
-    random_state: int | np.random.RandomState | None = param(default=None, doc="Fixes initialization, shuffling and dropout (int, RandomState or None).",
-                                     constraint=Satisfies(_is_seed, "None, an int >= 0 or a numpy RandomState"))
+    scheduler: str = param(
+        default="cosine",
+        doc="Learning-rate schedule (cosine over the run, or on plateau).",
+        constraint=Options(*SCHEDULERS),
+    )
+    device: str = param(
+        default="auto",
+        doc="'auto' (a GPU when there is one), 'cpu', 'cuda' or 'cuda:N'.",
+        constraint=Satisfies(_is_device, "'auto', 'cpu', 'cuda', 'cuda:N' or a torch.device", choice=True),
+    )
+    random_state: int | np.random.RandomState | None = param(
+        default=None,
+        doc="Fixes initialization, shuffling and dropout (int, RandomState or None).",
+        constraint=Satisfies(_is_seed, "None, an int >= 0 or a numpy RandomState"),
+    )
     distributed: bool = param(
-        default=False, doc="Train with DistributedDataParallel in the torch.distributed process group (torchrun's, "
-                           "or yours): each process takes its share of every batch; results equal one process.",
-        constraint=Boolean())
-    verbose: int = param(default=0, doc="1 shows a progress bar with the loss and validation score per epoch.",
-                         constraint=AnyOf(Integer(0), Boolean()))
+        default=False,
+        doc="Train with DistributedDataParallel in the torch.distributed process group (torchrun's, "
+        "or yours): each process takes its share of every batch; results equal one process.",
+        constraint=Boolean(),
+    )
+    verbose: int = param(
+        default=0,
+        doc="1 shows a progress bar with the loss and validation score per epoch.",
+        constraint=AnyOf(Integer(0), Boolean()),
+    )
     precision: str = param(
-        default="32", doc="Training arithmetic: '32' float32; 'bf16-mixed' runs the network's matrix products under "
-                          "torch.autocast in bfloat16 while the SSM kernels, FFTs and states stay in float32 (for GPUs "
-                          "with bfloat16 units; on CPUs without them it is slower). The loss and predictions are float32.",
-        constraint=Options(*PRECISIONS))
+        default="32",
+        doc="Training arithmetic: '32' float32; 'bf16-mixed' runs the network's matrix products under "
+        "torch.autocast in bfloat16 while the SSM kernels, FFTs and states stay in float32 (for GPUs "
+        "with bfloat16 units; on CPUs without them it is slower). The loss and predictions are float32.",
+        constraint=Options(*PRECISIONS),
+    )
 
 
 class ScheduleParams(Configurable):
     _params_group = "Schedule"
     warmup_steps: int = param(default=0, doc="Linear warm-up steps of the cosine schedule.", constraint=Integer(0))
-    total_steps: int | None = param(default=None, doc="Steps of the cosine schedule (None: the whole run).",
-                                    constraint=NoneOr(Integer(1)))
-    plateau_factor: float = param(default=0.5, doc="Factor of the plateau schedule.", constraint=Real(0.0, 1.0, closed="neither"))
+    total_steps: int | None = param(
+        default=None, doc="Steps of the cosine schedule (None: the whole run).", constraint=NoneOr(Integer(1))
+    )
+    plateau_factor: float = param(
+        default=0.5, doc="Factor of the plateau schedule.", constraint=Real(0.0, 1.0, closed="neither")
+    )
     plateau_patience: int = param(default=5, doc="Patience (epochs) of the plateau schedule.", constraint=Integer(0))
     grad_clip: float | None = param(default=1.0, doc="Gradient-norm clipping (None: off).", constraint=NoneOr(POSITIVE))
 
@@ -257,7 +376,8 @@ class TrainerConfig(OptimizerParams, ScheduleParams):
         super().validate_params()
         if self.total_steps is not None and self.total_steps <= self.warmup_steps:
             raise InvalidParameterError(
-                f"need 0 <= warmup_steps < total_steps, got {self.warmup_steps} and {self.total_steps}")
+                f"need 0 <= warmup_steps < total_steps, got {self.warmup_steps} and {self.total_steps}"
+            )
 
     @classmethod
     def from_params(cls, owner: Configurable, **overrides) -> "TrainerConfig":
@@ -269,14 +389,24 @@ class TrainerConfig(OptimizerParams, ScheduleParams):
 
 class EarlyStoppingParams(Configurable):
     _params_group = "Training"
-    early_stopping: bool = param(default=False, doc="Hold out validation_fraction, stop after n_iter_no_change epochs "
-                                        "without an improvement of tol, restore the best weights.", constraint=Boolean())
-    validation_fraction: float = param(default=0.1, doc="Share of the training data held out for early stopping.",
-                                       constraint=Real(0.0, 1.0, closed="neither"))
+    early_stopping: bool = param(
+        default=False,
+        doc="Hold out validation_fraction, stop after n_iter_no_change epochs "
+        "without an improvement of tol, restore the best weights.",
+        constraint=Boolean(),
+    )
+    validation_fraction: float = param(
+        default=0.1,
+        doc="Share of the training data held out for early stopping.",
+        constraint=Real(0.0, 1.0, closed="neither"),
+    )
     n_iter_no_change: int = param(default=10, doc="Patience of early stopping (epochs).", constraint=Integer(1))
     tol: float = param(default=1e-4, doc="Smallest improvement that resets the patience.", constraint=Real(0.0, None))
-    callbacks: list | None = param(default=None, doc="ssmts.training.Callback objects called after every epoch.",
-                                   constraint=Satisfies(_is_callback_list, "None or a list of ssmts.training.Callback"))
+    callbacks: list | None = param(
+        default=None,
+        doc="ssmts.training.Callback objects called after every epoch.",
+        constraint=Satisfies(_is_callback_list, "None or a list of ssmts.training.Callback"),
+    )
 
 
 class SequenceModelParams(BackboneParams, SequenceParams, OptimizerParams, EarlyStoppingParams):
@@ -291,52 +421,97 @@ class SequenceModelParams(BackboneParams, SequenceParams, OptimizerParams, Early
 
 class ContinuationParams(Configurable):
     _params_group = "Training"
-    warm_start: bool = param(default=False, doc="Continue training the fitted model on the next fit.", constraint=Boolean())
+    warm_start: bool = param(
+        default=False, doc="Continue training the fitted model on the next fit.", constraint=Boolean()
+    )
     sample_rate: float | None = param(
-        default=None, doc="Rate (Hz) of the data passed in; the rate at fit is the training rate, data at another "
-              "rate is handled zero-shot by Delta x training rate / new rate.", constraint=NoneOr(POSITIVE))
+        default=None,
+        doc="Rate (Hz) of the data passed in; the rate at fit is the training rate, data at another "
+        "rate is handled zero-shot by Delta x training rate / new rate.",
+        constraint=NoneOr(POSITIVE),
+    )
 
 
 class ClassifierParams(Configurable):
     _params_group = "Classifier"
-    class_weight: dict | str | None = param(default=None, doc="None, 'balanced' or a dict {label: weight > 0}.",
-                                            constraint=Satisfies(_is_class_weight, "None, 'balanced' or a dict of finite "
-                                                                        "weights > 0"))
+    class_weight: dict | str | None = param(
+        default=None,
+        doc="None, 'balanced' or a dict {label: weight > 0}.",
+        constraint=Satisfies(_is_class_weight, "None, 'balanced' or a dict of finite weights > 0"),
+    )
     label_smoothing: float = param(
-        default=0.1, doc="Training targets (1 - e) one-hot + e / n_classes: keeps small data from being memorized "
-                         "with certainty (predict_proba is then less confident); 0 for plain cross-entropy.",
-        constraint=Real(0.0, 1.0, closed="left"))
+        default=0.1,
+        doc="Training targets (1 - e) one-hot + e / n_classes: keeps small data from being memorized "
+        "with certainty (predict_proba is then less confident); 0 for plain cross-entropy.",
+        constraint=Real(0.0, 1.0, closed="left"),
+    )
 
 
 class FeatureParams(Configurable):
     _params_group = "Features"
     n_scales: int = param(
-        default=10, doc="Time scales: steps Delta log-spaced so that the memory of the modes runs from a few steps to "
-                        "the length of the longest training series.", constraint=Integer(1))
-    n_kernels: int = param(default=84, doc="Fixed SSMs (random read-outs C of one LegS head) per time scale; each "
-                                           "gives n_biases + 2 features.", constraint=Integer(1))
-    n_biases: int = param(default=4, doc="Biases per SSM output: the proportion of steps above each (PPV) is a "
-                                         "feature, beside the output's mean and maximum.", constraint=Integer(1))
-    difference: bool = param(default=True, doc="Also featurize the first difference of every series (its own "
-                                               "SSMs and biases): doubles the features.", constraint=Boolean())
+        default=10,
+        doc="Time scales: steps Delta log-spaced so that the memory of the modes runs from a few steps to "
+        "the length of the longest training series.",
+        constraint=Integer(1),
+    )
+    n_kernels: int = param(
+        default=84,
+        doc="Fixed SSMs (random read-outs C of one LegS head) per time scale; each gives n_biases + 2 features.",
+        constraint=Integer(1),
+    )
+    n_biases: int = param(
+        default=4,
+        doc="Biases per SSM output: the proportion of steps above each (PPV) is a "
+        "feature, beside the output's mean and maximum.",
+        constraint=Integer(1),
+    )
+    difference: bool = param(
+        default=True,
+        doc="Also featurize the first difference of every series (its own SSMs and biases): doubles the features.",
+        constraint=Boolean(),
+    )
 
 
-class FeatureModelParams(FeatureParams, params_of(BackboneParams, "d_state"),
-                         params_of(OptimizerParams, "batch_size", "device", "random_state"),
-                         params_of(ContinuationParams, "sample_rate")):
+class FeatureModelParams(
+    FeatureParams,
+    params_of(BackboneParams, "d_state"),
+    params_of(OptimizerParams, "batch_size", "device", "random_state"),
+    params_of(ContinuationParams, "sample_rate"),
+):
     """The parameters of the SSM-feature estimators: nothing is trained but a ridge read-out."""
 
     _params_group = "Features"
     normalize: str = param(
-        default="channel", doc="Input scaling, as for the networks ('channel', 'series', 'series+stats', 'none'), or "
-                            "'auto': 'channel' or 'series', whichever read-out has the lower leave-one-out error on the "
-                            "training data (a ridge's leave-one-out error costs nothing more than its fit).",
-        constraint=Options("auto", *NORMALIZATIONS))
+        default="channel",
+        doc="Input scaling, as for the networks ('channel', 'series', 'series+stats', 'none'), or "
+        "'auto': 'channel' or 'series', whichever read-out has the lower leave-one-out error on the "
+        "training data (a ridge's leave-one-out error costs nothing more than its fit).",
+        constraint=Options("auto", *NORMALIZATIONS),
+    )
 
     _param_defaults = dict(d_state=16)
 
 
 __all__ = [
-    "BackboneParams", "SSM_ONLY_PARAMS", "LNCDE_ONLY_PARAMS", "SequenceParams", "OptimizerParams", "ScheduleParams", "TrainerConfig", "EarlyStoppingParams",
-    "SequenceModelParams", "SEQUENCE_MODEL_DEFAULTS", "FeatureParams", "FeatureModelParams", "ContinuationParams", "ClassifierParams", "OPTIMIZERS", "SCHEDULERS", "POOLINGS", "NORMALIZATIONS", "PRECISIONS", "resolve_device",
+    "BackboneParams",
+    "SSM_ONLY_PARAMS",
+    "LNCDE_ONLY_PARAMS",
+    "SequenceParams",
+    "OptimizerParams",
+    "ScheduleParams",
+    "TrainerConfig",
+    "EarlyStoppingParams",
+    "SequenceModelParams",
+    "SEQUENCE_MODEL_DEFAULTS",
+    "FeatureParams",
+    "FeatureModelParams",
+    "ContinuationParams",
+    "ClassifierParams",
+    "OPTIMIZERS",
+    "SCHEDULERS",
+    "POOLINGS",
+    "NORMALIZATIONS",
+    "PRECISIONS",
+    "resolve_device",
 ]

@@ -13,6 +13,7 @@ differ in the last bits (about 1e-8 in a probability) when the load changed betw
 results must match bit for bit, turn on `torch.use_deterministic_algorithms(True)`: the count
 then stays as torch has it.
 """
+
 from __future__ import annotations
 
 import os

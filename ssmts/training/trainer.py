@@ -8,10 +8,10 @@ and a loss is loss_fn(outputs, y, weight) -> scalar tensor.
 Settings come from TrainerConfig (declared once in ssmts.training.params); what happens
 at the end of an epoch (early stopping, checkpoints, progress, user code) are callbacks.
 """
+
 from __future__ import annotations
 
 import contextlib
-
 import math
 import numbers
 import os
@@ -28,6 +28,7 @@ from ..nn.backbone import parameter_groups
 from .callbacks import Callback, Checkpoint, ProgressBar
 from .params import TrainerConfig, resolve_device
 from .threads import CoreShare
+
 
 def seed_from(random_state) -> int:
     """An int seed from None / int / np.random.RandomState (scikit-learn's random_state forms)."""
@@ -117,6 +118,7 @@ class SequenceData:
 
     def to(self, device: torch.device) -> "SequenceData":
         """On `device`, with lazy rows read from disk."""
+
         def move(t):
             if isinstance(t, LazyRows):
                 t = t.materialize()
@@ -149,8 +151,14 @@ def batch_order(data: SequenceData, batch_size: int, shuffle_generator: torch.Ge
     return [groups[i] for i in torch.randperm(len(groups), generator=shuffle_generator).tolist()]
 
 
-def batches(data: SequenceData, batch_size: int, *, shuffle_generator: torch.Generator | None = None,
-            device: torch.device | None = None, order: list[torch.Tensor] | None = None):
+def batches(
+    data: SequenceData,
+    batch_size: int,
+    *,
+    shuffle_generator: torch.Generator | None = None,
+    device: torch.device | None = None,
+    order: list[torch.Tensor] | None = None,
+):
     """Mini-batches of `data` (shuffled with the generator when one is given; cut at their last
     real step with crop_padding), moved to `device`. order: batch_order's result, if already made."""
     for index in order if order is not None else batch_order(data, batch_size, shuffle_generator):
@@ -175,8 +183,9 @@ def _float32(outputs):
 
 
 @torch.no_grad()
-def predict_batches(model: nn.Module, data: SequenceData, batch_size: int, device: torch.device | str,
-                    forward: Callable | None = None) -> torch.Tensor:
+def predict_batches(
+    model: nn.Module, data: SequenceData, batch_size: int, device: torch.device | str, forward: Callable | None = None
+) -> torch.Tensor:
     """The one batched prediction: model outputs for all of `data`, in eval mode, concatenated on the CPU.
 
     forward(model, x, mask) overrides model(x, mask) (e.g. per-step features of a head).
@@ -235,10 +244,18 @@ class Trainer:
     RNG and history; `fit(resume=True, checkpoint=path)` continues a run from its checkpoint.
     """
 
-    def __init__(self, model: nn.Module, loss_fn: Callable, config: TrainerConfig | None = None, *,
-                 score_fn: Callable[[torch.Tensor, torch.Tensor], float] | None = None,
-                 callbacks: Iterable[Callback] = (), description: str = "training", run_params: dict | None = None,
-                 **settings):
+    def __init__(
+        self,
+        model: nn.Module,
+        loss_fn: Callable,
+        config: TrainerConfig | None = None,
+        *,
+        score_fn: Callable[[torch.Tensor, torch.Tensor], float] | None = None,
+        callbacks: Iterable[Callback] = (),
+        description: str = "training",
+        run_params: dict | None = None,
+        **settings,
+    ):
         if config is None:
             config = TrainerConfig(**settings)
         elif settings:
@@ -256,7 +273,8 @@ class Trainer:
 
             # Broadcasts rank 0's weights, then averages the gradients of every step over the ranks.
             self._forward_model = DistributedDataParallel(
-                self.model, device_ids=None if self.device.type == "cpu" else [self.device])
+                self.model, device_ids=None if self.device.type == "cpu" else [self.device]
+            )
         self.loss_fn, self.score_fn, self.description = loss_fn, score_fn, description
         # What the run is, for loggers: the face's parameters when it passes them, else the training settings.
         self.run_params = dict(run_params) if run_params is not None else config.param_values()
@@ -303,13 +321,22 @@ class Trainer:
             return torch.optim.lr_scheduler.LambdaLR(self.optimizer, factor)
         if c.scheduler == "plateau":
             return torch.optim.lr_scheduler.ReduceLROnPlateau(
-                self.optimizer, factor=c.plateau_factor, patience=c.plateau_patience)
+                self.optimizer, factor=c.plateau_factor, patience=c.plateau_patience
+            )
         return None
 
     # ------------------------------------------------------------ loop
-    def fit(self, train: SequenceData, val: SequenceData | None = None, *, epochs: int | None = None,
-            checkpoint: str | Path | None = None, resume: bool = False) -> list[dict]:
-        """Run a training run of `epochs` epochs (default: planned_epochs, from max_epochs and min_steps); returns the history.
+    def fit(
+        self,
+        train: SequenceData,
+        val: SequenceData | None = None,
+        *,
+        epochs: int | None = None,
+        checkpoint: str | Path | None = None,
+        resume: bool = False,
+    ) -> list[dict]:
+        """Run a training run of `epochs` epochs (default: planned_epochs, from max_epochs and
+        min_steps); returns the history.
 
         A fresh run starts at epoch 0 of its schedule. resume=True with a `checkpoint` that
         exists continues that run where it stopped (the rest of its `epochs`). With a
@@ -373,7 +400,8 @@ class Trainer:
         if not math.isfinite(train_loss):
             raise FloatingPointError(
                 f"the training loss became {train_loss} at epoch {self.epochs_done}: the model diverged "
-                "(try a lower lr or lr_ssm, or check the inputs for extreme values)")
+                "(try a lower lr or lr_ssm, or check the inputs for extreme values)"
+            )
         return record
 
     def _train_epoch(self, data: SequenceData, scheduler) -> float:
@@ -420,7 +448,9 @@ class Trainer:
         score = None if self.score_fn is None else float(self.score_fn(outputs, data.y))
         return loss, score
 
-    def predict(self, data: SequenceData, batch_size: int | None = None, forward: Callable | None = None) -> torch.Tensor:
+    def predict(
+        self, data: SequenceData, batch_size: int | None = None, forward: Callable | None = None
+    ) -> torch.Tensor:
         """Model outputs for all of `data` (predict_batches with this trainer's model and device)."""
         return predict_batches(self.model, data, batch_size or self.config.batch_size, self.device, forward)
 
@@ -481,8 +511,10 @@ def _process_group(distributed: bool) -> tuple[int, int]:
     import torch.distributed as dist
 
     if not (dist.is_available() and dist.is_initialized()):
-        raise RuntimeError("distributed=True needs a torch.distributed process group: launch with torchrun (ssmts "
-                           "starts the group from its environment) or call torch.distributed.init_process_group")
+        raise RuntimeError(
+            "distributed=True needs a torch.distributed process group: launch with torchrun (ssmts "
+            "starts the group from its environment) or call torch.distributed.init_process_group"
+        )
     return dist.get_rank(), dist.get_world_size()
 
 
@@ -520,8 +552,10 @@ def read_checkpoint(path: str | Path) -> dict:
     except FileNotFoundError:
         raise
     except Exception as error:  # noqa: BLE001 - torch raises many kinds for a damaged file
-        raise ValueError(f"cannot read the checkpoint {path}: the file is damaged, truncated or not a "
-                         f"ssmts checkpoint ({type(error).__name__}: {error})") from error
+        raise ValueError(
+            f"cannot read the checkpoint {path}: the file is damaged, truncated or not a "
+            f"ssmts checkpoint ({type(error).__name__}: {error})"
+        ) from error
     missing = {"optimizer", "history", "epochs_done", "run_epoch", "shuffle_generator"} - set(state)
     if missing:
         raise ValueError(f"{path} is not a ssmts checkpoint (it lacks {sorted(missing)})")

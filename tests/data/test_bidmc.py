@@ -1,4 +1,5 @@
 """BIDMC loader on tiny .ts fixtures in the TSR archive's format, and the offline stand-ins."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -40,7 +41,7 @@ def _write_ts(
         "@data",
     ]
     if lowercase_tags:  # the archive's Covid3Month files use this spelling
-        tags = [tag.split(" ")[0].lower() + tag[len(tag.split(" ")[0]):] for tag in tags]
+        tags = [tag.split(" ")[0].lower() + tag[len(tag.split(" ")[0]) :] for tag in tags]
     lines = [
         "# Dataset Information",
         f"# {problem}: a test fixture with the layout of the Monash TSR archive files.",

@@ -1,4 +1,5 @@
 """ListOps and Pathfinder generators: labels checked independently, output read by the loaders."""
+
 from __future__ import annotations
 
 import random
@@ -9,11 +10,20 @@ import pytest
 from scipy import ndimage
 
 from ssmts.data.listops_gen import (
-    evaluate_tree, generate_listops, generate_tree, make_listops_task, tree_to_string, write_listops,
+    evaluate_tree,
+    generate_listops,
+    generate_tree,
+    make_listops_task,
+    tree_to_string,
+    write_listops,
 )
 from ssmts.data.lra import load_lra_listops, load_lra_pathfinder, tokenize_listops
 from ssmts.data.pathfinder_gen import (
-    PathfinderStyle, generate_pathfinder, make_pathfinder_task, render_sample, write_pathfinder,
+    PathfinderStyle,
+    generate_pathfinder,
+    make_pathfinder_task,
+    render_sample,
+    write_pathfinder,
 )
 
 # ---------------------------------------------------------------------------- ListOps
@@ -132,8 +142,9 @@ def test_pathfinder_labels_balanced_and_images_valid(samples):
         assert sample.image.shape == (32, 32) and sample.image.dtype == np.uint8
         assert len(sample.paths) == 2 + STYLE.n_distractors
         assert [len(p) for p in sample.paths[:2]] == [STYLE.contour_length] * 2
-        ends = [tuple(sample.paths[k][0, 0]) for k in sample.marker_paths] + \
-               [tuple(sample.paths[k][-1, 1]) for k in sample.marker_paths]
+        ends = [tuple(sample.paths[k][0, 0]) for k in sample.marker_paths] + [
+            tuple(sample.paths[k][-1, 1]) for k in sample.marker_paths
+        ]
         assert all(tuple(m) in ends for m in sample.markers)  # markers sit on path ends
         assert (sample.marker_paths[0] == sample.marker_paths[1]) == (sample.label == 1)
 

@@ -1,4 +1,5 @@
 """LRA loaders on tiny fixtures written in the release's exact on-disk formats."""
+
 from __future__ import annotations
 
 import pickle
@@ -10,17 +11,28 @@ from PIL import Image
 
 from ssmts.data.base import DataNotFoundError
 from ssmts.data.lra import (
-    BYTE_VOCAB_SIZE, LISTOPS_VOCAB, LISTOPS_VOCAB_SIZE, encode_bytes, load_lra_image,
-    load_lra_listops, load_lra_pathfinder, load_lra_pathx, load_lra_retrieval, load_lra_text,
-    split_indices, tokenize_listops,
+    BYTE_VOCAB_SIZE,
+    LISTOPS_VOCAB,
+    LISTOPS_VOCAB_SIZE,
+    encode_bytes,
+    load_lra_image,
+    load_lra_listops,
+    load_lra_pathfinder,
+    load_lra_pathx,
+    load_lra_retrieval,
+    load_lra_text,
+    split_indices,
+    tokenize_listops,
 )
 
 # ---------------------------------------------------------------------------- ListOps
 
 LISTOPS_ROWS = {
-    "train": [("( ( ( [MAX 2 ) 9 ) ] )", 9),
-              ("( ( ( ( [SM 4 ) ( ( ( [MIN 7 ) 3 ) ] ) ) 8 ) ] )", 5),
-              ("( ( ( [MED 1 ) 4 ) ] )", 2)],
+    "train": [
+        ("( ( ( [MAX 2 ) 9 ) ] )", 9),
+        ("( ( ( ( [SM 4 ) ( ( ( [MIN 7 ) 3 ) ] ) ) 8 ) ] )", 5),
+        ("( ( ( [MED 1 ) 4 ) ] )", 2),
+    ],
     "val": [("( ( ( [MIN 0 ) 6 ) ] )", 0)],
     "test": [("( ( ( ( [MAX 1 ) 2 ) 3 ) ] )", 3), ("( ( ( [SM 5 ) 5 ) ] )", 0)],
 }
@@ -204,8 +216,9 @@ def test_split_indices_partition():
 
 
 def test_pathx_reads_128(tmp_path):
-    write_pathfinder_release(tmp_path / "lra_release" / "pathfinder128" / "curv_contour_length_14",
-                             resolution=128, per_file=(2, 3, 1))
+    write_pathfinder_release(
+        tmp_path / "lra_release" / "pathfinder128" / "curv_contour_length_14", resolution=128, per_file=(2, 3, 1)
+    )
     with pytest.raises(DataNotFoundError, match="pathfinder32"):  # the default resolution is 32
         load_quietly(tmp_path)
     data = load_quietly(tmp_path, resolution=128)
@@ -252,7 +265,7 @@ def test_text_loader(tmp_path):
     assert (len(data.val), len(data.test)) == (2, 10)
     expected = texts[("test", "neg", 0)]
     assert data.test.X[0, : len(expected)].tolist() == [b + 1 for b in expected]
-    assert not data.test.X[0, len(expected):].any() and data.test.lengths[0] == len(expected)
+    assert not data.test.X[0, len(expected) :].any() and data.test.lengths[0] == len(expected)
     assert data.test.y.tolist() == [0] * 5 + [1] * 5
     for i in range(len(data.train)):  # labels follow the folder names
         text = bytes((data.train.X[i, : data.train.lengths[i]] - 1).tolist())
@@ -287,8 +300,15 @@ def write_cifar_batches(directory, n_per_batch=4):
         data[:, 3] = np.arange(n_per_batch) + 10 * b  # red of pixel 3 numbers the image
         labels = [(b * n_per_batch + i) % 10 for i in range(n_per_batch)]
         with open(directory / name, "wb") as f:
-            pickle.dump({b"batch_label": name.encode(), b"labels": labels, b"data": data,
-                         b"filenames": [b"x.png"] * n_per_batch}, f)
+            pickle.dump(
+                {
+                    b"batch_label": name.encode(),
+                    b"labels": labels,
+                    b"data": data,
+                    b"filenames": [b"x.png"] * n_per_batch,
+                },
+                f,
+            )
 
 
 def test_image_loader_grayscale_and_split(tmp_path):

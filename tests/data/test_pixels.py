@@ -1,4 +1,5 @@
 """Pixel-sequence loaders on tiny MNIST idx / CIFAR-10 fixtures, and the sklearn stand-ins."""
+
 from __future__ import annotations
 
 import gzip
@@ -10,8 +11,14 @@ import pytest
 
 from ssmts.data.base import DataNotFoundError
 from ssmts.data.pixels import (
-    DEFAULT_PERMUTATION_SEED, load_digits_permuted, load_digits_rgb, load_digits_sequential,
-    load_psmnist, load_scifar, load_smnist, read_mnist,
+    DEFAULT_PERMUTATION_SEED,
+    load_digits_permuted,
+    load_digits_rgb,
+    load_digits_sequential,
+    load_psmnist,
+    load_scifar,
+    load_smnist,
+    read_mnist,
 )
 
 N_TRAIN, N_TEST = 10, 4
@@ -34,8 +41,10 @@ def write_mnist(directory, compress=False):
     directory.mkdir(parents=True, exist_ok=True)
     for prefix, n in (("train", N_TRAIN), ("t10k", N_TEST)):
         images, labels = mnist_arrays(n)
-        for name, payload in ((f"{prefix}-images-idx3-ubyte", idx_bytes(images, 2051)),
-                              (f"{prefix}-labels-idx1-ubyte", idx_bytes(labels, 2049))):
+        for name, payload in (
+            (f"{prefix}-images-idx3-ubyte", idx_bytes(images, 2051)),
+            (f"{prefix}-labels-idx1-ubyte", idx_bytes(labels, 2049)),
+        ):
             if compress:
                 with gzip.open(directory / f"{name}.gz", "wb") as f:
                     f.write(payload)

@@ -1,4 +1,5 @@
 """Speech Commands loader, rate changes, espeak-ng synthesizer and the shipped mini copy."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -72,7 +73,7 @@ def test_loads_splits_with_labels_padding_and_lengths(speech_dir):
         assert split.y.dtype == np.int64
         for row, lengths, samples in zip(split.X, split.lengths, clips):
             np.testing.assert_allclose(row[0, : len(samples)], samples / 32768.0, atol=1e-7)
-            assert not row[0, len(samples):].any(), "padding must be zeros"
+            assert not row[0, len(samples) :].any(), "padding must be zeros"
             assert lengths == len(samples)
     assert (len(data.train), len(data.val), len(data.test)) == (6, 3, 3)
     assert np.abs(data.train.X).max() <= 1.0
@@ -212,7 +213,9 @@ def test_synthesizer_writes_a_loadable_voice_disjoint_set(tmp_path):
     assert data.classes == ["stop", "yes"] and (len(data.train), len(data.val), len(data.test)) == (2, 2, 2)
     assert np.abs(data.train.X).max() > 0.05, "clips must contain speech"
     for list_name, split in (("validation_list.txt", "val"), ("testing_list.txt", "test")):
-        listed_voices = {line.split("/")[1].split("_nohash_")[0] for line in (tmp_path / "a" / list_name).read_text().split()}
+        listed_voices = {
+            line.split("/")[1].split("_nohash_")[0] for line in (tmp_path / "a" / list_name).read_text().split()
+        }
         assert listed_voices == set(by_split[split])
 
     speech_synth.synthesize_spoken_commands(tmp_path / "b", **kwargs)

@@ -1,4 +1,5 @@
 """Behaviour of the sklearn estimators: accuracy, zero-shot resampling, persistence, contracts."""
+
 import pickle
 import time
 
@@ -9,10 +10,10 @@ import pytest
 import sklearn
 import torch
 from scipy.signal import resample_poly
+from sklearn.base import clone
 from sklearn.datasets import load_digits
 from sklearn.model_selection import GridSearchCV, cross_val_score, train_test_split
 from sklearn.pipeline import make_pipeline
-from sklearn.base import clone
 
 from ssmts import Resampler, SSMClassifier, SSMRegressor, SSMTransformer
 
@@ -37,8 +38,9 @@ def test_digits_as_sequences_reach_95_percent_with_defaults(record_property):
 def test_zero_shot_rate_change_keeps_accuracy_and_ignoring_the_rate_does_not():
     """Trained at 64 Hz on continuous-time tones/chirps; evaluated at 32 Hz and 128 Hz."""
     X_train, y_train = continuous_time_classes(400, 64, seed=0)
-    clf = SSMClassifier(d_model=32, n_layers=2, d_state=16, max_epochs=30, min_steps=0, sample_rate=64, random_state=0,
-                        device="cpu").fit(X_train, y_train)
+    clf = SSMClassifier(
+        d_model=32, n_layers=2, d_state=16, max_epochs=30, min_steps=0, sample_rate=64, random_state=0, device="cpu"
+    ).fit(X_train, y_train)
     X_64, y_64 = continuous_time_classes(300, 64, seed=1)
     base = clf.score(X_64, y_64)
     assert base >= 0.9
@@ -228,7 +230,9 @@ def test_verbose_shows_a_progress_bar(capfd, toy_classification):
 
 def test_early_stopping_restores_best_and_stops(toy_classification):
     X, y = toy_classification
-    clf = SSMClassifier(**{**FAST, "max_epochs": 60, "early_stopping": True, "n_iter_no_change": 3, "lr": 0.05}).fit(X, y)
+    clf = SSMClassifier(**{**FAST, "max_epochs": 60, "early_stopping": True, "n_iter_no_change": 3, "lr": 0.05}).fit(
+        X, y
+    )
     assert clf.n_iter_ < 60
     assert all("val_score" in h for h in clf.history_)
 

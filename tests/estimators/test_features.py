@@ -1,5 +1,6 @@
 """SSMFeatureClassifier / SSMFeatureRegressor: the folded read-out is scikit-learn's scaler + ridge,
 predictions survive save/load, unequal lengths, memory maps and a change of sample rate."""
+
 import numpy as np
 import pytest
 import torch
@@ -18,7 +19,9 @@ def _waves(n: int, length: int, seed: int = 0):
     rng = np.random.default_rng(seed)
     freq = np.where(rng.random(n) < 0.5, 0.05, 0.12) * (1 + 0.1 * rng.standard_normal(n))
     t = np.arange(length)
-    X = np.sin(2 * np.pi * freq[:, None] * t + rng.uniform(0, 2 * np.pi, (n, 1))) + 0.3 * rng.standard_normal((n, length))
+    X = np.sin(2 * np.pi * freq[:, None] * t + rng.uniform(0, 2 * np.pi, (n, 1))) + 0.3 * rng.standard_normal(
+        (n, length)
+    )
     return X, (freq > 0.085).astype(int), freq
 
 

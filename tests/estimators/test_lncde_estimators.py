@@ -1,5 +1,6 @@
 """The estimators and the forecaster with layer="lncde": they fit, predict and learn through the
 shared parameter declarations; the recursive forecaster rolls a LinearCDE with `step`."""
+
 from __future__ import annotations
 
 import warnings
@@ -19,8 +20,9 @@ def test_lncde_classifier_fits_predicts_and_learns():
     rng = np.random.default_rng(0)
     X = rng.standard_normal((120, 20))
     y = (X[:, :10].mean(1) > 0).astype(int)
-    clf = SSMClassifier(**LNCDE, lncde_structure="block_diagonal", lncde_block_size=4, max_epochs=40, lr=1e-2,
-                        lr_ssm=1e-2).fit(X[:80], y[:80])
+    clf = SSMClassifier(
+        **LNCDE, lncde_structure="block_diagonal", lncde_block_size=4, max_epochs=40, lr=1e-2, lr_ssm=1e-2
+    ).fit(X[:80], y[:80])
     assert all(isinstance(b.ssm, LinearCDE) for b in clf.model_.backbone.blocks)
     proba = clf.predict_proba(X[80:])
     assert proba.shape == (40, 2) and np.all(np.isfinite(proba))
@@ -66,13 +68,25 @@ def test_recursive_forecaster_rolls_an_lncde_backbone_with_step():
 
     rng = np.random.default_rng(0)
     t = np.arange(60)
-    y = pd.Series(10 + np.sin(2 * np.pi * t / 12) + 0.1 * rng.normal(size=60),
-                  index=pd.period_range("2000-01", periods=60, freq="M"))
+    y = pd.Series(
+        10 + np.sin(2 * np.pi * t / 12) + 0.1 * rng.normal(size=60),
+        index=pd.period_range("2000-01", periods=60, freq="M"),
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
-        f = SSMForecaster(layer="lncde", lncde_structure="block_diagonal", d_model=8, d_state=8, n_layers=2,
-                          max_epochs=3, batch_size=16, device="cpu", random_state=0, strategy="recursive",
-                          context_length=12).fit(y, fh=[1, 2, 3, 4, 5, 6])
+        f = SSMForecaster(
+            layer="lncde",
+            lncde_structure="block_diagonal",
+            d_model=8,
+            d_state=8,
+            n_layers=2,
+            max_epochs=3,
+            batch_size=16,
+            device="cpu",
+            random_state=0,
+            strategy="recursive",
+            context_length=12,
+        ).fit(y, fh=[1, 2, 3, 4, 5, 6])
         forecast = f.predict()
     assert np.all(np.isfinite(forecast.to_numpy()))
     net = f.model_.members[0].double()

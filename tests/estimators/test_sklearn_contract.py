@@ -1,12 +1,23 @@
 """scikit-learn's own estimator checks, on CPU with random_state set: zero failures, no xfails."""
+
 import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from ssmts import Resampler, SSMClassifier, SSMFeatureClassifier, SSMFeatureRegressor, SSMRegressor, SSMTransformer
 
 # Tiny, fast settings that still learn the checks' toy problems (R^2 > 0.5, accuracy > 0.83).
-TINY = dict(d_model=32, d_state=8, n_layers=1, max_epochs=60, min_steps=0, batch_size=16, lr=1e-2, lr_ssm=1e-2,
-            device="cpu", random_state=0)
+TINY = dict(
+    d_model=32,
+    d_state=8,
+    n_layers=1,
+    max_epochs=60,
+    min_steps=0,
+    batch_size=16,
+    lr=1e-2,
+    lr_ssm=1e-2,
+    device="cpu",
+    random_state=0,
+)
 
 # The same network with LinearCDE layers (SLiCE). check_regressors_train's target is linear in one
 # step of ten-step sequences (its one informative feature); with the default lncde_max_norm=1 a
@@ -16,8 +27,20 @@ TINY = dict(d_model=32, d_state=8, n_layers=1, max_epochs=60, min_steps=0, batch
 # LinearCDE); harmless over ten steps. So: no rescaling, the transitions at a higher learning rate,
 # and fewer, larger batches: R^2 0.64-0.81 over random_state 0-5 in 160 steps, and about a minute
 # for the checks of the two instances.
-LNCDE = dict(layer="lncde", lncde_max_norm=None, d_model=32, d_state=8, n_layers=1, max_epochs=40, min_steps=0,
-             batch_size=64, lr=2e-2, lr_ssm=5e-2, device="cpu", random_state=0)
+LNCDE = dict(
+    layer="lncde",
+    lncde_max_norm=None,
+    d_model=32,
+    d_state=8,
+    n_layers=1,
+    max_epochs=40,
+    min_steps=0,
+    batch_size=64,
+    lr=2e-2,
+    lr_ssm=5e-2,
+    device="cpu",
+    random_state=0,
+)
 
 # The training-free estimators at a small size (the checks' data have 2 to 20 time points).
 FEATURES = dict(n_scales=3, n_kernels=16, device="cpu", random_state=0)
@@ -27,8 +50,16 @@ pytestmark = pytest.mark.usefixtures("fixed_thread_count")
 
 
 @parametrize_with_checks(
-    [SSMClassifier(**TINY), SSMRegressor(**TINY), SSMTransformer(**TINY), Resampler(target_rate=8, sample_rate=16),
-     SSMClassifier(**LNCDE), SSMRegressor(**LNCDE), SSMFeatureClassifier(**FEATURES), SSMFeatureRegressor(**FEATURES)]
+    [
+        SSMClassifier(**TINY),
+        SSMRegressor(**TINY),
+        SSMTransformer(**TINY),
+        Resampler(target_rate=8, sample_rate=16),
+        SSMClassifier(**LNCDE),
+        SSMRegressor(**LNCDE),
+        SSMFeatureClassifier(**FEATURES),
+        SSMFeatureRegressor(**FEATURES),
+    ]
 )
 def test_sklearn_compatible_estimator(estimator, check):
     check(estimator)

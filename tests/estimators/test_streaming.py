@@ -1,5 +1,6 @@
 """Streaming on the scikit-learn estimators: `stream` continues a state chunk by chunk, and its
 output after every step equals predict on each stream's prefix up to that step."""
+
 from __future__ import annotations
 
 import time

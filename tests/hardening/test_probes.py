@@ -4,6 +4,7 @@ problem, or in a correct (finite, right-shaped) result. Never a silent wrong res
 Each probe is (area, name, action, expectation); `python -m pytest tests/hardening -q`
 runs them, and PROBES is the table counted in the hardening notes.
 """
+
 from __future__ import annotations
 
 import io
@@ -65,148 +66,377 @@ def _malicious_pickle(marker: Path) -> bytes:
 # (area, name, action(fixtures dict, tmp_path) -> value, expectation)
 PROBES = [
     # ---------------------------------------------------------------- input
-    ("input", "NaN in X at fit", lambda f, t: SSMClassifier(**TINY).fit(np.where(X > 2, np.nan, X), Y),
-     error(ValueError, "NaN")),
-    ("input", "inf in X at predict", lambda f, t: f["clf"].predict(np.where(X > 2, np.inf, X)),
-     error(ValueError, "infinity")),
+    (
+        "input",
+        "NaN in X at fit",
+        lambda f, t: SSMClassifier(**TINY).fit(np.where(X > 2, np.nan, X), Y),
+        error(ValueError, "NaN"),
+    ),
+    (
+        "input",
+        "inf in X at predict",
+        lambda f, t: f["clf"].predict(np.where(X > 2, np.inf, X)),
+        error(ValueError, "infinity"),
+    ),
     ("input", "4-D X", lambda f, t: SSMClassifier(**TINY).fit(X.reshape(24, 1, 3, 4), Y), error(ValueError, "4-D")),
     ("input", "1-D X", lambda f, t: SSMClassifier(**TINY).fit(X[0], Y[:1]), error(ValueError, "2D array")),
     ("input", "empty list", lambda f, t: SSMClassifier(**TINY).fit([], []), error(ValueError, "X is empty")),
     ("input", "zero samples", lambda f, t: SSMClassifier(**TINY).fit(X[:0], Y[:0]), error(ValueError, "0 sample")),
-    ("input", "equal-length lists mixing channel counts",
-     lambda f, t: SSMClassifier(**TINY).fit([np.zeros((2, 5)), np.zeros((3, 5))], [0, 1]),
-     error(ValueError, "same number of channels")),
-    ("input", "ragged lists mixing channel counts",
-     lambda f, t: SSMClassifier(**TINY).fit([np.zeros((2, 5)), np.zeros((3, 7))], [0, 1]),
-     error(ValueError, "same number of channels")),
+    (
+        "input",
+        "equal-length lists mixing channel counts",
+        lambda f, t: SSMClassifier(**TINY).fit([np.zeros((2, 5)), np.zeros((3, 5))], [0, 1]),
+        error(ValueError, "same number of channels"),
+    ),
+    (
+        "input",
+        "ragged lists mixing channel counts",
+        lambda f, t: SSMClassifier(**TINY).fit([np.zeros((2, 5)), np.zeros((3, 7))], [0, 1]),
+        error(ValueError, "same number of channels"),
+    ),
     ("input", "complex X", lambda f, t: SSMClassifier(**TINY).fit(X + 1j, Y), error(ValueError, "omplex")),
-    ("input", "string X", lambda f, t: SSMClassifier(**TINY).fit(np.full((4, 3), "a"), [0, 1, 0, 1]),
-     error(ValueError, "could not convert string to float")),
-    ("input", "values beyond float32", lambda f, t: SSMClassifier(**TINY).fit(X * 1e39, Y),
-     error(ValueError, "float32 range")),
-    ("input", "X and y lengths differ", lambda f, t: SSMClassifier(**TINY).fit(X, Y[:-1]),
-     error(ValueError, "samples")),
-    ("input", "labels mixing numbers and strings",
-     lambda f, t: SSMClassifier(**TINY).fit(X, np.array([1, "a"] * 12, dtype=object)),
-     error(ValueError, "mixes labels of different kinds (number, text)")),
-    ("input", "None labels", lambda f, t: SSMClassifier(**TINY).fit(X, np.array([None, 1] * 12, dtype=object)),
-     error(ValueError, "no label (None)")),
-    ("input", "a single class", lambda f, t: SSMClassifier(**TINY).fit(X, np.zeros(24)),
-     error(ValueError, "at least 2 classes")),
-    ("input", "continuous labels to a classifier", lambda f, t: SSMClassifier(**TINY).fit(X, X[:, 0]),
-     error(ValueError, "Unknown label type")),
-    ("input", "predict with fewer timepoints", lambda f, t: f["clf"].predict(X[:, :8]),
-     error(ValueError, "expecting 12 features")),
-    ("input", "predict with other channel count", lambda f, t: f["clf"].predict(np.stack([X, X], 1)),
-     error(ValueError, "channels")),
+    (
+        "input",
+        "string X",
+        lambda f, t: SSMClassifier(**TINY).fit(np.full((4, 3), "a"), [0, 1, 0, 1]),
+        error(ValueError, "could not convert string to float"),
+    ),
+    (
+        "input",
+        "values beyond float32",
+        lambda f, t: SSMClassifier(**TINY).fit(X * 1e39, Y),
+        error(ValueError, "float32 range"),
+    ),
+    (
+        "input",
+        "X and y lengths differ",
+        lambda f, t: SSMClassifier(**TINY).fit(X, Y[:-1]),
+        error(ValueError, "samples"),
+    ),
+    (
+        "input",
+        "labels mixing numbers and strings",
+        lambda f, t: SSMClassifier(**TINY).fit(X, np.array([1, "a"] * 12, dtype=object)),
+        error(ValueError, "mixes labels of different kinds (number, text)"),
+    ),
+    (
+        "input",
+        "None labels",
+        lambda f, t: SSMClassifier(**TINY).fit(X, np.array([None, 1] * 12, dtype=object)),
+        error(ValueError, "no label (None)"),
+    ),
+    (
+        "input",
+        "a single class",
+        lambda f, t: SSMClassifier(**TINY).fit(X, np.zeros(24)),
+        error(ValueError, "at least 2 classes"),
+    ),
+    (
+        "input",
+        "continuous labels to a classifier",
+        lambda f, t: SSMClassifier(**TINY).fit(X, X[:, 0]),
+        error(ValueError, "Unknown label type"),
+    ),
+    (
+        "input",
+        "predict with fewer timepoints",
+        lambda f, t: f["clf"].predict(X[:, :8]),
+        error(ValueError, "expecting 12 features"),
+    ),
+    (
+        "input",
+        "predict with other channel count",
+        lambda f, t: f["clf"].predict(np.stack([X, X], 1)),
+        error(ValueError, "channels"),
+    ),
     ("input", "predict before fit", lambda f, t: SSMClassifier(**TINY).predict(X), error(ValueError, "not fitted")),
     # Standardization makes the model scale-free: at 1e-13 or 1e13 it learns what it learns at 1.
     ("input", "data at 1e-13 scale (classifier)", lambda f, t: _scale_free(1e-13), finite_result(lambda ok: ok)),
     ("input", "data at 1e13 scale (classifier)", lambda f, t: _scale_free(1e13), finite_result(lambda ok: ok)),
-    ("input", "targets at 1e-13 scale (regressor)", lambda f, t: SSMRegressor(**{**TINY, "max_epochs": 30}).fit(
-        X, X[:, :6].mean(1) * 1e-13).score(X, X[:, :6].mean(1) * 1e-13), finite_result(lambda r2: r2 > 0.0)),
-    ("input", "regressor y of rank 3", lambda f, t: SSMRegressor(**TINY).fit(X, np.zeros((24, 2, 2))),
-     error(ValueError, "y must be 1-D")),
+    (
+        "input",
+        "targets at 1e-13 scale (regressor)",
+        lambda f, t: (
+            SSMRegressor(**{**TINY, "max_epochs": 30})
+            .fit(X, X[:, :6].mean(1) * 1e-13)
+            .score(X, X[:, :6].mean(1) * 1e-13)
+        ),
+        finite_result(lambda r2: r2 > 0.0),
+    ),
+    (
+        "input",
+        "regressor y of rank 3",
+        lambda f, t: SSMRegressor(**TINY).fit(X, np.zeros((24, 2, 2))),
+        error(ValueError, "y must be 1-D"),
+    ),
     # ---------------------------------------------------------------- parameters
-    ("parameters", "d_state=8.7", lambda f, t: SSMClassifier(**{**TINY, "d_state": 8.7}).fit(X, Y),
-     error(ValueError, "d_state must be an integer")),
-    ("parameters", "prenorm='no'", lambda f, t: SSMClassifier(**TINY, prenorm="no").fit(X, Y),
-     error(ValueError, "prenorm must be a bool")),
-    ("parameters", "sample_rate=True", lambda f, t: SSMClassifier(**TINY, sample_rate=True).fit(X, Y),
-     error(ValueError, "sample_rate must be > 0")),
-    ("parameters", "sample_rate='16k'", lambda f, t: SSMClassifier(**TINY, sample_rate="16k").fit(X, Y),
-     error(ValueError, "sample_rate must be > 0")),
-    ("parameters", "n_iter_no_change=0", lambda f, t: SSMClassifier(**TINY, n_iter_no_change=0).fit(X, Y),
-     error(ValueError, "n_iter_no_change")),
+    (
+        "parameters",
+        "d_state=8.7",
+        lambda f, t: SSMClassifier(**{**TINY, "d_state": 8.7}).fit(X, Y),
+        error(ValueError, "d_state must be an integer"),
+    ),
+    (
+        "parameters",
+        "prenorm='no'",
+        lambda f, t: SSMClassifier(**TINY, prenorm="no").fit(X, Y),
+        error(ValueError, "prenorm must be a bool"),
+    ),
+    (
+        "parameters",
+        "sample_rate=True",
+        lambda f, t: SSMClassifier(**TINY, sample_rate=True).fit(X, Y),
+        error(ValueError, "sample_rate must be > 0"),
+    ),
+    (
+        "parameters",
+        "sample_rate='16k'",
+        lambda f, t: SSMClassifier(**TINY, sample_rate="16k").fit(X, Y),
+        error(ValueError, "sample_rate must be > 0"),
+    ),
+    (
+        "parameters",
+        "n_iter_no_change=0",
+        lambda f, t: SSMClassifier(**TINY, n_iter_no_change=0).fit(X, Y),
+        error(ValueError, "n_iter_no_change"),
+    ),
     ("parameters", "tol<0", lambda f, t: SSMClassifier(**TINY, tol=-1.0).fit(X, Y), error(ValueError, "tol")),
-    ("parameters", "d_model=-1", lambda f, t: SSMClassifier(**{**TINY, "d_model": -1}).fit(X, Y),
-     error(ValueError, "d_model must be an integer >= 1")),
-    ("parameters", "pooling='none'", lambda f, t: SSMClassifier(**TINY, pooling="none").fit(X, Y),
-     error(ValueError, "unknown pooling")),
-    ("parameters", "NaN weight decay", lambda f, t: SSMClassifier(**TINY, weight_decay=float("nan")).fit(X, Y),
-     error(ValueError, "weight_decay")),
-    ("parameters", "class weight <= 0", lambda f, t: SSMClassifier(**TINY, class_weight={0: 0.0}).fit(X, Y),
-     error(ValueError, "class_weight")),
+    (
+        "parameters",
+        "d_model=-1",
+        lambda f, t: SSMClassifier(**{**TINY, "d_model": -1}).fit(X, Y),
+        error(ValueError, "d_model must be an integer >= 1"),
+    ),
+    (
+        "parameters",
+        "pooling='none'",
+        lambda f, t: SSMClassifier(**TINY, pooling="none").fit(X, Y),
+        error(ValueError, "unknown pooling"),
+    ),
+    (
+        "parameters",
+        "NaN weight decay",
+        lambda f, t: SSMClassifier(**TINY, weight_decay=float("nan")).fit(X, Y),
+        error(ValueError, "weight_decay"),
+    ),
+    (
+        "parameters",
+        "class weight <= 0",
+        lambda f, t: SSMClassifier(**TINY, class_weight={0: 0.0}).fit(X, Y),
+        error(ValueError, "class_weight"),
+    ),
     ("parameters", "unknown keyword", lambda f, t: SSMClassifier(d_modle=3), error(TypeError, "unexpected parameter")),
-    ("parameters", "set_params(sample_rate) after a fit without rate",
-     lambda f, t: SSMClassifier(**TINY).fit(X, Y).set_params(sample_rate=50.0).predict(X),
-     error(ValueError, "fitted without sample_rate")),
-    ("parameters", "predict sample_rate=0", lambda f, t: f["clf_rate"].predict(X, sample_rate=0),
-     error(ValueError, "sample_rate must be a positive number")),
-    ("parameters", "predict sample_rate=1e-300", lambda f, t: f["clf_rate"].predict(X, sample_rate=1e-300),
-     error(ValueError, "at this sample rate")),
-    ("parameters", "device='tpu'", lambda f, t: SSMClassifier(**{**TINY, "device": "tpu"}).fit(X, Y),
-     error(ValueError, "unknown device")),
-    ("parameters", "dt_min > dt_max", lambda f, t: SSMClassifier(**TINY, dt_min=0.5, dt_max=0.1).fit(X, Y),
-     error(ValueError, "dt_min")),
+    (
+        "parameters",
+        "set_params(sample_rate) after a fit without rate",
+        lambda f, t: SSMClassifier(**TINY).fit(X, Y).set_params(sample_rate=50.0).predict(X),
+        error(ValueError, "fitted without sample_rate"),
+    ),
+    (
+        "parameters",
+        "predict sample_rate=0",
+        lambda f, t: f["clf_rate"].predict(X, sample_rate=0),
+        error(ValueError, "sample_rate must be a positive number"),
+    ),
+    (
+        "parameters",
+        "predict sample_rate=1e-300",
+        lambda f, t: f["clf_rate"].predict(X, sample_rate=1e-300),
+        error(ValueError, "at this sample rate"),
+    ),
+    (
+        "parameters",
+        "device='tpu'",
+        lambda f, t: SSMClassifier(**{**TINY, "device": "tpu"}).fit(X, Y),
+        error(ValueError, "unknown device"),
+    ),
+    (
+        "parameters",
+        "dt_min > dt_max",
+        lambda f, t: SSMClassifier(**TINY, dt_min=0.5, dt_max=0.1).fit(X, Y),
+        error(ValueError, "dt_min"),
+    ),
     # ---------------------------------------------------------------- training and persistence
-    ("training", "a failed refit keeps the previous model", lambda f, t: _failed_refit_keeps_model(),
-     finite_result(lambda ok: ok)),
-    ("training", "an interrupted partial_fit leaves the next one unchanged", lambda f, t: _interrupted_continuation(),
-     finite_result(lambda diff: diff == 0.0)),
-    ("training", "diverging loss", lambda f, t: SSMRegressor(**{**TINY, "lr": 1e30, "lr_ssm": 1e30}).fit(X, X[:, 0]),
-     error(FloatingPointError, "diverged")),
-    ("persistence", "save onto a directory", lambda f, t: _save_onto_directory(f["clf"], t),
-     error(IsADirectoryError, "it is a directory")),
+    (
+        "training",
+        "a failed refit keeps the previous model",
+        lambda f, t: _failed_refit_keeps_model(),
+        finite_result(lambda ok: ok),
+    ),
+    (
+        "training",
+        "an interrupted partial_fit leaves the next one unchanged",
+        lambda f, t: _interrupted_continuation(),
+        finite_result(lambda diff: diff == 0.0),
+    ),
+    (
+        "training",
+        "diverging loss",
+        lambda f, t: SSMRegressor(**{**TINY, "lr": 1e30, "lr_ssm": 1e30}).fit(X, X[:, 0]),
+        error(FloatingPointError, "diverged"),
+    ),
+    (
+        "persistence",
+        "save onto a directory",
+        lambda f, t: _save_onto_directory(f["clf"], t),
+        error(IsADirectoryError, "it is a directory"),
+    ),
     ("persistence", "round trip", lambda f, t: _round_trip(f["clf"], t), finite_result(lambda ok: ok)),
-    ("persistence", "flipped bytes in the weights", lambda f, t: _flipped(f["clf"], t),
-     error(ValueError, "checksum")),
+    ("persistence", "flipped bytes in the weights", lambda f, t: _flipped(f["clf"], t), error(ValueError, "checksum")),
     ("persistence", "truncated file", lambda f, t: _truncated(f["clf"], t), error(ValueError, "not a readable")),
-    ("persistence", "a pickle posing as a model file runs nothing", lambda f, t: _pickle_posing(t),
-     error(ValueError, "not a readable")),
-    ("persistence", "wrong class", lambda f, t: SSMRegressor.load(f["clf"].save(t / "c.safetensors")),
-     error(TypeError, "holds a SSMClassifier")),
-    ("persistence", "other versions warn", lambda f, t: _other_version(f["clf"], t),
-     finite_result(lambda ok: ok)),
-    ("persistence", "labels the format cannot hold", lambda f, t: SSMClassifier(**TINY).fit(
-        X, np.array(["2020-01-01", "2021-01-01"] * 12, dtype="datetime64[D]")).save(t / "t.safetensors"),
-     error(TypeError, "format='joblib'")),
+    (
+        "persistence",
+        "a pickle posing as a model file runs nothing",
+        lambda f, t: _pickle_posing(t),
+        error(ValueError, "not a readable"),
+    ),
+    (
+        "persistence",
+        "wrong class",
+        lambda f, t: SSMRegressor.load(f["clf"].save(t / "c.safetensors")),
+        error(TypeError, "holds a SSMClassifier"),
+    ),
+    ("persistence", "other versions warn", lambda f, t: _other_version(f["clf"], t), finite_result(lambda ok: ok)),
+    (
+        "persistence",
+        "labels the format cannot hold",
+        lambda f, t: (
+            SSMClassifier(**TINY)
+            .fit(X, np.array(["2020-01-01", "2021-01-01"] * 12, dtype="datetime64[D]"))
+            .save(t / "t.safetensors")
+        ),
+        error(TypeError, "format='joblib'"),
+    ),
     ("files", "truncated checkpoint", lambda f, t: _truncated_checkpoint(t), error(ValueError, "damaged")),
-    ("files", "a pickle posing as a checkpoint runs nothing", lambda f, t: _pickle_checkpoint(t),
-     error(ValueError, "damaged")),
-    ("files", "a crafted CIFAR batch runs nothing", lambda f, t: _crafted_cifar(t), error(DataNotFoundError, "refusing")),
+    (
+        "files",
+        "a pickle posing as a checkpoint runs nothing",
+        lambda f, t: _pickle_checkpoint(t),
+        error(ValueError, "damaged"),
+    ),
+    (
+        "files",
+        "a crafted CIFAR batch runs nothing",
+        lambda f, t: _crafted_cifar(t),
+        error(DataNotFoundError, "refusing"),
+    ),
     ("files", "an empty WAV clip", lambda f, t: _empty_wav(t), error(ValueError, "holds no samples")),
     ("files", "a corrupt run config", lambda f, t: _corrupt_config(t), error(SystemExit, "not valid JSON")),
     # ---------------------------------------------------------------- forecaster
-    ("forecaster", "gap in an integer index", lambda f, t: SSMForecaster(**{**TINY, "context_length": 8}).fit(
-        pd.Series(np.arange(40.0)).drop(index=[10, 11]), fh=[1]), error(ValueError, "not evenly spaced")),
-    ("forecaster", "duplicate time stamps", lambda f, t: SSMForecaster(**{**TINY, "context_length": 8}).fit(
-        pd.Series(np.arange(40.0), index=[*range(39), 38]), fh=[1]), error(ValueError, "repeated time stamps")),
-    ("forecaster", "gap in a datetime index", lambda f, t: SSMForecaster(**{**TINY, "context_length": 8}).fit(
-        pd.Series(np.arange(40.0), index=pd.date_range("2020", periods=40, freq="D")).drop(pd.Timestamp("2020-01-05")),
-        fh=[1]), error(ValueError, "not evenly spaced")),
-    ("forecaster", "update skipping periods", lambda f, t: _copy(f["forecaster"]).update(
-        pd.Series([1.0, 2.0], index=[55, 56]), update_params=False), error(ValueError, "not evenly spaced")),
-    ("forecaster", "update with past data", lambda f, t: _copy(f["forecaster"]).update(
-        pd.Series([1.0, 2.0], index=[30, 31]), update_params=False), error(ValueError, "before the cutoff")),
+    (
+        "forecaster",
+        "gap in an integer index",
+        lambda f, t: SSMForecaster(**{**TINY, "context_length": 8}).fit(
+            pd.Series(np.arange(40.0)).drop(index=[10, 11]), fh=[1]
+        ),
+        error(ValueError, "not evenly spaced"),
+    ),
+    (
+        "forecaster",
+        "duplicate time stamps",
+        lambda f, t: SSMForecaster(**{**TINY, "context_length": 8}).fit(
+            pd.Series(np.arange(40.0), index=[*range(39), 38]), fh=[1]
+        ),
+        error(ValueError, "repeated time stamps"),
+    ),
+    (
+        "forecaster",
+        "gap in a datetime index",
+        lambda f, t: SSMForecaster(**{**TINY, "context_length": 8}).fit(
+            pd.Series(np.arange(40.0), index=pd.date_range("2020", periods=40, freq="D")).drop(
+                pd.Timestamp("2020-01-05")
+            ),
+            fh=[1],
+        ),
+        error(ValueError, "not evenly spaced"),
+    ),
+    (
+        "forecaster",
+        "update skipping periods",
+        lambda f, t: _copy(f["forecaster"]).update(pd.Series([1.0, 2.0], index=[55, 56]), update_params=False),
+        error(ValueError, "not evenly spaced"),
+    ),
+    (
+        "forecaster",
+        "update with past data",
+        lambda f, t: _copy(f["forecaster"]).update(pd.Series([1.0, 2.0], index=[30, 31]), update_params=False),
+        error(ValueError, "before the cutoff"),
+    ),
     ("forecaster", "series near 4e-12", lambda f, t: _tiny_series_forecast(), finite_result(lambda ok: ok)),
-    ("forecaster", "context longer than the series", lambda f, t: SSMForecaster(**{**TINY, "context_length": 80}).fit(
-        pd.Series(np.arange(40.0)), fh=[1]), error(ValueError, "context_length=80 is longer")),
-    ("forecaster", "recursive and bidirectional", lambda f, t: SSMForecaster(
-        **{**TINY, "context_length": 8}, strategy="recursive", bidirectional=True).fit(pd.Series(np.arange(40.0)), fh=[1]),
-     error(ValueError, "causal")),
+    (
+        "forecaster",
+        "context longer than the series",
+        lambda f, t: SSMForecaster(**{**TINY, "context_length": 80}).fit(pd.Series(np.arange(40.0)), fh=[1]),
+        error(ValueError, "context_length=80 is longer"),
+    ),
+    (
+        "forecaster",
+        "recursive and bidirectional",
+        lambda f, t: SSMForecaster(**{**TINY, "context_length": 8}, strategy="recursive", bidirectional=True).fit(
+            pd.Series(np.arange(40.0)), fh=[1]
+        ),
+        error(ValueError, "causal"),
+    ),
     # ---------------------------------------------------------------- layer
-    ("layer", "float64 input to a float32 layer", lambda f, t: SSM(2, 4)(torch.zeros(1, 2, 5, dtype=torch.float64)),
-     error(TypeError, "cast the input")),
-    ("layer", "integer input", lambda f, t: SSM(2, 4)(torch.zeros(1, 2, 5, dtype=torch.long)),
-     error(TypeError, "floating point")),
-    ("layer", "float64 layer and input", lambda f, t: SSM(2, 4).double()(torch.zeros(1, 2, 5, dtype=torch.float64)),
-     finite_result(lambda y: y.dtype == torch.float64)),
+    (
+        "layer",
+        "float64 input to a float32 layer",
+        lambda f, t: SSM(2, 4)(torch.zeros(1, 2, 5, dtype=torch.float64)),
+        error(TypeError, "cast the input"),
+    ),
+    (
+        "layer",
+        "integer input",
+        lambda f, t: SSM(2, 4)(torch.zeros(1, 2, 5, dtype=torch.long)),
+        error(TypeError, "floating point"),
+    ),
+    (
+        "layer",
+        "float64 layer and input",
+        lambda f, t: SSM(2, 4).double()(torch.zeros(1, 2, 5, dtype=torch.float64)),
+        finite_result(lambda y: y.dtype == torch.float64),
+    ),
     ("layer", "dt_scale=0", lambda f, t: setattr(SSM(2, 4), "dt_scale", 0.0), error(ValueError, "dt_scale")),
     ("layer", "dt_scale=inf", lambda f, t: setattr(SSM(2, 4), "dt_scale", float("inf")), error(ValueError, "dt_scale")),
     ("layer", "scaled_delta(-1)", lambda f, t: scaled_delta(SSM(2, 4), -1.0).__enter__(), error(ValueError, "> 0")),
-    ("layer", "step with an empty state list", lambda f, t: SSMBackbone(2, 4, 2, d_state=4).step(torch.zeros(1, 2), []),
-     error(ValueError, "one tensor per block")),
+    (
+        "layer",
+        "step with an empty state list",
+        lambda f, t: SSMBackbone(2, 4, 2, d_state=4).step(torch.zeros(1, 2), []),
+        error(ValueError, "one tensor per block"),
+    ),
     ("layer", "wrong channel count", lambda f, t: SSM(2, 4)(torch.zeros(1, 3, 5)), error(ValueError, "input channels")),
     # ---------------------------------------------------------------- CLI
-    ("cli", "unknown task", lambda f, t: _cli("tasks", "run", "no-such-task", "--synthetic"), error(SystemExit,
-     "unknown task 'no-such-task'")),
-    ("cli", "--out under a file", lambda f, t: _cli("tasks", "run", "bidmc-rr", "--synthetic", "--preset", "tiny",
-                                                     "--quiet", "--out", str(_a_file(t) / "results.json")),
-     error(SystemExit, "74 ssmts: error: File exists")),
-    ("cli", "--data-dir in a symlink loop", lambda f, t: _cli("tasks", "run", "bidmc-rr", "--preset", "tiny", "--quiet",
-                                                             "--data-dir", str(_symlink_loop(t))),
-     error(SystemExit, "74 ssmts: error: Symlink loop")),
+    (
+        "cli",
+        "unknown task",
+        lambda f, t: _cli("tasks", "run", "no-such-task", "--synthetic"),
+        error(SystemExit, "unknown task 'no-such-task'"),
+    ),
+    (
+        "cli",
+        "--out under a file",
+        lambda f, t: _cli(
+            "tasks",
+            "run",
+            "bidmc-rr",
+            "--synthetic",
+            "--preset",
+            "tiny",
+            "--quiet",
+            "--out",
+            str(_a_file(t) / "results.json"),
+        ),
+        error(SystemExit, "74 ssmts: error: File exists"),
+    ),
+    (
+        "cli",
+        "--data-dir in a symlink loop",
+        lambda f, t: _cli(
+            "tasks", "run", "bidmc-rr", "--preset", "tiny", "--quiet", "--data-dir", str(_symlink_loop(t))
+        ),
+        error(SystemExit, "74 ssmts: error: Symlink loop"),
+    ),
     ("cli", "resume with a truncated checkpoint", lambda f, t: _cli_resume_truncated(t), error(SystemExit, "damaged")),
 ]
 

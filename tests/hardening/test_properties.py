@@ -1,6 +1,7 @@
 """Property-based checks of the estimators' input validation (hypothesis): for any input of
 any shape, dtype or magnitude, with NaN/inf or ragged lists, the result is either a clear
 ValueError/TypeError naming the problem or a finite result of the right shape."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -16,8 +17,28 @@ RNG = np.random.default_rng(0)
 X_FIT = RNG.standard_normal((16, 6))
 Y_FIT = np.tile([0, 1], 8)
 # Words that tie a message to the user's data, not to torch or numpy internals.
-NAMES_THE_PROBLEM = ("X", "y", "sample", "series", "feature", "channel", "timepoint", "float32", "complex", "NaN",
-                     "infinity", "label", "class", "dtype", "empty", "2D", "1-D", "2-D", "convert", "string")
+NAMES_THE_PROBLEM = (
+    "X",
+    "y",
+    "sample",
+    "series",
+    "feature",
+    "channel",
+    "timepoint",
+    "float32",
+    "complex",
+    "NaN",
+    "infinity",
+    "label",
+    "class",
+    "dtype",
+    "empty",
+    "2D",
+    "1-D",
+    "2-D",
+    "convert",
+    "string",
+)
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 

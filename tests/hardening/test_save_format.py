@@ -1,14 +1,15 @@
 """The save format's checksum covers the header as well as the weights: an edited class list,
 scaling statistic or parameter is refused, and any flipped byte of a file gives a clear error
 or, at worst, the same predictions."""
+
 import json
 import re
 import warnings
 
 import numpy as np
 import pytest
-import torch
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from safetensors.torch import safe_open, save_file
 
 from ssmts import SSMClassifier
@@ -37,12 +38,16 @@ def _rewrite(path, out, edit):
     return out
 
 
-@pytest.mark.parametrize("edit", [
-    lambda h: h["fitted"]["classes_"]["__ndarray__"].reverse(),
-    lambda h: h["fitted"]["input_mean_"]["__ndarray__"].__setitem__(0, 1.0),
-    lambda h: h["fitted"].__setitem__("normalization_", "none"),
-    lambda h: h["params"].__setitem__("pooling", "last"),
-], ids=["classes reversed", "a scaling statistic", "normalization", "a parameter"])
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda h: h["fitted"]["classes_"]["__ndarray__"].reverse(),
+        lambda h: h["fitted"]["input_mean_"]["__ndarray__"].__setitem__(0, 1.0),
+        lambda h: h["fitted"].__setitem__("normalization_", "none"),
+        lambda h: h["params"].__setitem__("pooling", "last"),
+    ],
+    ids=["classes reversed", "a scaling statistic", "normalization", "a parameter"],
+)
 def test_an_edited_header_is_refused(saved, tmp_path, edit):
     path, _, _ = saved
     with pytest.raises(ValueError, match="does not match its checksum"):
@@ -107,12 +112,16 @@ def _with_valid_checksum(header, tensors):
     header["sha256"] = _persistence._checksum(tensors, header)
 
 
-@pytest.mark.parametrize("edit, message", [
-    (lambda h: h["params"].__setitem__("d_state", 10**6), "d_state=1000000 cannot describe"),
-    (lambda h: h["params"].__setitem__("d_model", 10**7), "d_model=10000000 cannot describe"),
-    (lambda h: h["fitted"]["classes_"].__setitem__("dtype", "<U100000000"), "strings of 100000000 characters"),
-    (lambda h: h["fitted"]["classes_"].__setitem__("dtype", "|O"), "never writes"),
-], ids=["huge d_state", "huge d_model", "huge string dtype", "object dtype"])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda h: h["params"].__setitem__("d_state", 10**6), "d_state=1000000 cannot describe"),
+        (lambda h: h["params"].__setitem__("d_model", 10**7), "d_model=10000000 cannot describe"),
+        (lambda h: h["fitted"]["classes_"].__setitem__("dtype", "<U100000000"), "strings of 100000000 characters"),
+        (lambda h: h["fitted"]["classes_"].__setitem__("dtype", "|O"), "never writes"),
+    ],
+    ids=["huge d_state", "huge d_model", "huge string dtype", "object dtype"],
+)
 def test_a_hostile_header_with_a_valid_checksum_fails_fast_without_allocating(saved, tmp_path, edit, message):
     path, _, _ = saved
     with safe_open(str(path), framework="pt") as f:

@@ -1,4 +1,5 @@
 """Blocks and backbone: streaming vs full pass, padding masks vs unpadded runs, resampling, parameter groups."""
+
 from __future__ import annotations
 
 import numpy as np

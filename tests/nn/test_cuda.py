@@ -2,6 +2,7 @@
 
 Skipped cleanly without a CUDA device.
 """
+
 from __future__ import annotations
 
 import copy

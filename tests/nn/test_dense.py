@@ -1,4 +1,5 @@
 """DenseSSM (the dense HiPPO-LegS reference) against scipy's discretization and a plain numpy loop."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -10,8 +11,16 @@ from ssmts.nn import DenseSSM, SSMBackbone, discretize_dense, hippo_legs, parame
 
 
 def _layer(H=3, N=8, M=None, discretization="zoh", D=None, dt=0.05, seed=0):
-    layer = DenseSSM(H, N, d_output=M, discretization=discretization, D=D, dt_min=dt, dt_max=dt,
-                     generator=torch.Generator().manual_seed(seed)).double()
+    layer = DenseSSM(
+        H,
+        N,
+        d_output=M,
+        discretization=discretization,
+        D=D,
+        dt_min=dt,
+        dt_max=dt,
+        generator=torch.Generator().manual_seed(seed),
+    ).double()
     with torch.no_grad():  # move A off LegS so that a wrong transpose or sign shows
         layer.A.add_(0.1 * torch.randn(N, N, generator=torch.Generator().manual_seed(seed + 1), dtype=torch.float64))
     return layer
@@ -20,8 +29,9 @@ def _layer(H=3, N=8, M=None, discretization="zoh", D=None, dt=0.05, seed=0):
 def _numpy_loop(layer: DenseSSM, u: np.ndarray, method: str, alpha: float = 0.5) -> np.ndarray:
     """x_k = Ad x_{k-1} + Bd u_k, y_k = C x_k + D u_k with scipy's (Ad, Bd)."""
     A, B, C = (p.detach().numpy() for p in (layer.A, layer.B, layer.C))
-    Ad, Bd, *_ = cont2discrete((A, B, C, np.zeros((C.shape[0], B.shape[1]))), float(layer.Delta.detach()), method=method,
-                               alpha=alpha)
+    Ad, Bd, *_ = cont2discrete(
+        (A, B, C, np.zeros((C.shape[0], B.shape[1]))), float(layer.Delta.detach()), method=method, alpha=alpha
+    )
     b, H, L = u.shape
     x, out = np.zeros((b, A.shape[0])), []
     for k in range(L):
@@ -39,8 +49,9 @@ def _numpy_loop(layer: DenseSSM, u: np.ndarray, method: str, alpha: float = 0.5)
 def test_discretize_dense_matches_scipy(method, alpha):
     A = hippo_legs(6)[0] + 0.2 * np.random.default_rng(0).standard_normal((6, 6))
     B = np.random.default_rng(1).standard_normal((6, 2))
-    Abar, Bbar = discretize_dense(torch.from_numpy(A), torch.from_numpy(B), torch.tensor(0.07, dtype=torch.float64),
-                                  method, alpha)
+    Abar, Bbar = discretize_dense(
+        torch.from_numpy(A), torch.from_numpy(B), torch.tensor(0.07, dtype=torch.float64), method, alpha
+    )
     Ad, Bd, *_ = cont2discrete((A, B, np.eye(6), np.zeros((6, 2))), 0.07, method=method, alpha=alpha)
     np.testing.assert_allclose(Abar.numpy(), Ad, rtol=1e-12, atol=1e-13)
     np.testing.assert_allclose(Bbar.numpy(), Bd, rtol=1e-12, atol=1e-13)

@@ -5,6 +5,7 @@ A complex eigenvalue lambda = a + ib acts on (Re x, Im x) as the real 2x2 block
 the real 2x2 representations of Abar and of gamma (Bbar = gamma * B). This makes
 scipy an independent per-state oracle for complex modes too.
 """
+
 from __future__ import annotations
 
 import math
@@ -33,7 +34,9 @@ def _scipy_per_state(lam: complex, dt: float, method: str, alpha: float) -> tupl
     """(Abar, gamma) of one mode from scipy's Ad, Bd of the 2x2 real block (C, D are not used)."""
     Ad, Bd, *_ = cont2discrete((_block(lam), np.eye(2), np.eye(2), np.zeros((2, 2))), dt, method=method, alpha=alpha)
     # Ad, Bd must themselves be multiplication-by-complex blocks.
-    assert np.allclose(Ad[0, 0], Ad[1, 1], rtol=1e-12, atol=1e-15) and np.allclose(Ad[0, 1], -Ad[1, 0], rtol=1e-12, atol=1e-15)
+    assert np.allclose(Ad[0, 0], Ad[1, 1], rtol=1e-12, atol=1e-15) and np.allclose(
+        Ad[0, 1], -Ad[1, 0], rtol=1e-12, atol=1e-15
+    )
     return complex(Ad[0, 0], Ad[1, 0]), complex(Bd[0, 0], Bd[1, 0])
 
 
@@ -53,14 +56,22 @@ def test_discretize_matches_scipy_on_real_1x1_systems():
     """Oracle: scipy cont2discrete on scalar real systems (real eigenvalues, no 2x2 block needed)."""
     for method, alpha in METHODS:
         for lam, dt in [(-0.5, 0.1), (-4.0, 0.3), (-1e-4, 1e-3)]:
-            Ad, Bd, *_ = cont2discrete((np.array([[lam]]), np.array([[1.0]]), np.array([[1.0]]), np.array([[0.0]])), dt, method=method, alpha=alpha)
-            Abar, gamma = discretize(torch.tensor([complex(lam, 0.0)]), torch.tensor([dt], dtype=torch.float64), method, alpha)
+            Ad, Bd, *_ = cont2discrete(
+                (np.array([[lam]]), np.array([[1.0]]), np.array([[1.0]]), np.array([[0.0]])),
+                dt,
+                method=method,
+                alpha=alpha,
+            )
+            Abar, gamma = discretize(
+                torch.tensor([complex(lam, 0.0)]), torch.tensor([dt], dtype=torch.float64), method, alpha
+            )
             assert complex(Abar[0]) == pytest.approx(Ad[0, 0], rel=1e-12)
             assert complex(gamma[0]) == pytest.approx(Bd[0, 0], rel=1e-12)
 
 
 def test_gbt_endpoints_are_forward_and_backward_euler():
-    """Oracle: the textbook formulas Abar = 1 + dt*lam, gamma = dt (alpha=0); Abar = 1/(1 - dt*lam), gamma = dt/(1 - dt*lam) (alpha=1)."""
+    """Oracle: the textbook formulas Abar = 1 + dt*lam, gamma = dt (alpha=0);
+    Abar = 1/(1 - dt*lam), gamma = dt/(1 - dt*lam) (alpha=1)."""
     Lam = torch.from_numpy(LAMBDAS)
     Delta = torch.from_numpy(DELTAS)
     A0, g0 = discretize(Lam, Delta, "gbt", 0.0)

@@ -1,5 +1,6 @@
 """SSMFeatures against independent oracles: the recurrence run step by step, numpy's pooling,
 unpadded series one at a time, and the continuous-time meaning of Delta (zero-shot rates)."""
+
 import numpy as np
 import pytest
 import torch
@@ -10,8 +11,11 @@ from ssmts.nn import FeatureReadout, SSMFeatures, log_spaced_steps, scaled_delta
 
 def _system(features: SSMFeatures, scale: int):
     """(Lambda (P,), readout (M, P), Delta) of one scale, complex128."""
-    return (torch.view_as_complex(features.Lambda_pairs).numpy(),
-            torch.view_as_complex(features.readout_pairs)[scale].numpy(), float(features.steps[scale]))
+    return (
+        torch.view_as_complex(features.Lambda_pairs).numpy(),
+        torch.view_as_complex(features.readout_pairs)[scale].numpy(),
+        float(features.steps[scale]),
+    )
 
 
 # (channels, kernels): channels x 2P >= kernels convolves every kernel (3 x 8 >= 5); fewer go through
@@ -49,7 +53,7 @@ def test_kernels_equal_the_impulse_response_of_the_real_system():
     A = np.zeros((2 * P, 2 * P))
     b = np.zeros((2 * P, 1))
     for p, lam in enumerate(Lambda):
-        A[2 * p: 2 * p + 2, 2 * p: 2 * p + 2] = [[lam.real, -lam.imag], [lam.imag, lam.real]]
+        A[2 * p : 2 * p + 2, 2 * p : 2 * p + 2] = [[lam.real, -lam.imag], [lam.imag, lam.real]]
         b[2 * p] = 1.0
     impulse = np.zeros(31)
     impulse[0] = 1.0
@@ -80,8 +84,9 @@ def test_pooling_equals_numpy_and_padding_changes_nothing():
         np.testing.assert_allclose(batch[i].numpy(), alone[0].numpy(), rtol=1e-5, atol=1e-6)
         y = features.responses(x[None])[0].numpy()  # (S, M, L_i)
         b = features.biases.numpy()
-        expected = np.concatenate([(y[..., None, :] > b[..., None]).mean(-1), y.mean(-1)[..., None],
-                                   y.max(-1)[..., None]], -1)
+        expected = np.concatenate(
+            [(y[..., None, :] > b[..., None]).mean(-1), y.mean(-1)[..., None], y.max(-1)[..., None]], -1
+        )
         np.testing.assert_allclose(alone[0].numpy(), expected.reshape(-1), rtol=1e-5, atol=1e-6)
 
 

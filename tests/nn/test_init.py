@@ -1,4 +1,5 @@
 """Initializations against closed forms, numpy.linalg.eig and dense numpy transfer functions."""
+
 from __future__ import annotations
 
 import math
@@ -118,7 +119,8 @@ def test_layer_legs_init_uses_upper_half_of_normal_part_spectrum():
 
 @pytest.mark.parametrize("conj_sym,expected", [(True, 0.5), (False, 1.0)])
 def test_layer_legs_siso_b_is_unitary_projection_of_hippo_b(conj_sym, expected):
-    """Oracle: Parseval. V is unitary, so ||V^-1 B_LegS||^2 = ||B_LegS||^2 = sum(2n+1) = N^2 (half of it per conjugate half)."""
+    """Oracle: Parseval. V is unitary, so ||V^-1 B_LegS||^2 = ||B_LegS||^2 = sum(2n+1) = N^2
+    (half of it per conjugate half)."""
     N = 16
     layer = SSM(1, N, init="legs", conj_sym=conj_sym)
     B = torch.view_as_complex(layer.B.detach()).to(torch.complex128)
@@ -258,4 +260,4 @@ def test_legs_readout_is_a_real_matrix_projected_on_the_eigenvectors():
     C0 = C.numpy() @ np.asarray(V).conj().T
     assert np.abs(C0.imag).max() < 1e-10 * np.abs(C0.real).max()
     assert float((np.abs(C.numpy()) ** 2).sum(1).mean()) == pytest.approx(1.0, rel=0.05)
-    assert float((C0.real ** 2).sum(1).mean()) == pytest.approx(1.0, rel=0.05)
+    assert float((C0.real**2).sum(1).mean()) == pytest.approx(1.0, rel=0.05)

@@ -2,6 +2,7 @@
 oracles: a dense numpy loop of the recurrence with the discretization formulas written out, scipy's
 cont2discrete per step for a dense real system, the FFT path (constant dt = dt_scale), and
 torch.autograd.gradcheck."""
+
 from __future__ import annotations
 
 import math
@@ -41,7 +42,8 @@ def _layer(seed: int, **kwargs) -> SSM:
 
 def _naive(layer: SSM, u: np.ndarray, dt: np.ndarray) -> np.ndarray:
     """Dense loop of x_k = Abar(Delta dt_k) x_{k-1} + Bbar(Delta dt_k) u_k per head, written from the
-    formulas of docs/concepts.md ("Discretization and the step size Δ"), then y = factor Re(C x) + D u and the mixer. u (b, H, L), dt (b, L).
+    formulas of docs/concepts.md ("Discretization and the step size Δ"), then y = factor Re(C x) + D u
+    and the mixer. u (b, H, L), dt (b, L).
 
     Bidirectional: the backward state runs from the end, x<_k = Abar(Delta g_k) x<_{k+1} + Bbar(Delta g_k) u_k
     with g_k = dt_{k+1} (the gap between samples k and k+1) and g_{L-1} = dt_0.
@@ -220,8 +222,21 @@ def test_clear_errors_for_bad_deltas():
 @pytest.mark.parametrize("heads,conj_sym,bidirectional", [(1, True, False), (4, False, False), (2, True, "essm")])
 def test_backbone_constant_dt_equals_dt_scale_and_streaming(heads, conj_sym, bidirectional):
     torch.manual_seed(0)
-    model = SSMBackbone(3, 8, n_layers=2, d_output=2, pooling="none", d_state=4, heads=heads, conj_sym=conj_sym,
-                        bidirectional=bidirectional).double().eval()
+    model = (
+        SSMBackbone(
+            3,
+            8,
+            n_layers=2,
+            d_output=2,
+            pooling="none",
+            d_state=4,
+            heads=heads,
+            conj_sym=conj_sym,
+            bidirectional=bidirectional,
+        )
+        .double()
+        .eval()
+    )
     u = torch.randn(2, 3, 25, dtype=torch.float64)
     mask = torch.ones(2, 25, dtype=torch.bool)
     mask[1, 20:] = False

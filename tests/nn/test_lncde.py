@@ -1,6 +1,7 @@
 """The LinearCDE (SLiCE) layer against independent oracles: a dense float64 numpy loop that
 builds every transition M_i as a matrix from the parameters, scipy's Hadamard matrix, dense
 products of those matrices, and torch.autograd.gradcheck."""
+
 from __future__ import annotations
 
 import ast
@@ -94,7 +95,9 @@ def _normalize(layer: LinearCDE, M: np.ndarray, x: np.ndarray) -> tuple[np.ndarr
         g = x @ _np(layer.A_diag)
         if layer.structure == "dplr":
             U, V = _np(layer.A_U), _np(layer.A_V)
-            nu = np.abs(1 + g).max() + sum(abs(x[j]) * np.linalg.norm(U[j]) * np.linalg.norm(V[j]) for j in range(len(x)))
+            nu = np.abs(1 + g).max() + sum(
+                abs(x[j]) * np.linalg.norm(U[j]) * np.linalg.norm(V[j]) for j in range(len(x))
+            )
         else:
             nu = 1 + np.abs(g).max()
     return (M * rho / nu, 1, 1) if nu > rho else (M, 0, 1)
@@ -136,7 +139,10 @@ def _run_steps(layer: LinearCDE, u: torch.Tensor, state: torch.Tensor) -> tuple[
 
 # ---------------------------------------------------------------- modes against the oracle
 # Two regimes of the normalization: "strong" rescales most transitions, "weak" few.
-REGIMES = {"strong": dict(init_std=3.0, decay_min=0.05, decay_max=0.5), "weak": dict(init_std=1.0, decay_min=0.1, decay_max=0.5)}
+REGIMES = {
+    "strong": dict(init_std=3.0, decay_min=0.05, decay_max=0.5),
+    "weak": dict(init_std=1.0, decay_min=0.1, decay_max=0.5),
+}
 
 
 def _inputs(seed: int = 1, L: int = 23, with_state: bool = False):
@@ -345,11 +351,17 @@ def test_long_sequence_stays_bounded(structure):
     [
         (dict(structure="sparse"), r"unknown structure 'sparse'"),
         (dict(structure="block_diagonal", block_sizes=[4, 4, 4]), r"block_sizes must sum to d_hidden=8, got sum 12"),
-        (dict(structure="block_diagonal", block_sizes=[4, 0, 4]), r"block_sizes must be a non-empty list of positive integers"),
+        (
+            dict(structure="block_diagonal", block_sizes=[4, 0, 4]),
+            r"block_sizes must be a non-empty list of positive integers",
+        ),
         (dict(structure="block_diagonal", block_size=3), r"block_size=3 must divide d_hidden=8"),
         (dict(structure="block_diagonal", block_size=0), r"block_size must be a positive integer"),
         (dict(structure="block_diagonal", block_size=2, block_sizes=[4, 4]), r"either block_size or block_sizes"),
-        (dict(structure="dense", block_size=2), r"block_size/block_sizes are only used with structure='block_diagonal'"),
+        (
+            dict(structure="dense", block_size=2),
+            r"block_size/block_sizes are only used with structure='block_diagonal'",
+        ),
         (dict(structure="dplr", rank=0), r"rank must be a positive integer, got 0"),
         (dict(structure="diagonal", rank=2), r"rank is only used with structure='dplr'"),
         (dict(structure="walsh_hadamard", d_hidden=6), r"d_hidden=6 must be a power of two"),

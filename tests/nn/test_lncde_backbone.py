@@ -1,5 +1,6 @@
 """LinearCDE as the layer of SSMBlock / SSMBackbone: streaming equals the full pass, finite outputs,
 the zero-shot scope on its path step, optimizer groups, and the parameter declarations."""
+
 from __future__ import annotations
 
 import pytest
@@ -31,14 +32,26 @@ STRUCTURE_KWARGS = {
 def _backbone(structure: str, seed: int = 0, **kwargs) -> SSMBackbone:
     torch.manual_seed(seed)
     # init_std 4: input-dependent transitions far from the identity, so that a wrong state hand-over shows.
-    return SSMBackbone(3, d_model=8, n_layers=2, layer="lncde", d_hidden=8, structure=structure, init_std=4.0,
-                       generator=_gen(seed), **STRUCTURE_KWARGS[structure], **kwargs).double()
+    return SSMBackbone(
+        3,
+        d_model=8,
+        n_layers=2,
+        layer="lncde",
+        d_hidden=8,
+        structure=structure,
+        init_std=4.0,
+        generator=_gen(seed),
+        **STRUCTURE_KWARGS[structure],
+        **kwargs,
+    ).double()
 
 
 @pytest.mark.parametrize("structure", LNCDE_STRUCTURES)
-@pytest.mark.parametrize("cfg", [dict(norm="layer", prenorm=True),
-                                 dict(norm="batch", prenorm=False, activation="gelu", d_output=2)],
-                         ids=["layer-prenorm", "batch-postnorm"])
+@pytest.mark.parametrize(
+    "cfg",
+    [dict(norm="layer", prenorm=True), dict(norm="batch", prenorm=False, activation="gelu", d_output=2)],
+    ids=["layer-prenorm", "batch-postnorm"],
+)
 def test_lncde_backbone_streaming_equals_full_pass_at_every_position(structure, cfg):
     """Oracle: the one-shot per-step output (scan) of the same backbone; forward_with_state over two
     pieces, then `step` one position at a time, float64, eval mode, rel 1e-10 at every position."""
@@ -87,8 +100,21 @@ def test_lncde_block_step_equals_forward_and_state_is_the_layers():
 
 def test_token_lncde_backbone_streams():
     torch.manual_seed(0)
-    model = SSMBackbone(1, d_model=8, n_layers=2, vocab_size=7, pooling="none", layer="lncde", d_hidden=8,
-                        structure="walsh_hadamard", generator=_gen(0)).double().eval()
+    model = (
+        SSMBackbone(
+            1,
+            d_model=8,
+            n_layers=2,
+            vocab_size=7,
+            pooling="none",
+            layer="lncde",
+            d_hidden=8,
+            structure="walsh_hadamard",
+            generator=_gen(0),
+        )
+        .double()
+        .eval()
+    )
     tokens = torch.randint(1, 7, (2, 12), generator=_gen(1))
     with torch.no_grad():
         full = model(tokens)
@@ -104,8 +130,17 @@ def test_token_lncde_backbone_streams():
 def test_lncde_backbone_outputs_are_finite_on_long_and_large_inputs(structure):
     """max_norm keeps every transition a contraction: 2000 steps of inputs of size 100 stay finite
     (float32, training mode, mean pooling and a decoder), and the gradient is finite too."""
-    model = SSMBackbone(3, d_model=8, n_layers=2, d_output=2, layer="lncde", d_hidden=8, structure=structure,
-                        generator=_gen(4), **STRUCTURE_KWARGS[structure])
+    model = SSMBackbone(
+        3,
+        d_model=8,
+        n_layers=2,
+        d_output=2,
+        layer="lncde",
+        d_hidden=8,
+        structure=structure,
+        generator=_gen(4),
+        **STRUCTURE_KWARGS[structure],
+    )
     u = 100 * torch.randn(4, 3, 2000, generator=_gen(5))
     y = model(u)
     assert y.shape == (4, 2) and torch.isfinite(y).all()
@@ -141,13 +176,19 @@ def test_lncde_backbone_rate_base_factor_is_refused_with_a_pointer_to_scaled_del
 
 @pytest.mark.parametrize("structure", LNCDE_STRUCTURES)
 def test_parameter_groups_put_lncde_transitions_and_b_in_the_ssm_group(structure):
-    model = SSMBackbone(3, d_model=8, n_layers=2, layer="lncde", d_hidden=8, structure=structure,
-                        **STRUCTURE_KWARGS[structure])
+    model = SSMBackbone(
+        3, d_model=8, n_layers=2, layer="lncde", d_hidden=8, structure=structure, **STRUCTURE_KWARGS[structure]
+    )
     groups = {g["name"]: g for g in parameter_groups(model, lr=1e-3, lr_ssm=1e-4, weight_decay=0.1)}
     names = {id(p): n for n, p in model.named_parameters()}
     ssm = {names[id(p)] for p in groups["ssm"]["params"]}
-    expected_leaf = {"diagonal": {"0", "B"}, "block_diagonal": {"0", "B"}, "dense": {"A", "B"},
-                     "dplr": {"A_diag", "A_U", "A_V", "B"}, "walsh_hadamard": {"A_diag", "B"}}[structure]
+    expected_leaf = {
+        "diagonal": {"0", "B"},
+        "block_diagonal": {"0", "B"},
+        "dense": {"A", "B"},
+        "dplr": {"A_diag", "A_U", "A_V", "B"},
+        "walsh_hadamard": {"A_diag", "B"},
+    }[structure]
     assert {n.split(".")[-1] for n in ssm} == expected_leaf
     assert groups["ssm"]["lr"] == 1e-4 and groups["ssm"]["weight_decay"] == 0.0
     other = {names[id(p)] for p in groups["other"]["params"]}
@@ -158,16 +199,30 @@ def test_parameter_groups_put_lncde_transitions_and_b_in_the_ssm_group(structure
 
 # ---------------------------------------------------------------- declarations
 def test_backbone_params_build_an_lncde_backbone_with_the_declared_options():
-    params = BackboneParams(d_model=8, d_state=16, n_layers=2, layer="lncde", lncde_structure="block_diagonal",
-                            lncde_block_size=8, lncde_dt=0.05, lncde_max_norm=0.9)
+    params = BackboneParams(
+        d_model=8,
+        d_state=16,
+        n_layers=2,
+        layer="lncde",
+        lncde_structure="block_diagonal",
+        lncde_block_size=8,
+        lncde_dt=0.05,
+        lncde_max_norm=0.9,
+    )
     params.validate_params()
     model = params.build_backbone(3)
     layer = model.blocks[1].ssm
     assert isinstance(layer, LinearCDE) and model.layer == "lncde"
     assert (layer.d_hidden, layer.structure, layer.block_sizes, layer.dt, layer.max_norm) == (
-        16, "block_diagonal", (8, 8), 0.05, 0.9)
-    dplr = BackboneParams(d_model=8, d_state=8, n_layers=1, layer="lncde", lncde_structure="dplr",
-                          lncde_rank=3).build_backbone(2, vocab_size=5)
+        16,
+        "block_diagonal",
+        (8, 8),
+        0.05,
+        0.9,
+    )
+    dplr = BackboneParams(
+        d_model=8, d_state=8, n_layers=1, layer="lncde", lncde_structure="dplr", lncde_rank=3
+    ).build_backbone(2, vocab_size=5)
     assert dplr.blocks[0].ssm.rank == 3 and dplr.vocab_size == 5
     # The default stays the SSM: nothing changes for existing users.
     assert BackboneParams().layer == "ssm"
@@ -196,16 +251,22 @@ def test_options_of_the_other_layer_family_are_refused_by_name(kwargs, match):
 def test_defaults_given_as_numpy_scalars_are_defaults():
     import numpy as np
 
-    kwargs = BackboneParams(layer="lncde", bidirectional=np.False_, dt_max=np.float64(0.1), heads=np.int64(1)
-                            ).backbone_kwargs()
+    kwargs = BackboneParams(
+        layer="lncde", bidirectional=np.False_, dt_max=np.float64(0.1), heads=np.int64(1)
+    ).backbone_kwargs()
     assert kwargs["layer"] == "lncde" and "heads" not in kwargs
     with pytest.raises(InvalidParameterError, match="bidirectional=True only applies"):
         BackboneParams(layer="lncde", bidirectional=True).backbone_kwargs()
 
 
-@pytest.mark.parametrize("kwargs,match", [(dict(layer="mamba"), r"unknown layer 'mamba'"),
-                                          (dict(lncde_max_norm=1.5), r"lncde_max_norm must be"),
-                                          (dict(lncde_structure="sparse"), r"unknown lncde_structure 'sparse'")])
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(layer="mamba"), r"unknown layer 'mamba'"),
+        (dict(lncde_max_norm=1.5), r"lncde_max_norm must be"),
+        (dict(lncde_structure="sparse"), r"unknown lncde_structure 'sparse'"),
+    ],
+)
 def test_lncde_declarations_validate(kwargs, match):
     with pytest.raises(InvalidParameterError, match=match):
         BackboneParams(**kwargs).validate_params()

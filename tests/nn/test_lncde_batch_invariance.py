@@ -5,6 +5,7 @@ scikit-learn's estimator checks (check_methods_subset_invariance,
 check_methods_sample_order_invariance) compare predictions to 1e-7 and 1e-9 in float32; they hold
 only if no product folds the batch into a dimension of a BLAS matrix (see the note on batch
 invariance in ssmts.nn.lncde)."""
+
 from __future__ import annotations
 
 import pytest
@@ -71,6 +72,7 @@ def test_steps_do_not_depend_on_the_rest_of_the_batch(config, threads):
     g = torch.Generator().manual_seed(2)
     u = torch.randn(17, 16, 5, generator=g)
     with torch.no_grad():
+
         def roll(v):
             state, ys = layer.initial_state(v.shape[0]), []
             for k in range(v.shape[-1]):

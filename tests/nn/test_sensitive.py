@@ -3,6 +3,7 @@ numpy computations written here from the formulas, sharing no code with the anal
 HiPPO-LegS A_nk = -sqrt(2n+1) sqrt(2k+1) (n > k), -(n+1) (n = k); B_n = sqrt(2n+1); its normal
 part A + p p^T, p_n = sqrt(n + 1/2); G(iw) = C0 (iw I - A)^-1 B0.
 """
+
 from __future__ import annotations
 
 import math
@@ -13,13 +14,17 @@ import pytest
 import torch
 from torch import nn
 
-from ssmts.nn import SSM, SSMBackbone, SequenceHead
-
-from .test_init import _legs_loop
+from ssmts.nn import SSM, SequenceHead, SSMBackbone
 from ssmts.nn.analysis import (
-    digital_frequency, frequency_response, hippo_reference_transfer_function, sensitive_frequencies, transfer_function,
+    digital_frequency,
+    frequency_response,
+    hippo_reference_transfer_function,
+    sensitive_frequencies,
+    transfer_function,
     transfer_gap,
 )
+
+from .test_init import _legs_loop
 
 
 def dense_legs(N):
@@ -37,7 +42,9 @@ def dense_G(A, B, C, omegas):
 def siso_legs_layer(N, seed=0, **kwargs):
     """A SISO legs layer and the C0 its init drew (the first N normals of the generator / sqrt(N))."""
     layer = SSM(1, N, init="legs", D="none", generator=torch.Generator().manual_seed(seed), **kwargs).double()
-    C0 = torch.randn((1, N), generator=torch.Generator().manual_seed(seed), dtype=torch.float64).numpy()[0] / math.sqrt(N)
+    C0 = torch.randn((1, N), generator=torch.Generator().manual_seed(seed), dtype=torch.float64).numpy()[0] / math.sqrt(
+        N
+    )
     return layer, C0
 
 
@@ -151,8 +158,7 @@ def test_conj_sym_ptd_keeps_its_real_modes_and_is_the_full_system():
         half = SSM(2, 16, init="ptd", D="none", dt_min=0.05, dt_max=0.05, generator=gen()).double()
     full = SSM(2, 16, init="ptd", D="none", conj_sym=False, dt_min=0.05, dt_max=0.05, generator=gen()).double()
     assert half.P == 9 and full.P == 16
-    np.testing.assert_allclose(half.kernel(64).detach().numpy(), full.kernel(64).detach().numpy(), rtol=1e-7,
-                               atol=1e-9)
+    np.testing.assert_allclose(half.kernel(64).detach().numpy(), full.kernel(64).detach().numpy(), rtol=1e-7, atol=1e-9)
     omegas = np.linspace(0.0, 30.0, 61)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -188,5 +194,5 @@ def test_fixed_transition_freezes_lambda_and_delta_only():
 def test_wide_layers_are_analysed_in_frequency_chunks_with_the_same_numbers():
     layer = SSM(64, 8, init="legs", D="none")  # 64 x 64 channels: chunks of 512 frequencies
     omegas = np.linspace(0.0, 60.0, 1500)
-    pieces = np.concatenate([transfer_gap(layer, omegas[i:i + 7]) for i in range(0, len(omegas), 7)])
+    pieces = np.concatenate([transfer_gap(layer, omegas[i : i + 7]) for i in range(0, len(omegas), 7)])
     np.testing.assert_allclose(transfer_gap(layer, omegas), pieces, rtol=1e-12)

@@ -1,6 +1,7 @@
 """The SSM layer against independent oracles: scipy's Ad/Bd run through a dense numpy loop,
 dense convolution kernels built by naive numpy loops, the analytic continuous-time response,
 and torch.autograd.gradcheck."""
+
 from __future__ import annotations
 
 import copy
@@ -109,7 +110,8 @@ METHODS = [("zoh", 0.5), ("bilinear", 0.5), ("gbt", 0.0), ("gbt", 0.3), ("gbt", 
 @pytest.mark.parametrize("method,alpha", METHODS)
 @pytest.mark.parametrize("N,H,M", [(5, 1, 1), (6, 2, 3)], ids=["siso", "mimo"])
 def test_from_matrices_matches_scipy_ad_bd_loop(method, alpha, N, H, M):
-    """Oracle: Ad, Bd from scipy.signal.cont2discrete in a dense seed-convention loop (float64, rel < 1e-6; measured ~1e-15).
+    """Oracle: Ad, Bd from scipy.signal.cont2discrete in a dense seed-convention loop
+    (float64, rel < 1e-6; measured ~1e-15).
 
     All three compute modes (FFT, recurrence, step) are checked.
     """
@@ -157,7 +159,9 @@ def test_from_matrices_ill_conditioned_a_warns_with_condition_number():
 
 def _dense_transfer(A, B, C, omegas):
     N = A.shape[0]
-    X = np.linalg.solve(1j * omegas[:, None, None] * np.eye(N) - A[None], np.broadcast_to(B, (len(omegas), N))[..., None])
+    X = np.linalg.solve(
+        1j * omegas[:, None, None] * np.eye(N) - A[None], np.broadcast_to(B, (len(omegas), N))[..., None]
+    )
     return np.einsum("n,wn->w", C, X[..., 0])
 
 
@@ -233,7 +237,11 @@ def _make(cfg: dict, dtype=torch.float64, seed: int = 0) -> SSM:
     with torch.no_grad():
         layer.log_dt.uniform_(math.log(1e-2), math.log(0.5), generator=_gen(seed + 1))
         if layer.bidirectional == "ldnn":  # the backward Lambda starts as a copy: make it differ
-            layer.Lambda_backward_re_raw.add_(torch.rand(layer.Lambda_backward_re_raw.shape, generator=_gen(seed + 2), dtype=torch.float64).to(layer.log_dt.dtype))
+            layer.Lambda_backward_re_raw.add_(
+                torch.rand(layer.Lambda_backward_re_raw.shape, generator=_gen(seed + 2), dtype=torch.float64).to(
+                    layer.log_dt.dtype
+                )
+            )
             layer.Lambda_backward_im.mul_(0.5).add_(1.0)
     return layer
 
@@ -259,7 +267,11 @@ def test_fft_equals_recurrence_equals_step(cfg, dtype, tol):
         assert _rel(_run_steps(layer, u).detach(), y_rec.detach()) < tol
 
 
-@pytest.mark.parametrize("cfg", [c for c in MODE_CONFIGS if c.get("init") != "ptd"], ids=[i for c, i in zip(MODE_CONFIGS, CONFIG_IDS) if c.get("init") != "ptd"])
+@pytest.mark.parametrize(
+    "cfg",
+    [c for c in MODE_CONFIGS if c.get("init") != "ptd"],
+    ids=[i for c, i in zip(MODE_CONFIGS, CONFIG_IDS) if c.get("init") != "ptd"],
+)
 def test_fft_matches_dense_kernel_built_by_numpy_loops(cfg):
     """Oracle: K_l = Re(C Abar^l Bbar) from layer.discrete() by repeated products, y = sum_l K_l u_{k-l} + D u_k.
 
@@ -271,13 +283,18 @@ def test_fft_matches_dense_kernel_built_by_numpy_loops(cfg):
     assert _rel(y, _dense_oracle(layer, u.numpy())) < 1e-10
 
 
-@pytest.mark.parametrize("cfg", [dict(heads=1), dict(heads=2, d_output=6, D="full"), dict(heads=4, real_bc=True), dict(conj_sym=False, d_state=5)])
+@pytest.mark.parametrize(
+    "cfg",
+    [dict(heads=1), dict(heads=2, d_output=6, D="full"), dict(heads=4, real_bc=True), dict(conj_sym=False, d_state=5)],
+)
 def test_kernel_method_matches_numpy_loop_kernel(cfg):
     """Oracle: the numpy repeated-product kernel; layer.kernel(L) is (M, H, L), zero off the head blocks."""
     layer = _make(cfg, torch.float64)
     Abar, Bbar, _, C = (_np(t) for t in layer.discrete())
     K = _dense_kernel(Abar, Bbar, C, layer, 40)
-    np.testing.assert_allclose(layer.kernel(40).detach().numpy(), K.transpose(1, 2, 0), rtol=1e-10, atol=1e-12 * np.abs(K).max())
+    np.testing.assert_allclose(
+        layer.kernel(40).detach().numpy(), K.transpose(1, 2, 0), rtol=1e-10, atol=1e-12 * np.abs(K).max()
+    )
 
 
 def test_bidirectional_essm_is_causal_plus_flipped_causal():
@@ -296,7 +313,9 @@ def test_bidirectional_essm_is_causal_plus_flipped_causal():
 
 # ---------------------------------------------------------------- state hand-over
 @pytest.mark.parametrize("mode", ["fft", "recurrence"])
-@pytest.mark.parametrize("cfg", [dict(heads=1), dict(heads=2, d_output=6, D="full"), dict(heads=4, real_bc=True, discretization="bilinear")])
+@pytest.mark.parametrize(
+    "cfg", [dict(heads=1), dict(heads=2, d_output=6, D="full"), dict(heads=4, real_bc=True, discretization="bilinear")]
+)
 def test_return_state_then_continue_equals_full_pass(cfg, mode):
     """Oracle: the one-shot pass over the whole sequence; split at 13 and at 21, and then step on."""
     layer = _make(cfg, torch.float64)
@@ -352,7 +371,10 @@ def _continuous_response(layer: SSM, t: np.ndarray) -> np.ndarray:
         for j in range(2):
             w = OMEGAS_IN[h, j]
             # int_0^t e^{lam (t-s)} sin(w s) ds, with sin = (e^{iws} - e^{-iws}) / 2i
-            integral = ((np.exp(1j * w * t)[None] - decay) / (1j * w - lam[:, None]) - (np.exp(-1j * w * t)[None] - decay) / (-1j * w - lam[:, None])) / 2j
+            integral = (
+                (np.exp(1j * w * t)[None] - decay) / (1j * w - lam[:, None])
+                - (np.exp(-1j * w * t)[None] - decay) / (-1j * w - lam[:, None])
+            ) / 2j
             x += B[:, h, None] * AMPS[h, j] * integral
     return 2 * np.real(C @ x) + _np(layer.D)[:, None] * _input(t)
 
@@ -399,7 +421,11 @@ def test_set_sample_rate_scales_delta_and_rejects_nonpositive():
 # ---------------------------------------------------------------- gradients and stability
 @pytest.mark.parametrize(
     "cfg",
-    [dict(), dict(heads=2, discretization="bilinear", bidirectional="essm"), dict(bidirectional="ldnn", lambda_enforce="softplus", real_bc=True)],
+    [
+        dict(),
+        dict(heads=2, discretization="bilinear", bidirectional="essm"),
+        dict(bidirectional="ldnn", lambda_enforce="softplus", real_bc=True),
+    ],
     ids=["zoh", "bilinear-essm-heads2", "ldnn-softplus-realbc"],
 )
 def test_gradcheck_input_and_parameters(cfg):
@@ -514,7 +540,9 @@ def test_kernel_first_and_state_first_convolutions_equal_the_recurrence(heads, b
     """Oracle: the sequential recurrence, float64. Both FFT paths (S4D kernel-first, eSSM state-first)
     give the same outputs and the same gradients."""
     torch.manual_seed(heads)
-    kw = dict(heads=heads, bidirectional=bidirectional, discretization=discretization, alpha=0.3, real_bc=real_bc, D="full")
+    kw = dict(
+        heads=heads, bidirectional=bidirectional, discretization=discretization, alpha=0.3, real_bc=real_bc, D="full"
+    )
     by_kernel = SSM(8, 8, convolution="kernel", **kw).double()
     by_state = SSM(8, 8, convolution="state", **kw).double()
     by_state.load_state_dict(by_kernel.state_dict())

@@ -2,6 +2,7 @@
 convolution, D folded into the kernel, kernel-first state hand-over, chunked forward, cached
 `step`) against a naive float64 numpy loop of the recurrence, and their gradients against
 finite differences (torch.autograd.gradcheck)."""
+
 from __future__ import annotations
 
 import itertools
@@ -66,8 +67,18 @@ def _rel(a, b) -> float:
 def _layer(heads, bidirectional, conj_sym, discretization, convolution, D="diagonal", H=4, seed=0) -> SSM:
     method, alpha = discretization if isinstance(discretization, tuple) else (discretization, 0.5)
     N = 4 if conj_sym else 3
-    layer = SSM(H, N, heads=heads, bidirectional=bidirectional, conj_sym=conj_sym, discretization=method, alpha=alpha,
-                convolution=convolution, D=D, generator=_gen(seed)).double()
+    layer = SSM(
+        H,
+        N,
+        heads=heads,
+        bidirectional=bidirectional,
+        conj_sym=conj_sym,
+        discretization=method,
+        alpha=alpha,
+        convolution=convolution,
+        D=D,
+        generator=_gen(seed),
+    ).double()
     with torch.no_grad():  # Delta up to 0.5: kernels that neither die out nor stay flat over L
         layer.log_dt.uniform_(math.log(1e-2), math.log(0.5), generator=_gen(seed + 1))
         if bidirectional == "ldnn":
@@ -123,12 +134,15 @@ def test_feedthrough_variants_with_kernel_first(D, bidirectional):
 def test_chunked_powers_and_vandermonde_equal_direct_exponentials(length):
     """Oracle: exp(l log Abar) and the sum over modes formed directly (float64)."""
     g = _gen(length)
-    log_abar = torch.complex(-torch.rand(3, 5, generator=g, dtype=torch.float64) * 0.3,
-                             torch.randn(3, 5, generator=g, dtype=torch.float64))
+    log_abar = torch.complex(
+        -torch.rand(3, 5, generator=g, dtype=torch.float64) * 0.3, torch.randn(3, 5, generator=g, dtype=torch.float64)
+    )
     steps = torch.arange(length, dtype=torch.float64)
     direct = torch.exp(log_abar[..., None] * steps)
     torch.testing.assert_close(_powers(log_abar, length), direct, rtol=1e-12, atol=1e-14)
-    torch.testing.assert_close(_powers(log_abar, length, start=3), direct * torch.exp(3 * log_abar)[..., None], rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(
+        _powers(log_abar, length, start=3), direct * torch.exp(3 * log_abar)[..., None], rtol=1e-12, atol=1e-14
+    )
     for outputs in (1, 4, 40):  # few outputs: chunks of the lag; many: the powers times W (both orders)
         W = torch.randn(3, 5, outputs, generator=g, dtype=torch.complex128)
         expected = torch.einsum("spr,spl->srl", W, direct).real
@@ -142,7 +156,9 @@ GRAD_CASES = [
     dict(heads=1, convolution="kernel", D="full", real_bc=True),
     dict(heads=1, convolution="state", bidirectional="essm"),  # two-sided state convolution
     dict(heads=1, convolution="state", bidirectional="ldnn", conj_sym=False, d_state=3),
-    dict(heads=2, convolution="kernel", chunk_length=4, discretization="gbt", alpha=0.3),  # chunks: free response, final state
+    dict(
+        heads=2, convolution="kernel", chunk_length=4, discretization="gbt", alpha=0.3
+    ),  # chunks: free response, final state
     dict(heads=1, convolution="state", chunk_length=4),
     dict(heads=2, convolution="kernel", chunk_length=4, bidirectional="ldnn"),
 ]
@@ -198,8 +214,14 @@ class _Stepper(torch.nn.Module):
 def test_chunked_forward_equals_one_pass_at_moderate_length():
     """L = 3000 in chunks of 256 (the last one shorter), float32 and float64, kernel- and state-first."""
     for convolution, bidirectional in (("kernel", False), ("state", False), ("kernel", "essm"), ("state", "ldnn")):
-        layer = SSM(8, 16, heads=4 if convolution == "kernel" else 1, convolution=convolution,
-                    bidirectional=bidirectional, generator=_gen(0))
+        layer = SSM(
+            8,
+            16,
+            heads=4 if convolution == "kernel" else 1,
+            convolution=convolution,
+            bidirectional=bidirectional,
+            generator=_gen(0),
+        )
         u = torch.randn(2, 8, 3000, generator=_gen(1))
         for dtype, tol in ((torch.float64, 1e-10), (torch.float32, 1e-4)):
             layer = layer.to(dtype)

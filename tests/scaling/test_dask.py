@@ -1,6 +1,7 @@
 """Many fits on Dask (joblib's dask backend and sktime's backend="dask") on a LocalCluster
 of 2 single-threaded worker processes on 127.0.0.1: the same results as in one process,
 also when a worker dies during the search."""
+
 from __future__ import annotations
 
 import os
@@ -56,8 +57,9 @@ class KillWorkerOnce(Callback):
 def client():
     from distributed import Client, LocalCluster
 
-    cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                           dashboard_address=None, silence_logs=40)
+    cluster = LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1", dashboard_address=None, silence_logs=40
+    )
     with Client(cluster) as c:
         yield c
     cluster.close()

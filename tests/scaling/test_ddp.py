@@ -1,6 +1,7 @@
 """DistributedDataParallel through the one fit path: 2 gloo processes on 127.0.0.1 train to
 the weights of one process with the same global batch and seed, and a run killed after
 epoch k resumes from its checkpoint to the same result."""
+
 from __future__ import annotations
 
 import json
@@ -12,7 +13,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from ssmts.nn import SSMBackbone, SequenceHead
+from ssmts.nn import SequenceHead, SSMBackbone
 from ssmts.training import Callback, SequenceData, TrainerConfig, fit_model
 
 EPOCHS = 4
@@ -39,8 +40,9 @@ def _mse(out, y, weight=None):
 
 
 def _config(distributed: bool) -> TrainerConfig:
-    return TrainerConfig(max_epochs=EPOCHS, batch_size=8, lr=0.02, lr_ssm=0.01, device="cpu", random_state=0,
-                         distributed=distributed)
+    return TrainerConfig(
+        max_epochs=EPOCHS, batch_size=8, lr=0.02, lr_ssm=0.01, device="cpu", random_state=0, distributed=distributed
+    )
 
 
 class _Killed(Exception):
@@ -62,8 +64,16 @@ def _worker(rank: int, world: int, port: int, out_dir: str, kill_after: int | No
     torch.set_num_threads(1)
     try:
         callbacks = [_KillAfter(kill_after)] if kill_after else []
-        result = fit_model(_network, _data(), _mse, _config(True), seed=0, callbacks=callbacks,
-                           checkpoint=os.path.join(out_dir, "run.pt"), resume_checkpoint=resume)
+        result = fit_model(
+            _network,
+            _data(),
+            _mse,
+            _config(True),
+            seed=0,
+            callbacks=callbacks,
+            checkpoint=os.path.join(out_dir, "run.pt"),
+            resume_checkpoint=resume,
+        )
         if rank == 0:
             torch.save(result.model.state_dict(), os.path.join(out_dir, "weights.pt"))
             with open(os.path.join(out_dir, "history.json"), "w") as f:

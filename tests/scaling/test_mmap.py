@@ -1,5 +1,6 @@
 """Data larger than memory: fit reads a memory-mapped array batch by batch, so the process's
 own (anonymous) memory does not grow with the data set (file pages are the page cache's)."""
+
 from __future__ import annotations
 
 import json
@@ -32,7 +33,8 @@ SCRIPT = textwrap.dedent("""
 
     path, mode = sys.argv[1], sys.argv[2]
     y = np.load(path.replace(".npy", "_y.npy"))
-    clf = SSMClassifier(d_model=4, d_state=2, n_layers=1, max_epochs=1, min_steps=0, batch_size=16, device="cpu", random_state=0)
+    clf = SSMClassifier(d_model=4, d_state=2, n_layers=1, max_epochs=1, min_steps=0, batch_size=16, device="cpu",
+                        random_state=0)
     clf.fit(np.random.default_rng(0).standard_normal((64, 1024)), np.arange(64) % 2)  # warm up torch's buffers
     before = anon_mb()
     threading.Thread(target=sample, daemon=True).start()
@@ -40,7 +42,8 @@ SCRIPT = textwrap.dedent("""
     if mode == "memory":  # a quarter of the rows, loaded: the in-memory contrast at a quarter of the cost
         X = np.array(X[: len(X) // 4])
     y = y[: len(X)]
-    clf = SSMClassifier(d_model=4, d_state=2, n_layers=1, max_epochs=1, min_steps=0, batch_size=16, device="cpu", random_state=0)
+    clf = SSMClassifier(d_model=4, d_state=2, n_layers=1, max_epochs=1, min_steps=0, batch_size=16, device="cpu",
+                        random_state=0)
     clf.fit(X, y)
     accuracy = float(np.mean(clf.predict(X) == y))
     time.sleep(0.05)
@@ -67,10 +70,15 @@ def data_file(tmp_path_factory):
 def _run(path, mode) -> dict:
     # glibc raises its mmap threshold after large frees and then keeps freed batch buffers in
     # the heap; a fixed threshold returns them, so what is measured is what the fit holds.
-    env = {"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin", "MALLOC_MMAP_THRESHOLD_": "131072",
-           "MALLOC_TRIM_THRESHOLD_": "131072"}
-    done = subprocess.run([sys.executable, "-c", SCRIPT, str(path), mode], capture_output=True, text=True,
-                          timeout=600, env=env)
+    env = {
+        "OMP_NUM_THREADS": "1",
+        "PATH": "/usr/bin:/bin",
+        "MALLOC_MMAP_THRESHOLD_": "131072",
+        "MALLOC_TRIM_THRESHOLD_": "131072",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(path), mode], capture_output=True, text=True, timeout=600, env=env
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
 
@@ -81,8 +89,10 @@ def test_fit_on_a_memory_map_four_times_the_budget_stays_within_it(data_file, re
     loaded = _run(data_file, "memory")
     record_property("mmap_growth_mb", mapped["growth_mb"])
     record_property("in_memory_growth_mb", loaded["growth_mb"])
-    print(f"data {mapped['data_mb']:.0f} MB memory-mapped: anonymous memory grew {mapped['growth_mb']:.1f} MB; "
-          f"{loaded['data_mb']:.0f} MB loaded in memory: grew {loaded['growth_mb']:.1f} MB")
+    print(
+        f"data {mapped['data_mb']:.0f} MB memory-mapped: anonymous memory grew {mapped['growth_mb']:.1f} MB; "
+        f"{loaded['data_mb']:.0f} MB loaded in memory: grew {loaded['growth_mb']:.1f} MB"
+    )
     assert mapped["data_mb"] >= 4 * BUDGET_MB
     assert mapped["growth_mb"] < BUDGET_MB
     # The contrast: holding a quarter of the rows in memory costs more than the whole map.

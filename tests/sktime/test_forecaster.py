@@ -1,5 +1,6 @@
 """Behaviour of SSMForecaster: horizons, exogenous X, multivariate and panel data,
 quantiles, update, reproducibility, persistence and errors. Tiny networks, few epochs."""
+
 import copy
 import pickle
 import warnings
@@ -12,8 +13,19 @@ from sktime.forecasting.base import ForecastingHorizon
 
 from ssmts.sktime import SSMForecaster
 
-TINY = dict(d_model=8, d_state=4, n_layers=1, max_epochs=3, batch_size=16, context_length=12, device="cpu",
-            random_state=0, quantiles=(0.1, 0.25, 0.5, 0.75, 0.9), update_epochs=2, n_sample_paths=64)
+TINY = dict(
+    d_model=8,
+    d_state=4,
+    n_layers=1,
+    max_epochs=3,
+    batch_size=16,
+    context_length=12,
+    device="cpu",
+    random_state=0,
+    quantiles=(0.1, 0.25, 0.5, 0.75, 0.9),
+    update_epochs=2,
+    n_sample_paths=64,
+)
 STRATEGIES = ["direct", "recursive"]
 
 
@@ -66,8 +78,9 @@ def test_integer_index_with_a_spacing_reads_fh_in_index_units(strategy):
     assert list(pred.index) == [spaced.index[-1] + 3, spaced.index[-1] + 6]
     np.testing.assert_allclose(pred.to_numpy(), expected.to_numpy(), rtol=1e-6)
     absolute = ForecastingHorizon(pd.Index([spaced.index[-1] + 6]), is_relative=False)
-    np.testing.assert_allclose(forecaster(strategy=strategy).fit(spaced, fh=absolute).predict().to_numpy(),
-                               expected.to_numpy()[1:], rtol=1e-6)
+    np.testing.assert_allclose(
+        forecaster(strategy=strategy).fit(spaced, fh=absolute).predict().to_numpy(), expected.to_numpy()[1:], rtol=1e-6
+    )
     with pytest.raises(ValueError, match="not multiples of the series' spacing 3"):
         forecaster(strategy=strategy).fit(spaced, fh=[1, 2])
 
@@ -179,8 +192,10 @@ def test_covariate_names_are_checked_against_x():
 
 def _panel_with_statics():
     y = _panel([48, 40], [10.0, 20.0])
-    X = pd.DataFrame({"promo": np.cos(np.arange(len(y))),
-                      "size": np.where(y.index.get_level_values(0) == "s0", 1.0, 3.0)}, index=y.index)
+    X = pd.DataFrame(
+        {"promo": np.cos(np.arange(len(y))), "size": np.where(y.index.get_level_values(0) == "s0", 1.0, 3.0)},
+        index=y.index,
+    )
     return y, X
 
 
@@ -252,8 +267,11 @@ def test_gaps_in_y_and_x_are_imputed_and_masked(strategy):
     assert np.abs(pred - reference).max() < 0.5, (pred, reference)
     # update with a gap keeps forecasting
     f.update(gappy.iloc[-3:], X=X.iloc[-3:], update_params=True)
-    assert np.isfinite(f.predict(X=pd.DataFrame({"promo": [0.0, 0.0, 0.0]},
-                                                index=pd.period_range(y.index[-1] + 1, periods=3, freq="M")))).all()
+    assert np.isfinite(
+        f.predict(
+            X=pd.DataFrame({"promo": [0.0, 0.0, 0.0]}, index=pd.period_range(y.index[-1] + 1, periods=3, freq="M"))
+        )
+    ).all()
 
 
 def test_window_normalization_uses_observed_values_only():
@@ -323,7 +341,9 @@ def test_hierarchical_panel():
     y = _panel([40, 40, 40, 40], [1.0, 2.0, 3.0, 4.0])
     stores = y.index.get_level_values(0)
     regions = np.where(np.isin(stores, ["s0", "s1"]), "north", "south")
-    y.index = pd.MultiIndex.from_arrays([regions, stores, y.index.get_level_values(1)], names=["region", "store", "month"])
+    y.index = pd.MultiIndex.from_arrays(
+        [regions, stores, y.index.get_level_values(1)], names=["region", "store", "month"]
+    )
     pred = forecaster().fit(y, fh=[1, 2, 3]).predict()
     assert pred.index.nlevels == 3 and len(pred) == 12
     assert set(pred.index.droplevel(-1)) == set(y.index.droplevel(-1))
@@ -384,7 +404,7 @@ def test_instance_norm_location_is_the_forecast_of_a_zero_output(location):
         for member in f.model_.members:
             member.head.weight.zero_()
             member.head.bias.zero_()
-    context = y.to_numpy()[-f.context_length:]
+    context = y.to_numpy()[-f.context_length :]
     expected = context.mean() if location == "mean" else context[-1]
     np.testing.assert_allclose(f.predict().to_numpy(), expected, rtol=1e-12)
     interval = f.predict_interval(coverage=0.8)

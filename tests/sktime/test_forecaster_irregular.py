@@ -4,6 +4,7 @@ Oracles: on an evenly spaced series the gaps are all one unit, so the forecasts 
 the regular forecaster (per-step Delta = Delta); scaling every time stamp and the unit together
 changes nothing; the rolled forecast equals a step-by-step pass of the fitted network fed the
 gaps by hand. Tiny networks, few epochs."""
+
 import warnings
 
 import numpy as np
@@ -14,8 +15,19 @@ from sktime.forecasting.base import ForecastingHorizon
 
 from ssmts.sktime import SSMForecaster
 
-TINY = dict(d_model=8, d_state=4, n_layers=1, max_epochs=3, batch_size=16, context_length=12, device="cpu",
-            random_state=0, quantiles=(0.1, 0.5, 0.9), strategy="recursive", n_sample_paths=16)
+TINY = dict(
+    d_model=8,
+    d_state=4,
+    n_layers=1,
+    max_epochs=3,
+    batch_size=16,
+    context_length=12,
+    device="cpu",
+    random_state=0,
+    quantiles=(0.1, 0.5, 0.9),
+    strategy="recursive",
+    n_sample_paths=16,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -76,8 +88,9 @@ def test_rolled_forecast_equals_a_pass_fed_the_gaps_by_hand():
         inputs = list((ctx - shift) / scale)
         out = []
         for k in range(c + len(fh) - 1):
-            features, state = head.backbone.step(torch.tensor([[inputs[k]]], dtype=torch.float32), state,
-                                                 dt=torch.tensor([gaps[k]], dtype=torch.float32))
+            features, state = head.backbone.step(
+                torch.tensor([[inputs[k]]], dtype=torch.float32), state, dt=torch.tensor([gaps[k]], dtype=torch.float32)
+            )
             if k >= c - 1:
                 q = head.decoder(features).view(-1).sort().values[median].item()
                 out.append(q)

@@ -1,6 +1,7 @@
 """SSMForecaster from many origins: historical_forecasts (one batched forward) and stream()
 (one observation at a time) against update(update_params=False) + predict; sktime's
 evaluate and ConformalIntervals around it. Tiny networks, few epochs."""
+
 import copy
 import warnings
 
@@ -10,8 +11,19 @@ import pytest
 
 from ssmts.sktime import ForecastStream, SSMForecaster
 
-TINY = dict(d_model=8, d_state=4, n_layers=1, max_epochs=2, batch_size=16, context_length=8, device="cpu",
-            random_state=0, quantiles=(0.1, 0.5, 0.9), n_sample_paths=16, bidirectional=False)
+TINY = dict(
+    d_model=8,
+    d_state=4,
+    n_layers=1,
+    max_epochs=2,
+    batch_size=16,
+    context_length=8,
+    device="cpu",
+    random_state=0,
+    quantiles=(0.1, 0.5, 0.9),
+    n_sample_paths=16,
+    bidirectional=False,
+)
 ALPHA = [0.1, 0.8]
 
 
@@ -98,8 +110,9 @@ def test_historical_forecasts_errors_in_the_users_terms():
         f.historical_forecasts(y, X=X, cutoffs=y.index[[20]], fh=[5])
 
 
-@pytest.mark.parametrize("strategy,with_x", [("direct", False), ("direct", True), ("recursive", True),
-                                             ("recursive", False)])
+@pytest.mark.parametrize(
+    "strategy,with_x", [("direct", False), ("direct", True), ("recursive", True), ("recursive", False)]
+)
 def test_stream_equals_update_and_predict_at_every_step(strategy, with_x):
     y = series()
     X = exog(y) if with_x else None
@@ -114,8 +127,7 @@ def test_stream_equals_update_and_predict_at_every_step(strategy, with_x):
         g.update(y.iloc[t : t + 1], X=None if X is None else X.iloc[t : t + 1], update_params=False)
         X_future = None if X is None else X.iloc[t + 1 : t + 1 + n_future]
         np.testing.assert_allclose(point.ravel(), g.predict(X=X_future).to_numpy(), rtol=1e-5)
-        np.testing.assert_allclose(q.reshape(3, -1), g.predict_quantiles(X=X_future, alpha=ALPHA).to_numpy(),
-                                   rtol=1e-5)
+        np.testing.assert_allclose(q.reshape(3, -1), g.predict_quantiles(X=X_future, alpha=ALPHA).to_numpy(), rtol=1e-5)
     assert stream.n_seen == 12 and f.cutoff[0] == y.index[29]
 
 
@@ -180,8 +192,14 @@ def test_forecast_benchmark_backtest_timing_quick_option(capsys):
 
     assert bench.main(["--backtest-timing", "--quick"]) == 0
     out = capsys.readouterr().out
-    for route in ("historical_forecasts (one pass)", "K x update + predict", "stream(): K steps, batch 1",
-                  "sktime evaluate no-update_params", "that fit of 1 epoch alone", "refit at each origin"):
+    for route in (
+        "historical_forecasts (one pass)",
+        "K x update + predict",
+        "stream(): K steps, batch 1",
+        "sktime evaluate no-update_params",
+        "that fit of 1 epoch alone",
+        "refit at each origin",
+    ):
         assert route in out, out
     assert "1.0x" in out and "steps/s at batch 1" in out
 
@@ -190,9 +208,19 @@ def test_forecast_benchmark_coverage_option(monkeypatch):
     """--coverage 0.8,0.9: empirical coverage columns (in %) next to the accuracy; levels must lie in (0, 1)."""
     from ssmts.bench import forecast as bench
 
-    args = bench.parse_args(["--series", "shampoo", "--models", "ssm,naive", "--quick", "--coverage", "0.8,0.9",
-                             "--ssm-params", '{"d_model": 8, "d_state": 4, "n_layers": 1, "ensemble_size": 1, '
-                                             '"max_epochs": 1}'])
+    args = bench.parse_args(
+        [
+            "--series",
+            "shampoo",
+            "--models",
+            "ssm,naive",
+            "--quick",
+            "--coverage",
+            "0.8,0.9",
+            "--ssm-params",
+            '{"d_model": 8, "d_state": 4, "n_layers": 1, "ensemble_size": 1, "max_epochs": 1}',
+        ]
+    )
     assert args.coverage == (0.8, 0.9)
     rows = bench.run(args)
     assert all(0 <= row["cov80"] <= row["cov90"] <= 100 for row in rows)
@@ -207,9 +235,18 @@ def test_forecast_benchmark_uschange_past_covariate_row():
     predict gets no future X (the realistic counterpart of --uschange-exog's oracle X)."""
     from ssmts.bench import forecast as bench
 
-    args = bench.parse_args(["--series", "uschange", "--models", "ssm", "--quick", "--uschange-past",
-                             "--ssm-params", '{"d_model": 8, "d_state": 4, "n_layers": 1, "ensemble_size": 1, '
-                                             '"max_epochs": 1}'])
+    args = bench.parse_args(
+        [
+            "--series",
+            "uschange",
+            "--models",
+            "ssm",
+            "--quick",
+            "--uschange-past",
+            "--ssm-params",
+            '{"d_model": 8, "d_state": 4, "n_layers": 1, "ensemble_size": 1, "max_epochs": 1}',
+        ]
+    )
     rows = bench.run(args)
     assert [row["model"] for row in rows] == ["ssm", "ssm+pastX"]
     assert all(np.isfinite(row["mase"]) for row in rows)

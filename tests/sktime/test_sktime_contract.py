@@ -5,6 +5,7 @@ Each estimator runs all tests of its scitype on the instances of its get_test_pa
 thread), 258 for the classifier (9 s) and 146 for the regressor (5 s); about 5x longer on
 a machine busy with other jobs. No test is skipped by tag.
 """
+
 import warnings
 
 import pytest

@@ -1,4 +1,5 @@
 """Shared fixtures of the task tests."""
+
 import pytest
 import torch
 

@@ -1,4 +1,5 @@
 """The `ssmts` command line: tasks list/show/run, error messages and exit codes, resume, demo."""
+
 from __future__ import annotations
 
 import csv
@@ -13,11 +14,23 @@ import pytest
 from ssmts.cli import main
 
 TASK_NAMES = [
-    "lra-listops", "lra-text", "lra-retrieval", "lra-image", "lra-pathfinder", "lra-pathx",
-    "sc10", "sc35", "sc10-mfcc", "smnist", "psmnist", "scifar", "bidmc-rr", "bidmc-hr", "bidmc-spo2",
+    "lra-listops",
+    "lra-text",
+    "lra-retrieval",
+    "lra-image",
+    "lra-pathfinder",
+    "lra-pathx",
+    "sc10",
+    "sc35",
+    "sc10-mfcc",
+    "smnist",
+    "psmnist",
+    "scifar",
+    "bidmc-rr",
+    "bidmc-hr",
+    "bidmc-spo2",
     "state-tracking",
 ]
-
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -99,8 +112,17 @@ def test_run_writes_results_history_and_resumes(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "zero-shot change of sample rate" in printed and "half rate, Delta rescaled, decimated" in printed
     results = json.loads(out.read_text())
-    for key in ("task", "preset", "data", "hyperparameters", "epochs", "best_val", "test_metric", "timings",
-                "zero_shot"):
+    for key in (
+        "task",
+        "preset",
+        "data",
+        "hyperparameters",
+        "epochs",
+        "best_val",
+        "test_metric",
+        "timings",
+        "zero_shot",
+    ):
         assert key in results
     assert results["data"]["source"].startswith("synthetic: espeak-ng")
     assert results["hyperparameters"]["d_model"] == 8 and results["epochs"]["completed"] == 1
@@ -127,8 +149,12 @@ def test_demo_quick_prints_the_zero_shot_table(capsys):
     assert "160 training / 20 validation / 20 test clips" not in out  # --quick keeps 2 clips per word
     assert "20 training / 20 validation / 20 test clips" in out
     assert "training at 1000 Hz" in out and "resampled (band-limited)" in out
-    for condition in ("training rate", "half rate, Delta rescaled, decimated x[::2]",
-                      "half rate, Delta rescaled, resampled", "half rate, no rescaling, decimated x[::2]"):
+    for condition in (
+        "training rate",
+        "half rate, Delta rescaled, decimated x[::2]",
+        "half rate, Delta rescaled, resampled",
+        "half rate, no rescaling, decimated x[::2]",
+    ):
         assert condition in out
     assert "chance level: 10.0%" in out
 
@@ -145,7 +171,12 @@ def test_demo_rejects_an_odd_rate(capsys):
 
 
 def test_python_dash_m_ssmts_runs_the_cli():
-    result = subprocess.run([sys.executable, "-m", "ssmts", "tasks", "show", "bidmc-spo2"], capture_output=True,
-                            text=True, cwd=Path(__file__).resolve().parents[2], timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-m", "ssmts", "tasks", "show", "bidmc-spo2"],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+        timeout=120,
+    )
     assert result.returncode == 0, result.stderr
     assert "red to infrared" in result.stdout

@@ -1,4 +1,5 @@
 """The PTD experiments (ssmts.tasks.ptd): tiny presets end to end, their CLI hook and helpers."""
+
 from __future__ import annotations
 
 import json
@@ -14,8 +15,17 @@ from ssmts.cli import main  # noqa: E402
 from ssmts.nn.analysis import sensitive_frequencies  # noqa: E402
 from ssmts.plot import save_ptd_figures  # noqa: E402
 from ssmts.tasks.ptd import (  # noqa: E402
-    EXPERIMENTS, add_sinusoid, amplitude_domain, build_network, get_ptd_preset, robustness_table, run_ptd,
-    sinusoid_table, ablation_table, sinusoids, top_frequency_dt,
+    EXPERIMENTS,
+    ablation_table,
+    add_sinusoid,
+    amplitude_domain,
+    build_network,
+    get_ptd_preset,
+    robustness_table,
+    run_ptd,
+    sinusoid_table,
+    sinusoids,
+    top_frequency_dt,
 )
 
 
@@ -69,7 +79,8 @@ def test_tiny_sinusoids_and_ablation_write_results_and_figures(tmp_path):
     sin = run_ptd("ptd-sinusoids", preset="tiny", out=tmp_path / "sin" / "results.json")
     stored = json.loads((tmp_path / "sin" / "results.json").read_text())
     assert {(r["domain"], r["init"]) for r in stored["runs"]} == {
-        (d, i) for d in ("interpolation", "extrapolation") for i in ("legs", "ptd", "hippo")}
+        (d, i) for d in ("interpolation", "extrapolation") for i in ("legs", "ptd", "hippo")
+    }
     hippo = next(r for r in stored["runs"] if r["init"] == "hippo")
     assert hippo["layer0_spikes"] is None and np.isfinite(hippo["amplitude_mae_seen"])
     grid = stored["settings"]["grid"]
@@ -89,8 +100,10 @@ def test_tiny_sinusoids_and_ablation_write_results_and_figures(tmp_path):
 
 def test_cli_runs_the_tiny_robustness_experiment(tmp_path, capsys):
     out = tmp_path / "rob" / "results.json"
-    assert main(["tasks", "run", "ptd-robustness", "--preset", "tiny", "--seeds", "0,1", "--out", str(out),
-                 "--quiet"]) == 0
+    assert (
+        main(["tasks", "run", "ptd-robustness", "--preset", "tiny", "--seeds", "0,1", "--out", str(out), "--quiet"])
+        == 0
+    )
     results = json.loads(out.read_text())
     assert [r["seed"] for r in results["runs"]] == [0, 0, 0, 1, 1, 1]
     assert [r["init"] for r in results["runs"]][:3] == ["legs", "ptd", "hippo"]
@@ -115,9 +128,16 @@ def test_cli_lists_and_shows_the_ptd_experiments(capsys):
 def test_spike_column_errors_scores_the_columns_at_the_legs_spikes():
     grid = [0.1, 0.2, 0.3, 0.4]
     legs_error = [[1.0, 1.0], [5.0, 5.0], [1.0, 1.0], [1.0, 1.0]]  # (theta, amplitude): bad at theta = 0.2
-    runs = [{"domain": "interpolation", "init": init, "seed": 0, "amplitude_abs_error": error,
-             "layer0_spikes": {"peak_thetas": [0.21, 0.205, 2.5]}}
-            for init, error in (("legs", legs_error), ("ptd", np.ones((4, 2)).tolist()))]
+    runs = [
+        {
+            "domain": "interpolation",
+            "init": init,
+            "seed": 0,
+            "amplitude_abs_error": error,
+            "layer0_spikes": {"peak_thetas": [0.21, 0.205, 2.5]},
+        }
+        for init, error in (("legs", legs_error), ("ptd", np.ones((4, 2)).tolist()))
+    ]
     from ssmts.tasks.ptd import spike_column_errors
 
     rows = {r["init"]: r for r in spike_column_errors({"grid_theta": grid, "runs": runs})}

@@ -1,4 +1,5 @@
 """Task registry, presets, stand-ins and the runner: every task trains one step end to end."""
+
 from __future__ import annotations
 
 import csv
@@ -11,6 +12,7 @@ import torch
 
 from ssmts.data.base import DataNotFoundError, Split, TaskData
 from ssmts.data.speech_synth import espeak_available
+from ssmts.nn import SSMBackbone
 from ssmts.tasks import (
     TABLE_10,
     TASKS,
@@ -19,25 +21,55 @@ from ssmts.tasks import (
     get_preset,
     get_task,
     run_task,
+    zero_shot,
 )
-from ssmts.tasks import zero_shot
 from ssmts.tasks.data_utils import limit_task_data, load_task_arrays, save_task_arrays
 from ssmts.tasks.models import RetrievalTwoTower, build_model
-from ssmts.tasks.synthetic_text import NEGATIVE_CUES, POSITIVE_CUES, make_retrieval_standin, make_text_standin
 from ssmts.tasks.presets import trainer_schedule_kwargs
-from ssmts.nn import SSMBackbone
+from ssmts.tasks.synthetic_text import NEGATIVE_CUES, POSITIVE_CUES, make_retrieval_standin, make_text_standin
 
 TASK_NAMES = [
-    "lra-listops", "lra-text", "lra-retrieval", "lra-image", "lra-pathfinder", "lra-pathx",
-    "sc10", "sc35", "sc10-mfcc", "smnist", "psmnist", "scifar", "bidmc-rr", "bidmc-hr", "bidmc-spo2",
+    "lra-listops",
+    "lra-text",
+    "lra-retrieval",
+    "lra-image",
+    "lra-pathfinder",
+    "lra-pathx",
+    "sc10",
+    "sc35",
+    "sc10-mfcc",
+    "smnist",
+    "psmnist",
+    "scifar",
+    "bidmc-rr",
+    "bidmc-hr",
+    "bidmc-spo2",
     "state-tracking",
 ]
 # The tasks of the one-model pipeline (state-tracking has its own protocol: tests/tasks/test_state_tracking.py).
 PIPELINE_TASKS = [name for name in TASK_NAMES if name != "state-tracking"]
 RESULT_KEYS = {
-    "task", "description", "kind", "metric", "preset", "data", "hyperparameters", "differences_from_paper",
-    "epochs", "best_val", "evaluated_epoch", "val_metric", "test_metric", "zero_shot", "paper_reported",
-    "n_parameters", "seed", "device", "timings", "files", "versions",
+    "task",
+    "description",
+    "kind",
+    "metric",
+    "preset",
+    "data",
+    "hyperparameters",
+    "differences_from_paper",
+    "epochs",
+    "best_val",
+    "evaluated_epoch",
+    "val_metric",
+    "test_metric",
+    "zero_shot",
+    "paper_reported",
+    "n_parameters",
+    "seed",
+    "device",
+    "timings",
+    "files",
+    "versions",
 }
 
 
@@ -48,6 +80,7 @@ def cache_dir(tmp_path_factory):
 
 
 # ----------------------------------------------------------------------------- registry
+
 
 def test_registry_holds_exactly_the_interface_names():
     assert list(TASKS) == TASK_NAMES
@@ -109,6 +142,7 @@ def test_missing_real_data_raises_data_not_found(tmp_path):
 
 # ----------------------------------------------------------------------------- presets
 
+
 def test_paper_presets_follow_essm_table_10():
     # Rows typed from the paper here, independently of presets.TABLE_10:
     # batch, epochs, depth, heads, H, N, lr SSM, lr others, dropout, prenorm.
@@ -122,8 +156,18 @@ def test_paper_presets_follow_essm_table_10():
     }
     for task, row in expected.items():
         p = get_preset(task, "paper")
-        assert (p.batch_size, p.epochs, p.n_layers, p.heads, p.d_model, p.d_state, p.lr_ssm, p.lr, p.dropout,
-                p.prenorm) == row, task
+        assert (
+            p.batch_size,
+            p.epochs,
+            p.n_layers,
+            p.heads,
+            p.d_model,
+            p.d_state,
+            p.lr_ssm,
+            p.lr,
+            p.dropout,
+            p.prenorm,
+        ) == row, task
     assert len(TABLE_10) == 12
 
 
@@ -150,6 +194,7 @@ def test_paper_preset_task_specifics():
 
 # ----------------------------------------------------------------------------- models
 
+
 def test_retrieval_two_tower_shapes_and_padding_invariance():
     torch.manual_seed(0)
     encoder = SSMBackbone(1, 16, 2, None, vocab_size=257, d_state=8, heads=2, norm="batch", bidirectional="essm")
@@ -173,14 +218,18 @@ def test_retrieval_two_tower_shapes_and_padding_invariance():
 
 
 def test_pathx_model_keeps_delta_scale():
-    data = TaskData(Split(np.zeros((2, 1, 16), np.float32), np.array([0, 1])),
-                    Split(np.zeros((1, 1, 16), np.float32), np.array([0])),
-                    Split(np.zeros((1, 1, 16), np.float32), np.array([1])), n_classes=2)
+    data = TaskData(
+        Split(np.zeros((2, 1, 16), np.float32), np.array([0, 1])),
+        Split(np.zeros((1, 1, 16), np.float32), np.array([0])),
+        Split(np.zeros((1, 1, 16), np.float32), np.array([1])),
+        n_classes=2,
+    )
     model = build_model("signal", "classification", data, get_preset("lra-pathx", "tiny"))
     assert model.backbone.dt_scale == 0.0625
 
 
 # ----------------------------------------------------------------------------- stand-ins
+
 
 def test_text_stand_in_label_is_the_majority_of_cues():
     data = make_text_standin(40, 5, 5, max_length=300, random_state=1)
@@ -218,8 +267,12 @@ def test_limit_and_array_cache_round_trip(tmp_path):
 def test_zero_shot_conditions_and_inputs():
     rows = zero_shot.conditions(4000)
     assert [(c.rate, c.input_method, c.rescale_delta) for c in rows] == [
-        (4000, "as trained", False), (2000, "decimate", True), (2000, "resample", True),
-        (2000, "decimate", False), (2000, "resample", False)]
+        (4000, "as trained", False),
+        (2000, "decimate", True),
+        (2000, "resample", True),
+        (2000, "decimate", False),
+        (2000, "resample", False),
+    ]
     X = np.arange(2 * 1 * 10, dtype=np.float32).reshape(2, 1, 10)
     np.testing.assert_array_equal(zero_shot.make_input(X, 4000, rows[1]), X[..., ::2])
     assert zero_shot.make_input(X, 4000, rows[2]).shape == (2, 1, 5)
@@ -229,14 +282,16 @@ def test_zero_shot_conditions_and_inputs():
 
 # ----------------------------------------------------------------------------- one step per task
 
+
 @pytest.mark.parametrize("name", [n for n in PIPELINE_TASKS if n != "bidmc-spo2"])
 def test_every_task_trains_one_step_on_its_stand_in(name, tmp_path, cache_dir):
     if name == "sc35" and not espeak_available():
         pytest.skip("the sc35 stand-in needs espeak-ng")
     torch.set_num_threads(1)
     out = tmp_path / "results.json"
-    results = run_task(name, synthetic=True, preset="tiny", out=out, cache_dir=cache_dir, verbose=0,
-                       echo=lambda line: None)
+    results = run_task(
+        name, synthetic=True, preset="tiny", out=out, cache_dir=cache_dir, verbose=0, echo=lambda line: None
+    )
     assert RESULT_KEYS <= set(results)
     assert results["data"]["synthetic"] and results["data"]["n_train"] == 8
     assert results["epochs"] == {"requested": 1, "completed": 1, "resumed_from": None}

@@ -1,4 +1,5 @@
 """State-tracking generators (against brute force) and the registered task's runner (tiny preset)."""
+
 from __future__ import annotations
 
 import itertools
@@ -9,13 +10,22 @@ import pytest
 
 from ssmts.cli import main
 from ssmts.data.state_tracking import (
-    PROBLEM_INFO, PROBLEMS, a5_elements, a5_multiplication_table, generate_state_tracking, make_state_tracking_task,
+    PROBLEM_INFO,
+    PROBLEMS,
+    a5_elements,
+    a5_multiplication_table,
+    generate_state_tracking,
+    make_state_tracking_task,
 )
 from ssmts.tasks import get_task, run_task
 from ssmts.tasks.state_tracking import (
-    MODELS, StateTrackingPreset, format_tables, get_state_tracking_preset, summarize, train_and_evaluate,
+    MODELS,
+    StateTrackingPreset,
+    format_tables,
+    get_state_tracking_preset,
+    summarize,
+    train_and_evaluate,
 )
-
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
@@ -25,8 +35,11 @@ def test_a5_is_the_fixed_enumeration_of_the_60_even_permutations():
     elements = a5_elements()
     assert elements.shape == (60, 5) and elements[0].tolist() == [0, 1, 2, 3, 4]
     assert [tuple(p) for p in elements] == sorted(tuple(p) for p in elements)  # lexicographic
-    even = [p for p in itertools.permutations(range(5))
-            if sum(p[i] > p[j] for i in range(5) for j in range(i + 1, 5)) % 2 == 0]
+    even = [
+        p
+        for p in itertools.permutations(range(5))
+        if sum(p[i] > p[j] for i in range(5) for j in range(i + 1, 5)) % 2 == 0
+    ]
     assert [tuple(p) for p in elements] == even
     table = a5_multiplication_table()
     assert (np.sort(table, axis=1) == np.arange(60)).all()  # a Latin square: a group table
@@ -74,8 +87,24 @@ def test_generators_are_seeded_and_checked():
 # ---------------------------------------------------------------- runner
 def test_tiny_run_through_the_cli_writes_results_and_prints_the_table(tmp_path, capsys):
     out = tmp_path / "st" / "results.json"
-    assert main(["tasks", "run", "state-tracking", "--synthetic", "--preset", "tiny", "--out", str(out),
-                 "--device", "cpu", "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "tasks",
+                "run",
+                "state-tracking",
+                "--synthetic",
+                "--preset",
+                "tiny",
+                "--out",
+                str(out),
+                "--device",
+                "cpu",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "| LNCDE block-diagonal |" in printed and "a5: word problem" in printed
     results = json.loads(out.read_text())
@@ -84,16 +113,21 @@ def test_tiny_run_through_the_cli_writes_results_and_prints_the_table(tmp_path, 
     assert len(results["runs"]) == len(preset.problems) * len(preset.models) * len(preset.seeds)
     assert all(0.0 <= v <= 1.0 for run in results["runs"] for v in run["accuracy"].values())
     assert {(r["problem"], r["model"]) for r in results["summary"]} == set(
-        itertools.product(preset.problems, preset.models))
+        itertools.product(preset.problems, preset.models)
+    )
 
 
 def test_state_tracking_task_is_registered_and_refuses_what_does_not_apply(tmp_path, capsys):
     task = get_task("state-tracking")
     assert task.inputs == "tokens" and task.can_synthesize and task.runner is not None
     assert task.synthesize({"problem": "cycle", "n_train": 4, "n_val": 2, "n_test": 2}).n_classes == 5
-    for kwargs, match in ((dict(data_dir=tmp_path), "--synthetic"), (dict(synthetic=True, epochs=3), "--epochs"),
-                          (dict(synthetic=True, limit=3), "--limit"), (dict(synthetic=True, resume=True), "--resume"),
-                          (dict(synthetic=True, preset="paper"), "no 'paper' preset")):
+    for kwargs, match in (
+        (dict(data_dir=tmp_path), "--synthetic"),
+        (dict(synthetic=True, epochs=3), "--epochs"),
+        (dict(synthetic=True, limit=3), "--limit"),
+        (dict(synthetic=True, resume=True), "--resume"),
+        (dict(synthetic=True, preset="paper"), "no 'paper' preset"),
+    ):
         with pytest.raises(ValueError, match=match):
             run_task("state-tracking", out=tmp_path / "r.json", echo=lambda line: None, **kwargs)
     assert main(["tasks", "show", "state-tracking"]) == 0
@@ -103,16 +137,33 @@ def test_state_tracking_task_is_registered_and_refuses_what_does_not_apply(tmp_p
 def test_a_run_learns_parity_with_a_block_diagonal_lncde():
     """Evidence that the runner trains (not only that it runs): a short run on parity reaches
     >= 95% within the training length with the block-diagonal LNCDE (chance 50%)."""
-    preset = StateTrackingPreset(name="test", problems=("parity",), models=("block_diagonal",), seeds=(0,),
-                                 d_model=16, d_state=8, n_layers=2, steps=200, batch_size=32, n_train=512, n_test=64,
-                                 lr=1e-2, lr_ssm=1e-2, warmup_steps=20, train_length=16, bins=((16, 32),))
+    preset = StateTrackingPreset(
+        name="test",
+        problems=("parity",),
+        models=("block_diagonal",),
+        seeds=(0,),
+        d_model=16,
+        d_state=8,
+        n_layers=2,
+        steps=200,
+        batch_size=32,
+        n_train=512,
+        n_test=64,
+        lr=1e-2,
+        lr_ssm=1e-2,
+        warmup_steps=20,
+        train_length=16,
+        bins=((16, 32),),
+    )
     run = train_and_evaluate(preset, "parity", "block_diagonal", 0)
     assert run["accuracy"]["1-16"] >= 0.95, run
 
 
 def test_summary_and_table():
-    runs = [{"problem": "parity", "model": m, "seed": s, "accuracy": {"1-40": a, "41-80": b}}
-            for m, s, a, b in (("ssm", 0, 0.5, 0.4), ("ssm", 1, 0.7, 0.6), ("dense", 0, 1.0, 1.0))]
+    runs = [
+        {"problem": "parity", "model": m, "seed": s, "accuracy": {"1-40": a, "41-80": b}}
+        for m, s, a, b in (("ssm", 0, 0.5, 0.4), ("ssm", 1, 0.7, 0.6), ("dense", 0, 1.0, 1.0))
+    ]
     rows = summarize(runs)
     ssm = next(r for r in rows if r["model"] == "ssm" and r["bin"] == "1-40")
     assert ssm["mean"] == pytest.approx(0.6) and ssm["std"] == pytest.approx(0.1) and ssm["n_seeds"] == 2
@@ -120,6 +171,17 @@ def test_summary_and_table():
     assert "| SSM (LTI, diagonal) | 60.0 ± 10.0 | 50.0 ± 10.0 |" in table
     assert "| LNCDE dense | 100.0 ± 0.0 | 100.0 ± 0.0 |" in table
     with pytest.raises(ValueError, match="unknown state-tracking model"):
-        StateTrackingPreset(name="x", problems=("parity",), models=("mamba",), seeds=(0,), d_model=8, d_state=8,
-                            n_layers=1, steps=1, batch_size=4, n_train=4, n_test=4)
+        StateTrackingPreset(
+            name="x",
+            problems=("parity",),
+            models=("mamba",),
+            seeds=(0,),
+            d_model=8,
+            d_state=8,
+            n_layers=1,
+            steps=1,
+            batch_size=4,
+            n_train=4,
+            n_test=4,
+        )
     assert set(MODELS) == {"ssm", "diagonal", "block_diagonal", "dplr", "walsh_hadamard", "dense"}

@@ -1,5 +1,6 @@
 """Training budget in steps (min_steps), batches of similar lengths cut at their last real
 step (crop_padding), and per-series standardization (normalize='series' and 'series+stats')."""
+
 from __future__ import annotations
 
 import math
@@ -10,7 +11,7 @@ import torch
 from torch import nn
 
 from ssmts import SSMClassifier, SSMRegressor
-from ssmts.nn import SSMBackbone, SequenceHead
+from ssmts.nn import SequenceHead, SSMBackbone
 from ssmts.nn.functional import series_statistics, series_summary
 from ssmts.training import SequenceData, Trainer
 from ssmts.training.trainer import batch_order, predict_batches
@@ -33,15 +34,25 @@ def _regression_data(n: int) -> SequenceData:
     return SequenceData(x, x.mean(-1)[:, :1])
 
 
-@pytest.mark.parametrize("n, batch, max_epochs, min_steps, expected_epochs", [
-    (20, 8, 3, 0, 3),      # no minimum: max_epochs
-    (20, 8, 3, 30, 10),    # 3 batches an epoch: ceil(30 / 3) = 10 epochs
-    (20, 8, 12, 30, 12),   # max_epochs already gives more steps
-    (100, 8, 2, 30, 3),    # 13 batches an epoch: ceil(30 / 13) = 3
-])
+@pytest.mark.parametrize(
+    "n, batch, max_epochs, min_steps, expected_epochs",
+    [
+        (20, 8, 3, 0, 3),  # no minimum: max_epochs
+        (20, 8, 3, 30, 10),  # 3 batches an epoch: ceil(30 / 3) = 10 epochs
+        (20, 8, 12, 30, 12),  # max_epochs already gives more steps
+        (100, 8, 2, 30, 3),  # 13 batches an epoch: ceil(30 / 13) = 3
+    ],
+)
 def test_min_steps_raises_the_epochs_of_small_data(n, batch, max_epochs, min_steps, expected_epochs):
-    trainer = Trainer(_Mean(), lambda out, y, w: ((out - y) ** 2).mean(), max_epochs=max_epochs, batch_size=batch,
-                      min_steps=min_steps, device="cpu", random_state=0)
+    trainer = Trainer(
+        _Mean(),
+        lambda out, y, w: ((out - y) ** 2).mean(),
+        max_epochs=max_epochs,
+        batch_size=batch,
+        min_steps=min_steps,
+        device="cpu",
+        random_state=0,
+    )
     assert trainer.planned_epochs(n) == expected_epochs
     history = trainer.fit(_regression_data(n))
     assert len(history) == expected_epochs
@@ -50,8 +61,15 @@ def test_min_steps_raises_the_epochs_of_small_data(n, batch, max_epochs, min_ste
 
 def test_min_steps_leaves_explicit_epochs_alone():
     """partial_fit-style runs of a given number of epochs are not stretched."""
-    trainer = Trainer(_Mean(), lambda out, y, w: ((out - y) ** 2).mean(), max_epochs=1, batch_size=8, min_steps=100,
-                      device="cpu", random_state=0)
+    trainer = Trainer(
+        _Mean(),
+        lambda out, y, w: ((out - y) ** 2).mean(),
+        max_epochs=1,
+        batch_size=8,
+        min_steps=100,
+        device="cpu",
+        random_state=0,
+    )
     assert len(trainer.fit(_regression_data(16), epochs=1)) == 1
 
 
@@ -108,8 +126,9 @@ def test_ragged_fit_trains_on_cropped_batches():
 
     data = _ragged(n=64, length=400)
     data = SequenceData(data.x, data.x[:, :1, :].sum(-1), data.mask, crop_padding=True)
-    Trainer(Recorder(), lambda out, y, w: ((out - y) ** 2).mean(), max_epochs=1, batch_size=8, device="cpu",
-            random_state=0).fit(data)
+    Trainer(
+        Recorder(), lambda out, y, w: ((out - y) ** 2).mean(), max_epochs=1, batch_size=8, device="cpu", random_state=0
+    ).fit(data)
     assert len(seen) == 8 and sum(seen) < 0.8 * 8 * 400
 
 

@@ -1,5 +1,6 @@
 """The one fit path: configuration from one declaration, callbacks, resumable state,
 transactional fits and the scoped sample-rate factor."""
+
 from __future__ import annotations
 
 import copy
@@ -18,11 +19,20 @@ import torch
 from torch import nn
 
 from ssmts import SSMClassifier, SSMRegressor, SSMTransformer
-from ssmts.nn import SSM, SSMBackbone, SequenceHead, delta_factor, scaled_delta
+from ssmts.nn import SSM, SequenceHead, SSMBackbone, delta_factor, scaled_delta
 from ssmts.sktime import SSMForecaster, SSMPanelClassifier, SSMPanelRegressor
 from ssmts.training import (
-    BackboneParams, Callback, Configurable, EarlyStopping, InvalidParameterError, SequenceData, Trainer,
-    TrainerConfig, fit_model, param, read_checkpoint,
+    BackboneParams,
+    Callback,
+    Configurable,
+    EarlyStopping,
+    InvalidParameterError,
+    SequenceData,
+    Trainer,
+    TrainerConfig,
+    fit_model,
+    param,
+    read_checkpoint,
 )
 from ssmts.training.config import Integer
 
@@ -56,8 +66,9 @@ def _toy(n=24, length=12, seed=0):
 
 
 # ---------------------------------------------------------------- one declaration
-@pytest.mark.parametrize("cls", [SSMClassifier, SSMRegressor, SSMTransformer, SSMPanelClassifier, SSMPanelRegressor,
-                                 SSMForecaster])
+@pytest.mark.parametrize(
+    "cls", [SSMClassifier, SSMRegressor, SSMTransformer, SSMPanelClassifier, SSMPanelRegressor, SSMForecaster]
+)
 def test_signature_docstring_and_params_come_from_the_declarations(cls):
     signature = inspect.signature(cls)
     declared = cls.__params__
@@ -81,21 +92,24 @@ def test_faces_share_declarations_and_only_change_defaults():
     assert not {"pooling", "normalize", "warm_start", "sample_rate"} & set(SSMForecaster.__params__)
 
 
-@pytest.mark.parametrize("params, fragment", [
-    (dict(d_state=8.7), "d_state must be an int"),
-    (dict(n_layers=True), "n_layers must be an int"),
-    (dict(prenorm="no"), "prenorm must be a bool"),
-    (dict(sample_rate=True), "sample_rate must be > 0"),
-    (dict(sample_rate=float("inf")), "sample_rate must be > 0"),
-    (dict(n_iter_no_change=0), "n_iter_no_change must be an integer >= 1"),
-    (dict(tol=-1.0), "tol must be >= 0"),
-    (dict(lr=float("nan")), "lr must be > 0"),
-    (dict(weight_decay=float("nan")), "weight_decay must be >= 0"),
-    (dict(bidirectional=1), "unknown bidirectional 1"),
-    (dict(class_weight={0: -1.0}), "class_weight must be"),
-    (dict(callbacks=[print]), "callbacks must be"),
-    (dict(dt_min=0.5, dt_max=0.1), "dt_min=0.5 must not exceed dt_max=0.1"),
-])
+@pytest.mark.parametrize(
+    "params, fragment",
+    [
+        (dict(d_state=8.7), "d_state must be an int"),
+        (dict(n_layers=True), "n_layers must be an int"),
+        (dict(prenorm="no"), "prenorm must be a bool"),
+        (dict(sample_rate=True), "sample_rate must be > 0"),
+        (dict(sample_rate=float("inf")), "sample_rate must be > 0"),
+        (dict(n_iter_no_change=0), "n_iter_no_change must be an integer >= 1"),
+        (dict(tol=-1.0), "tol must be >= 0"),
+        (dict(lr=float("nan")), "lr must be > 0"),
+        (dict(weight_decay=float("nan")), "weight_decay must be >= 0"),
+        (dict(bidirectional=1), "unknown bidirectional 1"),
+        (dict(class_weight={0: -1.0}), "class_weight must be"),
+        (dict(callbacks=[print]), "callbacks must be"),
+        (dict(dt_min=0.5, dt_max=0.1), "dt_min=0.5 must not exceed dt_max=0.1"),
+    ],
+)
 def test_no_parameter_is_coerced(params, fragment):
     X, y = _toy()
     clf = SSMClassifier(**{**TINY, **params})
@@ -107,6 +121,7 @@ def test_no_parameter_is_coerced(params, fragment):
 
 def test_a_face_can_only_change_the_default_of_a_declared_parameter():
     with pytest.raises(TypeError, match="not one of its parameters"):
+
         class Broken(BackboneParams):  # noqa: F841
             _param_defaults = {"d_modle": 3}
 
@@ -128,24 +143,33 @@ def test_declaring_a_parameter_gives_init_validation_and_docs():
 @pytest.mark.skipif(importlib.util.find_spec("mypy") is None, reason="mypy is not installed")
 def test_type_checkers_see_the_parameters(tmp_path):
     """typing.dataclass_transform: a type checker knows each parameter's name and type."""
-    (tmp_path / "use.py").write_text(textwrap.dedent("""
+    (tmp_path / "use.py").write_text(
+        textwrap.dedent("""
         from ssmts import SSMClassifier
         from ssmts.training import TrainerConfig
         ok = SSMClassifier(d_model=32, lr=1e-3, sample_rate=16000.0)
         wrong_type = SSMClassifier(d_model="wide")
         wrong_name = TrainerConfig(learning_rate=0.1)
         reveal_type(SSMClassifier.__init__)
-    """))
-    (tmp_path / "mypy.ini").write_text(textwrap.dedent("""
+    """)
+    )
+    (tmp_path / "mypy.ini").write_text(
+        textwrap.dedent("""
         [mypy]
         follow_imports = silent
         ignore_missing_imports = True
         [mypy-torch.*,pandas.*,numpy.*,scipy.*,torchaudio.*,soundfile.*,tqdm.*,matplotlib.*,joblib.*]
         follow_imports = skip
-    """))
+    """)
+    )
     root = str(Path(__file__).resolve().parents[2])
-    done = subprocess.run([sys.executable, "-m", "mypy", "--config-file", "mypy.ini", "--cache-dir", "cache", "use.py"],
-                          cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "PYTHONPATH": root})
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", "--config-file", "mypy.ini", "--cache-dir", "cache", "use.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": root},
+    )
     out = done.stdout
     assert 'Argument "d_model" to "SSMClassifier" has incompatible type "str"; expected "int"' in out, out
     assert 'Unexpected keyword argument "learning_rate" for "TrainerConfig"' in out, out
@@ -246,8 +270,16 @@ def test_early_stopping_restores_the_weights_of_the_best_epoch():
 
     snapshots = Snapshots()
     stop = EarlyStopping(patience=None, tol=0.0)
-    result = fit_model(_Mean, _data(), _mse, TrainerConfig(max_epochs=8, lr=0.3, lr_ssm=None, device="cpu"), seed=0,
-                       validation=_data(seed=1), early_stopping=stop, callbacks=[snapshots])
+    result = fit_model(
+        _Mean,
+        _data(),
+        _mse,
+        TrainerConfig(max_epochs=8, lr=0.3, lr_ssm=None, device="cpu"),
+        seed=0,
+        validation=_data(seed=1),
+        early_stopping=stop,
+        callbacks=[snapshots],
+    )
     best = max(result.history, key=lambda r: -r["val_loss"])["epoch"]
     assert stop.best_epoch == best
     for key, value in result.model.state_dict().items():
@@ -265,8 +297,16 @@ def test_a_diverged_run_raises_instead_of_returning_a_nan_model():
 # ---------------------------------------------------------------- resuming
 def test_state_dict_round_trip_continues_a_run_exactly():
     """Stop after 2 of 5 epochs, carry the state to a new Trainer, finish: equals 5 in one go."""
-    kwargs = dict(lr=0.05, lr_ssm=None, batch_size=8, scheduler="cosine", warmup_steps=3, device="cpu",
-                  random_state=0, max_epochs=5)
+    kwargs = dict(
+        lr=0.05,
+        lr_ssm=None,
+        batch_size=8,
+        scheduler="cosine",
+        warmup_steps=3,
+        device="cpu",
+        random_state=0,
+        max_epochs=5,
+    )
     torch.manual_seed(0)
     straight = Trainer(_Mean(), _mse, **kwargs)
     straight.fit(_data())
@@ -359,7 +399,10 @@ def test_predicting_at_another_rate_leaves_no_trace_on_the_model():
 
 def test_every_estimator_network_is_a_head_exposing_its_backbone():
     X, y = _toy()
-    for model in (SSMClassifier(**TINY).fit(X, y).model_, SSMRegressor(**TINY).fit(X, y.astype(float)).model_,
-                  SSMTransformer(**TINY).fit(X).model_):
+    for model in (
+        SSMClassifier(**TINY).fit(X, y).model_,
+        SSMRegressor(**TINY).fit(X, y.astype(float)).model_,
+        SSMTransformer(**TINY).fit(X).model_,
+    ):
         assert isinstance(model.backbone, SSMBackbone)
     assert isinstance(SSMClassifier(**TINY).fit(X, y).model_, SequenceHead)

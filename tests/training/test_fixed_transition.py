@@ -1,5 +1,6 @@
 """LSSL-fixed (fixed_transition=True): Lambda and Delta keep their initial values through a fit,
 everything else learns; declared once in BackboneParams, so every estimator takes it."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -40,8 +41,18 @@ def test_fit_leaves_lambda_and_delta_alone_only_when_fixed(fixed):
 def test_estimators_take_fixed_transition_and_validate_it():
     X = np.random.default_rng(0).standard_normal((20, 1, 16)).astype(np.float32)
     y = np.arange(20) % 2
-    clf = SSMClassifier(d_model=4, d_state=4, n_layers=1, max_epochs=2, min_steps=0, batch_size=8, device="cpu", random_state=0,
-                        fixed_transition=True, lr_ssm=0.1)
+    clf = SSMClassifier(
+        d_model=4,
+        d_state=4,
+        n_layers=1,
+        max_epochs=2,
+        min_steps=0,
+        batch_size=8,
+        device="cpu",
+        random_state=0,
+        fixed_transition=True,
+        lr_ssm=0.1,
+    )
     reference = SSMClassifier(**{**clf.get_params(), "max_epochs": 1})
     clf.fit(X, y)
     assert clf.get_params()["fixed_transition"] is True

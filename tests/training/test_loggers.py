@@ -1,5 +1,6 @@
 """MLflowLogger and TensorBoardLogger: every fit is a run with the face's parameters and one
 metric point per epoch, read back from a local store; a grid search gives one run per fit."""
+
 import numpy as np
 import pytest
 from sklearn.model_selection import GridSearchCV

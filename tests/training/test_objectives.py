@@ -1,13 +1,20 @@
 """Every loss of ssmts.training.objectives against an independent computation (numpy, float64, a
 loop where the definition is a loop), and the defining property of scikit-learn's sample
 weighting: an integer weight counts a sample that many times."""
+
 import numpy as np
 import pytest
 import torch
-from hypothesis import Phase, given, settings, strategies as st
+from hypothesis import Phase, given, settings
+from hypothesis import strategies as st
 
 from ssmts.training.objectives import (
-    accuracy_of_logits, accuracy_of_step_logits, masked_reconstruction_loss, mse_loss, negative_mse, pinball_loss,
+    accuracy_of_logits,
+    accuracy_of_step_logits,
+    masked_reconstruction_loss,
+    mse_loss,
+    negative_mse,
+    pinball_loss,
     weighted_cross_entropy,
 )
 
@@ -29,8 +36,13 @@ def _oracle(logits, y, class_weight, eps, sample_weight=None):
 # No shrinking: a failing example is small already (a seed and a few flags), and a broken loss
 # then fails at once instead of after minutes of shrinking (mutation runs time out otherwise).
 @settings(max_examples=30, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate])
-@given(seed=st.integers(0, 10_000), K=st.integers(2, 6), eps=st.sampled_from([0.0, 0.1, 0.3, 0.9]),
-       weighted=st.booleans(), sample_weighted=st.booleans())
+@given(
+    seed=st.integers(0, 10_000),
+    K=st.integers(2, 6),
+    eps=st.sampled_from([0.0, 0.1, 0.3, 0.9]),
+    weighted=st.booleans(),
+    sample_weighted=st.booleans(),
+)
 def test_loss_matches_the_direct_formula(seed, K, eps, weighted, sample_weighted):
     rng = np.random.default_rng(seed)
     logits = rng.normal(scale=3.0, size=(7, K))
@@ -38,8 +50,13 @@ def test_loss_matches_the_direct_formula(seed, K, eps, weighted, sample_weighted
     weight = rng.uniform(0.2, 3.0, size=K) if weighted else None
     sample_weight = rng.uniform(0.0, 2.0, size=7) if sample_weighted else None
     loss = weighted_cross_entropy(None if weight is None else torch.from_numpy(weight), eps)
-    got = float(loss(torch.from_numpy(logits), torch.from_numpy(y),
-                     None if sample_weight is None else torch.from_numpy(sample_weight)))
+    got = float(
+        loss(
+            torch.from_numpy(logits),
+            torch.from_numpy(y),
+            None if sample_weight is None else torch.from_numpy(sample_weight),
+        )
+    )
     assert got == pytest.approx(_oracle(logits, y, weight, eps, sample_weight), rel=1e-10)
 
 
@@ -92,14 +109,24 @@ def test_masked_reconstruction_scores_the_hidden_steps_only():
     hidden[0, 0, 0] = 1.0
     prediction = target + np.where(hidden > 0, rng.normal(size=(b, C, L)), 1000.0)
     outputs = torch.from_numpy(np.concatenate([prediction, hidden], axis=1))
-    errors = [(prediction[i, c, t] - target[i, c, t]) ** 2 for i in range(b) for c in range(C) for t in range(L)
-              if hidden[i, 0, t]]
+    errors = [
+        (prediction[i, c, t] - target[i, c, t]) ** 2
+        for i in range(b)
+        for c in range(C)
+        for t in range(L)
+        if hidden[i, 0, t]
+    ]
     got = float(masked_reconstruction_loss(outputs, torch.from_numpy(target)))
     assert got == pytest.approx(np.mean(errors), rel=1e-12)
     # with sample weights: sample 1 counted twice, sample 2 not at all
     weight = torch.tensor([1.0, 2.0, 0.0], dtype=torch.float64)
-    errors = [(prediction[i, c, t] - target[i, c, t]) ** 2 for i in (0, 1, 1) for c in range(C) for t in range(L)
-              if hidden[i, 0, t]]
+    errors = [
+        (prediction[i, c, t] - target[i, c, t]) ** 2
+        for i in (0, 1, 1)
+        for c in range(C)
+        for t in range(L)
+        if hidden[i, 0, t]
+    ]
     got = float(masked_reconstruction_loss(outputs, torch.from_numpy(target), weight))
     assert got == pytest.approx(np.mean(errors), rel=1e-12)
     nothing_hidden = outputs.clone()
@@ -128,12 +155,18 @@ def test_pinball_loss_is_the_quantile_loss_of_every_level():
     weight = (rng.random((4, 3, 2)) < 0.7).astype(float)
     loss = pinball_loss(torch.from_numpy(levels))
     for w in (None, weight):
-        got = float(loss(torch.from_numpy(outputs), torch.from_numpy(target), None if w is None else torch.from_numpy(w)))
+        got = float(
+            loss(torch.from_numpy(outputs), torch.from_numpy(target), None if w is None else torch.from_numpy(w))
+        )
         assert got == pytest.approx(_pinball_oracle(levels, outputs, target, w), rel=1e-12)
     # A single target 1 above the 0.9 quantile costs 0.9; 1 below it costs 0.1.
     single = pinball_loss(torch.tensor([0.9], dtype=torch.float64))
-    assert float(single(torch.zeros(1, 1, 1, 1, dtype=torch.float64), torch.ones(1, 1, 1, dtype=torch.float64))) == pytest.approx(0.9)
-    assert float(single(torch.zeros(1, 1, 1, 1, dtype=torch.float64), -torch.ones(1, 1, 1, dtype=torch.float64))) == pytest.approx(0.1)
+    assert float(
+        single(torch.zeros(1, 1, 1, 1, dtype=torch.float64), torch.ones(1, 1, 1, dtype=torch.float64))
+    ) == pytest.approx(0.9)
+    assert float(
+        single(torch.zeros(1, 1, 1, 1, dtype=torch.float64), -torch.ones(1, 1, 1, dtype=torch.float64))
+    ) == pytest.approx(0.1)
 
 
 def test_pinball_loss_scores_every_member_of_an_ensemble_alike():
@@ -161,9 +194,13 @@ def test_validation_scores_against_numpy():
     rng = np.random.default_rng(5)
     logits, y = rng.normal(size=(50, 4)), rng.integers(0, 4, 50)
     assert accuracy_of_logits(torch.from_numpy(logits), torch.from_numpy(y)) == pytest.approx(
-        np.mean(logits.argmax(1) == y))
+        np.mean(logits.argmax(1) == y)
+    )
     step_logits, step_y = rng.normal(size=(6, 3, 11)), rng.integers(0, 3, (6, 11))
     assert accuracy_of_step_logits(torch.from_numpy(step_logits), torch.from_numpy(step_y)) == pytest.approx(
-        np.mean(step_logits.argmax(1) == step_y))
+        np.mean(step_logits.argmax(1) == step_y)
+    )
     pred, target = rng.normal(size=(5, 3)), rng.normal(size=(5, 3))
-    assert negative_mse(torch.from_numpy(pred), torch.from_numpy(target)) == pytest.approx(-np.mean((pred - target) ** 2))
+    assert negative_mse(torch.from_numpy(pred), torch.from_numpy(target)) == pytest.approx(
+        -np.mean((pred - target) ** 2)
+    )

@@ -1,6 +1,7 @@
 """precision="bf16-mixed": the training forward runs the network's matrix products in bfloat16
 under torch.autocast (the SSM's kernels, FFTs and states stay float32), the loss and the
 predictions are float32, and the fit lands close to the float32 one."""
+
 import numpy as np
 import pytest
 import torch

@@ -1,4 +1,5 @@
 """CoreShare: a CPU fit takes the cores other processes leave idle, never more than torch allows."""
+
 import time
 
 import pytest
@@ -91,4 +92,3 @@ def test_system_busy_time_counts_this_process_work():
     spent = time.process_time() - own
     grown = threads._system_busy_seconds() - start
     assert grown >= 0.5 * spent  # other processes only add; clock ticks are 10 ms
-

@@ -1,4 +1,5 @@
 """The shared Trainer: schedules against their closed forms, checkpoints and resumption."""
+
 import math
 
 import pytest
@@ -56,16 +57,35 @@ def _crashing_after(calls):
 
 def test_cosine_with_warmup_follows_its_closed_form():
     """lr_k = lr (k+1)/W during warm-up, then lr/2 (1 + cos(pi (k-W)/(T-W))); 8 steps/epoch here."""
-    trainer = Trainer(_Mean(), _mse, lr=0.1, lr_ssm=None, batch_size=4, scheduler="cosine", warmup_steps=4,
-                      total_steps=20, device="cpu", random_state=0)
+    trainer = Trainer(
+        _Mean(),
+        _mse,
+        lr=0.1,
+        lr_ssm=None,
+        batch_size=4,
+        scheduler="cosine",
+        warmup_steps=4,
+        total_steps=20,
+        device="cpu",
+        random_state=0,
+    )
     seen = _lrs(trainer, epochs=2, steps_per_epoch=8)
     expected = [0.1 * (k + 1) / 4 if k < 4 else 0.05 * (1 + math.cos(math.pi * (k - 4) / 16)) for k in range(16)]
     assert seen == pytest.approx(expected, rel=1e-9)
 
 
 def test_plateau_uses_factor_and_patience():
-    trainer = Trainer(_Mean(), _mse, lr=0.1, lr_ssm=None, scheduler="plateau", plateau_factor=0.2,
-                      plateau_patience=0, device="cpu", random_state=0)
+    trainer = Trainer(
+        _Mean(),
+        _mse,
+        lr=0.1,
+        lr_ssm=None,
+        scheduler="plateau",
+        plateau_factor=0.2,
+        plateau_patience=0,
+        device="cpu",
+        random_state=0,
+    )
     assert trainer._make_scheduler(1, 1).factor == 0.2
     with pytest.raises(ValueError, match="plateau_factor"):
         Trainer(_Mean(), _mse, scheduler="plateau", plateau_factor=1.5, device="cpu")
