@@ -18,6 +18,9 @@ from pathlib import Path
 
 import pytest
 
+# slow: mkdocs builds of the whole site
+pytestmark = pytest.mark.slow
+
 for module in ("mkdocs", "material", "mkdocstrings", "mkdocstrings_handlers.python", "latex2mathml"):
     pytest.importorskip(module, reason=f"{module} is not installed: pip install -e '.[docs]'")
 

@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 
+# slow: every notebook, top to bottom: about 45 seconds
+pytestmark = pytest.mark.slow
+
 nbformat = pytest.importorskip(
     "nbformat", reason="the notebooks extra is not installed (pip install -e '.[notebooks]')"
 )

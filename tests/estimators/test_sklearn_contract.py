@@ -46,7 +46,8 @@ LNCDE = dict(
 FEATURES = dict(n_scales=3, n_kernels=16, device="cpu", random_state=0)
 
 
-pytestmark = pytest.mark.usefixtures("fixed_thread_count")
+# slow: scikit-learn's checks over eight estimators: about 2.5 minutes
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("fixed_thread_count")]
 
 
 @parametrize_with_checks(

@@ -22,6 +22,9 @@ from sklearn.model_selection import GridSearchCV  # noqa: E402
 from ssmts import SSMClassifier  # noqa: E402
 from ssmts.training import Callback  # noqa: E402
 
+# slow: local Dask clusters
+pytestmark = pytest.mark.slow
+
 TINY = dict(d_model=8, d_state=4, n_layers=1, max_epochs=2, min_steps=0, batch_size=8, device="cpu", random_state=0)
 GRID = {"d_model": [4, 8], "lr": [3e-3, 1e-2]}
 

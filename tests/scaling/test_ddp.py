@@ -16,6 +16,9 @@ import torch.multiprocessing as mp
 from ssmts.nn import SequenceHead, SSMBackbone
 from ssmts.training import Callback, SequenceData, TrainerConfig, fit_model
 
+# slow: torchrun-style process groups
+pytestmark = pytest.mark.slow
+
 EPOCHS = 4
 
 

@@ -11,6 +11,9 @@ import textwrap
 import numpy as np
 import pytest
 
+# slow: a fit on a memory map four times its memory budget, in a subprocess
+pytestmark = pytest.mark.slow
+
 N, L = 12_000, 1024  # 47 MB of float32
 BUDGET_MB = 11.5  # a quarter of the data
 

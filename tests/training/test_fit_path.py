@@ -140,6 +140,7 @@ def test_declaring_a_parameter_gives_init_validation_and_docs():
         Tiny(width=0).validate_params()
 
 
+@pytest.mark.slow  # a mypy run
 @pytest.mark.skipif(importlib.util.find_spec("mypy") is None, reason="mypy is not installed")
 def test_type_checkers_see_the_parameters(tmp_path):
     """typing.dataclass_transform: a type checker knows each parameter's name and type."""
