@@ -1,5 +1,6 @@
 """scikit-learn estimators over the SSM backbone."""
 
+from ._base import ExtrapolationWarning
 from .classification import SSMClassifier
 from .features import SSMFeatureClassifier, SSMFeatureRegressor
 from .regression import SSMRegressor
@@ -13,4 +14,5 @@ __all__ = [
     "SSMFeatureClassifier",
     "SSMFeatureRegressor",
     "Resampler",
+    "ExtrapolationWarning",
 ]

@@ -9,6 +9,7 @@ import functools
 import math
 import numbers
 import uuid
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -49,6 +50,26 @@ PER_SERIES_NORMALIZATIONS = ("series", "series+stats")
 STREAM_STEP_MAX = 8
 """stream() rolls this many new steps or fewer with the layers' recurrent step, and reads longer
 chunks with one FFT pass (forward_with_state)."""
+
+
+EXTRAPOLATION_SPANS = 2.0
+"""Predictions warn when X goes beyond the training values of a channel by more than this many times
+their range (max - min)."""
+
+
+class ExtrapolationWarning(UserWarning):
+    """X lies far outside the values the estimator was trained on."""
+
+
+def _channel_range(x: torch.Tensor, mask: torch.Tensor | None) -> np.ndarray:
+    """(2, C) float64: the smallest and largest real value of every channel of x (n, C, L)."""
+    if mask is not None:
+        real = mask[:, None, :].bool()
+        low = x.masked_fill(~real, math.inf).amin(dim=(0, 2))
+        high = x.masked_fill(~real, -math.inf).amax(dim=(0, 2))
+    else:
+        low, high = x.amin(dim=(0, 2)), x.amax(dim=(0, 2))
+    return torch.stack([low, high]).double().numpy()
 
 
 @dataclass
@@ -121,7 +142,32 @@ class SequenceEstimatorMixin:
         else:  # "series" standardizes each series at every call; "none" leaves the values
             self.input_mean_ = np.zeros(self.n_channels_in_)
             self.input_scale_ = np.ones(self.n_channels_in_)
+        # Where the training values lie, per channel (2, C): predictions far outside warn. Not taken of
+        # memory-mapped data, which would cost another pass over it.
+        self.input_range_ = None if isinstance(data.x, LazyRows) else _channel_range(data.x, data.mask)
         return data
+
+    def _warn_if_far_outside_training(self, data: PreparedInput) -> None:
+        """A model whose inputs keep their levels (normalize 'channel', 'none', 'series+stats') reads
+        values far outside the training range by extrapolation: say so instead of returning such
+        predictions without a word (per-series scaling removes levels and spreads, so it never warns)."""
+        fitted = getattr(self, "input_range_", None)
+        if fitted is None or self.normalization_ == "series" or isinstance(data.x, LazyRows) or not len(data.x):
+            return
+        low, high = np.asarray(fitted)
+        span = np.maximum(high - low, 1e-12)
+        now_low, now_high = _channel_range(data.x, data.mask)
+        beyond = np.maximum((low - now_low) / span, (now_high - high) / span)  # in training spans
+        if (beyond > EXTRAPOLATION_SPANS).any():
+            channel = int(np.argmax(beyond))
+            warnings.warn(
+                f"{type(self).__name__}: X reaches {beyond[channel]:.3g} times the training range beyond it (channel "
+                f"{channel}: training values {low[channel]:.4g} to {high[channel]:.4g}, X {now_low[channel]:.4g} to "
+                f"{now_high[channel]:.4g}); the model extrapolates there and its predictions are not to be trusted. "
+                "normalize='series' compares shapes only, if levels are nuisance",
+                ExtrapolationWarning,
+                stacklevel=4,
+            )
 
     def _prepare_predict_input(self, X, rate_ratio: float) -> PreparedInput:
         check_is_fitted(self, "model_")
@@ -131,6 +177,7 @@ class SequenceEstimatorMixin:
             raise ValueError(
                 f"X has {data.x.shape[1]} channels, but {name} was fitted with {self.n_channels_in_} channels"
             )
+        self._warn_if_far_outside_training(data)
         if data.ndim == 2 and self.input_ndim_ == 2 and not data.ragged:
             # A 2D row's columns are sklearn "features" (timepoints); at the training rate their
             # number is fixed, at another rate it scales with the rate.
@@ -229,6 +276,7 @@ class SequenceEstimatorMixin:
         "n_timepoints_in_",
         "input_ndim_",
         "normalization_",
+        "input_range_",
         "input_mean_",
         "input_scale_",
         "train_sample_rate_",
