@@ -333,7 +333,62 @@ class SequenceEstimatorMixin:
         return tags
 
 
-class SSMEstimatorMixin(SequenceEstimatorMixin, SequenceModelParams, ContinuationParams):
+class NetworkFitMixin:
+    """The fit set-up of every face that trains a network (the estimators and the forecaster):
+    parameter checks, the seed, and the one call of fit_model whose result becomes the fitted
+    attributes model_, history_, training_state_ and n_iter_ (only when training succeeds)."""
+
+    def _start_fit(self, continue_training: bool = False) -> None:
+        self.validate_params()
+        self.backbone_kwargs()  # cross-parameter checks
+        resolve_device(self.device)
+        if not continue_training or not hasattr(self, "_seed_"):
+            self._seed_ = seed_from(self.random_state)
+
+    def _train_network(
+        self,
+        network: Callable | torch.nn.Module,
+        train: SequenceData,
+        loss_fn,
+        *,
+        validation: SequenceData | float | None = None,
+        score_fn=None,
+        stratify=None,
+        epochs: int | None = None,
+        continue_training: bool = False,
+        seed: int | None = None,
+        delta_factor: float = 1.0,
+    ) -> None:
+        """network: a factory called under the seed (or a module); validation: held-out data, a
+        fraction to hold out, or None. continue_training: go on from model_ and the stored
+        optimizer state, with a schedule of `epochs` (seed: that run's, default the fit's)."""
+        if continue_training:
+            network = copy.deepcopy(self.model_)  # a failed or interrupted fit leaves model_ as it was
+        monitored = self.early_stopping and validation is not None
+        result = fit_model(
+            network,
+            train,
+            loss_fn,
+            TrainerConfig.from_params(self),
+            seed=self._seed_ if seed is None else seed,
+            score_fn=score_fn,
+            validation=validation,
+            stratify=stratify,
+            early_stopping=EarlyStopping(self.n_iter_no_change, self.tol) if monitored else None,
+            callbacks=self.callbacks or (),
+            # A copy: the optimizer steps its moments in place, and an interrupted continuation must
+            # leave the stored state as it was (the next continuation starts from it again).
+            resume=copy.deepcopy(getattr(self, "training_state_", None)) if continue_training else None,
+            epochs=epochs,
+            delta_factor=delta_factor,
+            description=type(self).__name__,
+            run_params={"estimator": type(self).__name__, **self.get_params(deep=False)},
+        )
+        self.model_, self.history_, self.training_state_ = result.model, result.history, result.state
+        self.n_iter_ = len(result.history)
+
+
+class SSMEstimatorMixin(NetworkFitMixin, SequenceEstimatorMixin, SequenceModelParams, ContinuationParams):
     """Fitting and streaming of the estimators whose `model_` is a head of ssmts.nn.heads over a
     trained SSMBackbone (`model_.backbone`), through the one fit path."""
 
@@ -342,13 +397,6 @@ class SSMEstimatorMixin(SequenceEstimatorMixin, SequenceModelParams, Continuatio
         return SequenceHead(self.build_backbone(d_input), d_output, pooling or self.pooling)
 
     # ------------------------------------------------------------ fitting
-    def _start_fit(self, continue_training: bool) -> None:
-        self.validate_params()
-        self.backbone_kwargs()  # cross-parameter checks
-        resolve_device(self.device)
-        if not continue_training or not hasattr(self, "_seed_"):
-            self._seed_ = seed_from(self.random_state)
-
     def _fit_network(
         self,
         data: PreparedInput,
@@ -367,33 +415,19 @@ class SSMEstimatorMixin(SequenceEstimatorMixin, SequenceModelParams, Continuatio
         """Train through fit_model; the fitted attributes change only when training succeeds.
         per_step: outputs and targets per step (otherwise batches are cut at their last real step)."""
         ratio = self._rate_ratio(None) if continue_training else 1.0
-        if continue_training:
-            start = copy.deepcopy(self.model_)  # a failed or interrupted fit leaves model_ as it was
-        else:
-            start = network or (lambda: self._network(self._network_channels, d_output))
-        result = fit_model(
-            start,
+        self._train_network(
+            network or (lambda: self._network(self._network_channels, d_output)),
             SequenceData(self._scaled(data), y, data.mask, weight, crop_padding=not per_step),
             loss_fn,
-            TrainerConfig.from_params(self),
-            seed=self._seed_,
             score_fn=score_fn,
             validation=self.validation_fraction if self.early_stopping else None,
             stratify=stratify,
-            early_stopping=EarlyStopping(self.n_iter_no_change, self.tol) if self.early_stopping else None,
-            callbacks=self.callbacks or (),
-            # A copy: the optimizer steps its moments in place, and an interrupted continuation must
-            # leave the stored state as it was (the next continuation starts from it again).
-            resume=copy.deepcopy(getattr(self, "training_state_", None)) if continue_training else None,
             epochs=epochs,
+            continue_training=continue_training,
             delta_factor=1.0 / ratio,
-            description=type(self).__name__,
-            run_params={"estimator": type(self).__name__, **self.get_params(deep=False)},
         )
         if not continue_training:
             self.train_sample_rate_ = self.sample_rate
-        self.model_, self.history_, self.training_state_ = result.model, result.history, result.state
-        self.n_iter_ = len(result.history)
 
     # ------------------------------------------------------------ streaming
     @torch.no_grad()

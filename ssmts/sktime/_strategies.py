@@ -19,7 +19,12 @@ import torch
 from scipy.stats import norm
 
 from ..nn import DirectForecastHead, RecursiveForecastHead, SSMBackbone
+from ..training import SequenceData, predict_batches
 from ._windows import pad_rows
+
+FORECAST_BATCH = 512
+"""Forecasts per forward pass: bounds the memory of backtests from many origins. The forecasts do
+not depend on it (the layers compute every sample alone: batch-invariant)."""
 
 
 def quantile_probabilities(alpha) -> np.ndarray:
@@ -100,7 +105,8 @@ class DirectStrategy:
         if n_exog:
             x[:, C:, :c] = ctx.x_context
             x[:, C:, c:] = np.stack([rows.T for rows in ctx.x_future])
-        out = model(torch.as_tensor(x, dtype=torch.float32, device=device)).double().cpu().numpy()
+        inputs = SequenceData(torch.as_tensor(x, dtype=torch.float32))
+        out = predict_batches(model, inputs, FORECAST_BATCH, device).double().numpy()
         # (n, members, H, C, Q): sorting removes quantile crossing, then the members' grids are averaged
         return np.sort(out, axis=-1).mean(1), None
 
@@ -144,18 +150,22 @@ class RecursiveStrategy:
         n, C, c = ctx.y.shape
         S = ctx.steps
         n_exog = 0 if ctx.x_context is None else ctx.x_context.shape[1]
-        x = np.zeros((n, C + n_exog, c))
-        x[:, :C] = ctx.y
-        fut = None
+        # One array per forecast for predict_batches: the context (positions :c) and, in the X
+        # channels of positions c:, the future X that the roll feeds from step 2 on.
+        x = np.zeros((n, C + n_exog, c + (S - 1 if n_exog else 0)))
+        x[:, :C, :c] = ctx.y
         if n_exog:
             x[:, C:, : c - 1] = ctx.x_context[..., 1:]
             x[:, C:, c - 1] = np.stack([rows[0] for rows in ctx.x_future])
-            fut = torch.as_tensor(
-                np.stack([pad_rows(rows[1:S], S - 1).T for rows in ctx.x_future]), dtype=torch.float32, device=device
-            )
-        context = torch.as_tensor(x, dtype=torch.float32, device=device)
-        point, _ = model.rollout(context, fut, S, lambda q: q.sort(-1).values[..., median])
-        point = point.mean(1).double().cpu().numpy()
+            x[:, C:, c:] = np.stack([pad_rows(rows[1:S], S - 1).T for rows in ctx.x_future])
+        inputs = SequenceData(torch.as_tensor(x, dtype=torch.float32))
+
+        def roll(model, x, pick):
+            """x (b, C + C_x, c (+ S - 1)) -> rollout's picks (b, members, S, C)."""
+            return model.rollout(x[..., :c], x[:, C:, c:] if n_exog else None, S, pick)[0]
+
+        median_path = lambda m, x, mask: roll(m, x, lambda q: q.sort(-1).values[..., median])  # noqa: E731
+        point = predict_batches(model, inputs, FORECAST_BATCH, device, median_path).mean(1).double().numpy()
         if not n_paths:
             return point, None
         # Common random numbers: every series (and every forecast origin) uses the same
@@ -167,21 +177,21 @@ class RecursiveStrategy:
             (members, max(horizon, S), n_paths, C), generator=torch.Generator().manual_seed(seed), dtype=torch.float64
         )
         z_grid = torch.as_tensor(norm.ppf(levels), dtype=torch.float32, device=device)
-        rows = max(1, 8192 // n_paths)  # bound the batch of series x paths
-        out = []
-        for start in range(0, n, rows):
-            c_b = context[start : start + rows].repeat_interleave(n_paths, 0)
-            f_b = None if fut is None else fut[start : start + rows].repeat_interleave(n_paths, 0)
+
+        def sample_paths(model, x, mask):
+            """x as above -> (b, n_paths, members, S, C): every forecast rolled n_paths times."""
+            b = len(x)
             calls = iter(range(members * S))  # rollout picks S times per member, member after member
 
-            def pick(q, b=len(c_b) // n_paths):
+            def pick(q):
                 k = next(calls)
                 u = uniforms[k // S, k % S].expand(b, n_paths, C).reshape(b * n_paths, C)
                 return sample_from_grid(q.sort(-1).values, z_grid, u)
 
-            picked, _ = model.rollout(c_b, f_b, S, pick)
-            out.append(picked.double().cpu().numpy().reshape(-1, n_paths, members, S, C))
-        return point, np.concatenate(out)
+            return roll(model, x.repeat_interleave(n_paths, 0), pick).reshape(b, n_paths, members, S, C)
+
+        rows = max(1, 16 * FORECAST_BATCH // n_paths)  # bound the batch of series x paths
+        return point, predict_batches(model, inputs, rows, device, sample_paths).double().numpy()
 
 
 STRATEGIES = {"direct": DirectStrategy(), "recursive": RecursiveStrategy()}

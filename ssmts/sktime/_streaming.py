@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._backtest import relative_steps
 from ._strategies import quantile_probabilities
 from ._windows import fill_forward, key_name
 from ._windows import steps as horizon_steps
@@ -54,7 +55,7 @@ class ForecastStream:
             )
         self.key = key
         tail, x_old = forecaster._store[key]
-        fh, _ = forecaster._relative_steps(fh)
+        fh, _ = relative_steps(forecaster, fh)
         self.steps = forecaster._check_steps(horizon_steps(fh, tail.index), key)
         self.n_future = forecaster._strategy.future_steps(forecaster.horizon_, int(self.steps.max()))
         tail = tail[tail.index <= forecaster.cutoff[0]]

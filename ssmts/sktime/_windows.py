@@ -17,6 +17,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from pandas.tseries.frequencies import to_offset
 from sktime.forecasting.base import ForecastingHorizon
 
+from ..nn.functional import channel_statistics, series_statistics
 from ..training import SequenceData
 
 
@@ -286,3 +287,20 @@ def check_regular_index(index: pd.Index, what: str, even: bool = True) -> None:
             f"{index[1] - index[0] if steps[0] == usual else usual}); fill or resample the gaps first, since "
             "each step of the model is one period (or use irregular='time_deltas')"
         )
+
+
+def column_statistics(values: np.ndarray, columns, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and scale of each column of values (T, C) over its observed (non-NaN) rows: the
+    per-channel statistics of the estimators (a floor relative to the data's magnitude, so
+    series at 1e-12 work too)."""
+    observed = ~np.isnan(values)
+    empty = ~observed.any(0)
+    if empty.any():
+        raise ValueError(f"{name} column {columns[int(np.argmax(empty))]!r} has no observed (non-NaN) value")
+    x, mask = torch.from_numpy(np.ascontiguousarray(np.where(observed, values, 0.0).T)), torch.from_numpy(observed.T)
+    if observed.all():
+        mean, scale = channel_statistics(x[None])
+        return mean.numpy(), scale.numpy()
+    # each column as a series of its own, over its own observed rows (a mask is per step, not per channel)
+    mean, scale = series_statistics(x[:, None], mask)
+    return mean[:, 0].numpy(), scale[:, 0].numpy()

@@ -13,36 +13,27 @@ This module is the sktime plumbing: parameters, fit / update / predict, horizons
 
 from __future__ import annotations
 
-import copy
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import pandas as pd
 import torch
-from sktime.forecasting.base import BaseForecaster, ForecastingHorizon
+from sktime.forecasting.base import BaseForecaster
 
+from ..estimators._base import NetworkFitMixin
 from ..nn import ForecastEnsemble
-from ..nn.functional import channel_statistics, series_statistics
-from ..training import (
-    BackboneParams,
-    EarlyStopping,
-    EarlyStoppingParams,
-    OptimizerParams,
-    SequenceData,
-    TrainerConfig,
-    fit_model,
-    on_device,
-    resolve_device,
-    seed_from,
-)
+from ..training import BackboneParams, EarlyStoppingParams, OptimizerParams, SequenceData, on_device, resolve_device
 from ..training.config import Integer, Options, Satisfies, param, with_params_doc
 from ..training.fit import pickle_state
 from ..training.objectives import pinball_loss
+from ._backtest import historical_forecasts
+from ._covariates import CovariatesMixin
 from ._strategies import STRATEGIES, Contexts, interpolate_quantiles, quantile_probabilities
 from ._windows import (
     Windows,
     as_float,
     check_regular_index,
+    column_statistics,
     fill_forward,
     future_times,
     gaps_into,
@@ -79,23 +70,6 @@ def _is_time_unit(value) -> bool:
 
 def _is_names(value) -> bool:
     return isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value)
-
-
-def _column_statistics(values: np.ndarray, columns, name: str) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and scale of each column of values (T, C) over its observed (non-NaN) rows: the
-    per-channel statistics of the estimators (a floor relative to the data's magnitude, so
-    series at 1e-12 work too)."""
-    observed = ~np.isnan(values)
-    empty = ~observed.any(0)
-    if empty.any():
-        raise ValueError(f"{name} column {columns[int(np.argmax(empty))]!r} has no observed (non-NaN) value")
-    x, mask = torch.from_numpy(np.ascontiguousarray(np.where(observed, values, 0.0).T)), torch.from_numpy(observed.T)
-    if observed.all():
-        mean, scale = channel_statistics(x[None])
-        return mean.numpy(), scale.numpy()
-    # each column as a series of its own, over its own observed rows (a mask is per step, not per channel)
-    mean, scale = series_statistics(x[:, None], mask)
-    return mean[:, 0].numpy(), scale[:, 0].numpy()
 
 
 class ForecasterParams(BackboneParams, OptimizerParams, EarlyStoppingParams):
@@ -179,7 +153,7 @@ class ForecasterParams(BackboneParams, OptimizerParams, EarlyStoppingParams):
 
 
 @with_params_doc
-class SSMForecaster(ForecasterParams, BaseForecaster):
+class SSMForecaster(ForecasterParams, NetworkFitMixin, CovariatesMixin, BaseForecaster):
     """Global probabilistic forecaster with a deep MIMO diagonal state-space backbone.
 
     One network is trained on windows pooled from every series of y (a single series, a
@@ -292,8 +266,7 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
         return STRATEGIES[self.strategy]
 
     def _check_params(self) -> None:
-        self.validate_params()
-        self.backbone_kwargs()
+        """The checks across the forecaster's own parameters (the shared ones: _start_fit)."""
         if self._strategy.causal_only and self.bidirectional:
             raise ValueError(
                 f"strategy='recursive' rolls the forecast step by step and needs a causal backbone, "
@@ -311,13 +284,8 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
                 f"to the requested times: it needs strategy='recursive' and layer='ssm', got "
                 f"strategy={self.strategy!r}, layer={self.layer!r}"
             )
-        norm_ = self.instance_norm
-        self.window_location_ = ("last" if norm_ else None) if isinstance(norm_, (bool, np.bool_)) else norm_
-        resolve_device(self.device)
-        levels = np.unique(np.append(np.asarray(self.quantiles, dtype=np.float64).ravel(), 0.5))
-        if levels.size < 2:
+        if np.unique(np.append(np.asarray(self.quantiles, dtype=np.float64).ravel(), 0.5)).size < 2:
             raise ValueError("quantiles needs at least one level besides 0.5, to give intervals")
-        self.quantile_levels_ = levels
 
     # ------------------------------------------------------------ data
     def _update_y_X(self, y, X):
@@ -351,39 +319,6 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
                 raise ValueError(f"X has no rows for {key_name(key)} of y")
             parts.append((key, as_float(y_part, "y"), None if x_part is None else as_float(x_part, "X")))
         return parts
-
-    def _x_rows(
-        self, key: tuple, x_all: pd.DataFrame | None, times: pd.Index, what: str, future: bool = False
-    ) -> np.ndarray:
-        """Globally standardized X at `times`: (len(times), C_x); a clear error if time points are missing.
-
-        Gaps (NaN) are carried forward from earlier rows of x_all, then set to the training
-        mean (0); static columns hold the series' value. future: rows after the cutoff, where
-        past-only columns are 0 whatever x_all holds (the network never sees them there).
-        """
-        needed = ~(self._x_past | self._x_static) if future else ~self._x_static
-        if needed.any() and x_all is None:
-            raise ValueError(
-                f"{type(self).__name__} was fitted with exogenous X ({self.n_exog_} columns), so it needs X "
-                f"for {what} of {key_name(key)}; pass X covering them"
-            )
-        missing = times[~times.isin(x_all.index)] if needed.any() else times[:0]
-        if len(missing):
-            shown = ", ".join(map(str, missing[:5])) + (" ..." if len(missing) > 5 else "")
-            raise ValueError(
-                f"X is missing {len(missing)} time point(s) needed for {what} of {key_name(key)}: {shown}; "
-                f"{type(self).__name__} was fitted with exogenous X, so fit/update/predict must pass X covering them"
-            )
-        rows = (
-            np.full((len(times), self.n_exog_), np.nan)
-            if x_all is None
-            else x_all.ffill().reindex(times).to_numpy(dtype=np.float64, copy=True)
-        )
-        rows[:, self._x_static] = self._statics[key]
-        z = (rows - self.x_mean_) / self.x_scale_
-        if future:
-            z[:, self._x_past] = 0.0
-        return np.where(np.isnan(z), 0.0, z)
 
     def _norm_stats(self, context: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """context (n, C, c) -> shift, scale (n, C, 1): the window is normalized as (y - shift) / scale."""
@@ -429,8 +364,11 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
 
     # ------------------------------------------------------------ fit
     def _fit(self, y, X, fh):
+        self._start_fit()
         self._check_params()
-        self._seed_ = seed_from(self.random_state)
+        norm_ = self.instance_norm
+        self.window_location_ = ("last" if norm_ else None) if isinstance(norm_, (bool, np.bool_)) else norm_
+        self.quantile_levels_ = np.unique(np.append(np.asarray(self.quantiles, dtype=np.float64).ravel(), 0.5))
         parts = self._split_xy(y, X)
         self.n_targets_ = y.shape[1]
         self.n_exog_ = 0 if X is None else X.shape[1]
@@ -464,7 +402,7 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
             self.horizon_ = int(max(horizon_steps(fh, y_part.index).max() for _, y_part, _ in parts))
 
         values = np.concatenate([p.to_numpy() for _, p, _ in parts])
-        self.y_mean_, self.y_scale_ = _column_statistics(values, list(y.columns), "y")
+        self.y_mean_, self.y_scale_ = column_statistics(values, list(y.columns), "y")
         # A constant context has std 0: the floor (a thousandth of the channel's global
         # spread) keeps the scaled targets finite without distorting ordinary windows.
         self.scale_floor_ = 1e-3 * self.y_scale_
@@ -479,7 +417,7 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
                     )
                 self._statics[key] = self._series_statics(key, xp)
             aligned = np.concatenate([xp.reindex(yp.index).to_numpy() for _, yp, xp in parts])
-            self.x_mean_, self.x_scale_ = _column_statistics(aligned, list(X.columns), "X")
+            self.x_mean_, self.x_scale_ = column_statistics(aligned, list(X.columns), "X")
 
         windows = [self._series_windows(key, yp, xp) for key, yp, xp in parts]
         data = Windows.concat(windows)
@@ -494,56 +432,8 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
         for key, yp, xp in parts:
             self._remember(key, yp, xp)
         train, val = self._train_val(data, windows)
-        self._train(train, val, network=self._build_network, epochs=self.max_epochs, seed=self._seed_)
+        self._train_network(self._build_network, train, self._loss(), validation=val, epochs=self.max_epochs)
         return self
-
-    def _x_roles(self, X: pd.DataFrame | None) -> None:
-        """Which columns of X are past-only and static: (C_x,) bool each, checked against X's columns."""
-        columns = [] if X is None else list(X.columns)
-        named = {"past_covariates": list(self.past_covariates), "static_covariates": list(self.static_covariates)}
-        for what, names in named.items():
-            unknown = [name for name in names if name not in columns]
-            if unknown:
-                raise ValueError(
-                    f"{what} names {unknown}, which "
-                    + (f"are not columns of X (its columns are {columns})" if X is not None else "needs X in fit")
-                )
-        both = sorted(set(named["past_covariates"]) & set(named["static_covariates"]))
-        if both:
-            raise ValueError(f"{both} are both past and static covariates; a column of X is one or the other")
-        self._x_past = np.array([name in named["past_covariates"] for name in columns], dtype=bool)
-        self._x_static = np.array([name in named["static_covariates"] for name in columns], dtype=bool)
-
-    def _series_statics(self, key: tuple, x_part: pd.DataFrame | None) -> np.ndarray:
-        """The static covariates of one series (S,): one value per column over its rows (NaN rows
-        ignored), the remembered one where x_part has none; clear errors otherwise."""
-        names = list(self._x_columns[self._x_static])
-        known = self._statics.get(key)
-        values = pd.DataFrame(columns=names, dtype=np.float64) if x_part is None else x_part.reindex(columns=names)
-        counts = values.nunique()
-        if (counts > 1).any():
-            name = counts.index[int(np.argmax(counts.to_numpy() > 1))]
-            raise ValueError(
-                f"static covariate {name!r} varies within {key_name(key)} (values "
-                f"{values[name].dropna().unique()[:3].tolist()} ...); a static covariate has one "
-                "value per series"
-            )
-        value = values.max().to_numpy(dtype=np.float64)  # the one observed value; NaN where there is none
-        if known is not None:
-            changed = ~np.isnan(value) & (value != known)
-            if changed.any():
-                j = int(np.argmax(changed))
-                raise ValueError(
-                    f"static covariate {names[j]!r} of {key_name(key)} is {value[j]} in X, but was "
-                    f"{known[j]} before; a static covariate has one value per series"
-                )
-            return known
-        if np.isnan(value).any():
-            j = int(np.argmax(np.isnan(value)))
-            raise ValueError(
-                f"static covariate {names[j]!r} is missing for {key_name(key)}: X has no value of it for this series"
-            )
-        return value
 
     def _build_network(self) -> ForecastEnsemble:
         C, Q = self.n_targets_, len(self.quantile_levels_)
@@ -561,25 +451,8 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
         ]
         return ForecastEnsemble(members)
 
-    def _train(self, train, val, *, network, epochs: int, seed: int, resume: dict | None = None) -> None:
-        """The one fit path; the fitted attributes change only when training succeeds."""
-        loss = pinball_loss(torch.as_tensor(self.quantile_levels_, dtype=torch.float32))
-        stop = EarlyStopping(self.n_iter_no_change, self.tol) if (self.early_stopping and val is not None) else None
-        result = fit_model(
-            network,
-            train,
-            loss,
-            TrainerConfig.from_params(self),
-            seed=seed,
-            validation=val,
-            early_stopping=stop,
-            callbacks=self.callbacks or (),
-            resume=resume,
-            epochs=epochs,
-            description=type(self).__name__,
-        )
-        self.model_, self.history_, self.training_state_ = result.model, result.history, result.state
-        self.n_iter_ = len(result.history)
+    def _loss(self):
+        return pinball_loss(torch.as_tensor(self.quantile_levels_, dtype=torch.float32))
 
     def _train_val(self, data: Windows, windows: list) -> tuple[SequenceData, SequenceData | None]:
         if not self.early_stopping:
@@ -613,8 +486,7 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
     # ------------------------------------------------------------ update
     def _update(self, y, X=None, update_params=True):
         self._check_x_columns(X, "update")
-        if y.shape[1] != self.n_targets_:
-            raise ValueError(f"y has {y.shape[1]} columns, but {type(self).__name__} was fitted with {self.n_targets_}")
+        self._check_y_columns(y)
         if X is not None:
             X = X.reindex(columns=self._x_columns)  # static columns may be left out
         parts = self._split_xy(y, X)
@@ -633,13 +505,13 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
         data = Windows.concat(fine_tune)
         if data is not None:
             # A handful of epochs on the newest windows, continuing the optimizer state.
-            self._train(
-                data.data(),
+            self._train_network(
                 None,
-                network=copy.deepcopy(self.model_),
+                data.data(),
+                self._loss(),
                 epochs=self.update_epochs,
+                continue_training=True,
                 seed=self._seed_ + len(self.history_),
-                resume=self.training_state_,
             )
         return self
 
@@ -668,25 +540,6 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
         times = results[0][1].append([t for _, t, _ in results[1:]])
         index = pd.MultiIndex.from_arrays([*keys, times], names=names or self._index_names)
         return pd.DataFrame(values, index=index, columns=columns)
-
-    def _check_x_columns(self, X, method: str) -> None:
-        if X is None:
-            return
-        if not self.n_exog_:
-            raise ValueError(f"{type(self).__name__} was fitted without exogenous X, but X was passed to {method}")
-        fitted, given = list(self._x_columns), list(X.columns)
-        # remembered static values, and past-only ones (never read after the cutoff), need not be passed
-        optional = self._x_static | (self._x_past if method == "predict" else False)
-        required = [name for name, skip in zip(fitted, optional) if not skip]
-        if given != [name for name in fitted if name in given] or not set(required) <= set(given):
-            raise ValueError(
-                f"X passed to {method} has columns {given}, but {type(self).__name__} was fitted with {fitted}"
-                + (
-                    f" (of which {[n for n, skip in zip(fitted, optional) if skip]} may be left out)"
-                    if optional.any()
-                    else ""
-                )
-            )
 
     def _contexts(self, fh, X):
         """Per series: key, context y (c, C), future times of the requested steps, the steps, X windows."""
@@ -740,18 +593,6 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
                 f"{self.horizon_}; refit with this fh"
             )
         return steps
-
-    def _context_x(self, key, x_old, x_new, context: pd.Index, future: pd.Index, what: str):
-        """Standardized X over a context and at future times: (c, C_x), (k, C_x)."""
-        xp = x_new.get(key)
-        if xp is not None and self._x_static.any():
-            self._series_statics(key, xp)  # values passed again must be the remembered ones
-        # new values win where given (left-out columns are NaN, so they keep the remembered ones)
-        x_all = x_old if xp is None else as_float(xp, "X").combine_first(x_old)[self._x_columns]
-        if self._x_past.any():  # past-only columns are unknown after the cutoff, whatever X holds
-            x_all = x_all.copy()
-            x_all.loc[x_all.index > self.cutoff[0], self._x_columns[self._x_past]] = np.nan
-        return self._x_rows(key, x_all, context, "the context"), self._x_rows(key, x_all, future, what, future=True)
 
     def _irregular_context(self, key, fh, history, before, x_old, x_new):
         """_contexts' item with irregular='time_deltas': every time stamp of fh is one rolled step; the
@@ -829,20 +670,11 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
             results.append((point[i, wanted - 1], q))
         return results
 
-    # ------------------------------------------------------------ many origins, streaming
-    def _relative_steps(self, fh) -> tuple[ForecastingHorizon, np.ndarray]:
-        """fh (None: the fitted one) as relative steps ahead of every origin."""
-        if fh is None:
-            fh = self.fh if self.fh.is_relative else self.fh.to_relative(self.cutoff)
-        elif not isinstance(fh, ForecastingHorizon):
-            fh = ForecastingHorizon(fh)
-        if not fh.is_relative:
-            raise ValueError(
-                "historical_forecasts and stream need a relative fh (steps ahead of each origin, "
-                f"e.g. [1, 2, 3]), got the absolute {list(fh.to_pandas())}"
-            )
-        return fh, np.asarray(fh.to_pandas(), dtype=np.int64)
+    def _check_y_columns(self, y: pd.DataFrame) -> None:
+        if y.shape[1] != self.n_targets_:
+            raise ValueError(f"y has {y.shape[1]} columns, but {type(self).__name__} was fitted with {self.n_targets_}")
 
+    # ------------------------------------------------------------ many origins, streaming
     def historical_forecasts(self, y, X=None, cutoffs=None, fh=None, alpha=None) -> pd.DataFrame:
         """Forecasts from many origins of y with the fitted weights, in one batched forward.
 
@@ -860,86 +692,7 @@ class SSMForecaster(ForecasterParams, BaseForecaster):
         Returns a frame indexed by (instance levels..., "cutoff", time): y's columns, or with
         alpha the columns of predict_quantiles.
         """
-        self.check_is_fitted()
-        if self.irregular == "time_deltas":
-            raise ValueError(
-                "historical_forecasts forecasts relative steps from each cutoff, which an irregular "
-                "time index (irregular='time_deltas') does not have; use update + predict with "
-                "the time stamps as fh"
-            )
-        fh, _ = self._relative_steps(fh)
-        if alpha is not None:
-            alpha = quantile_probabilities(alpha)
-        y = y.to_frame() if isinstance(y, pd.Series) else y
-        X = X.to_frame() if isinstance(X, pd.Series) else X
-        if y.shape[1] != self.n_targets_:
-            raise ValueError(f"y has {y.shape[1]} columns, but {type(self).__name__} was fitted with {self.n_targets_}")
-        self._check_x_columns(X, "historical_forecasts")
-        if X is not None:
-            X = X.reindex(columns=self._x_columns)  # left-out static columns: the remembered values
-        c = self.context_length
-        items, labels = [], []
-        for key, yp, xp in self._split_xy(y, X):
-            index = yp.index
-            check_regular_index(index, f"the time index of {key_name(key)}")
-            steps = self._check_steps(horizon_steps(fh, index), key)
-            n_future = self._strategy.future_steps(self.horizon_, int(steps.max()))
-            if cutoffs is None:
-                positions = np.arange(c - 1, len(index))
-                asked = index[positions]
-            else:
-                asked = cutoffs if isinstance(cutoffs, pd.Index) else pd.Index(list(np.atleast_1d(cutoffs)))
-                # as update + predict: a series' origin is its last observation at or before the cutoff
-                positions = index.searchsorted(asked, side="right") - 1
-            short = np.flatnonzero(positions < c - 1)
-            if len(short):
-                raise ValueError(
-                    f"cutoff {asked[short[0]]} leaves {key_name(key)} "
-                    f"{max(positions[short[0]] + 1, 0)} observation(s), "
-                    f"but a forecast reads a context of context_length={c}; its first possible cutoff is {index[c - 1]}"
-                )
-            # A regular index: the time of step s after position p is full[p + s].
-            full = index.append(future_times(fh, index, range(1, n_future + 1)))
-            values = yp.to_numpy()
-            x_ctx = x_fut = None
-            if self.n_exog_:
-                if self._x_static.any() and key not in self._statics:
-                    raise ValueError(
-                        f"{key_name(key)} was not seen in fit or update, so its static covariates are "
-                        "unknown; update the forecaster with it first"
-                    )
-                # context rows read every column; forecast steps never the past-only ones
-                in_ctx, in_fut = np.zeros(len(full), dtype=bool), np.zeros(len(full), dtype=bool)
-                for p in positions:
-                    in_ctx[p - c + 1 : p + 1] = True
-                    in_fut[p + 1 : p + n_future + 1] = True
-                x_ctx, x_fut = np.full((len(full), self.n_exog_), np.nan), np.full((len(full), self.n_exog_), np.nan)
-                x_ctx[in_ctx] = self._x_rows(key, xp, full[in_ctx], "the contexts of the cutoffs")
-                x_fut[in_fut] = self._x_rows(key, xp, full[in_fut], "the forecast steps of the cutoffs", future=True)
-            for label, p in zip(asked, positions):
-                context = values[p - c + 1 : p + 1]
-                self._check_observed(
-                    context, f"the context of {key_name(key)} at cutoff {label} (its last {c} observations)"
-                )
-                items.append(
-                    (
-                        context,
-                        steps,
-                        None if x_ctx is None else x_ctx[p - c + 1 : p + 1],
-                        None if x_fut is None else x_fut[p + 1 : p + 1 + n_future],
-                    )
-                )
-                labels.append(((*key, label), full[p + steps]))
-        if not items:
-            raise ValueError("historical_forecasts got no cutoffs")
-        outputs = self._run(items, alpha)
-        names = [*self._index_names[:-1], "cutoff", self._index_names[-1]]
-        if alpha is None:
-            return self._assemble(
-                [(k, t, point) for (k, t), (point, _) in zip(labels, outputs)], self._y_columns, names
-            )
-        frames = [(k, t, q.reshape(len(t), -1)) for (k, t), (_, q) in zip(labels, outputs)]
-        return self._assemble(frames, self._get_columns(method="predict_quantiles", alpha=list(alpha)), names)
+        return historical_forecasts(self, y, X, cutoffs, fh, alpha)
 
     def stream(self, instance=None, fh=None) -> "ForecastStream":
         """A streaming forecaster from the current cutoff: one observation at a time, the

@@ -76,6 +76,22 @@ def test_historical_forecasts_equal_update_and_predict_at_each_origin(strategy, 
         assert list(got_q.columns) == list(expected_q.columns)
 
 
+@pytest.mark.parametrize("strategy", ["direct", "recursive"])
+def test_backtests_pass_through_the_network_in_batches_that_do_not_change_them(strategy, monkeypatch):
+    """predict_batches bounds the rows per forward pass; the forecasts (and the recursive sample
+    paths, drawn with common random numbers) come out the same in batches of 2 as in one."""
+    import ssmts.sktime._strategies as strategies
+
+    y = series()
+    X = exog(y)
+    f = fitted(strategy, X)
+    whole = f.historical_forecasts(y.iloc[:46], X=X, alpha=ALPHA)
+    monkeypatch.setattr(strategies, "FORECAST_BATCH", 2)
+    in_twos = f.historical_forecasts(y.iloc[:46], X=X, alpha=ALPHA)
+    assert len(whole) == (46 - 8 + 1) * 3
+    np.testing.assert_allclose(in_twos.to_numpy(), whole.to_numpy(), rtol=1e-6)
+
+
 def test_historical_forecasts_of_a_panel_and_every_cutoff_by_default():
     y = pd.concat({"a": series(40, seed=0), "b": series(36, seed=1) * 2}).to_frame()
     y.index.names = ["shop", "month"]
