@@ -53,6 +53,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .panels import PANEL_TASKS, PanelTask, load_panel, panel_backtest, panel_summary
+
 MODELS = ("ssm", "naive", "theta", "ets")
 SERIES = ("airline", "lynx", "shampoo", "uschange")
 
@@ -70,6 +72,11 @@ SSM_SETTINGS = dict(
     device="cpu",
     random_state=0,
 )
+
+
+# The panels differ from the single series in what the defaults must adapt to (many short
+# series): the context follows context_length="auto", and the training budget is bounded in steps.
+PANEL_SETTINGS = dict(context_length="auto", max_steps=2000)
 
 
 @dataclass
@@ -344,8 +351,19 @@ def parse_args(argv):
     p.add_argument("--timing-h", type=int, default=12, help="forecast horizon for --backtest-timing")
     p.add_argument("--timing-refits", type=int, default=2, help="fits timed to estimate refitting K times")
     p.add_argument("--timing-repeats", type=int, default=3, help="interleaved repeats for --backtest-timing")
+    p.add_argument(
+        "--panels",
+        default=None,
+        metavar="NAMES",
+        help="instead of the single series: the panels fertility,macrodata (one global SSM against "
+        "per-series naive, Theta, AutoETS and their median; see ssmts.bench.panels)",
+    )
     p.add_argument("--quick", action="store_true", help="smoke test: 5 epochs, one fold per series, 1 thread")
     args = p.parse_args(argv)
+    args.panels = [s.strip() for s in args.panels.split(",") if s.strip()] if args.panels else []
+    unknown_panels = sorted(set(args.panels) - set(PANEL_TASKS))
+    if unknown_panels:
+        p.error(f"unknown panels {unknown_panels}; choose from {sorted(PANEL_TASKS)}")
     args.series = [s.strip() for s in args.series.split(",") if s.strip()]
     args.models = [m.strip() for m in args.models.split(",") if m.strip()]
     for values, allowed, what in ((args.series, SERIES, "series"), (args.models, MODELS, "models")):
@@ -482,6 +500,18 @@ def main(argv: list[str] | None = None) -> int:
         )
         stream_row = df[df.route.str.startswith("stream")].iloc[0]
         print(f"stream(): {1000 / stream_row.ms_per_origin:.0f} steps/s at batch 1")
+        return 0
+    if args.panels:
+        settings = {**SSM_SETTINGS, **PANEL_SETTINGS, **args.ssm_params}
+        print(f"ssmts panel forecast benchmark: threads={args.threads} torch={torch.__version__}")
+        print(f"SSM settings: {settings}")
+        rows = []
+        for name in args.panels:
+            task = PANEL_TASKS[name]
+            if args.quick:
+                task = PanelTask(task.name, task.season, task.h, 1, task.step)
+            rows += panel_backtest(task, load_panel(name), settings if "ssm" in args.models else None, verbose=True)
+        print(panel_summary(rows))
         return 0
     protocol = "validation (data before the first test cutoff)" if args.validation else "test"
     print(f"ssmts forecast benchmark: protocol={protocol} threads={args.threads} torch={torch.__version__}")

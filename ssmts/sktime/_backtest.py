@@ -12,7 +12,7 @@ import pandas as pd
 from sktime.forecasting.base import ForecastingHorizon
 
 from ._strategies import quantile_probabilities
-from ._windows import check_regular_index, future_times, key_name
+from ._windows import check_regular_index, future_times, key_name, pad_front
 from ._windows import steps as horizon_steps
 
 
@@ -48,7 +48,7 @@ def historical_forecasts(forecaster, y, X=None, cutoffs=None, fh=None, alpha=Non
     forecaster._check_x_columns(X, "historical_forecasts")
     if X is not None:
         X = X.reindex(columns=forecaster._x_columns)  # left-out static columns: the remembered values
-    c = forecaster.context_length
+    c = forecaster.context_length_
     items, labels = [], []
     for key, yp, xp in forecaster._split_xy(y, X):
         index = yp.index
@@ -62,12 +62,11 @@ def historical_forecasts(forecaster, y, X=None, cutoffs=None, fh=None, alpha=Non
             asked = cutoffs if isinstance(cutoffs, pd.Index) else pd.Index(list(np.atleast_1d(cutoffs)))
             # as update + predict: a series' origin is its last observation at or before the cutoff
             positions = index.searchsorted(asked, side="right") - 1
-        short = np.flatnonzero(positions < c - 1)
+        short = np.flatnonzero(positions < 0)
         if len(short):
             raise ValueError(
-                f"cutoff {asked[short[0]]} leaves {key_name(key)} "
-                f"{max(positions[short[0]] + 1, 0)} observation(s), "
-                f"but a forecast reads a context of context_length={c}; its first possible cutoff is {index[c - 1]}"
+                f"cutoff {asked[short[0]]} comes before the first observation of {key_name(key)} ({index[0]}): "
+                "there is nothing to forecast from"
             )
         # A regular index: the time of step s after position p is full[p + s].
         full = index.append(future_times(fh, index, range(1, n_future + 1)))
@@ -82,21 +81,22 @@ def historical_forecasts(forecaster, y, X=None, cutoffs=None, fh=None, alpha=Non
             # context rows read every column; forecast steps never the past-only ones
             in_ctx, in_fut = np.zeros(len(full), dtype=bool), np.zeros(len(full), dtype=bool)
             for p in positions:
-                in_ctx[p - c + 1 : p + 1] = True
+                in_ctx[max(0, p - c + 1) : p + 1] = True
                 in_fut[p + 1 : p + n_future + 1] = True
             x_ctx, x_fut = (np.full((len(full), forecaster.n_exog_), np.nan) for _ in range(2))
             x_ctx[in_ctx] = forecaster._x_rows(key, xp, full[in_ctx], "the contexts of the cutoffs")
             x_fut[in_fut] = forecaster._x_rows(key, xp, full[in_fut], "the forecast steps of the cutoffs", future=True)
         for label, p in zip(asked, positions):
-            context = values[p - c + 1 : p + 1]
+            first = max(0, p - c + 1)  # a cutoff early in the series: a context padded with missing values
             forecaster._check_observed(
-                context, f"the context of {key_name(key)} at cutoff {label} (its last {c} observations)"
+                values[first : p + 1],
+                f"the context of {key_name(key)} at cutoff {label} (its last {p + 1 - first} observations)",
             )
             items.append(
                 (
-                    context,
+                    pad_front(values[first : p + 1], c, np.nan),
                     steps,
-                    None if x_ctx is None else x_ctx[p - c + 1 : p + 1],
+                    None if x_ctx is None else pad_front(x_ctx[first : p + 1], c, 0.0),
                     None if x_fut is None else x_fut[p + 1 : p + 1 + n_future],
                 )
             )

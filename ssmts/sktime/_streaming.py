@@ -59,7 +59,7 @@ class ForecastStream:
         self.steps = forecaster._check_steps(horizon_steps(fh, tail.index), key)
         self.n_future = forecaster._strategy.future_steps(forecaster.horizon_, int(self.steps.max()))
         tail = tail[tail.index <= forecaster.cutoff[0]]
-        c = forecaster.context_length
+        c = forecaster.context_length_
         self._y = tail.to_numpy()[-c:].copy()  # the last <= c observations, oldest first
         self._x = None
         if forecaster.n_exog_:
@@ -69,10 +69,10 @@ class ForecastStream:
     @property
     def ready(self) -> bool:
         """Whether a full context has been seen (forecasts need context_length observations)."""
-        return len(self._y) >= self._f.context_length
+        return len(self._y) >= self._f.context_length_
 
     def update(self, y, X=None) -> "ForecastStream":
-        f, c = self._f, self._f.context_length
+        f, c = self._f, self._f.context_length_
         row = np.asarray(y, dtype=np.float64).reshape(-1)
         if row.shape != (f.n_targets_,):
             raise ValueError(f"stream.update takes one observation of {f.n_targets_} value(s), got shape {np.shape(y)}")
@@ -93,7 +93,7 @@ class ForecastStream:
         return self
 
     def predict(self, X_future=None, alpha=None):
-        f, c = self._f, self._f.context_length
+        f, c = self._f, self._f.context_length_
         if not self.ready:
             raise ValueError(
                 f"context_length={c} is longer than what {key_name(self.key)} has seen so far "

@@ -78,6 +78,32 @@ def pad_rows(rows: np.ndarray, n: int) -> np.ndarray:
     return np.concatenate([rows, np.zeros((n - len(rows), rows.shape[1]))])
 
 
+def pad_front(rows: np.ndarray, n: int, fill: float) -> np.ndarray:
+    """rows (k, C) -> (max(n, k), C), rows of `fill` put before them (a series shorter than a
+    context: NaN for y, a missing observation; 0 for standardized X, the training mean)."""
+    if len(rows) >= n:
+        return rows
+    return np.concatenate([np.full((n - len(rows), rows.shape[1]), fill), rows])
+
+
+SEASONAL_PERIODS = {"Y": 1, "A": 1, "Q": 4, "M": 12, "W": 52, "D": 7, "B": 5, "h": 24, "H": 24}
+
+
+def seasonal_period(time_index: pd.Index) -> int:
+    """Steps per season from a time index's frequency (yearly 1, quarterly 4, monthly 12, weekly 52,
+    daily 7, business-daily 5, hourly 24); 1 when the index has none or another one."""
+    freq = getattr(time_index, "freq", None) or (
+        pd.infer_freq(time_index) if isinstance(time_index, pd.DatetimeIndex) and len(time_index) >= 3 else None
+    )
+    if freq is None:
+        return 1
+    offset = to_offset(freq)
+    if offset.n != 1:
+        return 1
+    name = offset.name.split("-")[0]
+    return SEASONAL_PERIODS.get(name[:-1] if name.endswith(("S", "E")) and len(name) > 1 else name, 1)
+
+
 def _numeric_spacing(time_index: pd.Index):
     """The step of a numeric (integer or float) time index (1 with a single point), or None for
     other indexes. sktime reads a relative fh on such an index in index units (cutoff + k),

@@ -23,7 +23,7 @@ from sktime.forecasting.base import BaseForecaster
 from ..estimators._base import NetworkFitMixin
 from ..nn import ForecastEnsemble
 from ..training import BackboneParams, EarlyStoppingParams, OptimizerParams, SequenceData, on_device, resolve_device
-from ..training.config import Integer, Options, Satisfies, param, with_params_doc
+from ..training.config import Integer, NoneOr, Options, Satisfies, param, with_params_doc
 from ..training.fit import pickle_state
 from ..training.objectives import pinball_loss
 from ._backtest import historical_forecasts
@@ -41,6 +41,8 @@ from ._windows import (
     key_name,
     make_windows,
     merge,
+    pad_front,
+    seasonal_period,
     split_instances,
     time_unit_value,
     time_values,
@@ -51,6 +53,7 @@ if TYPE_CHECKING:
     from ._streaming import ForecastStream
 
 INSTANCE_NORMS = ("last", "mean")  # True means "last"
+CONTEXT_SEASONS = 3
 DEFAULT_QUANTILES = (0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95)
 
 
@@ -60,6 +63,17 @@ def _is_quantile_grid(value) -> bool:
     except (TypeError, ValueError):
         return False
     return levels.size > 0 and bool(np.all(np.isfinite(levels) & (levels > 0) & (levels < 1)))
+
+
+def _is_context_length(value) -> bool:
+    return value == "auto" or (isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 1)
+
+
+def auto_context_length(lengths, horizon: int, season: int) -> int:
+    """context_length='auto': CONTEXT_SEASONS x max(horizon, season), at most half the median series
+    length (shorter series are padded), at least 2."""
+    bound = int(np.median(lengths)) // 2
+    return int(max(2, min(CONTEXT_SEASONS * max(horizon, season), bound)))
 
 
 def _is_time_unit(value) -> bool:
@@ -91,11 +105,19 @@ class ForecasterParams(BackboneParams, OptimizerParams, EarlyStoppingParams):
         "batch_size": 16,
         "lr": 1e-3,
     }
-    context_length: int = param(
+    context_length: int | str = param(
         default=24,
-        doc="Steps of history the network reads (each series needs context_length + 1 "
-        "observations to train, context_length to forecast).",
-        constraint=Integer(1),
+        doc="Steps of history the network reads, or 'auto': CONTEXT_SEASONS times the longer of the "
+        "horizon and the seasonal period, at most half the median series length (context_length_ holds the "
+        "choice). Series shorter than a context and horizon are padded at the front with missing values.",
+        constraint=Satisfies(_is_context_length, "a positive int or 'auto'"),
+    )
+    sp: int | None = param(
+        default=None,
+        doc="Seasonal period in steps (12 for monthly data with a yearly pattern); None: from the time "
+        "index's frequency (yearly 1, quarterly 4, monthly 12, weekly 52, daily 7, hourly 24, else 1). "
+        "Used by context_length='auto'.",
+        constraint=NoneOr(Integer(1)),
     )
     strategy: Literal["direct", "recursive"] = param(
         default="direct",
@@ -351,10 +373,19 @@ class SSMForecaster(ForecasterParams, NetworkFitMixin, CovariatesMixin, BaseFore
             gaps = self._gaps(y_part.index)
             x = gaps if x is None else np.concatenate([x, gaps], axis=1)
             past = None if past is None else np.append(past, False)
+        y_values = y_part.to_numpy()
+        if self.irregular != "time_deltas":
+            # A series shorter than a context and horizon gives the windows of one that long whose
+            # first values are missing: its contexts are normalized over what was observed.
+            full = self.context_length_ + self.horizon_
+            y_values = pad_front(y_values, full, np.nan)
+            x = None if x is None else pad_front(x, full, 0.0)
+            if len(y_values) > len(y_part):
+                min_start = 0  # all of it is no longer than one window
         return make_windows(
-            y_part.to_numpy(),
+            y_values,
             x,
-            self.context_length,
+            self.context_length_,
             self.horizon_,
             self._strategy,
             self._norm_stats,
@@ -377,15 +408,7 @@ class SSMForecaster(ForecasterParams, NetworkFitMixin, CovariatesMixin, BaseFore
         self._x_columns = None if X is None else X.columns
         self._x_roles(X)
 
-        c = self.context_length
         lengths = {key: len(y_part) for key, y_part, _ in parts}
-        if max(lengths.values()) < c + 1:
-            longest = max(lengths, key=lengths.get)
-            raise ValueError(
-                f"context_length={c} is longer than the series: training needs at least {c + 1} observations "
-                f"(a context of {c} and one target), but {key_name(longest)} has {lengths[longest]}"
-                + ("" if len(parts) == 1 else " (the longest series)")
-            )
         if self.irregular == "time_deltas":
             # Gaps in units of a declared duration, or of the median spacing of all training series.
             index = parts[0][1].index
@@ -400,6 +423,19 @@ class SSMForecaster(ForecasterParams, NetworkFitMixin, CovariatesMixin, BaseFore
             self.horizon_ = len(fh)  # training windows: this many observations ahead
         else:
             self.horizon_ = int(max(horizon_steps(fh, y_part.index).max() for _, y_part, _ in parts))
+        self.sp_ = self.sp if self.sp is not None else seasonal_period(parts[0][1].index)
+        if self.context_length == "auto":
+            self.context_length_ = auto_context_length(list(lengths.values()), self.horizon_, self.sp_)
+        else:
+            self.context_length_ = int(self.context_length)
+        c = self.context_length_
+        if self.irregular == "time_deltas" and max(lengths.values()) < c + 1:
+            longest = max(lengths, key=lengths.get)
+            raise ValueError(
+                f"context_length={c} is longer than the series: training needs at least {c + 1} observations "
+                f"(a context of {c} and one target), but {key_name(longest)} has {lengths[longest]}"
+                + ("" if len(parts) == 1 else " (the longest series)")
+            )
 
         values = np.concatenate([p.to_numpy() for _, p, _ in parts])
         self.y_mean_, self.y_scale_ = column_statistics(values, list(y.columns), "y")
@@ -442,7 +478,7 @@ class SSMForecaster(ForecasterParams, NetworkFitMixin, CovariatesMixin, BaseFore
                 self.build_backbone(C + self.n_exog_),
                 C,
                 self.n_exog_,
-                self.context_length,
+                self.context_length_,
                 self.horizon_,
                 Q,
                 **({"time_deltas": True} if self.irregular == "time_deltas" else {}),
@@ -477,7 +513,7 @@ class SSMForecaster(ForecasterParams, NetworkFitMixin, CovariatesMixin, BaseFore
     def _remember(self, key: tuple, y_part: pd.DataFrame, x_part: pd.DataFrame | None) -> None:
         """Keep the last context_length + horizon_ observations (a context, plus the windows
         whose targets reach new data in update) and the X from that point on."""
-        keep = self.context_length + self.horizon_
+        keep = self.context_length_ + self.horizon_
         tail = y_part.iloc[-keep:]
         if x_part is not None:
             x_part = x_part[x_part.index >= tail.index[0]]
@@ -499,7 +535,7 @@ class SSMForecaster(ForecasterParams, NetworkFitMixin, CovariatesMixin, BaseFore
             if update_params and self.update_epochs:
                 n_old = 0 if old_y is None else int((merged_y.index < yp.index[0]).sum())
                 # windows whose targets reach the new observations
-                first = max(0, n_old - self.context_length - self.horizon_ + 1)
+                first = max(0, n_old - self.context_length_ - self.horizon_ + 1)
                 fine_tune.append(self._series_windows(key, merged_y, merged_x, min_start=first))
             self._remember(key, merged_y, merged_x)
         data = Windows.concat(fine_tune)
@@ -545,11 +581,11 @@ class SSMForecaster(ForecasterParams, NetworkFitMixin, CovariatesMixin, BaseFore
         """Per series: key, context y (c, C), future times of the requested steps, the steps, X windows."""
         self._check_x_columns(X, "predict")
         x_new = dict(split_instances(X.reindex(columns=self._x_columns))) if X is not None else {}
-        c, cutoff = self.context_length, self.cutoff[0]
+        c, cutoff = self.context_length_, self.cutoff[0]
         items = []
         for key, (tail, x_old) in self._store.items():
             history = tail[tail.index <= cutoff]
-            if len(history) < c:
+            if len(history) < c and self.irregular == "time_deltas":
                 raise ValueError(
                     f"context_length={c} is longer than the series: forecasting needs the last {c} observations, "
                     f"but {key_name(key)} has {len(history)}"
@@ -558,7 +594,8 @@ class SSMForecaster(ForecasterParams, NetworkFitMixin, CovariatesMixin, BaseFore
             history = history.iloc[-c:]
             self._check_observed(
                 history.to_numpy(),
-                f"the context of {key_name(key)} (its last {c} observations, up to {history.index[-1]})",
+                f"the context of {key_name(key)} (its last {min(c, len(history))} observations, up to "
+                f"{history.index[-1]})",
             )
             if self.irregular == "time_deltas":
                 items.append(self._irregular_context(key, fh, history, before, x_old, x_new))
@@ -572,7 +609,9 @@ class SSMForecaster(ForecasterParams, NetworkFitMixin, CovariatesMixin, BaseFore
                 x_ctx, x_future = self._context_x(
                     key, x_old, x_new, history.index, future, f"the forecast steps 1..{n_future}"
                 )
-            items.append((key, history.to_numpy(), future_times(fh, history.index, steps), steps, x_ctx, x_future))
+                x_ctx = pad_front(x_ctx, c, 0.0)
+            context = pad_front(history.to_numpy(), c, np.nan)  # a short series: missing values first
+            items.append((key, context, future_times(fh, history.index, steps), steps, x_ctx, x_future))
         return items
 
     def _check_observed(self, context: np.ndarray, where: str) -> None:

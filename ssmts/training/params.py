@@ -308,6 +308,12 @@ class OptimizerParams(Configurable):
         "(epochs = max(max_epochs, ceil(min_steps / batches per epoch))). 0: exactly max_epochs.",
         constraint=Integer(0),
     )
+    max_steps: int | None = param(
+        default=None,
+        doc="Most optimizer steps of a fit: on large data max_epochs is lowered to stay within it "
+        "(at least one epoch); None: no bound.",
+        constraint=NoneOr(Integer(1)),
+    )
     batch_size: int = param(
         default=32, doc="Sequences per optimizer step (and per prediction batch).", constraint=Integer(1)
     )
@@ -374,6 +380,8 @@ class TrainerConfig(OptimizerParams, ScheduleParams):
 
     def validate_params(self) -> None:
         super().validate_params()
+        if self.max_steps is not None and self.max_steps < self.min_steps:
+            raise InvalidParameterError(f"need min_steps <= max_steps, got {self.min_steps} and {self.max_steps}")
         if self.total_steps is not None and self.total_steps <= self.warmup_steps:
             raise InvalidParameterError(
                 f"need 0 <= warmup_steps < total_steps, got {self.warmup_steps} and {self.total_steps}"

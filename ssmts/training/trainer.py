@@ -220,8 +220,13 @@ def steps_per_epoch(n_train: int, batch_size: int) -> int:
 
 def planned_epochs(n_train: int, config: TrainerConfig) -> int:
     """Epochs of a run on n_train samples: max_epochs, raised so that the run takes at least
-    min_steps optimizer steps (small data sets otherwise get a handful of steps)."""
-    return max(config.max_epochs, math.ceil(config.min_steps / steps_per_epoch(n_train, config.batch_size)))
+    min_steps optimizer steps (small data sets otherwise get a handful of steps) and lowered so
+    that it takes at most max_steps (large ones too many), but never below one epoch."""
+    per_epoch = steps_per_epoch(n_train, config.batch_size)
+    epochs = max(config.max_epochs, math.ceil(config.min_steps / per_epoch))
+    if config.max_steps is not None:
+        epochs = min(epochs, max(1, config.max_steps // per_epoch))
+    return epochs
 
 
 class Trainer:

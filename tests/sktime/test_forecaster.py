@@ -513,9 +513,38 @@ def test_early_stopping_uses_the_latest_windows():
 
 
 # ---------------------------------------------------------------- errors
-def test_context_longer_than_the_series_names_both_lengths():
-    with pytest.raises(ValueError, match=r"context_length=30.*31 observations.*has 20"):
-        forecaster(context_length=30).fit(seasonal(20), fh=[1])
+def test_series_shorter_than_the_context_are_padded_with_missing_values():
+    """A series of 20 with a context of 30 trains and forecasts like one of 30 whose first values
+    are missing (the contexts are normalized over what was observed)."""
+    y = seasonal(20)
+    padded = pd.concat([pd.Series(np.nan, index=y.index[0] - np.arange(10, 0, -1)), y])
+    short = forecaster(context_length=30).fit(y, fh=[1, 2])
+    long = forecaster(context_length=30).fit(padded, fh=[1, 2])
+    np.testing.assert_allclose(short.predict().to_numpy(), long.predict().to_numpy(), rtol=1e-6)
+    assert short.context_length_ == 30
+
+
+def test_a_panel_of_short_and_long_series_forecasts_every_series():
+    y = pd.concat({"long": seasonal(60), "short": seasonal(9)}, names=["series", "time"]).to_frame()
+    f = forecaster(context_length=24).fit(y, fh=[1, 2, 3])
+    assert f.predict().groupby(level=0).size().to_dict() == {"long": 3, "short": 3}
+    backtest = f.historical_forecasts(y, cutoffs=y.index.get_level_values(1)[[2, 30]].unique())
+    assert np.isfinite(backtest.to_numpy()).all()
+
+
+@pytest.mark.parametrize(
+    "index, sp, h, expected",
+    [
+        (pd.period_range("1990", periods=40, freq="Y"), None, 6, 18),  # 3 x h
+        (pd.period_range("1990Q1", periods=200, freq="Q"), None, 2, 12),  # 3 x the season (4)
+        (pd.period_range("1990-01", periods=30, freq="M"), None, 3, 15),  # half the series: 30 // 2
+        (pd.RangeIndex(100), 7, 1, 21),  # a declared seasonal period
+    ],
+)
+def test_auto_context_length_follows_the_horizon_the_season_and_the_length(index, sp, h, expected):
+    y = pd.Series(np.sin(np.arange(len(index))) + 5.0, index=index)
+    f = forecaster(context_length="auto", sp=sp, max_epochs=1).fit(y, fh=list(range(1, h + 1)))
+    assert f.context_length_ == expected and f.predict().shape == (h,)
 
 
 def test_y_without_any_observed_value_raises():
@@ -529,7 +558,7 @@ def test_y_without_any_observed_value_raises():
     [
         (dict(strategy="dmrs"), "unknown strategy"),
         (dict(strategy="recursive", bidirectional=True), "causal backbone"),
-        (dict(context_length=0), "context_length must be an integer"),
+        (dict(context_length=0), "context_length must be a positive int or 'auto'"),
         (dict(ensemble_size=0), "ensemble_size must be an integer >= 1"),
         (dict(instance_norm="median"), "unknown instance_norm 'median'"),
         (dict(quantiles=(0.5,)), "besides 0.5"),

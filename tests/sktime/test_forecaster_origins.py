@@ -114,8 +114,8 @@ def test_historical_forecasts_errors_in_the_users_terms():
     y = series()
     X = exog(y)
     f = fitted("direct", X)
-    with pytest.raises(ValueError, match=r"context_length=8.*first possible cutoff is 2000-08"):
-        f.historical_forecasts(y, X=X, cutoffs=y.index[[3, 20]])
+    with pytest.raises(ValueError, match=r"cutoff 1999-12 comes before the first observation of y \(2000-01\)"):
+        f.historical_forecasts(y, X=X, cutoffs=pd.PeriodIndex(["1999-12"], freq="M"))
     with pytest.raises(ValueError, match="X is missing .* forecast steps of the cutoffs"):
         f.historical_forecasts(y, X=X.iloc[:40], cutoffs=y.index[[39]])
     with pytest.raises(ValueError, match="fitted with exogenous X"):

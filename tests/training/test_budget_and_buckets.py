@@ -59,6 +59,35 @@ def test_min_steps_raises_the_epochs_of_small_data(n, batch, max_epochs, min_ste
     assert len(history) * math.ceil(n / batch) >= min_steps
 
 
+@pytest.mark.parametrize(
+    "n, batch, max_epochs, max_steps, expected_epochs",
+    [
+        (20, 8, 10, None, 10),  # no bound: max_epochs
+        (20, 8, 10, 12, 4),  # 3 batches an epoch: 4 epochs take 12 steps
+        (20, 8, 10, 14, 4),  # 5 epochs would take 15 > 14
+        (20, 8, 2, 100, 2),  # the bound is above max_epochs' steps: unchanged
+        (100, 8, 10, 5, 1),  # 13 batches an epoch, more than the bound: one epoch all the same
+    ],
+)
+def test_max_steps_lowers_the_epochs_of_large_data(n, batch, max_epochs, max_steps, expected_epochs):
+    trainer = Trainer(
+        _Mean(),
+        lambda out, y, w: ((out - y) ** 2).mean(),
+        max_epochs=max_epochs,
+        batch_size=batch,
+        max_steps=max_steps,
+        device="cpu",
+        random_state=0,
+    )
+    assert trainer.planned_epochs(n) == expected_epochs
+    assert len(trainer.fit(_regression_data(n))) == expected_epochs
+
+
+def test_max_steps_below_min_steps_is_refused():
+    with pytest.raises(ValueError, match="min_steps <= max_steps"):
+        Trainer(_Mean(), lambda out, y, w: out.sum(), min_steps=10, max_steps=5, device="cpu")
+
+
 def test_min_steps_leaves_explicit_epochs_alone():
     """partial_fit-style runs of a given number of epochs are not stretched."""
     trainer = Trainer(
