@@ -22,13 +22,21 @@ from sktime.forecasting.base import BaseForecaster
 
 from ..estimators._base import NetworkFitMixin
 from ..nn import ForecastEnsemble
-from ..training import BackboneParams, EarlyStoppingParams, OptimizerParams, SequenceData, on_device, resolve_device
+from ..training import (
+    BackboneParams,
+    EarlyStoppingParams,
+    OptimizerParams,
+    SequenceData,
+    on_device,
+    predict_batches,
+    resolve_device,
+)
 from ..training.config import Integer, NoneOr, Options, Satisfies, param, with_params_doc
 from ..training.fit import pickle_state
 from ..training.objectives import pinball_loss
 from ._backtest import historical_forecasts
 from ._covariates import CovariatesMixin
-from ._strategies import STRATEGIES, Contexts, interpolate_quantiles, quantile_probabilities
+from ._strategies import FORECAST_BATCH, STRATEGIES, Contexts, interpolate_quantiles, quantile_probabilities
 from ._windows import (
     Windows,
     as_float,
@@ -52,7 +60,7 @@ from ._windows import steps as horizon_steps
 if TYPE_CHECKING:
     from ._streaming import ForecastStream
 
-INSTANCE_NORMS = ("last", "mean")  # True means "last"
+INSTANCE_NORMS = ("last", "mean", "drift")  # True means "last"
 CONTEXT_SEASONS = 3
 DEFAULT_QUANTILES = (0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95)
 
@@ -127,8 +135,9 @@ class ForecasterParams(BackboneParams, OptimizerParams, EarlyStoppingParams):
     )
     instance_norm: bool | str = param(
         default=True,
-        doc="Per-window normalization: True/'last' (location = last context value), 'mean', or False "
-        "(global standardization).",
+        doc="Per-window normalization: True/'last' (location = last context value), 'mean', 'drift' (the "
+        "line through the last value with the context's average slope: the network forecasts the residual "
+        "from the drift forecast; strategy='direct'), or False (global standardization).",
         constraint=Options(True, False, *INSTANCE_NORMS),
     )
     quantiles: tuple = param(
@@ -141,6 +150,13 @@ class ForecasterParams(BackboneParams, OptimizerParams, EarlyStoppingParams):
     )
     update_epochs: int = param(
         default=5, doc="Fine-tuning epochs of update(update_params=True).", constraint=Integer(0)
+    )
+    calibration: Literal["conformal", "none"] = param(
+        default="conformal",
+        doc="'conformal': the intervals are calibrated on the windows early_stopping holds out (split "
+        "conformal quantile regression per horizon step; strategy='direct'), so that an interval at "
+        "level p covers about p of them; 'none': the quantile head's grid as trained.",
+        constraint=Options("conformal", "none"),
     )
     irregular: Literal["refuse", "time_deltas"] = param(
         default="refuse",
@@ -300,6 +316,11 @@ class SSMForecaster(ForecasterParams, NetworkFitMixin, CovariatesMixin, BaseFore
                 f"{list(self.past_covariates)} are unknown after the cutoff; use strategy='direct', or forecast "
                 "the past covariates and pass them as ordinary X"
             )
+        if self.instance_norm == "drift" and self.strategy != "direct":
+            raise ValueError(
+                "instance_norm='drift' maps every horizon step back with its own point of the drift line: it "
+                f"needs strategy='direct', got strategy={self.strategy!r}"
+            )
         if self.irregular == "time_deltas" and (self.strategy != "recursive" or self.layer != "ssm"):
             raise ValueError(
                 "irregular='time_deltas' steps the SSM by each observation's gap while rolling the forecast "
@@ -343,7 +364,8 @@ class SSMForecaster(ForecasterParams, NetworkFitMixin, CovariatesMixin, BaseFore
         return parts
 
     def _norm_stats(self, context: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """context (n, C, c) -> shift, scale (n, C, 1): the window is normalized as (y - shift) / scale."""
+        """context (n, C, c) -> shift (n, C, 1), or (n, C, c + horizon_) for "drift", and scale (n, C, 1):
+        the window is normalized as (y - shift) / scale."""
         if self.window_location_ is None:
             shape = (context.shape[0], self.n_targets_, 1)
             return np.broadcast_to(self.y_mean_[:, None], shape), np.broadcast_to(self.y_scale_[:, None], shape)
@@ -358,6 +380,16 @@ class SSMForecaster(ForecasterParams, NetworkFitMixin, CovariatesMixin, BaseFore
         var = (np.where(observed, context - mean, 0.0) ** 2).sum(-1, keepdims=True) / count
         shift = mean if self.window_location_ == "mean" else fill_forward(context)[..., -1:]
         scale = np.sqrt(var + self.scale_floor_[:, None] ** 2)
+        if self.window_location_ == "drift":
+            # the drift forecast (Hyndman's "drift method"): the line through the last observed value
+            # with the slope from the first to the last observed value, over the context and horizon
+            c = context.shape[-1]
+            steps = np.arange(c + self.horizon_, dtype=np.float64)
+            first = np.argmax(observed, axis=-1)[..., None]
+            last = c - 1 - np.argmax(observed[..., ::-1], axis=-1)[..., None]
+            start = np.take_along_axis(np.where(observed, context, 0.0), first, axis=-1)
+            slope = np.where(last > first, (shift - start) / np.maximum(last - first, 1), 0.0)
+            shift = shift + slope * (steps - last)
         return shift, scale
 
     def _gaps(self, times: pd.Index, before=None) -> np.ndarray:
@@ -468,8 +500,40 @@ class SSMForecaster(ForecasterParams, NetworkFitMixin, CovariatesMixin, BaseFore
         for key, yp, xp in parts:
             self._remember(key, yp, xp)
         train, val = self._train_val(data, windows)
-        self._train_network(self._build_network, train, self._loss(), validation=val, epochs=self.max_epochs)
+        # epochs: max_epochs within min_steps..max_steps
+        self._train_network(self._build_network, train, self._loss(), validation=val)
+        self.interval_widening_ = self._conformal_widening(val)
         return self
+
+    def _conformal_widening(self, held_out: SequenceData | None) -> np.ndarray | None:
+        """Split-conformal calibration of the quantile grid (conformalized quantile regression) on
+        the windows held out from training: (H, Q) amounts, in normalized units, by which each grid
+        level moves away from the median (negative: towards it) so that the central interval of
+        every symmetric pair of levels (l, 1 - l) covers 1 - 2l of the held-out targets at each
+        horizon step. None without held-out windows, with calibration='none' or the recursive strategy;
+        0 for a pair whose held-out windows are too few to calibrate it ((n + 1)(1 - 2l) > n)."""
+        if held_out is None or self.calibration == "none" or self.strategy != "direct":
+            return None
+        inputs = SequenceData(held_out.x)
+        device = resolve_device(self.device)
+        out = predict_batches(self.model_, inputs, FORECAST_BATCH, device).double().numpy()
+        grid = np.sort(out, axis=-1).mean(1)  # (n, H, C, Q), as predict forms it
+        target, observed = held_out.y.double().numpy(), held_out.weight.numpy() > 0
+        levels = self.quantile_levels_
+        Q = len(levels)
+        widening = np.zeros((self.horizon_, Q))
+        for low in range(Q // 2):
+            high = Q - 1 - low
+            miss = 2 * levels[low]  # the share of outcomes the pair's interval may leave out
+            if not np.isclose(levels[high], 1 - levels[low]):
+                continue
+            score = np.maximum(grid[..., low] - target, target - grid[..., high])  # (n, H, C)
+            for h in range(self.horizon_):
+                s = score[:, h][observed[:, h]]
+                rank = int(np.ceil((len(s) + 1) * (1 - miss)))
+                if len(s) and rank <= len(s):
+                    widening[h, low] = widening[h, high] = np.sort(s)[rank - 1]
+        return widening
 
     def _build_network(self) -> ForecastEnsemble:
         C, Q = self.n_targets_, len(self.quantile_levels_)
@@ -672,17 +736,24 @@ class SSMForecaster(ForecasterParams, NetworkFitMixin, CovariatesMixin, BaseFore
         median = int(np.flatnonzero(levels == 0.5)[0])
         context = np.stack([item[0].T for item in items])  # (n, C, c)
         shift, scale = self._norm_stats(context)
+        c = context.shape[-1]
         exog = self.n_exog_ or self.irregular == "time_deltas"  # the gaps travel as the last covariate
         ctx = Contexts(
-            impute((context - shift) / scale),  # gaps carried forward
+            impute((context - shift[..., :c]) / scale),  # gaps carried forward
             np.stack([item[2].T for item in items]) if exog else None,
             [item[3] for item in items] if exog else None,
             int(max(item[1].max() for item in items)),
         )
-        shift_t, scale_t = np.transpose(shift, (0, 2, 1)), np.transpose(scale, (0, 2, 1))  # (n, 1, C)
+        # (n, 1, C), or for "drift" the line's points over the horizon (n, H, C)
+        shift_t = np.transpose(shift if shift.shape[-1] == 1 else shift[..., c:], (0, 2, 1))
+        scale_t = np.transpose(scale, (0, 2, 1))
         results = []
         if self.strategy == "direct":
             grid, _ = self._strategy.forecast(model, ctx, self.horizon_, device)
+            widening = getattr(self, "interval_widening_", None)
+            if widening is not None:  # conformal calibration, then sorted again (a negative widening may cross)
+                sign = np.sign(levels - 0.5)
+                grid = np.sort(grid + (sign * widening)[None, :, None, :], axis=-1)
             grid = grid * scale_t[..., None] + shift_t[..., None]  # (n, H, C, Q)
             for i, (_, wanted, _, _) in enumerate(items):
                 g = grid[i, wanted - 1]

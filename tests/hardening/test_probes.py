@@ -365,9 +365,15 @@ PROBES = [
     ("forecaster", "series near 4e-12", lambda f, t: _tiny_series_forecast(), finite_result(lambda ok: ok)),
     (
         "forecaster",
-        "context longer than the series",
-        lambda f, t: SSMForecaster(**{**TINY, "context_length": 80}).fit(pd.Series(np.arange(40.0)), fh=[1]),
-        error(ValueError, "context_length=80 is longer"),
+        "context longer than the series: padded, forecast near the trend",
+        lambda f, t: SSMForecaster(**{**TINY, "context_length": 80}).fit(pd.Series(np.arange(40.0)), fh=[1]).predict(),
+        finite_result(lambda pred: 30.0 < float(pred.iloc[0]) < 50.0),
+    ),
+    (
+        "forecaster",
+        "a single observation",
+        lambda f, t: SSMForecaster(**{**TINY, "context_length": 4}).fit(pd.Series([1.0]), fh=[1]),
+        error(ValueError, "no training window"),
     ),
     (
         "forecaster",

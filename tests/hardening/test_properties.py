@@ -84,6 +84,8 @@ def ragged(draw):
 
 def _clear(error: Exception) -> bool:
     text = str(error).lower()
+    if isinstance(error, FloatingPointError):  # the refusal to return NaN, naming its likely causes
+        return "non-finite outputs" in text and "inputs far outside the training data" in text
     return isinstance(error, (ValueError, TypeError)) and any(word.lower() in text for word in NAMES_THE_PROBLEM)
 
 

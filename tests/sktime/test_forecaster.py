@@ -619,3 +619,58 @@ def test_forecast_benchmark_dense_folds(monkeypatch):
     assert ends == [135, 139, 143, 147, 151, 155]
     with pytest.raises(SystemExit):
         bench.parse_args(["--dense", "0"])
+
+
+def test_drift_location_is_the_line_through_the_first_and_last_observed_values():
+    """instance_norm='drift': against a loop over the windows (gaps included)."""
+    f = forecaster(context_length=6, instance_norm="drift", max_epochs=1).fit(seasonal(), fh=[1, 2])
+    rng = np.random.default_rng(1)
+    context = rng.normal(size=(5, 1, 6)) * 3 + 10
+    context[1, 0, 0] = context[2, 0, 4:] = context[3, 0, [0, 1, 5]] = np.nan
+    context[4, 0, :5] = np.nan  # one observation: a flat line
+    shift, scale = f._norm_stats(context)
+    assert shift.shape == (5, 1, 6 + 2) and scale.shape == (5, 1, 1)
+    for i, row in enumerate(context[:, 0]):
+        seen = np.flatnonzero(~np.isnan(row))
+        a, b = seen[0], seen[-1]
+        slope = (row[b] - row[a]) / (b - a) if b > a else 0.0
+        np.testing.assert_allclose(shift[i, 0], row[b] + slope * (np.arange(8) - b), rtol=1e-12)
+    with pytest.raises(ValueError, match="instance_norm='drift'.*needs strategy='direct'"):
+        forecaster(instance_norm="drift", strategy="recursive", bidirectional=False).fit(seasonal(), fh=[1])
+
+
+def test_drift_forecasts_a_straight_line_that_a_short_training_leaves_near_it():
+    t = np.arange(40.0)
+    y = pd.Series(5 + 2 * t, index=pd.period_range("1990", periods=40, freq="Y"))
+    pred = forecaster(context_length=8, instance_norm="drift", max_epochs=30).fit(y, fh=[1, 2, 3]).predict()
+    np.testing.assert_allclose(pred.to_numpy(), [85.0, 87.0, 89.0], atol=2.0)  # "last" is off by up to 4
+
+
+@pytest.mark.parametrize("budget, epochs", [(dict(), 5), (dict(max_steps=8), 2), (dict(min_steps=40), 10)])
+def test_the_training_budget_bounds_the_epochs_in_optimizer_steps(budget, epochs):
+    """seasonal() gives 60 - 4 = 56 windows, 4 batches of 16 an epoch."""
+    f = forecaster(context_length=4, max_epochs=5, batch_size=16, **budget).fit(seasonal(), fh=[1])
+    assert f.n_iter_ == epochs
+
+
+@pytest.mark.parametrize("level", [0.8, 0.5])
+def test_conformal_intervals_cover_their_level_on_the_held_out_windows(level):
+    """Split-conformal calibration guarantees its coverage on the windows it was calibrated on:
+    with h=1, the held-out windows are the forecasts from the last 26 origins (52 windows, half held out)."""
+    y = seasonal(60)
+    low, high = (1 - level) / 2, (1 + level) / 2
+    params = dict(context_length=8, early_stopping=True, validation_fraction=0.5, max_epochs=2, quantiles=(low, high))
+    calibrated = forecaster(**params).fit(y, fh=[1])
+    raw = forecaster(**params, calibration="none").fit(y, fh=[1])
+    assert calibrated.interval_widening_.shape == (1, 3) and raw.interval_widening_ is None
+    cutoffs = y.index[33:59]
+    truth = y.iloc[34:60].to_numpy()
+
+    def coverage(f):
+        q = f.historical_forecasts(y, cutoffs=cutoffs, alpha=[low, high]).to_numpy()
+        return np.mean((truth >= q[:, 0]) & (truth <= q[:, 1]))
+
+    assert coverage(calibrated) >= level
+    assert coverage(raw) != coverage(calibrated) and np.abs(calibrated.interval_widening_).max() > 0
+    if level == 0.8:
+        assert coverage(raw) < level  # two epochs leave this grid too narrow: calibration has work to do
