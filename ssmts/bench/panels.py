@@ -1,7 +1,7 @@
 """Forecasting on panels: one global SSMForecaster against per-series statistical baselines.
 
     panel       series  frequency   h   folds x step  what
-    fertility   189     yearly      6   3 x 3         statsmodels' fertility: births per woman by
+    fertility   196     yearly      6   3 x 3         statsmodels' fertility: births per woman by
                                                       country, 1960-2011 (2012-13 are empty)
     macrodata   12      quarterly   8   3 x 8         statsmodels' macrodata: US macro series,
                                                       1959Q1-2009Q3
@@ -10,9 +10,12 @@ Expanding-window backtest: `folds` origins `step` apart, the last forecast endin
 the panel; every model is refitted on all data up to each origin. The SSM is one network for the
 whole panel; the baselines are fitted per series: seasonal naive, Theta, AutoETS, and "median",
 the median of those three forecasts (a strong, cheap combination). Fertility keeps the countries
-whose observations are contiguous and number at least 10 before the first origin (189 of 219;
+whose observations are contiguous and number at least 10 before the first origin (196 of 219;
 the others have gaps or too little data for the baselines); its series start in different years,
 so the panel holds series of 10 to 46 training observations.
+
+The SSM's 80 % and 90 % intervals: the share of the test values inside them, pooled over series,
+origins and steps.
 
 Metrics per series and origin: MASE (scaled by the in-sample MAE of the seasonal naive forecast
 on that origin's training data) and sMAPE (%), averaged over series and origins. The SSM's ratio
@@ -29,6 +32,7 @@ import numpy as np
 import pandas as pd
 
 BASELINES = ("naive", "theta", "ets")
+COVERAGE = (0.8, 0.9)  # nominal levels of the SSM's intervals whose coverage is measured
 
 
 @dataclass
@@ -109,6 +113,7 @@ def panel_backtest(task: PanelTask, panel: pd.DataFrame, ssm_params: dict | None
     fh = list(range(1, task.h + 1))
     models = [*BASELINES, "median"] + ([] if ssm_params is None else ["ssm"])
     scores = {m: [] for m in models}
+    inside = {level: [] for level in COVERAGE}  # the SSM's central intervals
     seconds = {m: 0.0 for m in models}
     for origin in origins:
         cut, test_times = times[origin - 1], times[origin : origin + task.h]
@@ -133,8 +138,13 @@ def panel_backtest(task: PanelTask, panel: pd.DataFrame, ssm_params: dict | None
             ssm = SSMForecaster(**ssm_params).fit(train, fh=fh)
             predicted = ssm.predict()
             seconds["ssm"] += time.perf_counter() - start
+            bounds = ssm.predict_interval(coverage=list(COVERAGE))
             for key in series:
                 forecasts["ssm"][key] = predicted.loc[key, "y"].to_numpy(dtype=float)
+                truth = panel.loc[key, "y"].reindex(test_times).to_numpy(dtype=float)
+                for level in COVERAGE:
+                    lo, hi = (bounds.loc[key, ("y", level, side)].to_numpy(dtype=float) for side in ("lower", "upper"))
+                    inside[level].extend((truth >= lo) & (truth <= hi))
         for key in series:
             truth = panel.loc[key, "y"].reindex(test_times).to_numpy(dtype=float)
             history = train.loc[key, "y"].to_numpy(dtype=float)
@@ -153,6 +163,7 @@ def panel_backtest(task: PanelTask, panel: pd.DataFrame, ssm_params: dict | None
                 smape=float(values[:, 1].mean()),
                 fit_s=seconds[m] / len(origins),
                 series=len(values) // len(origins),
+                **({f"cov{round(100 * v)}": 100 * float(np.mean(inside[v])) for v in COVERAGE} if m == "ssm" else {}),
             )
         )
     return rows
@@ -160,10 +171,15 @@ def panel_backtest(task: PanelTask, panel: pd.DataFrame, ssm_params: dict | None
 
 def panel_summary(rows: list[dict]) -> str:
     """Markdown table of panel_backtest rows, with the SSM's ratios per panel."""
-    lines = ["| panel | model | MASE | sMAPE % | fit s | series |", "|---|---|---|---|---|---|"]
+    lines = [
+        "| panel | model | MASE | sMAPE % | fit s | series | 80 % covers | 90 % covers |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
+        cov = " | ".join(f"{r[k]:.1f} %" if k in r else "" for k in ("cov80", "cov90"))
         lines.append(
-            f"| {r['panel']} | {r['model']} | {r['mase']:.3f} | {r['smape']:.2f} | {r['fit_s']:.1f} | {r['series']} |"
+            f"| {r['panel']} | {r['model']} | {r['mase']:.3f} | {r['smape']:.2f} | {r['fit_s']:.1f} | {r['series']} "
+            f"| {cov} |"
         )
     for panel in dict.fromkeys(r["panel"] for r in rows):
         by = {r["model"]: r["mase"] for r in rows if r["panel"] == panel}

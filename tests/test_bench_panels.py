@@ -1,0 +1,52 @@
+"""The panel forecasting benchmark: its data, its metrics against sktime's, and one run."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from sktime.performance_metrics.forecasting import mean_absolute_percentage_error, mean_absolute_scaled_error
+
+from ssmts.bench import forecast
+from ssmts.bench.panels import PANEL_TASKS, PanelTask, _scores, load_panel, panel_backtest
+
+
+def test_the_panels_hold_contiguous_series_long_enough_for_every_origin():
+    fertility = load_panel("fertility")
+    sizes = fertility.groupby(level="series").size()
+    assert len(sizes) == 196 and sizes.min() >= 22 and sizes.max() == 52
+    assert not fertility["y"].isna().any()
+    last = fertility.index.get_level_values("time").max()
+    assert str(last) == "2011"  # 2012 and 2013 are empty in the data set
+    macro = load_panel("macrodata")
+    assert macro.groupby(level="series").size().tolist() == [203] * 12
+    assert str(macro.index.get_level_values("time")[0]) == "1959Q1"
+
+
+@pytest.mark.parametrize("season", [1, 4])
+def test_scores_equal_sktimes_mase_and_smape(season):
+    rng = np.random.default_rng(0)
+    train, truth, pred = rng.normal(10, 2, 30), rng.normal(10, 2, 6), rng.normal(10, 2, 6)
+    mase, smape = _scores(truth, pred, train, season)
+    expected = mean_absolute_scaled_error(pd.Series(truth), pd.Series(pred), y_train=pd.Series(train), sp=season)
+    assert mase == pytest.approx(expected, rel=1e-12)
+    assert smape == pytest.approx(100 * mean_absolute_percentage_error(truth, pred, symmetric=True), rel=1e-12)
+
+
+def test_a_panel_backtest_scores_every_model_on_every_series():
+    rng = np.random.default_rng(0)
+    times = pd.period_range("2000Q1", periods=24, freq="Q")
+    panel = pd.concat(
+        {f"s{i}": pd.DataFrame({"y": 50 + np.cumsum(rng.normal(0.5, 1, 24))}, index=times) for i in range(3)},
+        names=["series", "time"],
+    )
+    task = PanelTask("toy", 4, 4, 2, 2)
+    tiny = dict(d_model=8, d_state=4, n_layers=1, max_epochs=2, context_length="auto", device="cpu", random_state=0)
+    rows = {r["model"]: r for r in panel_backtest(task, panel, tiny)}
+    assert set(rows) == {"naive", "theta", "ets", "median", "ssm"}
+    assert all(r["series"] == 3 and np.isfinite(r["mase"]) and r["smape"] > 0 for r in rows.values())
+    assert PANEL_TASKS["fertility"].h == 6 and PANEL_TASKS["macrodata"].h == 8
+
+
+def test_the_forecast_benchmark_runs_a_panel(capsys):
+    assert forecast.main(["--panels", "macrodata", "--quick", "--models", "naive,theta,ets"]) == 0
+    out = capsys.readouterr().out
+    assert "| macrodata | median |" in out and "| macrodata | ets |" in out
