@@ -112,9 +112,11 @@ class ForecasterParams(BackboneParams, OptimizerParams, EarlyStoppingParams):
         "max_epochs": 150,
         "batch_size": 16,
         "lr": 1e-3,
+        # panels of many series give thousands of windows: bound the run in steps, not epochs
+        "max_steps": 2000,
     }
     context_length: int | str = param(
-        default=24,
+        default="auto",
         doc="Steps of history the network reads, or 'auto': CONTEXT_SEASONS times the longer of the "
         "horizon and the seasonal period, at most half the median series length (context_length_ holds the "
         "choice). Series shorter than a context and horizon are padded at the front with missing values.",
@@ -557,22 +559,27 @@ class SSMForecaster(ForecasterParams, NetworkFitMixin, CovariatesMixin, BaseFore
     def _train_val(self, data: Windows, windows: list) -> tuple[SequenceData, SequenceData | None]:
         if not self.early_stopping:
             return data.data(), None
-        # Temporal hold-out: the latest validation_fraction of each series' windows.
-        is_val, offset = np.zeros(len(data.x), dtype=bool), 0
+        # Temporal hold-out: the latest validation_fraction of each series' windows. The training windows
+        # whose targets reach the held-out targets are left out of both (purged), so that neither early
+        # stopping nor the conformal calibration scores targets the network was trained on.
+        is_val, is_train, offset = np.zeros(len(data.x), dtype=bool), np.ones(len(data.x), dtype=bool), 0
         for w in windows:
             if w is None:
                 continue
             n = len(w.x)
             n_val = int(round(self.validation_fraction * n))
             if n >= 2 and n_val >= 1:
-                is_val[offset + np.argsort(w.end, kind="stable")[-n_val:]] = True
+                held = np.argsort(w.end, kind="stable")[-n_val:]
+                is_val[offset + held] = True
+                first_held_target = w.end[held].min() - self.horizon_ + 1
+                is_train[offset : offset + n] = w.end < first_held_target
             offset += n
-        if not is_val.any():
+        if not is_val.any() or not is_train.any():
             raise ValueError(
-                f"early_stopping needs validation windows, but the series give {len(data.x)} training window(s); "
-                "use longer series, a larger validation_fraction or early_stopping=False"
+                f"early_stopping needs validation windows and training windows before them, but the series give "
+                f"{len(data.x)} window(s); use longer series, another validation_fraction or early_stopping=False"
             )
-        return data.data(np.flatnonzero(~is_val)), data.data(np.flatnonzero(is_val))
+        return data.data(np.flatnonzero(is_train)), data.data(np.flatnonzero(is_val))
 
     def _remember(self, key: tuple, y_part: pd.DataFrame, x_part: pd.DataFrame | None) -> None:
         """Keep the last context_length + horizon_ observations (a context, plus the windows

@@ -674,3 +674,18 @@ def test_conformal_intervals_cover_their_level_on_the_held_out_windows(level):
     assert coverage(raw) != coverage(calibrated) and np.abs(calibrated.interval_widening_).max() > 0
     if level == 0.8:
         assert coverage(raw) < level  # two epochs leave this grid too narrow: calibration has work to do
+
+
+def test_held_out_windows_are_purged_of_training_windows_that_share_their_targets(monkeypatch):
+    """56 windows (60 points, context 4); the latest 6 are held out, and the 2 training windows whose
+    3-step targets reach the first held-out target are used for neither."""
+    seen = {}
+    original = SSMForecaster._train_network
+
+    def spy(self, network, train, loss_fn, **kwargs):
+        seen["train"], seen["validation"] = len(train), len(kwargs["validation"])
+        return original(self, network, train, loss_fn, **kwargs)
+
+    monkeypatch.setattr(SSMForecaster, "_train_network", spy)
+    forecaster(context_length=4, early_stopping=True, max_epochs=1).fit(seasonal(60), fh=[1, 2, 3])
+    assert seen == {"train": 48, "validation": 6}
