@@ -11,7 +11,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING
 
-__version__ = "0.1.0"
+from ._version import __version__
+
 _ESTIMATORS = (
     "SSMClassifier",
     "SSMRegressor",

@@ -204,13 +204,13 @@ def _load_ucr(name: str):
 # not take them ignore them). A new row is one entry here, plus its name in the default rows below
 # where it should run without --models.
 def _ssm(regression: bool, params: dict, seed: int):
-    from ssmts import SSMClassifier, SSMRegressor
+    from ssmts.estimators import SSMClassifier, SSMRegressor
 
     return (SSMRegressor if regression else SSMClassifier)(**dict(params, device="cpu", random_state=seed))
 
 
 def _previous(regression: bool, params: dict, seed: int):
-    from ssmts import SSMClassifier, SSMRegressor
+    from ssmts.estimators import SSMClassifier, SSMRegressor
 
     settings = dict(PREVIOUS_DEFAULTS, device="cpu", random_state=seed)
     if not regression:
@@ -219,7 +219,7 @@ def _previous(regression: bool, params: dict, seed: int):
 
 
 def _features(regression: bool, params: dict, seed: int):
-    from ssmts import SSMFeatureClassifier, SSMFeatureRegressor
+    from ssmts.estimators import SSMFeatureClassifier, SSMFeatureRegressor
 
     return (SSMFeatureRegressor if regression else SSMFeatureClassifier)(
         **dict(params, device="cpu", random_state=seed)

@@ -33,7 +33,7 @@ def _grid_search(n_jobs: int, max_epochs: int, backend: str | None):
     import joblib
     from sklearn.model_selection import GridSearchCV
 
-    from ssmts import SSMClassifier
+    from ssmts.estimators import SSMClassifier
 
     X, y = _digits()
     search = GridSearchCV(

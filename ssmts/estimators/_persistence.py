@@ -34,9 +34,9 @@ READABLE_VERSIONS = (1, 2)
 
 
 def _versions() -> dict:
-    import ssmts
+    from .._version import __version__
 
-    return {"ssmts": ssmts.__version__, "torch": torch.__version__.split("+")[0], "python": platform.python_version()}
+    return {"ssmts": __version__, "torch": torch.__version__.split("+")[0], "python": platform.python_version()}
 
 
 def _checksum(tensors: dict[str, torch.Tensor], header: dict | None = None) -> str:

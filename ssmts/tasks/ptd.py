@@ -44,13 +44,13 @@ from typing import Any
 import numpy as np
 import torch
 
-import ssmts
 from ssmts.nn import SequenceHead, SSMBackbone
 from ssmts.nn.analysis import sensitive_frequencies
 from ssmts.nn.init import hippo_legs, hippo_legs_normal, ptd_legs
 from ssmts.training import BackboneParams, SequenceData, TrainerConfig, fit_model, predict_batches
 from ssmts.training.objectives import accuracy_of_logits, mse_loss, weighted_cross_entropy
 
+from .._version import __version__
 from .data_utils import json_safe
 
 EXPERIMENTS = ("ptd-sinusoids", "ptd-robustness", "ptd-ablation")
@@ -691,7 +691,7 @@ def run_ptd(
         "preset": preset,
         "settings": asdict(settings),
         "epochs": epochs or settings.epochs,
-        "ssmts_version": ssmts.__version__,
+        "ssmts_version": __version__,
         "torch_threads": torch.get_num_threads(),
         "platform": platform.platform(),
         "seconds": time.perf_counter() - start,

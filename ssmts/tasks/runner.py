@@ -28,7 +28,6 @@ from typing import Callable
 import numpy as np
 import torch
 
-import ssmts
 from ssmts.data.base import TaskData
 from ssmts.data.bidmc import standardize_splits
 from ssmts.nn import scaled_delta
@@ -43,6 +42,7 @@ from ssmts.training import (
 )
 from ssmts.training.objectives import accuracy_of_logits, mse_loss, weighted_cross_entropy
 
+from .._version import __version__
 from . import zero_shot
 from .data_utils import json_safe, limit_task_data, to_sequence_data
 from .models import build_model
@@ -306,7 +306,7 @@ def run_task(
             "total_seconds": time.perf_counter() - started,
         },
         "files": {key: str(path) for key, path in paths.items()},
-        "versions": {"ssmts": ssmts.__version__, "torch": torch.__version__, "python": platform.python_version()},
+        "versions": {"ssmts": __version__, "torch": torch.__version__, "python": platform.python_version()},
     }
     if main_process:
         _write_history(paths["history"], history)

@@ -34,12 +34,12 @@ from typing import Callable
 import numpy as np
 import torch
 
-import ssmts
 from ssmts.data.state_tracking import PROBLEM_INFO, PROBLEMS, generate_state_tracking
 from ssmts.nn import PerStepHead
 from ssmts.training import BackboneParams, SequenceData, TrainerConfig, fit_model, predict_batches, resolve_device
 from ssmts.training.objectives import accuracy_of_step_logits, weighted_cross_entropy
 
+from .._version import __version__
 from .data_utils import json_safe
 
 MODELS = ("ssm", "diagonal", "block_diagonal", "dplr", "walsh_hadamard", "dense")
@@ -370,7 +370,7 @@ def run_state_tracking(
         "device": str(torch_device),
         "threads": torch.get_num_threads(),
         "total_seconds": time.perf_counter() - started,
-        "versions": {"ssmts": ssmts.__version__, "torch": torch.__version__, "python": platform.python_version()},
+        "versions": {"ssmts": __version__, "torch": torch.__version__, "python": platform.python_version()},
     }
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(json_safe(results), indent=2) + "\n")
