@@ -60,6 +60,14 @@ def historical_forecasts(forecaster, y, X=None, cutoffs=None, fh=None, alpha=Non
             asked = index[positions]
         else:
             asked = cutoffs if isinstance(cutoffs, pd.Index) else pd.Index(list(np.atleast_1d(cutoffs)))
+            if asked.isna().any():
+                raise ValueError(f"cutoffs holds a missing value (NaN/NaT): {list(asked)}")
+            late = asked[asked > index[-1]]
+            if len(late):
+                raise ValueError(
+                    f"cutoff {late[0]} is after the last observation of {key_name(key)} ({index[-1]}): a backtest "
+                    "forecasts from cutoffs inside the data; pass y up to the latest cutoff"
+                )
             # as update + predict: a series' origin is its last observation at or before the cutoff
             positions = index.searchsorted(asked, side="right") - 1
         short = np.flatnonzero(positions < 0)

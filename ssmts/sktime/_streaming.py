@@ -65,15 +65,40 @@ class ForecastStream:
         if forecaster.n_exog_:
             self._x = forecaster._x_rows(key, x_old, tail.index[-len(self._y) :], "the context")
         self.n_seen = 0  # observations streamed so far
+        self._fit_id = forecaster._fit_id_  # a refit makes this stream's context and weights stale
 
     @property
     def ready(self) -> bool:
         """Whether a full context has been seen (forecasts need context_length observations)."""
         return len(self._y) >= self._f.context_length_
 
+    def _check_current(self) -> None:
+        if self._f._fit_id_ != self._fit_id:
+            raise ValueError(
+                f"the {type(self._f).__name__} was fitted again after this stream was opened: its context and "
+                "weights are stale; open a new stream with forecaster.stream()"
+            )
+
+    @staticmethod
+    def _values(value, what: str, allow_nan: bool) -> np.ndarray:
+        """value as a float64 row; booleans and infinite values are refused (NaN is a missing value)."""
+        array = np.asarray(value)
+        if array.dtype == bool or array.dtype == object and any(isinstance(v, bool) for v in array.ravel()):
+            raise TypeError(f"{what} must be numbers, got booleans: {value!r}")
+        try:
+            row = array.astype(np.float64).reshape(-1)
+        except (TypeError, ValueError):
+            raise TypeError(f"{what} must be numbers, got {value!r}") from None
+        if np.isinf(row).any() or (not allow_nan and np.isnan(row).any()):
+            raise ValueError(
+                f"{what} holds a non-finite value: {row.tolist()} (NaN is a missing value, inf is refused)"
+            )
+        return row
+
     def update(self, y, X=None) -> "ForecastStream":
         f, c = self._f, self._f.context_length_
-        row = np.asarray(y, dtype=np.float64).reshape(-1)
+        self._check_current()
+        row = self._values(y, "stream.update's observation", allow_nan=True)
         if row.shape != (f.n_targets_,):
             raise ValueError(f"stream.update takes one observation of {f.n_targets_} value(s), got shape {np.shape(y)}")
         if f.n_exog_:
@@ -82,7 +107,7 @@ class ForecastStream:
                     f"{type(f).__name__} was fitted with exogenous X ({f.n_exog_} columns), so "
                     f"stream.update needs the new observation's X row"
                 )
-            x = np.asarray(X, dtype=np.float64).reshape(-1)
+            x = self._values(X, "stream.update's X row", allow_nan=True)
             if x.shape != (f.n_exog_,):
                 raise ValueError(f"stream.update: X must hold {f.n_exog_} value(s), got shape {np.shape(X)}")
             self._x = np.concatenate([self._x, self._standardize(x[None], self._x[-1:])])[-c:]
@@ -94,6 +119,7 @@ class ForecastStream:
 
     def predict(self, X_future=None, alpha=None):
         f, c = self._f, self._f.context_length_
+        self._check_current()
         if not self.ready:
             raise ValueError(
                 f"context_length={c} is longer than what {key_name(self.key)} has seen so far "
@@ -106,7 +132,7 @@ class ForecastStream:
                     f"{type(f).__name__} was fitted with exogenous X, so stream.predict needs X_future: "
                     f"X at the forecast steps 1..{self.n_future}"
                 )
-            x_future = np.asarray(X_future, dtype=np.float64).reshape(-1, f.n_exog_)
+            x_future = self._values(X_future, "stream.predict's X_future", allow_nan=True).reshape(-1, f.n_exog_)
             if len(x_future) < self.n_future:
                 raise ValueError(
                     f"stream.predict needs X at the forecast steps 1..{self.n_future}, but X_future "

@@ -50,10 +50,19 @@ def key_name(key: tuple) -> str:
 
 
 def as_float(frame: pd.DataFrame, name: str) -> pd.DataFrame:
+    """frame as float64; NaN is a missing value, an infinite one an error naming where it is."""
     try:
-        return frame.astype(np.float64)
+        values = frame.astype(np.float64)
     except (TypeError, ValueError) as error:
         raise TypeError(f"{name} must have numeric columns only: {error}") from None
+    infinite = np.isinf(values.to_numpy())
+    if infinite.any():
+        row, col = np.argwhere(infinite)[0]
+        raise ValueError(
+            f"{name} holds {int(infinite.sum())} infinite value(s) (first: column {values.columns[col]!r} at "
+            f"{values.index[row]}); use NaN for a missing value"
+        )
+    return values
 
 
 def fill_forward(values: np.ndarray) -> np.ndarray:

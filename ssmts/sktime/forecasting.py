@@ -13,6 +13,8 @@ This module is the sktime plumbing: parameters, fit / update / predict, horizons
 
 from __future__ import annotations
 
+import uuid
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
@@ -299,6 +301,35 @@ class SSMForecaster(ForecasterParams, NetworkFitMixin, CovariatesMixin, BaseFore
         # creating them always lets set_config(remember_data=True) work afterwards.
         if not hasattr(self, "_y"):
             self._y, self._X = None, None
+
+    # ------------------------------------------------------------ all or nothing
+    def fit(self, y, X=None, fh=None):
+        """Fit to y (and X) for the horizon fh; on any failure or interruption the forecaster is left
+        as it was (the previous fit, or none)."""
+        with self._all_or_nothing():
+            super().fit(y, X=X, fh=fh)
+            self._fit_id_ = uuid.uuid4().hex  # streams opened before a refit are stale
+        return self
+
+    def update(self, y, X=None, update_params=True):
+        """Append new observations (and fine-tune with update_params); on any failure or interruption
+        the forecaster is left as it was, its cutoff included."""
+        with self._all_or_nothing():
+            super().update(y, X=X, update_params=update_params)
+        return self
+
+    @contextmanager
+    def _all_or_nothing(self):
+        saved = dict(self.__dict__)
+        # the containers that update changes in place
+        kept = {name: dict(saved[name]) for name in ("_store", "_statics") if isinstance(saved.get(name), dict)}
+        try:
+            yield
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(saved)
+            self.__dict__.update(kept)
+            raise
 
     # ------------------------------------------------------------ parameters
     @property
@@ -731,8 +762,26 @@ class SSMForecaster(ForecasterParams, NetworkFitMixin, CovariatesMixin, BaseFore
         outputs = self._run([(ctx, steps, x_ctx, x_future) for _, ctx, _, steps, x_ctx, x_future in items], alpha)
         return [(item[0], item[2], point, q) for item, (point, q) in zip(items, outputs)]
 
-    @torch.no_grad()
     def _run(self, items, alpha):
+        """_forecast_batch, refusing non-finite forecasts instead of returning them."""
+        results = self._forecast_batch(items, alpha)
+        bad = [
+            i
+            for i, (point, q) in enumerate(results)
+            if not np.isfinite(point).all() or (q is not None and not np.isfinite(q).all())
+        ]
+        if bad:
+            largest = max(float(np.nanmax(np.abs(items[i][0]))) for i in bad)
+            raise FloatingPointError(
+                f"{type(self).__name__} computed non-finite forecasts for {len(bad)} of {len(results)} contexts. "
+                f"Likely causes: values far outside the training data (largest |y| in these contexts: {largest:.3g}; "
+                f"the training values lie within {self.y_mean_.min():.3g} +- a few x {self.y_scale_.max():.3g}) or a "
+                "model whose training diverged"
+            )
+        return results
+
+    @torch.no_grad()
+    def _forecast_batch(self, items, alpha):
         """One batched forward for n forecasts: items [(context y (c, C), steps (k,), X context
         (c, C_x) or None, future X (n_future, C_x) or None)] ->
         [(point (k, C), quantiles (k, C, A) or None)] in original units."""

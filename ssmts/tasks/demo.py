@@ -79,8 +79,8 @@ def run_demo(
     max_per_class: clips per word and split (default: all of the shipped copy, or
     REAL_DATA_MAX_PER_CLASS of real data; 0 = no cap).
     """
-    from ssmts.estimators import SSMClassifier
     from ssmts.data.speech import load_speech_commands
+    from ssmts.estimators import SSMClassifier
 
     from .registry import speech_commands_dir
 

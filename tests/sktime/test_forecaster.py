@@ -525,11 +525,16 @@ def test_series_shorter_than_the_context_are_padded_with_missing_values():
 
 
 def test_a_panel_of_short_and_long_series_forecasts_every_series():
-    y = pd.concat({"long": seasonal(60), "short": seasonal(9)}, names=["series", "time"]).to_frame()
+    """The short series starts late (9 points against 60): trained, forecast, and backtested from
+    cutoffs that leave it 3 and 7 observations."""
+    y = pd.concat({"long": seasonal(60), "short": seasonal(60).iloc[-9:]}, names=["series", "time"]).to_frame()
     f = forecaster(context_length=24).fit(y, fh=[1, 2, 3])
     assert f.predict().groupby(level=0).size().to_dict() == {"long": 3, "short": 3}
-    backtest = f.historical_forecasts(y, cutoffs=y.index.get_level_values(1)[[2, 30]].unique())
-    assert np.isfinite(backtest.to_numpy()).all()
+    cutoffs = seasonal(60).index[[53, 57]]
+    backtest = f.historical_forecasts(y, cutoffs=cutoffs)
+    assert len(backtest) == 2 * 2 * 3 and np.isfinite(backtest.to_numpy()).all()
+    with pytest.raises(ValueError, match="is after the last observation of series 'short'"):
+        f.historical_forecasts(y.drop(index=y.index[-1]), cutoffs=seasonal(60).index[[59]])
 
 
 @pytest.mark.parametrize(
