@@ -49,6 +49,37 @@ def interpolate_quantiles(values: np.ndarray, levels: np.ndarray, alpha: np.ndar
     return values[..., left] + w * (values[..., right] - values[..., left])
 
 
+def conformal_widening(grid: np.ndarray, target: np.ndarray, observed: np.ndarray, levels: np.ndarray) -> np.ndarray:
+    """Split-conformal quantile regression (CQR) of a sorted quantile grid, per horizon step.
+
+    grid (n, H, C, Q) on held-out windows, target and observed (n, H, C), levels (Q,) ->
+    widening (H, Q): for every symmetric pair of levels (l, 1 - l), the amount d (negative:
+    narrowing) such that [q_l - d, q_(1-l) + d] holds the conformal share ceil((m + 1)(1 - 2l)) / m
+    of the m observed held-out targets of that step (pooled over channels); 0 where m is too
+    small for it ((m + 1)(1 - 2l) > m) and on levels without a symmetric partner.
+    """
+    Q, H = len(levels), grid.shape[1]
+    widening = np.zeros((H, Q))
+    for low in range(Q // 2):
+        high = Q - 1 - low
+        if not np.isclose(levels[high], 1 - levels[low]):
+            continue
+        score = np.maximum(grid[..., low] - target, target - grid[..., high])  # > 0: outside the interval
+        for h in range(H):
+            s = np.sort(score[:, h][observed[:, h]])
+            rank = int(np.ceil((len(s) + 1) * (1 - 2 * levels[low])))
+            if len(s) and rank <= len(s):
+                widening[h, low] = widening[h, high] = s[rank - 1]
+    return widening
+
+
+def widen(grid: np.ndarray, widening: np.ndarray, levels: np.ndarray) -> np.ndarray:
+    """grid (n, H, C, Q) with each level moved away from the median by widening (H, Q), sorted again
+    (a narrowing may cross levels)."""
+    sign = np.sign(levels - 0.5)
+    return np.sort(grid + (sign * widening)[None, :, None, :], axis=-1)
+
+
 def sample_from_grid(q: torch.Tensor, z_grid: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
     """One draw per row from the (sorted) quantile grid q (b, C, Q) at uniforms u (b, C), interpolated as above."""
     za = torch.special.ndtri(u.clamp(1e-3, 1 - 1e-3)).to(q.dtype).to(q.device)

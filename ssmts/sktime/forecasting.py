@@ -38,7 +38,15 @@ from ..training.fit import pickle_state
 from ..training.objectives import pinball_loss
 from ._backtest import historical_forecasts
 from ._covariates import CovariatesMixin
-from ._strategies import FORECAST_BATCH, STRATEGIES, Contexts, interpolate_quantiles, quantile_probabilities
+from ._strategies import (
+    FORECAST_BATCH,
+    STRATEGIES,
+    Contexts,
+    conformal_widening,
+    interpolate_quantiles,
+    quantile_probabilities,
+    widen,
+)
 from ._windows import (
     Windows,
     as_float,
@@ -156,10 +164,11 @@ class ForecasterParams(BackboneParams, OptimizerParams, EarlyStoppingParams):
         default=5, doc="Fine-tuning epochs of update(update_params=True).", constraint=Integer(0)
     )
     calibration: Literal["conformal", "none"] = param(
-        default="conformal",
+        default="none",
         doc="'conformal': the intervals are calibrated on the windows early_stopping holds out (split "
         "conformal quantile regression per horizon step; strategy='direct'), so that an interval at "
-        "level p covers about p of them; 'none': the quantile head's grid as trained.",
+        "level p covers about p of them; 'none': the quantile head's grid as trained (the default: on the "
+        "development panels calibration did not improve the coverage of later outcomes).",
         constraint=Options("conformal", "none"),
     )
     irregular: Literal["refuse", "time_deltas"] = param(
@@ -552,21 +561,7 @@ class SSMForecaster(ForecasterParams, NetworkFitMixin, CovariatesMixin, BaseFore
         out = predict_batches(self.model_, inputs, FORECAST_BATCH, device).double().numpy()
         grid = np.sort(out, axis=-1).mean(1)  # (n, H, C, Q), as predict forms it
         target, observed = held_out.y.double().numpy(), held_out.weight.numpy() > 0
-        levels = self.quantile_levels_
-        Q = len(levels)
-        widening = np.zeros((self.horizon_, Q))
-        for low in range(Q // 2):
-            high = Q - 1 - low
-            miss = 2 * levels[low]  # the share of outcomes the pair's interval may leave out
-            if not np.isclose(levels[high], 1 - levels[low]):
-                continue
-            score = np.maximum(grid[..., low] - target, target - grid[..., high])  # (n, H, C)
-            for h in range(self.horizon_):
-                s = score[:, h][observed[:, h]]
-                rank = int(np.ceil((len(s) + 1) * (1 - miss)))
-                if len(s) and rank <= len(s):
-                    widening[h, low] = widening[h, high] = np.sort(s)[rank - 1]
-        return widening
+        return conformal_widening(grid, target, observed, self.quantile_levels_)
 
     def _build_network(self) -> ForecastEnsemble:
         C, Q = self.n_targets_, len(self.quantile_levels_)
@@ -807,9 +802,8 @@ class SSMForecaster(ForecasterParams, NetworkFitMixin, CovariatesMixin, BaseFore
         if self.strategy == "direct":
             grid, _ = self._strategy.forecast(model, ctx, self.horizon_, device)
             widening = getattr(self, "interval_widening_", None)
-            if widening is not None:  # conformal calibration, then sorted again (a negative widening may cross)
-                sign = np.sign(levels - 0.5)
-                grid = np.sort(grid + (sign * widening)[None, :, None, :], axis=-1)
+            if widening is not None:
+                grid = widen(grid, widening, levels)
             grid = grid * scale_t[..., None] + shift_t[..., None]  # (n, H, C, Q)
             for i, (_, wanted, _, _) in enumerate(items):
                 g = grid[i, wanted - 1]

@@ -665,8 +665,8 @@ def test_conformal_intervals_cover_their_level_on_the_held_out_windows(level):
     y = seasonal(60)
     low, high = (1 - level) / 2, (1 + level) / 2
     params = dict(context_length=8, early_stopping=True, validation_fraction=0.5, max_epochs=2, quantiles=(low, high))
-    calibrated = forecaster(**params).fit(y, fh=[1])
-    raw = forecaster(**params, calibration="none").fit(y, fh=[1])
+    calibrated = forecaster(**params, calibration="conformal").fit(y, fh=[1])
+    raw = forecaster(**params).fit(y, fh=[1])
     assert calibrated.interval_widening_.shape == (1, 3) and raw.interval_widening_ is None
     cutoffs = y.index[33:59]
     truth = y.iloc[34:60].to_numpy()
