@@ -35,52 +35,34 @@ def _regression_data(n: int) -> SequenceData:
 
 
 @pytest.mark.parametrize(
-    "n, batch, max_epochs, min_steps, expected_epochs",
+    "n, batch, max_epochs, budget, expected_epochs",
     [
-        (20, 8, 3, 0, 3),  # no minimum: max_epochs
-        (20, 8, 3, 30, 10),  # 3 batches an epoch: ceil(30 / 3) = 10 epochs
-        (20, 8, 12, 30, 12),  # max_epochs already gives more steps
-        (100, 8, 2, 30, 3),  # 13 batches an epoch: ceil(30 / 13) = 3
+        (20, 8, 3, {}, 3),  # no minimum, no bound: max_epochs
+        (20, 8, 3, {"min_steps": 30}, 10),  # 3 batches an epoch: ceil(30 / 3) = 10 epochs
+        (20, 8, 12, {"min_steps": 30}, 12),  # max_epochs already gives more steps
+        (100, 8, 2, {"min_steps": 30}, 3),  # 13 batches an epoch: ceil(30 / 13) = 3
+        (20, 8, 10, {"max_steps": 12}, 4),  # 3 batches an epoch: 4 epochs take 12 steps
+        (20, 8, 10, {"max_steps": 14}, 4),  # 5 epochs would take 15 > 14
+        (20, 8, 2, {"max_steps": 100}, 2),  # the bound is above max_epochs' steps: unchanged
+        (100, 8, 10, {"max_steps": 5}, 1),  # 13 batches an epoch, more than the bound: one epoch all the same
+        (20, 8, 1, {"min_steps": 9, "max_steps": 12}, 3),  # raised to the minimum, within the bound
     ],
 )
-def test_min_steps_raises_the_epochs_of_small_data(n, batch, max_epochs, min_steps, expected_epochs):
+def test_min_and_max_steps_set_the_epochs_of_small_and_large_data(n, batch, max_epochs, budget, expected_epochs):
     trainer = Trainer(
         _Mean(),
         lambda out, y, w: ((out - y) ** 2).mean(),
         max_epochs=max_epochs,
         batch_size=batch,
-        min_steps=min_steps,
         device="cpu",
         random_state=0,
+        **budget,
     )
     assert trainer.planned_epochs(n) == expected_epochs
     history = trainer.fit(_regression_data(n))
     assert len(history) == expected_epochs
-    assert len(history) * math.ceil(n / batch) >= min_steps
-
-
-@pytest.mark.parametrize(
-    "n, batch, max_epochs, max_steps, expected_epochs",
-    [
-        (20, 8, 10, None, 10),  # no bound: max_epochs
-        (20, 8, 10, 12, 4),  # 3 batches an epoch: 4 epochs take 12 steps
-        (20, 8, 10, 14, 4),  # 5 epochs would take 15 > 14
-        (20, 8, 2, 100, 2),  # the bound is above max_epochs' steps: unchanged
-        (100, 8, 10, 5, 1),  # 13 batches an epoch, more than the bound: one epoch all the same
-    ],
-)
-def test_max_steps_lowers_the_epochs_of_large_data(n, batch, max_epochs, max_steps, expected_epochs):
-    trainer = Trainer(
-        _Mean(),
-        lambda out, y, w: ((out - y) ** 2).mean(),
-        max_epochs=max_epochs,
-        batch_size=batch,
-        max_steps=max_steps,
-        device="cpu",
-        random_state=0,
-    )
-    assert trainer.planned_epochs(n) == expected_epochs
-    assert len(trainer.fit(_regression_data(n))) == expected_epochs
+    steps = len(history) * math.ceil(n / batch)
+    assert steps >= budget.get("min_steps", 0) and (len(history) == 1 or steps <= budget.get("max_steps", steps))
 
 
 def test_max_steps_below_min_steps_is_refused():
