@@ -32,8 +32,9 @@ __all__ = [
     "FeatureReadout",
     "log_spaced_steps",
 ]
-from .backbone import POOLINGS, SSMBackbone, parameter_groups
+from .backbone import SSMBackbone, parameter_groups
 from .blocks import ACTIVATIONS, NORMS, SSMBlock
+from .functional import POOLINGS
 from .heads import (
     DirectForecastHead,
     ForecastEnsemble,

@@ -15,12 +15,10 @@ from torch import nn
 
 from .blocks import SSMBlock, make_norm
 from .dense import DenseSSM
-from .functional import channel_linear, pool
+from .functional import POOLINGS, channel_linear, pool
 from .lncde import LinearCDE
 from .resampling import check_delta_factor
 from .ssm import SSM
-
-POOLINGS = ("mean", "last", "none")
 
 
 class SSMBackbone(nn.Module):
@@ -60,8 +58,8 @@ class SSMBackbone(nn.Module):
         **ssm_kwargs,
     ):
         super().__init__()
-        if pooling not in POOLINGS:
-            raise ValueError(f"unknown pooling {pooling!r}; choose one of {POOLINGS}")
+        if pooling not in (*POOLINGS, "none"):
+            raise ValueError(f"unknown pooling {pooling!r}; choose one of {POOLINGS} or 'none' (per-step outputs)")
         if n_layers < 1:
             raise ValueError(f"n_layers must be >= 1, got {n_layers}")
         self.d_input, self.d_model, self.n_layers, self.pooling = d_input, d_model, n_layers, pooling

@@ -33,7 +33,7 @@ from ..training import (
     predict_batches,
     resolve_device,
 )
-from ..training.config import Integer, NoneOr, Options, Satisfies, param, with_params_doc
+from ..training.config import Integer, NoneOr, Options, Satisfies, _is_int, param, with_params_doc
 from ..training.fit import pickle_state
 from ..training.objectives import pinball_loss
 from ._backtest import historical_forecasts
@@ -84,7 +84,7 @@ def _is_quantile_grid(value) -> bool:
 
 
 def _is_context_length(value) -> bool:
-    return value == "auto" or (isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= 1)
+    return value == "auto" or (_is_int(value) and value >= 1)
 
 
 def auto_context_length(lengths, horizon: int, season: int) -> int:

@@ -25,6 +25,7 @@ import torch
 from ..nn.backbone import SSMBackbone
 from ..nn.blocks import ACTIVATIONS, LAYERS, NORMS
 from ..nn.discretization import DISCRETIZATIONS
+from ..nn.functional import POOLINGS
 from ..nn.init import INITS
 from ..nn.lncde import LNCDE_STRUCTURES
 from .config import (
@@ -37,13 +38,14 @@ from .config import (
     Options,
     Real,
     Satisfies,
+    _is_int,
+    _is_real,
     param,
     params_of,
 )
 
 OPTIMIZERS = ("adamw", "adam", "sgd")
 SCHEDULERS = ("none", "cosine", "plateau")
-POOLINGS = ("mean", "last")
 NORMALIZATIONS = ("channel", "series", "series+stats", "none")
 PRECISIONS = ("32", "bf16-mixed")
 POSITIVE = Real(0, None, closed="neither")
@@ -272,14 +274,6 @@ def _same(value, default) -> bool:
     if isinstance(value, numbers.Real) and isinstance(default, numbers.Real):
         return value == default
     return type(value) is type(default) and value == default
-
-
-def _is_int(value) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def _is_real(value) -> bool:
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 class SequenceParams(Configurable):
