@@ -21,9 +21,10 @@ def weighted_cross_entropy(class_weight: torch.Tensor | None = None, label_smoot
     """Cross-entropy of logits (b, K) against labels (b,), weighted as scikit-learn weights samples.
 
     A sample of class y has the loss l = -sum_k q_k log softmax(z)_k with the smoothed target
-    q = (1 - e) onehot(y) + e / K, and the weight class_weight[y] x sample_weight (1 where not
-    given); the loss is the weighted mean of the samples' losses. (PyTorch's own `weight=` would
-    instead weight every class's term of the smoothing part by that class's weight.)
+    q = (1 - e) onehot(y) + e / K, and the weight w = class_weight[y] x sample_weight (1 where not
+    given); the loss is the weighted mean sum_i w_i l_i / sum_i w_i, as sklearn.metrics.log_loss
+    weights samples, with or without smoothing. (PyTorch's own `weight=` would instead weight every
+    class's term of the smoothing part by that class's weight.)
     """
 
     def loss(logits, y, sample_weight=None):

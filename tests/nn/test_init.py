@@ -261,3 +261,114 @@ def test_legs_readout_is_a_real_matrix_projected_on_the_eigenvectors():
     assert np.abs(C0.imag).max() < 1e-10 * np.abs(C0.real).max()
     assert float((np.abs(C.numpy()) ** 2).sum(1).mean()) == pytest.approx(1.0, rel=0.05)
     assert float((C0.real**2).sum(1).mean()) == pytest.approx(1.0, rel=0.05)
+
+
+# ---------------------------------------------------------------- the whole system against the dense one
+def _impulse_response(Lambda, B, C, t, conj_sym):
+    """h(t) = (2) Re(C diag(exp(Lambda t)) B) of the stored diagonal system: (len(t), M, H)."""
+    modes = np.exp(np.multiply.outer(t, Lambda))  # (T, P)
+    h = np.einsum("mp,tp,ph->tmh", C, modes, B)
+    return 2.0 * h.real if conj_sym else h
+
+
+def _dense_impulse_response(A, B0, C0, t):
+    """C0 expm(A t) B0 by scipy's matrix exponential of the dense real system: (len(t), M, H)."""
+    from scipy.linalg import expm
+
+    return np.stack([C0 @ expm(A * s) @ B0 for s in t])
+
+
+# Up to t = 3 the slowest LegS modes (Re -1/2) have decayed by e^-1.5 only, so the whole response is compared.
+TIMES = np.linspace(0.0, 3.0, 31)
+
+
+@pytest.mark.parametrize("init", ["legs", "ptd"])
+@pytest.mark.parametrize("H,M", [(1, 1), (3, 2)])
+def test_diagonal_init_has_the_impulse_response_of_the_dense_hippo_system(init, H, M):
+    """Oracle: scipy.linalg.expm of the dense real system (A^N for legs, A_LegS + E for ptd) with a real B0 and C0.
+
+    B = V^-1 B0, C = C0 V (S5) keep the input-output map: C expm(A t) B = C V exp(Lambda t) V^-1 B. The real
+    B0 and C0 are read back from the conj_sym=False head through V (they must come out real: V^-1 B0 with V^T in
+    place of V^H, or C0 conj(V), do not); the conj_sym=True head, drawn from the same seed (same C0), must give
+    the same response through 2 Re(C x), its real PTD modes with half their C."""
+    from ssmts.nn.init import initialize_head
+
+    N = 16
+    if init == "legs":
+        A = hippo_legs_normal(N)
+        V, V_inv = (lambda V: (V, V.conj().T))(diagonalize_legs_normal(N)[1])
+    else:
+        r = ptd_legs(N)
+        A, V, V_inv = hippo_legs(N)[0] + r.E, r.V, r.V_inv
+    Lambda, B, C = (
+        x.numpy() for x in initialize_head(init, N, H, M, conj_sym=False, generator=torch.Generator().manual_seed(3))
+    )
+    B0, C0 = V @ B, C @ V_inv
+    assert np.abs(B0.imag).max() <= 1e-10 * np.abs(B0).max() and np.abs(C0.imag).max() <= 1e-10 * np.abs(C0).max()
+    B0, C0 = B0.real, C0.real
+    if H == 1:
+        np.testing.assert_allclose(B0[:, 0], hippo_legs(N)[1], rtol=1e-10, atol=1e-10)  # HiPPO's B for SISO heads
+    expected = _dense_impulse_response(A, B0, C0, TIMES)
+    scale = np.abs(expected).max()
+    # float64 throughout; measured max error / scale: 1e-14 .. 3e-13 (expm of the dense matrix dominates).
+    assert np.abs(_impulse_response(Lambda, B, C, TIMES, conj_sym=False) - expected).max() <= 1e-9 * scale
+    half = initialize_head(init, N, H, M, conj_sym=True, generator=torch.Generator().manual_seed(3))
+    Lambda_h, B_h, C_h = (x.numpy() for x in half)
+    if init == "ptd":
+        assert len(Lambda_h) > N // 2  # real modes present: their halved C is exercised
+    assert np.abs(_impulse_response(Lambda_h, B_h, C_h, TIMES, conj_sym=True) - expected).max() <= 1e-9 * scale
+
+
+def test_legs_readout_parseval_the_conjugate_half_keeps_half_the_energy_of_c0():
+    """Oracle: Parseval for C, as for B above. C0 real, V unitary: ||C0 V||^2 = ||C0||^2 row by row, and
+    the Im > 0 half of the conjugate-pair columns carries exactly half of it (|C0 v| = |C0 conj(v)|)."""
+    from ssmts.nn.init import initialize_head
+
+    N, H, M = 16, 2, 5
+    _, V = diagonalize_legs_normal(N)
+    _, _, C_full = initialize_head("legs", N, H, M, conj_sym=False, generator=torch.Generator().manual_seed(4))
+    _, _, C_half = initialize_head("legs", N, H, M, conj_sym=True, generator=torch.Generator().manual_seed(4))
+    C0 = C_full.numpy() @ V.conj().T
+    assert np.abs(C0.imag).max() < 1e-12 * np.abs(C0).max()
+    energy0 = (C0.real**2).sum(1)
+    np.testing.assert_allclose((np.abs(C_full.numpy()) ** 2).sum(1), energy0, rtol=1e-12)
+    np.testing.assert_allclose((np.abs(C_half.numpy()) ** 2).sum(1), energy0 / 2, rtol=1e-12)
+
+
+# ---------------------------------------------------------------- input matrix scales
+@pytest.mark.parametrize("init", ["lin", "inv", "half", "randn"])
+def test_s4d_siso_input_matrix_is_all_ones(init):
+    """S4D: B = 1 for a SISO head (every mode driven with unit gain)."""
+    from ssmts.nn.init import initialize_head
+
+    _, B, _ = initialize_head(init, 12, 1, 1, generator=torch.Generator().manual_seed(0))
+    np.testing.assert_array_equal(B.numpy(), np.ones((6, 1), dtype=complex))
+
+
+@pytest.mark.parametrize("init", ["lin", "legs"])
+def test_mimo_input_matrix_has_variance_one_over_h(init):
+    """A MIMO head's B (S4D) or B0 = V B (legs, the real matrix before the projection) is N(0, 1/H) and real:
+    each mode gets unit expected input energy. 16 x 400 = 6400 entries of H B^2 ~ chi^2_1 (variance 2): the
+    sample mean has standard deviation sqrt(2 / 6400) = 0.018, so rel=0.08 is 4.5 sigma."""
+    from ssmts.nn.init import initialize_head
+
+    N, H = 16, 400
+    _, B, _ = initialize_head(init, N, H, 1, conj_sym=False, generator=torch.Generator().manual_seed(5))
+    B = B.numpy()
+    if init == "legs":
+        B = diagonalize_legs_normal(N)[1] @ B
+    assert np.abs(B.imag).max() <= 1e-12 * np.abs(B).max()
+    assert float((B.real**2).mean()) * H == pytest.approx(1.0, rel=0.08)
+
+
+def test_randn_init_spreads_re_and_im_as_documented():
+    """LDNN randn: Re = -exp(N(0, 1/4)) / 2 (stable, median -1/2), Im ~ N(0, pi^2). Over P = 2000 modes a
+    sample standard deviation has relative standard error 1/sqrt(2P) = 1.6 %, so rel=0.08 is 5 sigma; the
+    median of log(-2 Re) has standard error 1.25 x 0.5 / sqrt(P) = 0.014, so 0.06 is 4 sigma."""
+    from ssmts.nn.init import initialize_head
+
+    Lambda, _, _ = initialize_head("randn", 4000, 1, 1, generator=torch.Generator().manual_seed(6))
+    log_decay = np.log(-2.0 * Lambda.real.numpy())
+    assert float(np.std(log_decay)) == pytest.approx(0.5, rel=0.08)
+    assert abs(float(np.median(log_decay))) < 0.06
+    assert float(np.std(Lambda.imag.numpy())) == pytest.approx(math.pi, rel=0.08)

@@ -454,14 +454,76 @@ def test_long_sequence_65536_is_finite_and_accurate_in_float32():
 
 
 def test_softplus_inverse_inverts_softplus():
-    """The raw parameter of lambda_enforce="softplus": log(expm1(x)), in float64."""
+    """The raw parameter of lambda_enforce="softplus": log(expm1(x)), in float64, from 1e-300 to 1e300.
+
+    Oracles: mpmath at 50 digits for the inverse, and the forward map both as torch's softplus (what the
+    layer uses) and as numpy's logaddexp(0, raw). The form x + log(-expm1(-x)) neither overflows for large x
+    (log(expm1(x)) is inf beyond 709) nor cancels for small x (x + log1p(-exp(-x)) is -inf below 1e-16)."""
+    import mpmath
+
     from ssmts.nn.ssm import _softplus_inverse
 
-    x = torch.logspace(-6, 2, 60, dtype=torch.float64)
+    x = torch.logspace(-300, 300, 121, dtype=torch.float64)
     raw = _softplus_inverse(x)
+    assert torch.isfinite(raw).all()
+    with mpmath.workdps(50):
+        exact = np.array([float(mpmath.log(mpmath.expm1(mpmath.mpf(float(v))))) for v in x])
+    # measured max relative error against mpmath: 1.6e-16
+    np.testing.assert_allclose(raw.numpy(), exact, rtol=1e-14, atol=0)
+    # measured: 5e-14. raw carries an absolute rounding error of ulp(|raw|) / 2 <= 6e-14 at raw = log(1e-300)
+    # = -691, which exp turns into that relative error of x = softplus(raw): rtol 1e-12.
+    np.testing.assert_allclose(np.logaddexp(0.0, raw.numpy()), x.numpy(), rtol=1e-12, atol=0)
     # rtol 1e-10: above 20, torch's softplus returns its input (an error below e^-20 ~ 2e-9 absolute).
     torch.testing.assert_close(torch.nn.functional.softplus(raw), x, rtol=1e-10, atol=0)
-    np.testing.assert_allclose(raw.numpy(), np.log(np.expm1(x.numpy())), rtol=1e-10)
+
+
+@pytest.mark.parametrize("enforce", ["exp", "softplus", "clip"])
+@pytest.mark.parametrize("init", ["lin", "randn"])
+def test_every_lambda_parametrization_round_trips_the_initial_eigenvalues(enforce, init):
+    """Oracle: initialize_head from the same seed. The layer stores Re(Lambda) through the inverse of its
+    enforcing map and reads it back through the map: S4D-Lin's Re = -1/2 and randn's spread of Re values
+    (0.1 .. 2 in decay) come back (float32 storage: rtol 1e-6); a flipped sign in either direction does not."""
+    from ssmts.nn.init import initialize_head
+
+    layer = SSM(2, 8, init=init, lambda_enforce=enforce, generator=_gen(7))
+    expected, _, _ = initialize_head(init, 8, 2, 2, generator=_gen(7))
+    got = layer.Lambda.detach().to(torch.complex128)[0]
+    np.testing.assert_allclose(got.real.numpy(), expected.real.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(got.imag.numpy(), expected.imag.numpy(), rtol=1e-6, atol=1e-6)
+    if init == "lin":
+        np.testing.assert_allclose(got.real.numpy(), -0.5, rtol=1e-6)
+
+
+@pytest.mark.parametrize("enforce", ["exp", "softplus", "clip"])
+def test_lambda_parametrization_round_trips_decays_from_1e_minus_3_to_1e3(enforce):
+    """Setting Lambda and reading it back is the identity over six decades of decay rates (above min_decay).
+    float32 raw values: |raw| <= 1e3 carries a relative error <= 6e-8 (clip), and for exp and softplus an
+    absolute one <= 5e-7 (|raw| < 8) that the map turns into the same relative error: rtol 2e-6."""
+    layer = SSM(2, 8, init="lin", lambda_enforce=enforce)
+    decay = torch.logspace(-3, 3, 4, dtype=torch.float64)
+    Lambda = torch.complex(-decay, torch.linspace(-5.0, 5.0, 4, dtype=torch.float64))[None]
+    layer._set_lambda("Lambda", Lambda)
+    got = layer.Lambda.detach().to(torch.complex128)
+    np.testing.assert_allclose(got.real.numpy(), Lambda.real.numpy(), rtol=2e-6)
+    np.testing.assert_allclose(got.imag.numpy(), Lambda.imag.numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("real_bc", [False, True])
+@pytest.mark.parametrize("init", ["legs", "lin"])
+def test_layer_stores_the_input_and_output_matrices_of_the_init(init, real_bc):
+    """Oracle: initialize_head from the same seed, head by head (complex64 or, with real_bc, their real parts)."""
+    from ssmts.nn.init import initialize_head
+
+    layer = SSM(4, 8, d_output=6, heads=2, init=init, real_bc=real_bc, generator=_gen(8))
+    gen = _gen(8)
+    heads = [initialize_head(init, 8, 2, 3, generator=gen) for _ in range(2)]
+    for s, (_, B, C) in enumerate(heads):
+        if real_bc:
+            B_got, C_got, B, C = layer.B[s].detach(), layer.C[s].detach(), B.real, C.real
+        else:
+            B_got, C_got = torch.view_as_complex(layer.B[s].detach()), torch.view_as_complex(layer.C[s].detach())
+        torch.testing.assert_close(B_got.to(B.dtype), B, rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(C_got.to(C.dtype), C, rtol=1e-6, atol=1e-6)
 
 
 @pytest.mark.parametrize("enforce", ["exp", "softplus", "clip"])

@@ -72,6 +72,39 @@ def test_a_class_weight_of_two_counts_each_sample_of_that_class_twice(eps):
     assert float(weighted) == pytest.approx(float(plain), rel=1e-12)
 
 
+@pytest.mark.parametrize("eps", [0.0, 0.1, 0.3])
+def test_loss_is_scikit_learns_weighted_log_loss(eps):
+    """Oracle: sklearn.metrics.log_loss, whose sample_weight gives sum_i w_i l_i / sum_i w_i, with
+    w_i = class_weight[y_i] x sample_weight_i. The smoothed loss is linear in the target,
+    (1 - e) l(y) + (e / K) sum_k l(k), so it is that combination of log losses with the same weights."""
+    from sklearn.metrics import log_loss
+
+    rng = np.random.default_rng(7)
+    K, b = 3, 8
+    logits = rng.normal(scale=2.0, size=(b, K))
+    y = np.array([0, 1, 2, 2, 1, 0, 2, 1])
+    class_weight, sample_weight = np.array([1.0, 3.0, 0.5]), rng.uniform(0.1, 2.0, size=b)
+    proba = np.exp(logits) / np.exp(logits).sum(1, keepdims=True)
+    for cw, sw in ((None, None), (class_weight, None), (None, sample_weight), (class_weight, sample_weight)):
+        w = (np.ones(b) if cw is None else cw[y]) * (1.0 if sw is None else sw)
+
+        def ll(labels, w=w):
+            return log_loss(labels, proba, sample_weight=w, labels=list(range(K)))
+
+        expected = (1 - eps) * ll(y) + eps / K * sum(ll(np.full(b, k)) for k in range(K))
+        loss = weighted_cross_entropy(None if cw is None else torch.from_numpy(cw), eps)
+        got = loss(torch.from_numpy(logits), torch.from_numpy(y), None if sw is None else torch.from_numpy(sw))
+        assert float(got) == pytest.approx(expected, rel=1e-10)
+    if eps == 0.0:
+        # Without smoothing PyTorch's class-weighted mean is the same rule (with smoothing it is not: its
+        # weight= also weights each class's share of the smoothing term, 0.61 against 0.53 on a small case).
+        torch_mean = torch.nn.functional.cross_entropy(
+            torch.from_numpy(logits), torch.from_numpy(y), weight=torch.from_numpy(class_weight)
+        )
+        ours = weighted_cross_entropy(torch.from_numpy(class_weight))(torch.from_numpy(logits), torch.from_numpy(y))
+        assert float(ours) == pytest.approx(float(torch_mean), rel=1e-12)
+
+
 def test_smoothing_moves_the_optimum_off_certainty():
     """With e > 0 the loss is smallest at p_y = 1 - e + e/K, not at p_y -> 1 (the unsmoothed optimum)."""
     K, eps = 4, 0.2
@@ -132,6 +165,34 @@ def test_masked_reconstruction_scores_the_hidden_steps_only():
     nothing_hidden = outputs.clone()
     nothing_hidden[:, -1] = 0.0
     assert float(masked_reconstruction_loss(nothing_hidden, torch.from_numpy(target))) == 0.0
+
+
+def test_masked_reconstruction_is_the_weighted_masked_mean_and_blind_to_visible_steps():
+    """Oracle: the formula sum_i w_i sum_{c, t hidden} e_ict^2 / (C sum_i w_i #hidden_i), written with numpy.
+    Visible steps may hold anything (here errors up to ~1e6): the loss is bit-identical. Fractional weights
+    whose total count is below 1 still give a weighted mean, not a loss scaled down by a floor on the count."""
+    rng = np.random.default_rng(6)
+    b, C, L = 2, 3, 5
+    target = rng.normal(size=(b, C, L))
+    prediction = rng.normal(size=(b, C, L))
+    hidden = np.zeros((b, 1, L))
+    hidden[0, 0, [1, 3]] = 1.0
+    hidden[1, 0, 4] = 1.0
+    w = np.array([0.02, 0.06])  # C sum_i w_i #hidden_i = 3 x 0.1 = 0.3 < 1
+    outputs = torch.from_numpy(np.concatenate([prediction, hidden], axis=1))
+    squared = (prediction - target) ** 2 * hidden
+    expected = (w[:, None, None] * squared).sum() / (C * (w * hidden[:, 0].sum(1)).sum())
+    got = float(masked_reconstruction_loss(outputs, torch.from_numpy(target), torch.from_numpy(w)))
+    assert got == pytest.approx(expected, rel=1e-12)
+    assert float(masked_reconstruction_loss(outputs, torch.from_numpy(target))) == pytest.approx(
+        squared.sum() / (C * hidden.sum()), rel=1e-12
+    )
+    changed = outputs.clone()
+    changed[:, :-1] += torch.from_numpy((1.0 - hidden) * rng.normal(scale=1e6, size=(b, C, L)))
+    for weight in (None, torch.from_numpy(w)):
+        assert float(masked_reconstruction_loss(changed, torch.from_numpy(target), weight)) == float(
+            masked_reconstruction_loss(outputs, torch.from_numpy(target), weight)
+        )
 
 
 def _pinball_oracle(levels, outputs, target, weight):
