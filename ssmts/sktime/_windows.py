@@ -250,28 +250,50 @@ def make_windows(
     return Windows(inputs.astype(np.float32), target.astype(np.float32), weight, last_target)
 
 
+NS_PER_TICK = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}
+# Gaps in units of time_unit must be finite and positive in float32 (the network's inputs),
+# and typically within this range: Delta times a gap far outside it leaves the SSM state
+# unchanged over every step (tiny) or forgets it at every step (huge).
+GAP_RANGE = (1e-6, 1e6)
+
+
 def time_values(index: pd.Index) -> np.ndarray:
-    """Time stamps as float64 numbers: nanoseconds for a DatetimeIndex, ordinals for a PeriodIndex,
-    the values of a numeric index."""
+    """Time stamps as exact numbers, int64 where they are integers: ticks of the index's resolution
+    for a DatetimeIndex, ordinals for a PeriodIndex, the values of a numeric index."""
     if isinstance(index, (pd.DatetimeIndex, pd.PeriodIndex)):
-        return index.asi8.astype(np.float64)
+        return index.asi8
     if pd.api.types.is_numeric_dtype(index.dtype):
-        return index.to_numpy(dtype=np.float64)
+        values = index.to_numpy()
+        return values if values.dtype.kind in "iuf" else index.to_numpy(dtype=np.float64)
     raise ValueError(
         f"per-step time deltas need a DatetimeIndex, PeriodIndex or numeric time index, got {type(index).__name__}"
     )
 
 
+def time_differences(index: pd.Index) -> np.ndarray:
+    """Differences of consecutive time stamps as float64: nanoseconds for a DatetimeIndex of any
+    resolution, ordinals for a PeriodIndex, the values of a numeric index. Differenced before the
+    conversion to float: epoch nanoseconds of today exceed 2^53, float64's exact integers."""
+    steps = np.diff(time_values(index)).astype(np.float64)
+    return steps * NS_PER_TICK[index.unit] if isinstance(index, pd.DatetimeIndex) else steps
+
+
 def time_unit_value(unit, index: pd.Index) -> float:
-    """A declared time unit in the units of time_values(index): a number as is; a pandas offset or
-    Timedelta string (e.g. '1h') in nanoseconds, for a DatetimeIndex."""
+    """A declared time unit in the units of time_differences(index): a number as is; a pandas offset
+    or Timedelta string (e.g. '1h') in nanoseconds, for a DatetimeIndex."""
     if isinstance(unit, str) or isinstance(unit, pd.Timedelta):
         if not isinstance(index, pd.DatetimeIndex):
             raise ValueError(
                 f"time_unit={unit!r} is a duration, which needs a DatetimeIndex; give a number for a "
                 f"{type(index).__name__}"
             )
-        value = float(pd.Timedelta(pd.tseries.frequencies.to_offset(unit) if isinstance(unit, str) else unit).value)
+        try:
+            duration = pd.Timedelta(pd.tseries.frequencies.to_offset(unit) if isinstance(unit, str) else unit)
+        except ValueError:
+            raise ValueError(
+                f"time_unit={unit!r} is not a fixed duration; give one such as '1h', '15min' or '1D'"
+            ) from None
+        value = float(duration.as_unit("ns").value)
     else:
         value = float(unit)
     if not (np.isfinite(value) and value > 0):
@@ -279,19 +301,62 @@ def time_unit_value(unit, index: pd.Index) -> float:
     return value
 
 
-def gaps_into(times: np.ndarray, unit: float, before: float | None = None) -> np.ndarray:
-    """Gap into each time stamp from the one before it, in `unit`s: (T,). The first takes the gap from
-    `before` (an earlier time stamp) when given, else 1 (one unit; it only scales the first input)."""
-    first = 1.0 if before is None else (times[0] - before) / unit
-    return np.concatenate([[first], np.diff(times) / unit])
+def check_gaps(gaps: np.ndarray, time_unit, where: str, scale: bool = False) -> None:
+    """Gaps in units of time_unit must be finite and positive as the network reads them (float32):
+    one that under- or overflows would be read as one step or as garbage. scale=True (the training
+    gaps) also refuses a time_unit that puts their median outside GAP_RANGE."""
+    if not gaps.size:
+        return
+    with np.errstate(over="ignore"):
+        as_read = gaps.astype(np.float32)
+    low, high = GAP_RANGE
+    median = float(np.median(gaps))
+    if np.isfinite(as_read).all() and (as_read > 0).all() and (not scale or low <= median <= high):
+        return
+    raise ValueError(
+        f"time_unit={time_unit!r} makes the gaps of {where} {gaps.min():.3g} to {gaps.max():.3g} units (median "
+        f"{median:.3g}); each SSM step takes Delta times its gap, which needs gaps that are finite and positive, "
+        f"typically between {low:g} and {high:g} units: give a time_unit near the usual spacing of the time "
+        "stamps (or None: the median spacing of the training series)"
+    )
+
+
+def gaps_into(index: pd.Index, unit: float, before: pd.Index | None = None) -> np.ndarray:
+    """Gap into each time stamp of index from the one before it, in `unit`s: (T,). The first takes the
+    gap from the last time stamp of `before` when given, else 1 (one unit; it only scales the first input)."""
+    if before is None or not len(before):
+        return np.concatenate([[1.0], time_differences(index) / unit])
+    return time_differences(before[-1:].append(index)) / unit
+
+
+def check_time_order(data, name: str) -> None:
+    """Time stamps must increase within each series: sktime refuses them out of order with an error
+    about unsupported input types, so name the problem first."""
+    if not isinstance(data, (pd.Series, pd.DataFrame)):
+        return
+    for key, part in split_instances(data):
+        index = part.index
+        if index.is_monotonic_increasing:
+            continue
+        later = np.flatnonzero(index[1:] < index[:-1])
+        where = name if key == () else f"{key_name(key)} in {name}"
+        if not len(later):  # not comparable (mixed types): leave it to sktime's checks
+            return
+        k = int(later[0])
+        raise ValueError(
+            f"the time index of {where} is out of order: {index[k]} comes before {index[k + 1]}; sort it by time "
+            f"({name}.sort_index())"
+        )
 
 
 def check_regular_index(index: pd.Index, what: str, even: bool = True) -> None:
     """A forecaster's time index must be unique and evenly spaced: an SSM step is one period,
     so a gap or a repeated time stamp would silently be read as contiguous data.
     even=False (per-step time deltas) checks only that the time stamps are unique and increasing."""
-    if index.has_duplicates:
-        repeated = index[index.duplicated()].unique()
+    # duplicated(), not has_duplicates: pandas 2.1-2.3 flags a slice of an index with repeats as
+    # having them too (pandas issue 57911), so that the update y.iloc[k:] of such a y would be refused
+    repeated = index[index.duplicated()].unique()
+    if len(repeated):
         raise ValueError(
             f"{what} has repeated time stamps ({', '.join(map(str, repeated[:3]))}"
             f"{' ...' if len(repeated) > 3 else ''}); each time point may appear once"

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 import torch
 from sktime.forecasting.base import BaseForecaster
+from sktime.utils.validation.forecasting import check_fh
 
 from ..estimators._base import NetworkFitMixin
 from ..nn import ForecastEnsemble
@@ -50,7 +51,9 @@ from ._strategies import (
 from ._windows import (
     Windows,
     as_float,
+    check_gaps,
     check_regular_index,
+    check_time_order,
     column_statistics,
     fill_forward,
     future_times,
@@ -62,8 +65,8 @@ from ._windows import (
     pad_front,
     seasonal_period,
     split_instances,
+    time_differences,
     time_unit_value,
-    time_values,
 )
 from ._windows import steps as horizon_steps
 
@@ -181,7 +184,9 @@ class ForecasterParams(BackboneParams, OptimizerParams, EarlyStoppingParams):
     time_unit: float | str | None = param(
         default=None,
         doc="Unit of the gaps with irregular='time_deltas': None (the median spacing of the training "
-        "series), a number (numeric index) or a duration such as '1h' (DatetimeIndex).",
+        "series), a number (in the index's units; nanoseconds for a DatetimeIndex of any resolution) or a "
+        "duration such as '1h' (DatetimeIndex). Each SSM step takes Delta times its gap in these units, so a "
+        "time_unit that puts the median training gap outside 1e-6..1e6 units is refused.",
         constraint=Satisfies(_is_time_unit, "None, a positive number or a duration string"),
     )
     ensemble_size: int = param(
@@ -315,6 +320,8 @@ class SSMForecaster(ForecasterParams, NetworkFitMixin, CovariatesMixin, BaseFore
     def fit(self, y, X=None, fh=None):
         """Fit to y (and X) for the horizon fh; on any failure or interruption the forecaster is left
         as it was (the previous fit, or none)."""
+        check_time_order(y, "y")
+        check_time_order(X, "X")
         with self._all_or_nothing():
             super().fit(y, X=X, fh=fh)
             self._fit_id_ = uuid.uuid4().hex  # streams opened before a refit are stale
@@ -323,6 +330,8 @@ class SSMForecaster(ForecasterParams, NetworkFitMixin, CovariatesMixin, BaseFore
     def update(self, y, X=None, update_params=True):
         """Append new observations (and fine-tune with update_params); on any failure or interruption
         the forecaster is left as it was, its cutoff included."""
+        check_time_order(y, "y")
+        check_time_order(X, "X")
         with self._all_or_nothing():
             super().update(y, X=X, update_params=update_params)
         return self
@@ -392,6 +401,17 @@ class SSMForecaster(ForecasterParams, NetworkFitMixin, CovariatesMixin, BaseFore
                 check_regular_index(joined, f"{what} with the update appended", even=self.irregular == "refuse")
         super()._update_y_X(y, X)
 
+    def _check_fh(self, fh, pred_int=False):
+        """sktime's fh check, except with irregular='time_deltas': fh is then the time stamps to forecast,
+        which move on with every update, and fit's fh only sets how many observations ahead the windows
+        train; so a new fh replaces the last (sktime refuses any fh but fit's), and fit and predict check
+        per series that it lies after the data (sktime's check counts periods of a freq the index lacks)."""
+        if self.irregular != "time_deltas" or (fh is None and not self.is_fitted):
+            return super()._check_fh(fh, pred_int)
+        if fh is not None:
+            self._fh = check_fh(fh, freq=self._cutoff)
+        return self._fh
+
     def _split_xy(
         self, y: pd.DataFrame, X: pd.DataFrame | None
     ) -> list[tuple[tuple, pd.DataFrame, pd.DataFrame | None]]:
@@ -434,17 +454,18 @@ class SSMForecaster(ForecasterParams, NetworkFitMixin, CovariatesMixin, BaseFore
             shift = shift + slope * (steps - last)
         return shift, scale
 
-    def _gaps(self, times: pd.Index, before=None) -> np.ndarray:
+    def _gaps(self, times: pd.Index, where: str, before: pd.Index | None = None) -> np.ndarray:
         """irregular='time_deltas': the gap into each time stamp in time units, (T, 1)."""
-        t = time_values(times)
-        return gaps_into(t, self.time_unit_, None if before is None else time_values(before)[-1])[:, None]
+        gaps = gaps_into(times, self.time_unit_, before)
+        check_gaps(gaps, self.time_unit, where)
+        return gaps[:, None]
 
     def _series_windows(self, key: tuple, y_part: pd.DataFrame, x_all: pd.DataFrame | None, min_start: int = 0):
         x = self._x_rows(key, x_all, y_part.index, "the training windows") if self.n_exog_ else None
         past = self._x_past if self.n_exog_ else None
         if self.irregular == "time_deltas":
             # The gaps ride as the last "covariate": the recursive layout puts the gap into y_{p+1} at position p.
-            gaps = self._gaps(y_part.index)
+            gaps = self._gaps(y_part.index, f"the time index of {key_name(key)}")
             x = gaps if x is None else np.concatenate([x, gaps], axis=1)
             past = None if past is None else np.append(past, False)
         y_values = y_part.to_numpy()
@@ -486,7 +507,7 @@ class SSMForecaster(ForecasterParams, NetworkFitMixin, CovariatesMixin, BaseFore
         if self.irregular == "time_deltas":
             # Gaps in units of a declared duration, or of the median spacing of all training series.
             index = parts[0][1].index
-            spacing = np.concatenate([np.diff(time_values(p.index)) for _, p, _ in parts])
+            spacing = np.concatenate([time_differences(p.index) for _, p, _ in parts])
             self.time_unit_ = (
                 time_unit_value(self.time_unit, index)
                 if self.time_unit is not None
@@ -494,6 +515,11 @@ class SSMForecaster(ForecasterParams, NetworkFitMixin, CovariatesMixin, BaseFore
                 if spacing.size
                 else 1.0
             )
+            with np.errstate(over="ignore"):  # an extreme time_unit, refused just below
+                gaps = spacing / self.time_unit_
+            check_gaps(gaps, self.time_unit, "the training series", scale=True)
+            for key, y_part, _ in parts:  # sktime's fh check skips this (_check_fh)
+                self._forecast_times(fh, key, y_part.index[-1])
             self.horizon_ = len(fh)  # training windows: this many observations ahead
         else:
             self.horizon_ = int(max(horizon_steps(fh, y_part.index).max() for _, y_part, _ in parts))
@@ -730,9 +756,8 @@ class SSMForecaster(ForecasterParams, NetworkFitMixin, CovariatesMixin, BaseFore
             )
         return steps
 
-    def _irregular_context(self, key, fh, history, before, x_old, x_new):
-        """_contexts' item with irregular='time_deltas': every time stamp of fh is one rolled step; the
-        gap channel follows X (the gap into each context step, then into each forecast time)."""
+    def _forecast_times(self, fh, key: tuple, last) -> pd.Index:
+        """irregular='time_deltas': the time stamps of fh, sorted, checked to follow `last` (key's last observed)."""
         try:
             future = fh.to_absolute_index(self.cutoff).sort_values()
         except Exception as error:  # sktime needs a freq for a relative fh on a DatetimeIndex
@@ -740,11 +765,18 @@ class SSMForecaster(ForecasterParams, NetworkFitMixin, CovariatesMixin, BaseFore
                 f"with irregular='time_deltas' give fh as the time stamps to forecast (an absolute "
                 f"ForecastingHorizon); a relative fh has no time stamps here: {error}"
             ) from None
-        if time_values(future)[0] <= time_values(history.index)[-1]:
+        if future[0] <= last:
             raise ValueError(
-                f"fh reaches into the observed data of {key_name(key)}: forecasts start after {history.index[-1]}"
+                f"fh reaches into the observed data of {key_name(key)}: forecasts start after {last}; give the "
+                "time stamps to forecast as fh (after update, those of the last fh may lie in the past)"
             )
-        gaps = self._gaps(history.index.append(future), before)
+        return future
+
+    def _irregular_context(self, key, fh, history, before, x_old, x_new):
+        """_contexts' item with irregular='time_deltas': every time stamp of fh is one rolled step; the
+        gap channel follows X (the gap into each context step, then into each forecast time)."""
+        future = self._forecast_times(fh, key, history.index[-1])
+        gaps = self._gaps(history.index.append(future), f"the context and forecast times of {key_name(key)}", before)
         x_ctx, x_future = gaps[: len(history)], gaps[len(history) :]
         if self.n_exog_:
             xc, xf = self._context_x(key, x_old, x_new, history.index, future, "the forecast times")

@@ -7,8 +7,10 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from sktime.forecasting.base import ForecastingHorizon
 
 from ssmts.sktime import SSMForecaster
+from ssmts.sktime._windows import check_regular_index
 
 TINY = dict(d_model=8, d_state=4, n_layers=1, max_epochs=2, context_length=6, device="cpu", random_state=0)
 
@@ -121,3 +123,76 @@ def test_an_interrupted_refit_keeps_the_previous_fit():
     with pytest.raises(_Interrupt):
         f.fit(series(50), fh=[1, 2, 3])
     np.testing.assert_array_equal(f.predict().to_numpy(), expected)
+
+
+# ---------------------------------------------------------------- irregular time stamps
+IRREGULAR = dict(TINY, strategy="recursive", irregular="time_deltas", quantiles=(0.1, 0.5, 0.9))
+
+
+def uneven(n=40, hours=False):
+    """Time stamps 1 to 29 apart (hours apart on a DatetimeIndex)."""
+    t = np.cumsum(np.random.default_rng(0).integers(1, 30, n))
+    index = pd.Timestamp("2024-01-01") + pd.to_timedelta(t, unit="h") if hours else pd.Index(t)
+    return pd.Series(np.sin(t / 20.0), index=index)
+
+
+@pytest.mark.parametrize(
+    "time_unit, hours",
+    [
+        (1e-300, False),  # gaps overflow to inf
+        (1e300, False),  # gaps underflow to 0 in float32, which the SSM would step as one unit
+        (1e-5, False),  # gaps of 1e5..3e6 units: the state would forget everything at every step
+        (1e8, False),  # gaps of 1e-8..3e-7 units: the state would hardly move over the series
+        ("1ns", True),
+        (3600, True),  # seconds meant, but a number is in nanoseconds on a DatetimeIndex
+    ],
+)
+def test_a_time_unit_far_from_the_spacing_is_refused(time_unit, hours):
+    y = uneven(hours=hours)
+    fh = ForecastingHorizon(
+        y.index[-1:] + (pd.Timedelta("1h") if hours else 5), is_relative=False, freq="min" if hours else None
+    )
+    with pytest.raises(ValueError, match=r"time_unit=.* makes the gaps of the training series .* units \(median"):
+        SSMForecaster(**IRREGULAR, time_unit=time_unit).fit(y, fh=fh)
+
+
+def test_a_calendar_time_unit_is_refused_clearly():
+    y = uneven(hours=True)
+    fh = ForecastingHorizon(y.index[-1:] + pd.Timedelta("1h"), is_relative=False, freq="min")
+    with pytest.raises(ValueError, match=r"time_unit='1ME' is not a fixed duration"):
+        SSMForecaster(**IRREGULAR, time_unit="1ME").fit(y, fh=fh)
+
+
+@pytest.mark.parametrize("irregular", ["refuse", "time_deltas"])
+def test_time_stamps_out_of_order_are_refused_naming_them(irregular):
+    """sktime would refuse them first, with an error about unsupported input types."""
+    y = uneven() if irregular == "time_deltas" else series()
+    params = IRREGULAR if irregular == "time_deltas" else TINY
+    swapped = y.iloc[np.r_[0:10, 11, 10, 12 : len(y)]]
+    with pytest.raises(
+        ValueError, match=rf"the time index of y is out of order: {y.index[11]} comes before {y.index[10]}"
+    ):
+        SSMForecaster(**params).fit(swapped, fh=[5])
+    panel = pd.concat({"a": y, "b": swapped}, names=["k", "t"]).to_frame("v")
+    with pytest.raises(ValueError, match=r"the time index of series 'b' in y is out of order"):
+        SSMForecaster(**params).fit(panel, fh=[5])
+    f = SSMForecaster(**params).fit(y.iloc[:30], fh=[5])
+    with pytest.raises(ValueError, match=r"the time index of y is out of order.*sort it by time"):
+        f.update(y.iloc[[32, 31, 33]], update_params=False)
+    assert f.cutoff[0] == y.index[29]
+
+
+def test_an_update_sliced_from_a_series_with_repeats_is_read_as_it_is():
+    """pandas 2.1-2.3 flags a slice of an index with repeated values as having them too, once the
+    parent's were looked for (pandas issue 57911): after the refused fit on such a y, its repeat-free
+    tail y.iloc[25:] must not be refused as an update."""
+    y = uneven()
+    repeats = y.set_axis(np.r_[y.index[:20], y.index[19], y.index[21:]])
+    with pytest.raises(ValueError, match=rf"repeated time stamps \({y.index[19]}\); each time point may appear once"):
+        SSMForecaster(**IRREGULAR).fit(repeats, fh=[5])
+    f = SSMForecaster(**IRREGULAR).fit(y.iloc[:30], fh=[5])
+    f.update(repeats.iloc[25:], update_params=False)
+    assert f.cutoff[0] == y.index[-1]
+    index = pd.Index([1, 2, 2, 3, 4])
+    assert index.has_duplicates
+    check_regular_index(index[2:], "y", even=False)  # 2, 3, 4

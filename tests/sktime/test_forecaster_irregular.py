@@ -14,6 +14,7 @@ import torch
 from sktime.forecasting.base import ForecastingHorizon
 
 from ssmts.sktime import SSMForecaster
+from ssmts.sktime._windows import gaps_into
 
 TINY = dict(
     d_model=8,
@@ -125,3 +126,88 @@ def test_errors():
         SSMForecaster(**TINY, irregular="time_deltas", time_unit=-1.0).fit(y, fh=[10])
     with pytest.raises(ValueError, match="needs a DatetimeIndex"):
         SSMForecaster(**TINY, irregular="time_deltas", time_unit="1h").fit(y, fh=[10])
+
+
+def on_datetimes(y, start="2024-01-01", unit="s"):
+    """y's integer stamps as seconds from `start`, at the index resolution `unit`."""
+    index = pd.Timestamp(start) + pd.to_timedelta(y.index.to_numpy(), unit="s")
+    return pd.Series(y.to_numpy(), index=index.as_unit(unit), name="y")
+
+
+@pytest.mark.parametrize("time_unit", ["1h", None])
+def test_every_index_resolution_gives_the_same_gaps_and_forecasts(time_unit):
+    """pandas indexes come in s, ms, us (pandas 3's default) or ns resolution: gaps and time_unit_
+    are in nanoseconds whatever it is, so the forecasts are the same."""
+    y = on_datetimes(uneven(n=60, scale=3600))  # hours apart on average
+    future = y.index[-1] + pd.to_timedelta([0.5, 1.25, 3.0], unit="h")
+    results = {}
+    for unit in ["s", "ms", "us", "ns"]:
+        yu = pd.Series(y.to_numpy(), index=y.index.as_unit(unit), name="y")
+        fh = ForecastingHorizon(future.as_unit(unit), is_relative=False, freq="min")
+        f = SSMForecaster(**TINY, irregular="time_deltas", time_unit=time_unit).fit(yu, fh=fh)
+        results[unit] = f.time_unit_, f.predict(), f.predict_interval(coverage=0.8), yu.index
+    unit_ns, point_ns, interval_ns, index_ns = results["ns"]
+    assert time_unit is None or unit_ns == 3600e9
+    for unit, (unit_, point, interval, index) in results.items():
+        assert unit_ == unit_ns, unit
+        np.testing.assert_array_equal(point.to_numpy(), point_ns.to_numpy(), err_msg=unit)
+        np.testing.assert_array_equal(interval.to_numpy(), interval_ns.to_numpy(), err_msg=unit)
+        assert (point.index == future).all()
+        np.testing.assert_array_equal(gaps_into(index, unit_), gaps_into(index_ns, unit_ns), err_msg=unit)
+
+
+@pytest.mark.parametrize("tick", ["ns", "us"])
+def test_gaps_of_a_few_ticks_on_a_2020_index_are_exact(tick):
+    """Nanoseconds since 1970 exceed 2^53 (float64's exact integers) since 1970-04: differenced as
+    floats, 2020 time stamps would be rounded to multiples of 256 ns. Moving every time stamp by 50
+    years changes neither the gaps nor the forecasts."""
+    rng = np.random.default_rng(0)
+    steps = rng.integers(1, 10, 59)
+    values = np.sin(np.cumsum(steps) / 9.0)
+    fh_steps = pd.to_timedelta([2, 7], unit=tick)
+    results = {}
+    for start in ["1970-01-01", "2020-06-01"]:
+        index = pd.Timestamp(start) + pd.to_timedelta(np.cumsum(steps), unit=tick)
+        ys = pd.Series(values, index=index, name="y")
+        fh = ForecastingHorizon(index[-1] + fh_steps, is_relative=False, freq=tick)
+        default = SSMForecaster(**TINY, irregular="time_deltas").fit(ys, fh=fh)
+        assert default.time_unit_ == np.median(steps[1:]) * (1000 if tick == "us" else 1), start
+        f = SSMForecaster(**TINY, irregular="time_deltas", time_unit=f"1{tick}").fit(ys, fh=fh)
+        results[start] = f.predict().to_numpy(), ys.index, f.time_unit_
+    np.testing.assert_array_equal(results["1970-01-01"][0], results["2020-06-01"][0])
+    for _, index, unit in results.values():
+        np.testing.assert_array_equal(gaps_into(index, unit)[1:], steps[1:])
+
+
+@pytest.mark.parametrize("update_params", [False, True])
+def test_update_then_predict_at_new_time_stamps(update_params):
+    """The workflow the errors of historical_forecasts and stream() recommend: update with the new
+    observations, then predict with the time stamps to forecast as fh (sktime itself refuses an fh
+    other than fit's; here fit's fh only sets how many observations ahead the windows train). With
+    X, and fh as a freq-less DatetimeIndex or ForecastingHorizon."""
+    y = on_datetimes(uneven(n=70, scale=3600))
+    X = pd.DataFrame({"x": np.cos(np.arange(len(y)) / 5.0)}, index=y.index)
+    first = y.index[54] + pd.to_timedelta([0.5, 2.0], unit="h")
+    later = pd.DatetimeIndex(y.index[-1] + pd.to_timedelta([0.25, 1.0, 4.0], unit="h"))
+    x_later = pd.DataFrame({"x": [0.1, 0.2, 0.3]}, index=later)
+    f = SSMForecaster(**TINY, irregular="time_deltas", time_unit="1h")
+    f.fit(y.iloc[:55], X.iloc[:55], fh=ForecastingHorizon(first, is_relative=False, freq="min"))
+    f.update(y.iloc[55:], X.iloc[55:], update_params=update_params)
+    point = f.predict(fh=later, X=x_later)
+    pd.testing.assert_index_equal(point.index, later)
+    intervals = f.predict_interval(fh=ForecastingHorizon(later, is_relative=False), X=x_later, coverage=0.8)
+    assert (intervals.iloc[:, 0] <= point).all() and (point <= intervals.iloc[:, 1]).all()
+    pd.testing.assert_series_equal(f.predict(X=x_later), point)  # the last fh is remembered
+    if not update_params:
+        # with the same weights and statistics, a forecaster fitted on all of y forecasts the same numbers
+        fresh = SSMForecaster(**TINY, irregular="time_deltas", time_unit="1h").fit(y, X, fh=later)
+        fresh.model_.load_state_dict(f.model_.state_dict())
+        fresh.y_mean_, fresh.y_scale_, fresh.scale_floor_ = f.y_mean_, f.y_scale_, f.scale_floor_
+        fresh.x_mean_, fresh.x_scale_ = f.x_mean_, f.x_scale_
+        pd.testing.assert_series_equal(point, fresh.predict(X=x_later), rtol=1e-6)
+    f.update(y.iloc[-1:] + 1.0, update_params=False)  # a revision: the cutoff stays
+    f.predict(fh=later, X=x_later)
+    g = SSMForecaster(**TINY, irregular="time_deltas", time_unit="1h").fit(y.iloc[:55], fh=first)
+    g.update(y.iloc[55:], update_params=False)
+    with pytest.raises(ValueError, match=r"fh reaches into the observed data of y.*give the time stamps to forecast"):
+        g.predict()  # fit's fh now lies in the past
