@@ -12,6 +12,10 @@ Missing or malformed data, an unknown task, or a bad setting print one line sayi
 is wrong and how to fix it, and exit with status 2; a file or directory that cannot be read or
 written (an --out under a file, a symlink loop in --data-dir) exits with status 74. Set
 SSMTS_DEBUG=1 for the traceback.
+
+`ssmts tasks list` and `ssmts tasks show` read the declarative task registry and import torch
+only where a preset is built and checked (`show`); the heavy modules are imported by the
+command that needs them.
 """
 
 from __future__ import annotations
@@ -21,10 +25,15 @@ import os
 import sys
 from pathlib import Path
 
-from .tasks.presets import PRESET_NAMES
+from .tasks.registry import PTD_EXPERIMENTS, TASKS, task_presets
 
 EXIT_USAGE = 2
 EXIT_IO = 74  # a file or directory could not be read or written (sysexits' EX_IOERR)
+
+
+def _run_presets() -> tuple[str, ...]:
+    """Every preset some task accepts (`tasks run --preset`); each task's own are task_presets(name)."""
+    return tuple(dict.fromkeys(preset for name in [*TASKS, *PTD_EXPERIMENTS] for preset in task_presets(name)))
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -85,8 +94,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--preset",
         default="small",
-        choices=PRESET_NAMES,
-        help="paper: eSSM Table 10 / S4 settings; small: minutes on a CPU (default); tiny: smoke test",
+        choices=_run_presets(),
+        help="paper: eSSM Table 10 / S4 settings; small: minutes on a CPU (default); tiny: smoke test "
+        "(`ssmts tasks show NAME` lists the task's presets)",
     )
     run.add_argument("--epochs", type=int, help="total epochs (default: the preset's)")
     run.add_argument("--device", default="auto", help="auto (default), cpu or cuda")
@@ -108,7 +118,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _tasks_list(data_dir: Path | None) -> int:
-    from ssmts.tasks import list_tasks
+    from ssmts.tasks.registry import list_tasks
 
     tasks = list_tasks()
     rows = []
@@ -128,22 +138,23 @@ def _tasks_list(data_dir: Path | None) -> int:
         print("\nData status without --data-dir: pass --data-dir DIR to check for the real data sets.")
     else:
         print(f"\nData directory: {data_dir}")
-    from ssmts.tasks.ptd import DESCRIPTIONS
-
-    print("\nPTD robustness experiments (offline; `ssmts tasks run NAME --preset tiny|small|paper`):")
-    for name, description in DESCRIPTIONS.items():
+    presets = "|".join(dict.fromkeys(p for name in PTD_EXPERIMENTS for p in task_presets(name)))
+    print(f"\nPTD robustness experiments (offline; `ssmts tasks run NAME --preset {presets}`):")
+    for name, description in PTD_EXPERIMENTS.items():
         print(f"  {name}  {description}")
     print("Run one with `ssmts tasks run NAME --synthetic` or `--data-dir DIR`; `ssmts tasks show NAME` for details.")
     return 0
 
 
 def _tasks_show(name: str) -> int:
-    from ssmts.tasks import get_preset, get_task
-    from ssmts.tasks.ptd import DESCRIPTIONS, get_ptd_preset
+    """The task's description, data and every preset `ssmts tasks run NAME --preset` accepts."""
+    from ssmts.tasks.registry import get_task
 
-    if name in DESCRIPTIONS:
-        print(f"{name}: {DESCRIPTIONS[name]}")
-        for preset_name in PRESET_NAMES:
+    if name in PTD_EXPERIMENTS:
+        from ssmts.tasks.ptd import get_ptd_preset
+
+        print(f"{name}: {PTD_EXPERIMENTS[name]}")
+        for preset_name in task_presets(name):
             p = get_ptd_preset(name, preset_name)
             print(
                 f"  preset {preset_name}: depth {p.n_layers}, H {p.d_model}, N {p.d_state}, epochs {p.epochs}, "
@@ -161,11 +172,13 @@ def _tasks_show(name: str) -> int:
     print(f"  synthetic stand-in (--synthetic): {task.synthetic or 'none. ' + task.no_synthetic_reason}")
     if task.zero_shot:
         print("  zero-shot: also evaluated at half the sample rate (Delta rescaled / not; decimated / resampled)")
-    if task.describe_presets is not None:
-        for line in task.describe_presets():
-            print(f"  {line}")
+    if task.describe_preset is not None:
+        for preset_name in task.presets:
+            print(f"  {task.describe_preset(preset_name)}")
         return 0
-    for preset_name in PRESET_NAMES:  # the presets `tasks run --preset` offers, tiny included
+    from ssmts.tasks.presets import get_preset
+
+    for preset_name in task.presets:
         p = get_preset(task.name, preset_name)
         print(
             f"  preset {preset_name}: depth {p.n_layers}, heads {p.heads}, H {p.d_model}, N {p.d_state}, "
@@ -179,10 +192,9 @@ def _tasks_show(name: str) -> int:
 
 
 def _tasks_run(args: argparse.Namespace) -> int:
-    from ssmts.tasks import run_task
-    from ssmts.tasks.ptd import EXPERIMENTS, run_ptd
+    if args.name in PTD_EXPERIMENTS:
+        from ssmts.tasks.ptd import run_ptd
 
-    if args.name in EXPERIMENTS:
         seeds = None if args.seeds is None else _seed_list(args.seeds)
         import matplotlib
 
@@ -204,6 +216,7 @@ def _tasks_run(args: argparse.Namespace) -> int:
         return 0
     if args.seeds is not None:
         raise ValueError("--seeds is for the PTD experiments (ptd-*); use --seed S")
+    from ssmts.tasks.runner import run_task
 
     run_task(
         args.name,
@@ -250,11 +263,15 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _user_errors() -> tuple[type[BaseException], ...]:
     """Exceptions that mean bad input or missing data, reported without a traceback."""
-    from ssmts.data.base import DataNotFoundError
-    from ssmts.data.speech_synth import EspeakNotFoundError
-    from ssmts.tasks import SyntheticUnavailableError, UnknownTaskError
+    from ssmts.tasks.registry import SyntheticUnavailableError, UnknownTaskError
 
-    return (DataNotFoundError, EspeakNotFoundError, SyntheticUnavailableError, UnknownTaskError, ValueError)
+    errors = [SyntheticUnavailableError, UnknownTaskError, ValueError]
+    # An error can only come from a module that was imported; importing the others just to name their
+    # errors would load torch (speech_synth) into `tasks list` and `tasks show`.
+    for module, name in (("ssmts.data.base", "DataNotFoundError"), ("ssmts.data.speech_synth", "EspeakNotFoundError")):
+        if module in sys.modules:
+            errors.append(getattr(sys.modules[module], name))
+    return tuple(errors)
 
 
 def main(argv: list[str] | None = None) -> int:

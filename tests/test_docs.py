@@ -194,23 +194,76 @@ def test_headline_results_link_to_every_detail_page(site):
             assert f'href="../{name}/#{section}"' in html, f"the headline results do not link to {name}#{section}"
 
 
-def test_every_reference_to_the_math_resolves_to_a_section_of_the_concepts_page():
-    """Docstrings cite the math as docs/concepts.md, "Section title": each title is a heading there,
-    and nothing cites a file outside the repository."""
-    headings = set(re.findall(r"^## (.+)$", (ROOT / "docs" / "concepts.md").read_text(), re.M))
-    cited = []
-    for path in [
-        *(ROOT / "ssmts").rglob("*.py"),
-        *(ROOT / "tests").rglob("*.py"),
-        *(ROOT / "docs").rglob("*.md"),
-        ROOT / "README.md",
-    ]:
+# A page of the site cited from code, tests, notebooks or the README: docs/<page>.md, optionally
+# followed by #<heading id> (the form of the docstrings and parameter docs; help() shows it as is
+# and docs/hooks/params_tables.py turns it into a link).
+DOCS_REFERENCE = re.compile(r"\bdocs/([\w./-]+\.md)(?:#([\w-]+))?")
+# Where the project's text lives: these folders (their text files) and the top-level files.
+CITING_DIRS = ("ssmts", "tests", "docs", "notebooks", "docs_snippets", "datasets", ".ci")
+CITING_SUFFIXES = {".py", ".md", ".ipynb", ".yml", ".yaml", ".toml", ".txt", ".cfg", ".ini", ".sh", ""}
+
+
+def _citing_files() -> list[Path]:
+    found = [path for path in ROOT.iterdir() if path.is_file() and path.suffix in CITING_SUFFIXES]
+    for folder in CITING_DIRS:
+        found += [
+            path
+            for path in (ROOT / folder).rglob("*")
+            if path.is_file() and path.suffix in CITING_SUFFIXES and "__pycache__" not in path.parts
+        ]
+    return sorted(found)
+
+
+def test_nothing_cites_a_file_outside_the_repository():
+    """The math lives in docs/concepts.md; no text points at a notes file that is not in the repository,
+    or at a numbered section of a page (headings have names, not numbers)."""
+    outside = "ssm-math" + ".md"  # spelled in two pieces so that this file does not cite it
+    numbered = re.compile(r"\.md\W{0,3}(?:section|sec\.|§)\s*\d", re.IGNORECASE)
+    files = _citing_files()
+    assert ROOT / "ssmts" / "training" / "params.py" in files and ROOT / "README.md" in files
+    for path in files:
         if path == Path(__file__).resolve():
             continue
-        text = path.read_text(encoding="utf-8")
-        assert "ssm-math" + ".md" not in text, f"{path} cites a file that is not in the repository"
-        cited += [(path, title) for title in re.findall(r'docs/concepts\.md,? \("?"([^"]+)"', text)]
-        cited += [(path, title) for title in re.findall(r'docs/concepts\.md, "([^"]+)"', text)]
-    assert len(cited) >= 5, cited
-    missing = [(str(path.relative_to(ROOT)), title) for path, title in cited if title not in headings]
-    assert not missing, missing
+        text = path.read_text(encoding="utf-8", errors="replace")
+        assert outside not in text and outside.replace("-", "_") not in text, (
+            f"{path.relative_to(ROOT)} cites a file that is not in the repository; cite docs/concepts.md#<heading>"
+        )
+        assert not numbered.search(text), f"{path.relative_to(ROOT)} cites a numbered section of a page"
+
+
+def test_every_docs_reference_resolves_to_a_page_and_a_heading(site):
+    """Every docs/<page>.md[#id] in the code, tests, notebooks and the README names a page of the
+    repository and, with #id, a heading of the built page; the code cites docs/concepts.md by section."""
+    site_dir, _, _ = site
+    references = []
+    for path in _citing_files():
+        if path.is_relative_to(ROOT / "docs") or path == Path(__file__).resolve():
+            continue  # the pages link to each other relatively, and mkdocs --strict checks those links
+        text = path.read_text(encoding="utf-8", errors="replace")
+        references += [(path.relative_to(ROOT), m.group(1), m.group(2)) for m in DOCS_REFERENCE.finditer(text)]
+    cited = {(page, anchor) for _, page, anchor in references}
+    assert ("concepts.md", "initialization-hippo-its-normal-part-and-ptd") in cited, sorted(cited)
+    assert len({anchor for page, anchor in cited if page == "concepts.md"}) >= 6, sorted(cited)
+    problems = []
+    for where, page, anchor in references:
+        if not (ROOT / "docs" / page).is_file():
+            problems.append(f"{where}: docs/{page} does not exist")
+        elif anchor is not None:
+            name = page.removesuffix(".md").removesuffix("index").rstrip("/")
+            built = site_dir / name / "index.html" if name else site_dir / "index.html"
+            if not built.is_file() or f'id="{anchor}"' not in built.read_text(encoding="utf-8"):
+                problems.append(f"{where}: docs/{page} has no heading #{anchor}")
+        elif page == "concepts.md" and where.parts[0] == "ssmts":
+            problems.append(f"{where}: cite a section of docs/concepts.md (docs/concepts.md#<heading>)")
+    assert not problems, "\n".join(problems)
+
+
+def test_parameter_docs_link_to_the_concepts_page(site):
+    """docs/hooks/params_tables.py turns a parameter doc's docs/concepts.md#id into a link (checked by --strict)."""
+    site_dir, _, _ = site
+    html = page(site_dir, "guides/sklearn")
+    assert 'href="../../concepts/#initialization-hippo-its-normal-part-and-ptd"' in html
+    concepts = page(site_dir, "concepts")
+    for section in ("how-ssmts-finds-the-perturbation", "simpler-starts"):
+        assert f'id="{section}"' in concepts
+    assert "S4D-Inv" in concepts.split('id="simpler-starts"', 1)[1]

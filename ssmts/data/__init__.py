@@ -3,25 +3,60 @@
 Every loader returns a TaskData (train/val/test Splits of numpy arrays); a missing or
 malformed directory raises DataNotFoundError saying which files were expected and how to
 obtain them. Heavy optional dependencies (torchaudio, neurokit2, heartpy, sktime) are only
-imported by the loaders that need them.
+imported by the loaders that need them, and the names below are imported on first use, so
+`import ssmts.data.layouts` (the file layouts the task registry checks) loads neither numpy nor
+torch.
 """
 
-from .base import DataNotFoundError, Split, TaskData
-from .bidmc import load_bidmc
-from .listops_gen import generate_listops, make_listops_task
-from .lra import (
-    load_lra_image,
-    load_lra_listops,
-    load_lra_pathfinder,
-    load_lra_pathx,
-    load_lra_retrieval,
-    load_lra_text,
-)
-from .pathfinder_gen import generate_pathfinder, make_pathfinder_task
-from .pixels import load_digits_permuted, load_digits_sequential, load_psmnist, load_scifar, load_smnist
-from .speech import change_rate, default_spoken_commands_dir, load_speech_commands
-from .speech_synth import synthesize_spoken_commands
-from .vitals_synth import load_heartpy_ppg, make_synthetic_vitals
+import importlib
+from typing import TYPE_CHECKING
+
+# name -> submodule that defines it; `from ssmts.data import load_bidmc` imports ssmts.data.bidmc then.
+_EXPORTS = {
+    "DataNotFoundError": "base",
+    "Split": "base",
+    "TaskData": "base",
+    "load_bidmc": "bidmc",
+    "generate_listops": "listops_gen",
+    "make_listops_task": "listops_gen",
+    "load_lra_image": "lra",
+    "load_lra_listops": "lra",
+    "load_lra_pathfinder": "lra",
+    "load_lra_pathx": "lra",
+    "load_lra_retrieval": "lra",
+    "load_lra_text": "lra",
+    "generate_pathfinder": "pathfinder_gen",
+    "make_pathfinder_task": "pathfinder_gen",
+    "load_digits_permuted": "pixels",
+    "load_digits_sequential": "pixels",
+    "load_psmnist": "pixels",
+    "load_scifar": "pixels",
+    "load_smnist": "pixels",
+    "change_rate": "speech",
+    "default_spoken_commands_dir": "speech",
+    "load_speech_commands": "speech",
+    "synthesize_spoken_commands": "speech_synth",
+    "load_heartpy_ppg": "vitals_synth",
+    "make_synthetic_vitals": "vitals_synth",
+}
+
+if TYPE_CHECKING:  # what IDEs and type checkers see
+    from .base import DataNotFoundError, Split, TaskData
+    from .bidmc import load_bidmc
+    from .listops_gen import generate_listops, make_listops_task
+    from .lra import (
+        load_lra_image,
+        load_lra_listops,
+        load_lra_pathfinder,
+        load_lra_pathx,
+        load_lra_retrieval,
+        load_lra_text,
+    )
+    from .pathfinder_gen import generate_pathfinder, make_pathfinder_task
+    from .pixels import load_digits_permuted, load_digits_sequential, load_psmnist, load_scifar, load_smnist
+    from .speech import change_rate, default_spoken_commands_dir, load_speech_commands
+    from .speech_synth import synthesize_spoken_commands
+    from .vitals_synth import load_heartpy_ppg, make_synthetic_vitals
 
 __all__ = [
     "DataNotFoundError",
@@ -50,3 +85,13 @@ __all__ = [
     "make_synthetic_vitals",
     "load_heartpy_ppg",
 ]
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + __all__)

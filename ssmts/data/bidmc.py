@@ -58,13 +58,14 @@ import numpy as np
 import torch
 
 from ssmts.data.base import DataNotFoundError, Split, TaskData, require_files
+from ssmts.data.layouts import BIDMC_PROBLEMS as PROBLEMS
+from ssmts.data.layouts import bidmc_file_names
+from ssmts.data.layouts import bidmc_target as _check_target
 from ssmts.nn.functional import channel_statistics
 
 SAMPLE_RATE_HZ = 125.0
 CHANNELS = ("ppg", "ecg")  # as the archive lists them; see the module docstring
 PROTOCOLS = ("s4", "s4_original", "tsr")
-# target name -> archive problem name; the S4 code's folder names are the suffixes.
-PROBLEMS = {"rr": "BIDMC32RR", "hr": "BIDMC32HR", "spo2": "BIDMC32SpO2"}
 TARGET_UNITS = {"rr": "breaths/min", "hr": "beats/min", "spo2": "%"}
 
 HOW_TO_GET = (
@@ -74,12 +75,6 @@ HOW_TO_GET = (
     "place <problem>_TRAIN.ts and <problem>_TEST.ts in the directory. The data cannot be "
     "downloaded at run time; for offline work use ssmts.data.vitals_synth."
 )
-
-
-def bidmc_file_names(target: str) -> tuple[str, str]:
-    """The archive's (TRAIN, TEST) file names for ``target`` in {"rr", "hr", "spo2"}."""
-    problem = PROBLEMS[_check_target(target)]
-    return f"{problem}_TRAIN.ts", f"{problem}_TEST.ts"
 
 
 def read_ts_regression(path: str | Path, expected_channels: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -237,13 +232,6 @@ def standardize_splits(train: Split, val: Split, test: Split) -> tuple[Split, Sp
 
 
 # --------------------------------------------------------------------------- helpers
-
-
-def _check_target(target: str) -> str:
-    key = str(target).lower()
-    if key not in PROBLEMS:
-        raise ValueError(f"target must be one of {sorted(PROBLEMS)}, got {target!r}")
-    return key
 
 
 def _find_directory(root: Path, target: str, names: list[str]) -> Path:

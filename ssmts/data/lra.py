@@ -30,6 +30,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from ssmts.data.base import DataNotFoundError, Split, TaskData, require_files
+from ssmts.data.layouts import AAN_DIR, AAN_FILES, LISTOPS_DIR, LISTOPS_FILES, PATHFINDER_DIFFICULTY
 from ssmts.data.pixels import CIFAR10_CLASSES, read_cifar10
 
 _LRA_HOW_TO_GET = (
@@ -39,8 +40,6 @@ _LRA_HOW_TO_GET = (
 
 # ---------------------------------------------------------------------------- ListOps
 
-LISTOPS_DIR = "listops-1000"
-LISTOPS_FILES = {"train": "basic_train.tsv", "val": "basic_val.tsv", "test": "basic_test.tsv"}
 LISTOPS_MAX_LENGTH = 2000
 LISTOPS_OPERATORS = ("[MIN", "[MAX", "[MED", "[SM")
 LISTOPS_CLOSE = "X"
@@ -218,8 +217,6 @@ def _put_bytes(out: np.ndarray, document: bytes) -> int:
 
 # ---------------------------------------------------------------------------- Retrieval (AAN)
 
-AAN_DIR = "tsv_data"
-AAN_FILES = {"train": "new_aan_pairs.train.tsv", "val": "new_aan_pairs.eval.tsv", "test": "new_aan_pairs.test.tsv"}
 AAN_MAX_LENGTH = 4000
 
 
@@ -411,9 +408,6 @@ def load_lra_image(root: str | Path, val_size: int = CIFAR_VAL_SIZE) -> TaskData
 
 
 # ---------------------------------------------------------------------------- Pathfinder
-
-PATHFINDER_DIFFICULTY = "curv_contour_length_14"
-"""The 'hard' Pathfinder variant, the one LRA uses."""
 
 PATHFINDER_SPLIT = (0.8, 0.1, 0.1)
 PATHFINDER_SPLIT_SEED = 0

@@ -32,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from ssmts.data.base import DataNotFoundError, Split, TaskData, require_files
+from ssmts.data.layouts import CIFAR10_DIR, CIFAR10_TEST_BATCH, CIFAR10_TRAIN_BATCHES, MNIST_FILES
 
 DEFAULT_PERMUTATION_SEED = 0
 """Seed of `numpy.random.default_rng` that draws the fixed pixel permutation of psMNIST."""
@@ -39,18 +40,9 @@ DEFAULT_PERMUTATION_SEED = 0
 VAL_FRACTION = 0.1
 """Share of the official training set (its tail, in file order) used as validation."""
 
-MNIST_FILES = {
-    "train_images": "train-images-idx3-ubyte",
-    "train_labels": "train-labels-idx1-ubyte",
-    "test_images": "t10k-images-idx3-ubyte",
-    "test_labels": "t10k-labels-idx1-ubyte",
-}
 IDX_IMAGES_MAGIC = 2051  # 0x00000803: unsigned bytes, 3 dimensions
 IDX_LABELS_MAGIC = 2049  # 0x00000801: unsigned bytes, 1 dimension
 
-CIFAR10_DIR = "cifar-10-batches-py"
-CIFAR10_TRAIN_BATCHES = tuple(f"data_batch_{i}" for i in range(1, 6))
-CIFAR10_TEST_BATCH = "test_batch"
 CIFAR10_CLASSES = [
     "airplane",
     "automobile",

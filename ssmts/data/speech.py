@@ -24,60 +24,14 @@ import numpy as np
 import soundfile as sf
 
 from ssmts.data.base import DataNotFoundError, Split, TaskData, require_files
+from ssmts.data.layouts import SC10_WORDS, SC35_WORDS, SPEECH_COMMANDS_RATE, SPLIT_LISTS
 
 # Signal resampling lives with the zero-shot machinery; re-exported here for the loaders.
 from ssmts.nn.resampling import RESAMPLE_METHODS, change_rate
 from ssmts.nn.resampling import positive_int as _positive_int
 
-SPEECH_COMMANDS_RATE = 16000
-"""Sample rate (Hz) of every Speech Commands clip."""
-
 CLIP_SAMPLES = 16000
 """Clips are padded to 1 s at 16 kHz."""
-
-SC10_WORDS = ("yes", "no", "up", "down", "left", "right", "on", "off", "stop", "go")
-"""The ten command words of the SC10 task, in the label order of the S4 code."""
-
-SC35_WORDS = (
-    "backward",
-    "bed",
-    "bird",
-    "cat",
-    "dog",
-    "down",
-    "eight",
-    "five",
-    "follow",
-    "forward",
-    "four",
-    "go",
-    "happy",
-    "house",
-    "learn",
-    "left",
-    "marvin",
-    "nine",
-    "no",
-    "off",
-    "on",
-    "one",
-    "right",
-    "seven",
-    "sheila",
-    "six",
-    "stop",
-    "three",
-    "tree",
-    "two",
-    "up",
-    "visual",
-    "wow",
-    "yes",
-    "zero",
-)
-"""All 35 word folders of Speech Commands v0.02, sorted (the SC35 label order)."""
-
-SPLIT_LISTS = ("validation_list.txt", "testing_list.txt")
 
 # The MFCC setting of the S4 / eSSM SC10-MFCC experiments: 20 coefficients of
 # 64 log-mels over 200-sample frames with torchaudio's default hop (n_fft // 2),

@@ -1,4 +1,5 @@
-"""Frequency-domain analysis of a trained SSM layer (the transfer functions of docs/concepts.md).
+"""Frequency-domain analysis of a trained SSM layer (the transfer functions of
+docs/concepts.md#diagonalization-and-conjugate-symmetry).
 
 Two views of the same layer, both returned as ``(M, H, n_frequencies)`` complex arrays
 (output channel, input channel, frequency):

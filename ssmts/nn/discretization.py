@@ -1,4 +1,4 @@
-"""Discretization of a diagonal continuous-time SSM (docs/concepts.md, "Discretization and the step size Δ").
+"""Discretization of a diagonal continuous-time SSM (docs/concepts.md#discretization-and-the-step-size).
 
 Every function works per state: Lambda, Delta: (..., P). The input matrix is
 discretized as Bbar = gamma[..., None] * B, so only the per-state coefficient

@@ -1,4 +1,4 @@
-"""Initializations of the diagonal SSM (docs/concepts.md, "Initialization: HiPPO, its normal part, and PTD").
+"""Initializations of the diagonal SSM (docs/concepts.md#initialization-hippo-its-normal-part-and-ptd).
 
 All matrix work is float64 numpy/torch, done once at construction. Each
 initializer returns the continuous-time diagonal system of ONE head:

@@ -1,4 +1,4 @@
-"""Structured linear neural CDE layer (SLiCE; docs/concepts.md, "Input-dependent transitions: SLiCE").
+"""Structured linear neural CDE layer (SLiCE; docs/concepts.md#input-dependent-transitions-slice).
 
 Shapes: u: (batch, H, L) -> y: (batch, M, L); hidden state h: (batch, d_hidden).
 

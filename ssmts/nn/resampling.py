@@ -1,4 +1,4 @@
-"""Zero-shot change of sample rate (docs/concepts.md, "Zero-shot resampling") as a scoped argument.
+"""Zero-shot change of sample rate (docs/concepts.md#zero-shot-resampling) as a scoped argument.
 
 A model trained on signals sampled at f_train reads signals sampled at f_new with every
 step size multiplied by f_train / f_new; nothing is retrained:

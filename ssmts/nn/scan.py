@@ -1,5 +1,5 @@
 """Parallel scan of a linear recurrence q_t = M_t q_{t-1} + b_t
-(docs/concepts.md, "Input-dependent transitions: SLiCE").
+(docs/concepts.md#input-dependent-transitions-slice).
 
 One implementation for every layer with input- or time-dependent transitions: the LinearCDE
 (structured M_t, ssmts.nn.lncde) and the SSM with per-step Delta_k (diagonal M_t = Abar_k,

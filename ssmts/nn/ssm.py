@@ -1,5 +1,5 @@
-"""The MIMO diagonal SSM layer of LDNN / eSSM (docs/concepts.md: the continuous MIMO system, its
-diagonalization, discretization, convolution, heads and zero-shot resampling).
+"""The MIMO diagonal SSM layer of LDNN / eSSM (docs/concepts.md#the-continuous-mimo-system and the
+sections after it: diagonalization, discretization, convolution, heads, zero-shot resampling).
 
 Shapes: u: (batch, H, L) -> y: (batch, M, L). The H channels are split into
 `heads` groups of H/heads; each head is its own MIMO diagonal system

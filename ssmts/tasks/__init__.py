@@ -6,26 +6,58 @@
 
 The command line is `ssmts tasks list` / `ssmts tasks run NAME ...` (ssmts.cli). The
 state-tracking task has its own protocol (ssmts.tasks.state_tracking).
+
+The registry (ssmts.tasks.registry) is declarative: names, descriptions, data layouts and
+presets, with loaders and runners imported when a task is loaded or run. The names below are
+imported on first use, so listing the tasks loads neither torch nor the data modules.
 """
 
-from .presets import PRESET_NAMES, TABLE_10, Preset, get_preset
-from .registry import (
-    TASKS,
-    SyntheticUnavailableError,
-    Task,
-    UnknownTaskError,
-    default_cache_dir,
-    get_task,
-    list_tasks,
-)
-from .runner import PAPER_REPORTED, run_task
-from .state_tracking import get_state_tracking_preset, run_state_tracking
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+# name -> submodule that defines it
+_EXPORTS = {
+    "TASKS": "registry",
+    "Task": "registry",
+    "get_task": "registry",
+    "list_tasks": "registry",
+    "task_presets": "registry",
+    "default_cache_dir": "registry",
+    "SyntheticUnavailableError": "registry",
+    "UnknownTaskError": "registry",
+    "Preset": "presets",
+    "PRESET_NAMES": "presets",
+    "TABLE_10": "presets",
+    "get_preset": "presets",
+    "run_task": "runner",
+    "PAPER_REPORTED": "runner",
+    "run_state_tracking": "state_tracking",
+    "get_state_tracking_preset": "state_tracking",
+}
+
+if TYPE_CHECKING:  # what IDEs and type checkers see
+    from .presets import PRESET_NAMES, TABLE_10, Preset, get_preset
+    from .registry import (
+        TASKS,
+        SyntheticUnavailableError,
+        Task,
+        UnknownTaskError,
+        default_cache_dir,
+        get_task,
+        list_tasks,
+        task_presets,
+    )
+    from .runner import PAPER_REPORTED, run_task
+    from .state_tracking import get_state_tracking_preset, run_state_tracking
 
 __all__ = [
     "TASKS",
     "Task",
     "get_task",
     "list_tasks",
+    "task_presets",
     "default_cache_dir",
     "SyntheticUnavailableError",
     "UnknownTaskError",
@@ -38,3 +70,13 @@ __all__ = [
     "run_state_tracking",
     "get_state_tracking_preset",
 ]
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(list(globals()) + __all__)

@@ -27,12 +27,21 @@ paper value in ``paper_schedule``/``notes`` and the results JSON lists the diffe
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ssmts.nn.resampling import check_delta_factor
-from ssmts.training import BackboneParams, TrainerConfig
+if TYPE_CHECKING:
+    from ssmts.training import BackboneParams, TrainerConfig
+
+# This module is imported by the task registry, so `ssmts tasks list` reads it: it imports
+# ssmts.training (and with it torch) only when a preset is built and checked.
 
 PRESET_NAMES = ("paper", "small", "tiny")
+"""The presets of the one-model pipeline tasks and of the PTD experiments, in the order
+`ssmts tasks show` lists them."""
+
+STATE_TRACKING_PRESETS = ("small", "tiny")
+"""The presets of the state-tracking task (ssmts.tasks.state_tracking): its text states no
+paper hyperparameters, so it has no "paper" preset."""
 
 
 # Not stated in eSSM Table 10 or Appendix E; 0.05 is the value of the S4 configurations
@@ -91,6 +100,8 @@ class Preset:
     notes: tuple[str, ...] = ()
 
     def __post_init__(self):
+        from ssmts.nn.resampling import check_delta_factor
+
         # The shared parameters are checked against their one declaration (ssmts.training.params).
         self.backbone_params()
         self.trainer_config()
@@ -98,6 +109,8 @@ class Preset:
 
     def backbone_params(self) -> BackboneParams:
         """The preset's architecture as the estimators declare it (validated)."""
+        from ssmts.training import BackboneParams
+
         values = {name: getattr(self, name) for name in BackboneParams.param_names() if hasattr(self, name)}
         params = BackboneParams(**values)
         params.validate_params()
@@ -106,6 +119,8 @@ class Preset:
 
     def trainer_config(self, **overrides) -> TrainerConfig:
         """The Trainer settings of the preset (its paper schedule included), validated."""
+        from ssmts.training import TrainerConfig
+
         values = dict(
             optimizer="adamw",
             lr=self.lr,

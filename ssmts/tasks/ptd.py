@@ -52,16 +52,14 @@ from ssmts.training.objectives import accuracy_of_logits, mse_loss, weighted_cro
 
 from .._version import __version__
 from .data_utils import json_safe
+from .presets import PRESET_NAMES
+from .registry import PTD_EXPERIMENTS
 
-EXPERIMENTS = ("ptd-sinusoids", "ptd-robustness", "ptd-ablation")
-DESCRIPTIONS = {
-    "ptd-sinusoids": "PTD paper 3.4: regress amplitude and frequency of sinusoids; legs vs ptd on "
-    "interpolation/extrapolation grids (heat maps)",
-    "ptd-robustness": "PTD paper 5.2: legs vs ptd pixel-sequence classifiers under sinusoidal input noise at "
-    "the legs model's sensitive frequencies and at random ones",
-    "ptd-ablation": "PTD paper 5.3: accuracy and cond(V) against the PTD perturbation size ||E||/||A||",
-}
-PRESETS = ("paper", "small", "tiny")
+# The experiments' names, descriptions and presets are declared in the task registry, which
+# `ssmts tasks list` reads without importing this module (or torch).
+DESCRIPTIONS = PTD_EXPERIMENTS
+EXPERIMENTS = tuple(PTD_EXPERIMENTS)
+PRESETS = PRESET_NAMES
 HIPPO = "hippo"
 """The reference model: the same architecture on dense HiPPO-LegS layers (ssmts.nn.DenseSSM), the
 system that ``legs`` keeps only the normal part of and ``ptd`` approximates."""

@@ -10,6 +10,14 @@ Every task loads real data from a directory (``Task.load``) and, where an honest
 stand-in exists, builds one offline (``Task.synthesize``); bidmc-spo2 has none.
 Slow stand-ins (espeak-ng speech, Pathfinder images) are cached under a cache
 directory (``$SSMTS_CACHE_DIR`` or ``~/.cache/ssmts``).
+
+The PTD paper's robustness experiments (``PTD_EXPERIMENTS``: ptd-sinusoids, ptd-robustness,
+ptd-ablation; ssmts.tasks.ptd) run through the same command line without data.
+
+Everything here is declarative: names, descriptions, file layouts (ssmts.data.layouts) and
+the presets each task accepts (``task_presets``). Loaders, generators and runners are imported
+when a task is loaded, synthesized or run, so `ssmts tasks list` and reading the registry
+import neither numpy nor torch.
 """
 
 from __future__ import annotations
@@ -19,13 +27,30 @@ import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-from ssmts.data.base import TaskData
-from ssmts.data.bidmc import PROBLEMS, bidmc_file_names
-from ssmts.data.lra import AAN_DIR, AAN_FILES, LISTOPS_DIR, LISTOPS_FILES, PATHFINDER_DIFFICULTY
-from ssmts.data.pixels import CIFAR10_DIR, CIFAR10_TEST_BATCH, CIFAR10_TRAIN_BATCHES, MNIST_FILES
-from ssmts.data.speech import SC10_WORDS, SC35_WORDS, SPEECH_COMMANDS_RATE, SPLIT_LISTS
+from ssmts.data.layouts import (
+    AAN_DIR,
+    AAN_FILES,
+    BIDMC_PROBLEMS,
+    CIFAR10_DIR,
+    CIFAR10_TEST_BATCH,
+    CIFAR10_TRAIN_BATCHES,
+    LISTOPS_DIR,
+    LISTOPS_FILES,
+    MNIST_FILES,
+    PATHFINDER_DIFFICULTY,
+    SC10_WORDS,
+    SC35_WORDS,
+    SPEECH_COMMANDS_RATE,
+    SPLIT_LISTS,
+    bidmc_file_names,
+)
+
+from .presets import PRESET_NAMES, STATE_TRACKING_PRESETS
+
+if TYPE_CHECKING:
+    from ssmts.data.base import TaskData
 
 
 class SyntheticUnavailableError(ValueError):
@@ -56,7 +81,10 @@ class Task:
     zero_shot: evaluate at half the sample rate too (raw speech).
     runner: a task with its own protocol (several problems, models and seeds; state-tracking)
         is run by this function instead of the one-model pipeline of ssmts.tasks.run_task; it
-        still trains through ssmts.training.fit_model. describe_presets: its presets, in words.
+        still trains through ssmts.training.fit_model.
+    presets: the presets `ssmts tasks run NAME --preset` accepts, which `ssmts tasks show NAME`
+        lists. describe_preset: one preset in words, for a task with its own protocol (the
+        pipeline tasks' presets are ssmts.tasks.get_preset's).
     """
 
     name: str
@@ -73,7 +101,8 @@ class Task:
     no_synthetic_reason: str = ""
     zero_shot: bool = False
     runner: Callable[..., dict] | None = None
-    describe_presets: Callable[[], list[str]] | None = None
+    presets: tuple[str, ...] = PRESET_NAMES
+    describe_preset: Callable[[str], str] | None = None
 
     @property
     def can_synthesize(self) -> bool:
@@ -176,7 +205,7 @@ def _speech_present(words) -> Callable[[Path], bool]:
 
 def _bidmc_present(target: str) -> Callable[[Path], bool]:
     names = list(bidmc_file_names(target))
-    problem = PROBLEMS[target]
+    problem = BIDMC_PROBLEMS[target]
     return lambda root: _first_dir_with(root, ["", problem.removeprefix("BIDMC32"), problem], names) is not None
 
 
@@ -455,10 +484,10 @@ def _run_state_tracking(
     return run_state_tracking(preset=preset, out=out, device=device, seed=seed, echo=echo)
 
 
-def _describe_state_tracking() -> list[str]:
-    from .state_tracking import STATE_TRACKING_PRESETS, get_state_tracking_preset
+def _describe_state_tracking(preset: str) -> str:
+    from .state_tracking import get_state_tracking_preset
 
-    return [get_state_tracking_preset(name).describe() for name in STATE_TRACKING_PRESETS]
+    return get_state_tracking_preset(preset).describe()
 
 
 def cached_task(cache: Path, key: str, build: Callable[[], TaskData], use_cache: bool = True) -> TaskData:
@@ -501,7 +530,7 @@ _SPEECH_SYNTH = (
 
 def _bidmc_task(target: str, description: str) -> Task:
     train_name, test_name = bidmc_file_names(target)
-    problem = PROBLEMS[target]
+    problem = BIDMC_PROBLEMS[target]
     synthesizer = _synth_vitals(target) if target in ("rr", "hr") else None
     return Task(
         name=f"bidmc-{target}",
@@ -709,7 +738,8 @@ TASKS: dict[str, Task] = {
             lambda root: False,
             _synth_state_tracking,
             runner=_run_state_tracking,
-            describe_presets=_describe_state_tracking,
+            presets=STATE_TRACKING_PRESETS,
+            describe_preset=_describe_state_tracking,
         ),
     )
 }
@@ -731,3 +761,22 @@ def get_task(name: str) -> Task:
 def list_tasks() -> list[Task]:
     """Every task, in registry order."""
     return list(TASKS.values())
+
+
+PTD_EXPERIMENTS: dict[str, str] = {
+    "ptd-sinusoids": "PTD paper 3.4: regress amplitude and frequency of sinusoids; legs vs ptd on "
+    "interpolation/extrapolation grids (heat maps)",
+    "ptd-robustness": "PTD paper 5.2: legs vs ptd pixel-sequence classifiers under sinusoidal input noise at "
+    "the legs model's sensitive frequencies and at random ones",
+    "ptd-ablation": "PTD paper 5.3: accuracy and cond(V) against the PTD perturbation size ||E||/||A||",
+}
+"""The PTD paper's robustness experiments (ssmts.tasks.ptd), name -> description; they need no
+data and take the presets PRESET_NAMES."""
+
+
+def task_presets(name: str) -> tuple[str, ...]:
+    """The presets `ssmts tasks run NAME --preset` accepts, in the order `ssmts tasks show NAME`
+    lists them: a registered task's own, or PRESET_NAMES for a PTD experiment."""
+    if name in PTD_EXPERIMENTS:
+        return PRESET_NAMES
+    return get_task(name).presets

@@ -41,6 +41,7 @@ from ssmts.training.objectives import accuracy_of_step_logits, weighted_cross_en
 
 from .._version import __version__
 from .data_utils import json_safe
+from .presets import STATE_TRACKING_PRESETS
 
 MODELS = ("ssm", "diagonal", "block_diagonal", "dplr", "walsh_hadamard", "dense")
 MODEL_LABELS = {
@@ -51,7 +52,6 @@ MODEL_LABELS = {
     "walsh_hadamard": "LNCDE Walsh-Hadamard",
     "dense": "LNCDE dense",
 }
-STATE_TRACKING_PRESETS = ("small", "tiny")
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Zero-shot change of sample rate (docs/concepts.md, "Zero-shot resampling"): the inputs and the results table.
+"""Zero-shot change of sample rate (docs/concepts.md#zero-shot-resampling): the inputs and the results table.
 
 A model trained at rate f0 classifies the same signals at f1 = f0 / 2 by scaling every
 Delta by f0 / f1 (nothing is retrained). The half-rate signal is made two ways:

@@ -126,24 +126,31 @@ class BackboneParams(Configurable):
     layer: str = param(
         default="ssm",
         doc="Sequence layer of every block: 'ssm' (diagonal time-invariant SSM) or 'lncde' (SLiCE: a "
-        "linear neural CDE with input-dependent structured transitions, ssmts.nn.LinearCDE).",
+        "linear neural CDE with input-dependent structured transitions, ssmts.nn.LinearCDE; "
+        "docs/concepts.md#input-dependent-transitions-slice).",
         constraint=Options(*LAYERS),
     )
     heads: int = param(
-        default=1, doc="SSM only: block-diagonal heads (1 = one MIMO system, d_model = SISO).", constraint=Integer(1)
+        default=1,
+        doc="SSM only: block-diagonal heads (1 = one MIMO system, d_model = SISO; "
+        "docs/concepts.md#heads-from-one-mimo-system-to-stacked-siso-systems).",
+        constraint=Integer(1),
     )
     bidirectional: bool | str = param(
         default=False,
-        doc="SSM only: causal (False) or non-causal: 'essm'/True (flipped kernel) or 'ldnn' (own backward Lambda).",
+        doc="SSM only: causal (False) or non-causal: 'essm'/True (flipped kernel) or 'ldnn' (own backward Lambda; "
+        "docs/concepts.md#bidirectional-layers).",
         constraint=Options(False, True, "essm", "ldnn"),
     )
     init: str = param(
         default="legs",
-        doc="SSM only: initialization of Lambda, B, C (see the Initialization section of the concepts page).",
+        doc="SSM only: initialization of Lambda, B, C (docs/concepts.md#initialization-hippo-its-normal-part-and-ptd).",
         constraint=Options(*INITS),
     )
     discretization: str = param(
-        default="zoh", doc="SSM only: continuous-to-discrete map of each mode.", constraint=Options(*DISCRETIZATIONS)
+        default="zoh",
+        doc="SSM only: continuous-to-discrete map of each mode (docs/concepts.md#discretization-and-the-step-size).",
+        constraint=Options(*DISCRETIZATIONS),
     )
     dropout: float = param(
         default=0.0, doc="Dropout after each block's activation.", constraint=Real(0.0, 1.0, closed="left")
@@ -154,7 +161,9 @@ class BackboneParams(Configurable):
     )
     activation: str = param(default="gated_gelu", doc="Activation after the layer.", constraint=Options(*ACTIVATIONS))
     dt_min: float = param(
-        default=1e-3, doc="SSM only: lower end of the log-uniform initial Delta.", constraint=POSITIVE
+        default=1e-3,
+        doc="SSM only: lower end of the log-uniform initial Delta (docs/concepts.md#discretization-and-the-step-size).",
+        constraint=POSITIVE,
     )
     dt_max: float = param(
         default=1e-1, doc="SSM only: upper end of the log-uniform initial Delta.", constraint=POSITIVE
@@ -188,7 +197,8 @@ class BackboneParams(Configurable):
     ptd_eps: float = param(
         default=1e-4,
         doc="SSM only, init='ptd': size of the starting perturbation E of the HiPPO-LegS "
-        "matrix (the measured ||E||/||A|| is what the optimization ends at).",
+        "matrix (the measured ||E||/||A|| is what the optimization ends at; "
+        "docs/concepts.md#how-ssmts-finds-the-perturbation).",
         constraint=POSITIVE,
     )
     ptd_gamma: float = param(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import subprocess
 import sys
 import time
@@ -12,6 +13,11 @@ from pathlib import Path
 import pytest
 
 from ssmts.cli import main
+from ssmts.tasks.registry import PTD_EXPERIMENTS, task_presets
+
+ROOT = Path(__file__).resolve().parents[2]
+# Modules `ssmts tasks list` has no use for: the network, the estimators' libraries, the data stack.
+HEAVY_MODULES = ("torch", "numpy", "scipy", "sklearn", "sktime", "pandas", "soundfile", "matplotlib")
 
 TASK_NAMES = [
     "lra-listops",
@@ -57,6 +63,67 @@ def test_tasks_list_with_data_dir_reports_present_data(tmp_path, capsys):
     assert " present " in lines["bidmc-rr"]
     assert "missing; can be synthesized" in lines["bidmc-hr"]
     assert "missing; needs download" in lines["bidmc-spo2"]
+
+
+def test_tasks_list_imports_neither_torch_nor_the_data_stack(tmp_path):
+    """The registry is declarative: listing the tasks (and checking a data directory) loads no heavy module."""
+    code = (
+        "import sys; from ssmts.cli import main; "
+        f"status = main(['tasks', 'list']) + main(['tasks', 'list', '--data-dir', {str(tmp_path)!r}]); "
+        f"print(status, sorted(m for m in {HEAVY_MODULES!r} if m in sys.modules))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "0 []", result.stdout.splitlines()[-1]
+
+
+def test_python_dash_m_ssmts_tasks_list_does_not_import_torch():
+    """The console path itself (`python -m ssmts tasks list`): -X importtime names every module it imports."""
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "ssmts", "tasks", "list"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "lra-listops" in result.stdout and "ptd-ablation" in result.stdout
+    lines = [line for line in result.stderr.splitlines() if line.startswith("import time:")]
+    imported = {line.rsplit("|", 1)[-1].strip() for line in lines}
+    assert "ssmts.tasks.registry" in imported
+    assert not {name for name in imported if name.split(".")[0] in HEAVY_MODULES}
+
+
+def _shown_presets(name: str, capsys) -> list[str]:
+    assert main(["tasks", "show", name]) == 0
+    return re.findall(r"^  preset (\w+):", capsys.readouterr().out, re.MULTILINE)
+
+
+def _run_preset_choices(capsys) -> set[str]:
+    """What `ssmts tasks run --preset` offers, read from argparse's refusal of another value."""
+    with pytest.raises(SystemExit) as exit_info:
+        main(["tasks", "run", "sc10", "--synthetic", "--preset", "no-such-preset"])
+    assert exit_info.value.code == 2
+    return set(re.findall(r"[\w-]+", capsys.readouterr().err.split("choose from", 1)[1]))
+
+
+def test_bidmc_show_lists_the_tiny_preset_that_run_offers(capsys):
+    assert _shown_presets("bidmc-rr", capsys) == ["paper", "small", "tiny"]
+    assert _run_preset_choices(capsys) == {"paper", "small", "tiny"}
+
+
+@pytest.mark.parametrize("name", [*TASK_NAMES, *PTD_EXPERIMENTS])
+def test_show_lists_exactly_the_presets_run_accepts(name, tmp_path, capsys):
+    """One declaration (task_presets): `show` prints each of them, built; `run` refuses any other."""
+    shown = _shown_presets(name, capsys)
+    assert tuple(shown) == task_presets(name) and shown
+    choices = _run_preset_choices(capsys)
+    assert set(shown) <= choices
+    for preset in sorted(choices - set(shown)):
+        out = tmp_path / "r.json"
+        assert main(["tasks", "run", name, "--synthetic", "--preset", preset, "--out", str(out)]) == 2
+        assert f"no {preset!r} preset" in capsys.readouterr().err
+        assert not out.exists()
 
 
 def test_tasks_show_prints_layout_and_paper_preset(capsys):
@@ -175,7 +242,7 @@ def test_python_dash_m_ssmts_runs_the_cli():
         [sys.executable, "-m", "ssmts", "tasks", "show", "bidmc-spo2"],
         capture_output=True,
         text=True,
-        cwd=Path(__file__).resolve().parents[2],
+        cwd=ROOT,
         timeout=120,
     )
     assert result.returncode == 0, result.stderr

@@ -5,6 +5,8 @@ from __future__ import annotations
 import csv
 import json
 import math
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -25,7 +27,9 @@ from ssmts.tasks import (
 )
 from ssmts.tasks.data_utils import limit_task_data, load_task_arrays, save_task_arrays
 from ssmts.tasks.models import RetrievalTwoTower, build_model
-from ssmts.tasks.presets import trainer_schedule_kwargs
+from ssmts.tasks.presets import PRESET_NAMES, trainer_schedule_kwargs
+from ssmts.tasks.ptd import get_ptd_preset
+from ssmts.tasks.registry import PTD_EXPERIMENTS, task_presets
 from ssmts.tasks.synthetic_text import NEGATIVE_CUES, POSITIVE_CUES, make_retrieval_standin, make_text_standin
 
 TASK_NAMES = [
@@ -96,8 +100,42 @@ def test_task_descriptors(name):
     assert task.expected and task.how_to_get
     assert task.can_synthesize == (name != "bidmc-spo2")
     assert task.zero_shot == (name in ("sc10", "sc35"))
-    for preset in ("paper", "small", "tiny"):
+    assert task.presets == task_presets(name) == ("paper", "small", "tiny")
+    for preset in task.presets:
         assert get_preset(name, preset).name == preset
+
+
+def test_every_declared_preset_builds_and_no_other_does():
+    """task_presets is the one list of presets per task: each builds with the task's own getter, others fail."""
+    state_tracking = get_task("state-tracking")
+    assert state_tracking.presets == task_presets("state-tracking") == ("small", "tiny")
+    for preset in PRESET_NAMES:
+        if preset in state_tracking.presets:
+            assert state_tracking.describe_preset(preset).startswith(f"preset {preset}:")
+        else:
+            with pytest.raises(ValueError, match=f"no {preset!r} preset"):
+                state_tracking.describe_preset(preset)
+    for name in PTD_EXPERIMENTS:
+        assert task_presets(name) == PRESET_NAMES
+        for preset in task_presets(name):
+            assert get_ptd_preset(name, preset).name == preset
+    with pytest.raises(UnknownTaskError):
+        task_presets("ptd-nothing")
+
+
+def test_the_registry_is_declarative():
+    """Reading the registry, its presets and checking a data directory import neither torch nor numpy:
+    loaders, generators and runners are imported when a task is loaded or run."""
+    code = (
+        "import sys, tempfile; import ssmts.tasks as tasks; from ssmts.tasks.registry import PTD_EXPERIMENTS; "
+        "names = [*tasks.TASKS, *PTD_EXPERIMENTS]; presets = [tasks.task_presets(n) for n in names]; "
+        "d = tempfile.mkdtemp(); "
+        "status = [(t.data_status(), t.data_present(d), t.expected) for t in tasks.list_tasks()]; "
+        "print(len(names), sorted(m for m in ('torch', 'numpy', 'sklearn', 'soundfile') if m in sys.modules))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == f"{len(TASK_NAMES) + len(PTD_EXPERIMENTS)} []"
 
 
 def test_unknown_task_names_close_matches():
