@@ -1,6 +1,8 @@
-"""The pickle-free save format of the scikit-learn estimators: one .safetensors file.
+"""The pickle-free save format of the scikit-learn estimators (and of the sktime faces, which
+extend it in ssmts.sktime._persistence): one .safetensors file.
 
-    weights    the network's state dict (safetensors: tensors only, no code)
+    weights    the network's state dict (safetensors: tensors only, no code); a face may add
+               data tensors under names starting with DATA_PREFIX (a forecaster's series)
     metadata   "ssmts": JSON with the format version, the estimator class, its parameters,
                its fitted attributes, the ssmts / torch / Python versions and a SHA-256
                checksum of the tensors and of the rest of this JSON
@@ -13,6 +15,11 @@ parameters and the fitted sizes, and loads the weights: no code from the file is
 What a file cannot hold is said at `save`: callbacks (code) and a numpy RandomState are
 not stored, and the optimizer state of `warm_start` / `partial_fit` is not kept (a loaded
 estimator continues training with a fresh optimizer).
+
+A face whose state is more than `_saved_attributes` and `model_` defines `_save_state()`
+-> (fitted attributes, tensors) and `_restore_state(fitted, tensors, path)`; pandas indexes
+in its attributes are written explicitly (kind, values, freq, unit, time zone, name) and
+rebuilt and checked on load. A damaged or hostile file gives one ValueError naming the file.
 """
 
 from __future__ import annotations
@@ -31,6 +38,8 @@ FORMAT = "ssmts-estimator"
 FORMAT_VERSION = 2
 """2: the checksum covers the header as well as the tensors (1: the tensors only; still read)."""
 READABLE_VERSIONS = (1, 2)
+DATA_PREFIX = "data:"
+"""Tensors whose names start with this are a face's data (not network weights): no module name holds ':'."""
 
 
 def _versions() -> dict:
@@ -51,7 +60,7 @@ def _checksum(tensors: dict[str, torch.Tensor], header: dict | None = None) -> s
         digest.update(name.encode())
         digest.update(str(t.dtype).encode())
         digest.update(str(tuple(t.shape)).encode())
-        digest.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+        digest.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
     return digest.hexdigest()
 
 
@@ -73,6 +82,7 @@ def _to_json(value, name: str):
             raise TypeError(
                 f"cannot save {name}: arrays of dtype {value.dtype} are not representable in the save "
                 "format (labels must be numbers, strings or booleans); use save(format='joblib')"
+                " (format='sktime' for the sktime estimators)"
             )
         if value.dtype == object:
             return {"__ndarray_object__": [_to_json(v, name) for v in value.tolist()]}
@@ -89,9 +99,17 @@ def _to_json(value, name: str):
         return {k: _to_json(v, name) for k, v in value.items()}
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
+    if type(value).__module__.split(".")[0] == "pandas":
+        import pandas as pd
+
+        if isinstance(value, pd.Index):
+            return {"__index__": _index_to_json(value, name)}
+        if isinstance(value, pd.Timedelta):
+            return {"__timedelta__": int(value.as_unit("ns").value)}
     raise TypeError(
         f"cannot save {name}: a {type(value).__name__} is not representable in the save format "
         "(labels and parameters must be numbers, strings, booleans or None); use save(format='joblib')"
+        " (format='sktime' for the sktime estimators)"
     )
 
 
@@ -128,8 +146,248 @@ def _from_json(value):
             return tuple(_from_json(v) for v in value["__tuple__"])
         if "__dict_items__" in value:
             return {_from_json(k): _from_json(v) for k, v in value["__dict_items__"]}
+        if "__index__" in value:
+            return _index_from_json(value["__index__"])
+        if "__timedelta__" in value:
+            import pandas as pd
+
+            if type(value["__timedelta__"]) is not int:
+                raise ValueError(f"a duration of the header is not an integer of nanoseconds: {value!r:.80}")
+            return pd.Timedelta(value["__timedelta__"], unit="ns")
         return {k: _from_json(v) for k, v in value.items()}
     return value
+
+
+# ---------------------------------------------------------------------------- pandas indexes
+DATETIME_UNITS = ("s", "ms", "us", "ns")
+_LABEL_TYPES = (str, int, float, bool, type(None))
+
+
+def _labels_to_json(values: list, name: str) -> list:
+    out = []
+    for v in values:
+        v = v.item() if isinstance(v, np.generic) else v
+        if isinstance(v, tuple):
+            out.append({"__tuple__": _labels_to_json(list(v), name)})
+        elif type(v) in _LABEL_TYPES:
+            out.append(v)
+        else:
+            raise TypeError(
+                f"cannot save {name}: its label {v!r} is a {type(v).__name__}; the save format holds labels "
+                "that are strings, numbers, booleans or None (or tuples of them)"
+            )
+    return out
+
+
+def _labels_from_json(values) -> list:
+    if not isinstance(values, list):
+        raise ValueError("the labels of an index are not a list")
+    out = []
+    for v in values:
+        if isinstance(v, dict) and set(v) == {"__tuple__"}:
+            out.append(tuple(_labels_from_json(v["__tuple__"])))
+        elif type(v) in _LABEL_TYPES:
+            out.append(v)
+        else:
+            raise ValueError(f"an index label of the header is a {type(v).__name__}")
+    return out
+
+
+def index_layout(index, name: str) -> tuple[dict, np.ndarray]:
+    """A time index as (layout, values): the layout (kind, name, freq, unit, time zone, dtype;
+    plain JSON) and its values as an array (int64 ticks of a DatetimeIndex's unit, ordinals of a
+    PeriodIndex, the values of a RangeIndex or numeric index). A long index's values belong in a
+    tensor, its layout in the header. Checked by rebuilding: an index the format cannot
+    reproduce exactly is refused here, not at load."""
+    import pandas as pd
+
+    layout: dict = {"name": _labels_to_json([index.name], f"the name of {name}")[0]}
+    if isinstance(index, pd.MultiIndex):
+        raise TypeError(f"cannot save {name}: a MultiIndex is not representable in the save format")
+    if isinstance(index, pd.RangeIndex):
+        layout.update(kind="range", step=int(index.step))
+        values = np.asarray(index, dtype=np.int64)
+    elif isinstance(index, pd.PeriodIndex):
+        layout.update(kind="period", freq=index.freqstr)
+        values = index.asi8
+    elif isinstance(index, pd.DatetimeIndex):
+        layout.update(kind="datetime", unit=index.unit, tz=None if index.tz is None else str(index.tz))
+        layout["freq"] = index.freqstr
+        values = index.asi8
+    elif type(index) is pd.Index and index.dtype.kind in "iuf" and index.dtype.itemsize <= 8:
+        layout.update(kind="numeric", dtype=index.dtype.str)
+        values = index.to_numpy()
+    else:
+        raise TypeError(
+            f"cannot save {name}: a {type(index).__name__} of dtype {index.dtype} is not representable in the "
+            "save format (it holds RangeIndex, integer and float indexes, PeriodIndex, DatetimeIndex and labels)"
+        )
+    values = np.array(values, copy=True)
+    try:
+        same = same_index(index_from_layout(layout, values), index)
+    except ValueError:
+        same = False
+    if not same:
+        raise TypeError(f"cannot save {name}: its {type(index).__name__} does not survive the save format unchanged")
+    return layout, values
+
+
+LAYOUT_FIELDS = {
+    "range": {"step"},
+    "numeric": {"dtype"},
+    "period": {"freq"},
+    "datetime": {"unit", "tz", "freq"},
+}
+
+
+def layout_dtype(layout) -> np.dtype:
+    """The dtype of an index layout's values (refusing a layout that is not one)."""
+    if not isinstance(layout, dict) or layout.get("kind") not in LAYOUT_FIELDS:
+        raise ValueError(f"an index of the header has an unknown layout ({str(layout)[:80]})")
+    if set(layout) != LAYOUT_FIELDS[layout["kind"]] | {"kind", "name"}:
+        raise ValueError(f"an index of the header has an unknown layout (fields {sorted(layout)})")
+    if layout["kind"] != "numeric":
+        return np.dtype(np.int64)
+    try:
+        dtype = np.dtype(layout["dtype"]) if isinstance(layout["dtype"], str) else None
+    except TypeError:
+        dtype = None
+    if dtype is None or dtype.kind not in "iuf" or dtype.itemsize > 8:
+        raise ValueError(f"a numeric index of the header declares dtype {layout['dtype']!r}")
+    return dtype
+
+
+def index_from_layout(layout: dict, values: np.ndarray):
+    """The pandas Index of index_layout's (layout, values), every field checked (ValueError otherwise)."""
+    import pandas as pd
+    from pandas.tseries.frequencies import to_offset
+
+    dtype = layout_dtype(layout)
+    if not (isinstance(values, np.ndarray) and values.ndim == 1 and values.dtype == dtype):
+        raise ValueError(f"the values of an index of the header are not a 1-D {dtype} array")
+    (name,) = _labels_from_json([layout["name"]])
+    kind = layout["kind"]
+    try:
+        if kind == "range":
+            step, n = layout["step"], len(values)
+            if type(step) is not int or step == 0:
+                raise ValueError("a RangeIndex of the header has a step that is not a non-zero integer")
+            start = int(values[0]) if n else 0
+            if n and not np.array_equal(values, start + step * np.arange(n, dtype=np.int64)):
+                raise ValueError("the values of a RangeIndex of the header are not evenly spaced by its step")
+            return pd.RangeIndex(start, start + step * n, step, name=name)
+        if kind == "numeric":
+            return pd.Index(values, name=name)
+        if kind == "period":
+            if not isinstance(layout["freq"], str):
+                raise ValueError("a PeriodIndex of the header has no frequency")
+            period = pd.PeriodDtype(layout["freq"])
+            if hasattr(pd.PeriodIndex, "from_ordinals"):  # pandas >= 2.2
+                return pd.PeriodIndex.from_ordinals(values, freq=period.freq, name=name)
+            return pd.PeriodIndex(pd.arrays.PeriodArray(values, dtype=period), name=name)
+        if layout["unit"] not in DATETIME_UNITS:
+            raise ValueError(f"a DatetimeIndex of the header has the unit {layout['unit']!r}")
+        if not all(layout[k] is None or isinstance(layout[k], str) for k in ("tz", "freq")):
+            raise ValueError("a DatetimeIndex of the header has a time zone or frequency that is not a string")
+        index = pd.DatetimeIndex(values.view(f"datetime64[{layout['unit']}]"), name=name)
+        if layout["tz"] is not None:
+            index = index.tz_localize("UTC").tz_convert(layout["tz"])
+        return index if layout["freq"] is None else pd.DatetimeIndex(index, freq=to_offset(layout["freq"]))
+    except (TypeError, ValueError, OverflowError, KeyError, AttributeError) as error:
+        raise ValueError(f"an index of the header cannot be rebuilt ({type(error).__name__}: {error})") from None
+
+
+def _index_to_json(index, name: str) -> dict:
+    """A pandas Index as plain JSON: labels as a list; a RangeIndex as start, stop and step; any
+    other as its layout (index_layout) and its values as a list of numbers."""
+    import pandas as pd
+
+    if type(index) is pd.Index and index.dtype == object:
+        spec = {"name": _labels_to_json([index.name], f"the name of {name}")[0], "kind": "labels"}
+        spec["values"] = _labels_to_json(index.tolist(), name)
+        back = _index_from_json(spec)
+        if not same_index(back, index):
+            raise TypeError(f"cannot save {name}: its labels do not survive the save format unchanged")
+        return spec
+    layout, values = index_layout(index, name)
+    if layout["kind"] == "range":
+        return {**layout, "start": int(index.start), "stop": int(index.stop)}
+    return {**layout, "values": values.tolist()}
+
+
+def same_index(a, b) -> bool:
+    """Whether two indexes are the same in everything the save format keeps: class, dtype, values
+    (their Python types too, for labels), freq and name."""
+    if type(a) is not type(b) or a.dtype != b.dtype or not a.equals(b) or a.name != b.name:
+        return False
+    if getattr(a, "freq", None) != getattr(b, "freq", None):
+        return False
+    if a.dtype == object:
+        kind = lambda v: type(v.item() if isinstance(v, np.generic) else v)  # noqa: E731
+        return [kind(v) for v in a] == [kind(v) for v in b]
+    return True
+
+
+def _index_from_json(spec):
+    """The pandas Index that _index_to_json wrote, every field checked (ValueError otherwise)."""
+    import pandas as pd
+
+    if not isinstance(spec, dict):
+        raise ValueError("an index of the header is not a JSON object")
+    kind = spec.get("kind")
+    if kind == "labels":
+        if set(spec) != {"kind", "name", "values"}:
+            raise ValueError(f"an index of the header has an unknown layout (fields {sorted(spec)})")
+        (name,) = _labels_from_json([spec["name"]])
+        return pd.Index(_labels_from_json(spec["values"]), dtype=object, name=name)
+    if kind == "range":
+        layout = {k: v for k, v in spec.items() if k not in ("start", "stop")}
+        bounds = [spec.get("start"), spec.get("stop"), spec.get("step")]
+        if not all(type(v) is int for v in bounds) or bounds[2] == 0:
+            raise ValueError("a RangeIndex of the header has a start, stop or step that is not an integer")
+        layout_dtype(layout)
+        (name,) = _labels_from_json([spec["name"]])
+        return pd.RangeIndex(*bounds, name=name)  # lazy: no memory for its length
+    layout = {k: v for k, v in spec.items() if k != "values"}
+    dtype = layout_dtype(layout)
+    values = spec.get("values")
+    allowed = (int,) if dtype.kind in "iu" else (int, float)
+    if not isinstance(values, list) or not all(type(v) in allowed for v in values):
+        raise ValueError(
+            f"the values of an index of the header are not a list of {dtype.kind in 'iu' and 'integers' or 'numbers'}"
+        )
+    try:
+        array = np.array(values, dtype=dtype)
+    except (OverflowError, ValueError) as error:
+        raise ValueError(f"the values of an index of the header do not fit {dtype}: {error}") from None
+    return index_from_layout(layout, array)
+
+
+def network_state(estimator) -> tuple[dict, dict[str, torch.Tensor]]:
+    """(fitted attributes, tensors) of an estimator holding one network `model_`: its
+    `_saved_attributes` and the network's state dict (on the CPU)."""
+    if not hasattr(estimator, "model_"):
+        raise ValueError(f"this {type(estimator).__name__} is not fitted yet; fit it before save")
+    fitted = {attr: getattr(estimator, attr) for attr in estimator._saved_attributes if hasattr(estimator, attr)}
+    return fitted, {k: v.detach().cpu().contiguous() for k, v in estimator.model_.state_dict().items()}
+
+
+def restore_network_state(estimator, fitted: dict, tensors: dict[str, torch.Tensor], path) -> None:
+    """The inverse of network_state on an estimator built with the saved parameters: its attributes
+    set, the network rebuilt from them and filled with the weights."""
+    if not isinstance(fitted, dict):
+        raise ValueError(f"{path}: the fitted attributes of the header are not a JSON object")
+    for attr, value in fitted.items():
+        if attr not in type(estimator)._saved_attributes:
+            raise ValueError(f"{path} holds an unexpected attribute {attr!r}")
+        setattr(estimator, attr, value)
+    estimator._restore_after_load()
+    model = estimator._rebuild_network()
+    try:
+        model.load_state_dict(tensors, strict=True)
+    except RuntimeError as error:
+        raise ValueError(f"{path}: the weights do not fit the network its parameters describe: {error}") from error
+    estimator.model_ = model.eval()
 
 
 def save_estimator(estimator, path: str | Path) -> Path:
@@ -137,8 +395,9 @@ def save_estimator(estimator, path: str | Path) -> Path:
     from safetensors.torch import save_file
 
     name = type(estimator).__name__
-    if not hasattr(estimator, "model_"):
-        raise ValueError(f"this {name} is not fitted yet; fit it before save")
+    # Its fitted state first: an estimator that is not fitted says so before anything else.
+    save_state = getattr(estimator, "_save_state", None)
+    fitted, tensors = save_state() if save_state is not None else network_state(estimator)
     params = estimator.get_params(deep=False)
     fitted_params = getattr(estimator, "_fitted_params_", params)
     changed = sorted(key for key in params if not _same(params[key], fitted_params.get(key)))
@@ -160,8 +419,6 @@ def save_estimator(estimator, path: str | Path) -> Path:
     if isinstance(params.get("random_state"), np.random.RandomState):
         warnings.warn(f"{name}.save stores random_state=None in place of a numpy RandomState", stacklevel=3)
         params["random_state"] = None
-    fitted = {attr: getattr(estimator, attr) for attr in estimator._saved_attributes if hasattr(estimator, attr)}
-    tensors = {k: v.detach().cpu().contiguous() for k, v in estimator.model_.state_dict().items()}
     header = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -238,24 +495,53 @@ NETWORK_SIZES = (
     "n_biases",
     "n_channels_in_",
     "n_targets_",
+    "n_exog_",
+    "ensemble_size",
 )
 
 
 def _check_sizes(path, values: dict, n_weights: int) -> None:
-    for name in NETWORK_SIZES:
-        value = values.get(name)
-        if isinstance(value, numbers.Integral) and not isinstance(value, bool) and value > n_weights:
+    """values: parameters and fitted attributes; nested objects (a face's inner estimator) too."""
+    for name, value in values.items():
+        if isinstance(value, dict):
+            _check_sizes(path, value, n_weights)
+        elif (
+            name in NETWORK_SIZES
+            and isinstance(value, numbers.Integral)
+            and not isinstance(value, bool)
+            and value > n_weights
+        ):
             raise ValueError(
                 f"{path}: {name}={value} cannot describe a network of the {n_weights} weights the file "
                 "holds; the file was altered"
             )
 
 
+def n_weights(tensors: dict[str, torch.Tensor]) -> int:
+    """The number of network weights among a file's tensors (its data tensors left out)."""
+    return sum(t.numel() for name, t in tensors.items() if not name.startswith(DATA_PREFIX))
+
+
 def load_estimator(cls, path: str | Path):
     """Rebuild an estimator of class `cls` from a file written by save_estimator."""
     header, tensors = read_header(path)
-    if header["class"] != cls.__name__:
-        raise TypeError(f"{path} holds a {header['class']}, not a {cls.__name__}")
+    if header.get("class") != cls.__name__:
+        raise TypeError(f"{path} holds a {header.get('class')}, not a {cls.__name__}")
+    try:
+        return _rebuild(cls, path, header, tensors)
+    except ValueError as error:
+        if str(path) in str(error):
+            raise
+        raise ValueError(f"{path}: {error}") from error  # every error names the file
+    except (TypeError, KeyError, IndexError, AttributeError, OverflowError) as error:
+        # Whatever a hostile header holds, the caller gets one kind of error, naming the file.
+        raise ValueError(
+            f"{path}: the header does not describe a valid {cls.__name__} ({type(error).__name__}: {error}); "
+            "the file was altered"
+        ) from error
+
+
+def _rebuild(cls, path, header: dict, tensors: dict[str, torch.Tensor]):
     here, there = _versions(), header.get("versions", {})
     differing = {k: (there.get(k), here[k]) for k in ("ssmts", "torch") if there.get(k) != here[k]}
     if differing:
@@ -263,24 +549,25 @@ def load_estimator(cls, path: str | Path):
             f"{path} was saved with other versions "
             f"({', '.join(f'{k} {a} -> {b}' for k, (a, b) in differing.items())}); "
             "check its predictions before relying on them",
-            stacklevel=3,
+            stacklevel=4,
         )
     params = _from_json(header["params"])
+    if not isinstance(params, dict):
+        raise ValueError(f"{path}: the parameters of the header are not a JSON object")
     unknown = set(params) - set(cls.__params__)
     if unknown:
         raise ValueError(f"{path} names parameters this version of {cls.__name__} does not have: {sorted(unknown)}")
-    _check_sizes(path, {**params, **_from_json(header["fitted"])}, sum(t.numel() for t in tensors.values()))
+    fitted = _from_json(header["fitted"])
+    if not isinstance(fitted, dict):
+        raise ValueError(f"{path}: the fitted attributes of the header are not a JSON object")
+    _check_sizes(path, {**params, **fitted}, n_weights(tensors))
     estimator = cls(**params)
     estimator.validate_params()
-    for attr, value in _from_json(header["fitted"]).items():
-        if attr not in cls._saved_attributes:
-            raise ValueError(f"{path} holds an unexpected attribute {attr!r}")
-        setattr(estimator, attr, value)
-    estimator._restore_after_load()
-    model = estimator._rebuild_network()
-    try:
-        model.load_state_dict(tensors, strict=True)
-    except RuntimeError as error:
-        raise ValueError(f"{path}: the weights do not fit the network its parameters describe: {error}") from error
-    estimator.model_ = model.eval()
+    restore_state = getattr(estimator, "_restore_state", None)
+    if restore_state is not None:
+        restore_state(fitted, tensors, path)
+    else:
+        if any(name.startswith(DATA_PREFIX) for name in tensors):
+            raise ValueError(f"{path} holds data tensors, which a {cls.__name__} never writes")
+        restore_network_state(estimator, fitted, tensors, path)
     return estimator

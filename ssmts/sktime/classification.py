@@ -13,6 +13,7 @@ from sktime.classification.base import BaseClassifier
 from ..estimators import SSMClassifier
 from ..training import ClassifierParams, SequenceModelParams
 from ..training.config import with_params_doc
+from ._persistence import PanelPersistenceMixin
 
 
 def panel_to_sklearn(X):
@@ -31,7 +32,7 @@ def panel_to_sklearn(X):
 
 
 @with_params_doc
-class SSMPanelClassifier(SequenceModelParams, ClassifierParams, BaseClassifier):
+class SSMPanelClassifier(SequenceModelParams, ClassifierParams, PanelPersistenceMixin, BaseClassifier):
     """Time series classifier with a deep MIMO diagonal SSM (sktime interface).
 
     Delegates to ssmts.SSMClassifier with the same parameters (pooled backbone +
@@ -39,6 +40,9 @@ class SSMPanelClassifier(SequenceModelParams, ClassifierParams, BaseClassifier):
     unequal-length panels are supported (shorter series are padded and masked).
     Not exposed: warm_start (sktime's fit always starts from a reset estimator) and
     sample_rate (sktime's predict cannot pass a rate); the sklearn estimator has both.
+
+    ``save("model.safetensors")`` / ``SSMPanelClassifier.load(...)``: the pickle-free format of the
+    scikit-learn estimators (other paths keep sktime's pickled format).
 
     Attributes
     ----------
@@ -75,6 +79,7 @@ class SSMPanelClassifier(SequenceModelParams, ClassifierParams, BaseClassifier):
         "capability:random_state": True,
         "property:randomness": "derandomized",
     }
+    _sklearn_class = SSMClassifier  # what save/load rebuild estimator_ as
 
     def _fit(self, X, y):
         self.estimator_ = SSMClassifier(**self.get_params(deep=False)).fit(panel_to_sklearn(X), y)

@@ -39,6 +39,7 @@ from ..training.fit import pickle_state
 from ..training.objectives import pinball_loss
 from ._backtest import historical_forecasts
 from ._covariates import CovariatesMixin
+from ._persistence import ForecasterPersistenceMixin
 from ._strategies import (
     FORECAST_BATCH,
     STRATEGIES,
@@ -209,7 +210,7 @@ class ForecasterParams(BackboneParams, OptimizerParams, EarlyStoppingParams):
 
 
 @with_params_doc
-class SSMForecaster(ForecasterParams, NetworkFitMixin, CovariatesMixin, BaseForecaster):
+class SSMForecaster(ForecasterParams, NetworkFitMixin, CovariatesMixin, ForecasterPersistenceMixin, BaseForecaster):
     """Global probabilistic forecaster with a deep MIMO diagonal state-space backbone.
 
     One network is trained on windows pooled from every series of y (a single series, a
@@ -268,6 +269,11 @@ class SSMForecaster(ForecasterParams, NetworkFitMixin, CovariatesMixin, BaseFore
     target channel has no observation in its context, and predict raises when the last
     context has none. X: gaps are carried forward from earlier rows of the series, then set
     to the training mean; the global statistics of y and X are over observed values.
+
+    Saving. ``save("forecaster.safetensors")`` writes the pickle-free format of the
+    scikit-learn estimators (weights, the stored tail of every series and the fitted state,
+    under a checksum), which ``SSMForecaster.load`` reads without running code from it; other
+    paths keep sktime's own (pickled) format. See the sktime guide.
 
     Examples
     --------

@@ -12,17 +12,21 @@ from sktime.regression.base import BaseRegressor
 from ..estimators import SSMRegressor
 from ..training import SequenceModelParams
 from ..training.config import with_params_doc
+from ._persistence import PanelPersistenceMixin
 from .classification import panel_to_sklearn
 
 
 @with_params_doc
-class SSMPanelRegressor(SequenceModelParams, BaseRegressor):
+class SSMPanelRegressor(SequenceModelParams, PanelPersistenceMixin, BaseRegressor):
     """Time series regressor with a deep MIMO diagonal SSM (sktime interface).
 
     Delegates to ssmts.SSMRegressor with the same parameters (pooled backbone + linear
     head, MSE on standardized targets through the shared fit path). Multivariate and
     unequal-length panels, and several targets at once, are supported.
     Not exposed: warm_start and sample_rate (see SSMPanelClassifier).
+
+    ``save("model.safetensors")`` / ``SSMPanelRegressor.load(...)``: the pickle-free format of the
+    scikit-learn estimators (other paths keep sktime's pickled format).
 
     Attributes
     ----------
@@ -56,6 +60,7 @@ class SSMPanelRegressor(SequenceModelParams, BaseRegressor):
         "capability:random_state": True,
         "property:randomness": "derandomized",
     }
+    _sklearn_class = SSMRegressor  # what save/load rebuild estimator_ as
 
     def _fit(self, X, y):
         y = np.asarray(y, dtype=np.float64)
