@@ -17,6 +17,10 @@ _EXPORTS = {
     "Split": "base",
     "TaskData": "base",
     "load_bidmc": "bidmc",
+    "component_series": "forecast_corpus",
+    "kernel_synth": "forecast_corpus",
+    "package_series": "forecast_corpus",
+    "synthetic_corpus": "forecast_corpus",
     "generate_listops": "listops_gen",
     "make_listops_task": "listops_gen",
     "load_lra_image": "lra",
@@ -43,6 +47,7 @@ _EXPORTS = {
 if TYPE_CHECKING:  # what IDEs and type checkers see
     from .base import DataNotFoundError, Split, TaskData
     from .bidmc import load_bidmc
+    from .forecast_corpus import component_series, kernel_synth, package_series, synthetic_corpus
     from .listops_gen import generate_listops, make_listops_task
     from .lra import (
         load_lra_image,
@@ -60,6 +65,10 @@ if TYPE_CHECKING:  # what IDEs and type checkers see
 
 __all__ = [
     "DataNotFoundError",
+    "component_series",
+    "kernel_synth",
+    "package_series",
+    "synthetic_corpus",
     "Split",
     "TaskData",
     "load_lra_listops",

@@ -126,8 +126,9 @@ class ForecasterParams(BackboneParams, OptimizerParams, EarlyStoppingParams):
         "max_epochs": 150,
         "batch_size": 16,
         "lr": 1e-3,
-        # panels of many series give thousands of windows: bound the run in steps, not epochs
-        "max_steps": 2000,
+        # Panels of many series give thousands of windows: bound the run in steps, not epochs. On the
+        # development panels 16000 steps (fertility: 43 epochs) beat 2000, 4000, 8000 and 32000.
+        "max_steps": 16000,
     }
     context_length: int | str = param(
         default="auto",
