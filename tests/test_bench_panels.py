@@ -50,3 +50,11 @@ def test_the_forecast_benchmark_runs_a_panel(capsys):
     assert forecast.main(["--panels", "macrodata", "--quick", "--models", "naive,theta,ets"]) == 0
     out = capsys.readouterr().out
     assert "| macrodata | median |" in out and "| macrodata | ets |" in out
+
+
+def test_the_m1_check_panel_aligns_every_series_to_end_together():
+    panel = load_panel("m1yearly")
+    ends = panel.reset_index().groupby("series")["time"].max()
+    lengths = panel.groupby(level="series").size()
+    assert len(ends) == 181 and (ends == pd.Period("2000", freq="Y")).all()
+    assert lengths.min() == 15 and lengths.max() == 58 and np.isfinite(panel["y"]).all()

@@ -75,8 +75,9 @@ SSM_SETTINGS = dict(
 
 
 # The panels differ from the single series in what the defaults must adapt to (many short
-# series): the context follows context_length="auto", and the training budget is bounded in steps.
-PANEL_SETTINGS = dict(context_length="auto", max_steps=2000)
+# series): the context follows context_length="auto" and the forecaster's max_steps bounds the
+# training. One network: an ensemble of 5 gained at most 0.006 MASE at 2000 steps for 5x the time.
+PANEL_SETTINGS = dict(context_length="auto", ensemble_size=1)
 
 
 @dataclass
@@ -355,8 +356,8 @@ def parse_args(argv):
         "--panels",
         default=None,
         metavar="NAMES",
-        help="instead of the single series: the panels fertility,macrodata (one global SSM against "
-        "per-series naive, Theta, AutoETS and their median; see ssmts.bench.panels)",
+        help="instead of the single series: the panels fertility,macrodata (and the check panel m1yearly; "
+        "one global SSM against per-series naive, Theta, AutoETS and their median; see ssmts.bench.panels)",
     )
     p.add_argument("--quick", action="store_true", help="smoke test: 5 epochs, one fold per series, 1 thread")
     args = p.parse_args(argv)

@@ -5,6 +5,12 @@
                                                       country, 1960-2011 (2012-13 are empty)
     macrodata   12      quarterly   8   3 x 8         statsmodels' macrodata: US macro series,
                                                       1959Q1-2009Q3
+    m1yearly    181     yearly      6   1             the M1 competition's yearly series (shipped
+                                                      with aeon), 15-58 observations, each
+                                                      aligned to end in 2000 (they are unrelated:
+                                                      the calendar year carries nothing); the
+                                                      competition's protocol, the last 6 held out.
+                                                      A check panel: no setting was chosen on it
 
 Expanding-window backtest: `folds` origins `step` apart, the last forecast ending at the end of
 the panel; every model is refitted on all data up to each origin. The SSM is one network for the
@@ -47,6 +53,7 @@ class PanelTask:
 PANEL_TASKS = {
     "fertility": PanelTask("fertility", 1, 6, 3, 3),
     "macrodata": PanelTask("macrodata", 4, 8, 3, 8),
+    "m1yearly": PanelTask("m1yearly", 1, 6, 1, 6),
 }
 MIN_TRAIN = 10  # observations a series needs before the first origin (fertility)
 
@@ -75,6 +82,17 @@ def load_panel(name: str) -> pd.DataFrame:
             pd.DataFrame({"y": data[col].to_numpy(float), "series": col, "time": time_index})
             for col in data.columns
             if col not in ("year", "quarter")
+        ]
+        return pd.concat(frames).set_index(["series", "time"])
+    if name == "m1yearly":
+        from ssmts.data.forecast_corpus import package_series
+
+        series = {k.split(":", 1)[1]: v for k, v in package_series().items() if k.startswith("m1_yearly:")}
+        if not series:
+            raise ValueError("the m1yearly panel needs aeon installed (pip install aeon)")
+        frames = [
+            pd.DataFrame({"y": v, "series": k, "time": pd.period_range(end="2000", periods=len(v), freq="Y")})
+            for k, v in series.items()
         ]
         return pd.concat(frames).set_index(["series", "time"])
     raise ValueError(f"unknown panel {name!r}; choose from {sorted(PANEL_TASKS)}")
