@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
+import subprocess
 import time
 
 import pytest
@@ -204,3 +206,23 @@ def test_the_s4d_branch_runs_with_a_checkout_of_that_interface(stand_in_s4_check
     assert re.search(r"\d\.\d\dx\s+s4d\s", _rows(out, "ssmts heads=8")[0])
     assert "peer s4d skipped" not in out
     assert f"peer s4d: {stand_in_s4_checkout.resolve()} @ no git commit" in out  # rows say what they timed
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_the_s4d_checkout_comes_from_the_environment_and_its_commit_is_printed(
+    stand_in_s4_checkout, capsys, monkeypatch
+):
+    """$SSMTS_S4D locates the checkout when --s4d is not given, and the output names the commit of the
+    checkout that was timed, so that its rows can be reproduced."""
+    git = ["git", "-C", str(stand_in_s4_checkout), "-c", "user.name=test", "-c", "user.email=test@example.com"]
+    git += ["-c", "commit.gpgsign=false"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "stand-in"], check=True)
+    commit = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+    monkeypatch.setenv("SSMTS_S4D", str(stand_in_s4_checkout))
+    assert bench_peers.main(TINY + ["--no-lstm", "--peers", "s4d"]) == 0
+    out = capsys.readouterr().out
+    assert f"peer s4d: {stand_in_s4_checkout.resolve()} @ {commit}" in out
+    (row,) = _rows(out, "s4d")
+    assert re.search(r"\s\d+\.\d(\s|$)", row), row

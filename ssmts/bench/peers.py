@@ -8,7 +8,8 @@ pass each, `--repeats` rounds time every model once in turn, and the fastest pas
     ssmts heads=H    SSM(H, N, heads=H): stacked SISO systems (S4D's structure)
     ssmts heads=1    SSM(H, N): one MIMO system (S5's structure)
     ssmts heads=k    k in --heads (2, 4, 8, 32 below H): block-diagonal MIMO
-    s4d              the S4D layer of the S4 repository (models/s4/s4d.py, read from --s4d PATH)
+    s4d              the S4D layer of the S4 repository (models/s4/s4d.py of the checkout at --s4d PATH
+                     or $SSMTS_S4D; the output names the checkout's git commit)
     s5               s5-pytorch's S5(H, state_width=N/2): N/2 complex modes like ssmts (conj_sym)
     s5 state xk      with --equal-state, for each intermediate k: S5(H, state_width=k N/2), one MIMO
                      system with as many modes as ssmts heads=k (whose block-diagonal B and C are a

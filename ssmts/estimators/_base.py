@@ -187,9 +187,13 @@ class SequenceEstimatorMixin:
                     f"X has {data.n_features} features, but {name} is expecting {self.n_features_in_} features as input"
                 )
             if rate_ratio != 1.0 and abs(data.n_features - expected) > max(1.0, 0.01 * expected):
+                rate = rate_ratio * float(self.train_sample_rate_)
+                about = f"{expected:.0f}" if expected >= 1 else f"{expected:.2g}"
                 raise ValueError(
-                    f"X has {data.n_features} timepoints, but at this sample rate {name} expects about "
-                    f"{expected:.0f} ({self.n_features_in_} at the training rate {self.train_sample_rate_})"
+                    f"X has {data.n_features} timepoints, but at sample_rate={rate:.6g} {name} expects about "
+                    f"{about} ({self.n_features_in_} at the training rate {self.train_sample_rate_}): a series "
+                    "of the training duration has timepoints in proportion to the rate; check that sample_rate "
+                    "is the rate of this X"
                 )
         return data
 

@@ -40,6 +40,19 @@ def _as_float32(arr: np.ndarray, name: str) -> np.ndarray:
     return arr.astype(np.float32)
 
 
+def _float64(X, input_name: str, **kwargs) -> np.ndarray:
+    """check_array to float64; text that is not a number is named as such (numpy says only "could not
+    convert string to float")."""
+    try:
+        return check_array(X, dtype=np.float64, input_name=input_name, **kwargs)
+    except ValueError as error:
+        if "could not convert string to float" not in str(error):
+            raise
+        raise ValueError(
+            f"{input_name} must hold numbers, but it holds text ({error}); convert or encode it as numbers first"
+        ) from None
+
+
 def _is_ragged_list(X) -> bool:
     if not isinstance(X, (list, tuple)) or len(X) == 0:
         return False
@@ -88,7 +101,7 @@ def prepare_input(X) -> PreparedInput:
             arr = np.asarray(item)
             if arr.ndim == 1:
                 arr = arr[None, :]
-            arr = check_array(arr, dtype=np.float64, ensure_min_samples=1, input_name=f"X[{i}]")
+            arr = _float64(arr, f"X[{i}]", ensure_min_samples=1)
             series.append(arr)
         channels = {s.shape[0] for s in series}
         if len(channels) > 1:
@@ -116,12 +129,12 @@ def prepare_input(X) -> PreparedInput:
             f"a list of series; got a {ndim}-D array of shape {tuple(X.shape)}"
         )
     if getattr(X, "ndim", None) == 3:
-        arr = check_array(X, dtype=np.float64, allow_nd=True, ensure_min_samples=1, input_name="X")
+        arr = _float64(X, "X", allow_nd=True, ensure_min_samples=1)
         if arr.shape[1] < 1 or arr.shape[2] < 1:
             raise ValueError(f"X has shape {arr.shape}: need at least one channel and one timepoint")
         x = torch.from_numpy(_as_float32(arr, "X"))
         return PreparedInput(x, None, np.full(arr.shape[0], arr.shape[2]), False, arr.shape[1], 3)
 
-    arr = check_array(X, dtype=np.float64, ensure_min_samples=1, ensure_min_features=1, input_name="X")
+    arr = _float64(X, "X", ensure_min_samples=1, ensure_min_features=1)
     x = torch.from_numpy(_as_float32(arr, "X"))[:, None, :]
     return PreparedInput(x, None, np.full(arr.shape[0], arr.shape[1]), False, arr.shape[1], 2)

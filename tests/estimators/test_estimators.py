@@ -175,9 +175,13 @@ def test_string_labels_class_weight_and_probabilities(toy_classification):
     assert list(clf.classes_) == ["no", "yes"]
     proba = clf.predict_proba(X)
     np.testing.assert_allclose(proba.sum(1), 1.0, rtol=1e-12)
-    assert set(clf.predict(X)) <= {"no", "yes"}
-    assert clf.decision_function(X).shape == (len(X),)
-    SSMClassifier(**FAST, class_weight={"yes": 3.0}).fit(X, labels)
+    # the labels are the classes of the larger probability, and the binary decision function is their log-odds side
+    np.testing.assert_array_equal(clf.predict(X), clf.classes_[proba.argmax(1)])
+    np.testing.assert_array_equal(clf.decision_function(X) > 0, proba[:, 1] > 0.5)
+    # a class weight pulls the probabilities towards its class (measured: mean P(yes) 0.52 -> 0.76)
+    plain = SSMClassifier(**FAST).fit(X, labels).predict_proba(X)[:, 1].mean()
+    weighted = SSMClassifier(**FAST, class_weight={"yes": 3.0}).fit(X, labels).predict_proba(X)[:, 1].mean()
+    assert weighted > plain + 0.1
     with pytest.raises(ValueError, match="unknown classes"):
         SSMClassifier(**FAST, class_weight={"maybe": 1.0}).fit(X, labels)
 
@@ -203,15 +207,28 @@ def test_pandas_and_3d_multichannel_input():
     frame = pd.DataFrame(X3[:, 0, :])
     reg = SSMRegressor(**FAST).fit(frame, X3[:, 0, :2])
     assert reg.predict(frame).shape == (30, 2) and reg.predict(frame).dtype == np.float64
+    # a DataFrame is read as its values: the same model and predictions as from the array
+    from_array = SSMRegressor(**FAST).fit(X3[:, 0, :], X3[:, 0, :2])
+    np.testing.assert_array_equal(reg.predict(frame), from_array.predict(X3[:, 0, :]))
+    # each channel of 3D input reaches the model: changing one channel changes the predictions
+    changed = X3.copy()
+    changed[:, 2] = 0.0
+    assert not np.array_equal(clf.predict_proba(changed), clf.predict_proba(X3))
 
 
 def test_transformer_embeddings_and_objectives(toy_classification):
     X, y = toy_classification
+    untrained = SSMTransformer(**FAST, objective="none").fit(X).transform(X)
     for objective, target in (("reconstruction", None), ("classification", y), ("regression", X[:, 0]), ("none", None)):
         tr = SSMTransformer(**FAST, objective=objective).fit(X, target)
         Z = tr.transform(X)
         assert Z.shape == (len(X), FAST["d_model"]) and Z.dtype == np.float64
-        assert tr.transform_sequence(X).shape == (len(X), FAST["d_model"], X.shape[1])
+        sequence = tr.transform_sequence(X)
+        assert sequence.shape == (len(X), FAST["d_model"], X.shape[1])
+        # the embedding is the per-step features pooled (mean pooling by default)
+        np.testing.assert_allclose(Z, sequence.mean(-1), rtol=1e-5, atol=1e-5)
+        # each training objective moves the backbone away from its random start ('none' keeps it)
+        assert np.array_equal(Z, untrained) == (objective == "none"), objective
     assert list(tr.get_feature_names_out())[:2] == ["ssmtransformer0", "ssmtransformer1"]
     # Embeddings feed any sklearn model.
     from sklearn.linear_model import LogisticRegression
@@ -230,12 +247,34 @@ def test_verbose_shows_a_progress_bar(capfd, toy_classification):
 
 
 def test_early_stopping_restores_best_and_stops(toy_classification):
+    """Training stops n_iter_no_change epochs after the best validation score, and the fitted model is
+    that epoch's (the weights of every epoch are recorded by a callback and compared)."""
+    import copy
+
+    from ssmts.training import Callback
+
+    class Weights(Callback):
+        def __init__(self):
+            self.by_epoch = {}
+
+        def on_epoch_end(self, trainer, record):
+            self.by_epoch[record["epoch"]] = copy.deepcopy(trainer.model.state_dict())
+
     X, y = toy_classification
-    clf = SSMClassifier(**{**FAST, "max_epochs": 60, "early_stopping": True, "n_iter_no_change": 3, "lr": 0.05}).fit(
-        X, y
-    )
+    weights = Weights()
+    clf = SSMClassifier(
+        **{**FAST, "max_epochs": 60, "early_stopping": True, "n_iter_no_change": 3, "lr": 0.05}, callbacks=[weights]
+    ).fit(X, y)
     assert clf.n_iter_ < 60
     assert all("val_score" in h for h in clf.history_)
+    best, best_epoch = -np.inf, None
+    for record in clf.history_:  # the first epoch that improved on all before it by more than tol
+        if record["val_score"] > best + clf.tol:
+            best, best_epoch = record["val_score"], record["epoch"]
+    assert clf.history_[-1]["epoch"] == best_epoch + 3  # stopped after 3 epochs without improvement
+    fitted = clf.model_.state_dict()
+    assert all(torch.equal(weights.by_epoch[best_epoch][k], v) for k, v in fitted.items())
+    assert not all(torch.equal(weights.by_epoch[clf.history_[-1]["epoch"]][k], v) for k, v in fitted.items())
 
 
 # ---------------------------------------------------------------- errors

@@ -66,12 +66,12 @@ def arrays(draw):
 
 @st.composite
 def magnitudes(draw):
-    """Finite data at any scale from 1e-30 to 1e30 (the scale-free claim of the estimators)."""
+    """Unit-scale data and a scale from 1e-30 to 1e30 (the scale-free claim of the estimators)."""
     exponent = draw(st.integers(-30, 30))
     n = draw(st.integers(4, 10))
     length = draw(st.integers(1, 8))
     base = np.random.default_rng(draw(st.integers(0, 2**16))).standard_normal((n, length))
-    return base * 10.0**exponent
+    return base, 10.0**exponent
 
 
 @st.composite
@@ -113,18 +113,22 @@ def test_ragged_lists_are_padded_or_refused_clearly(fitted, X):
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(X=magnitudes())
-def test_fit_at_any_magnitude_gives_finite_predictions(X):
+@given(data=magnitudes())
+def test_fit_at_any_magnitude_learns_what_it_learns_at_unit_scale(data):
+    """Finite predictions at any scale, and the same ones as at scale 1 (the regressor's scaled with the
+    targets): standardization, not an absolute floor, sets the scale (measured: 1e-6 relative at most)."""
+    base, scale = data
+    X = base * scale
     y = (X[:, 0] > np.median(X[:, 0])).astype(int)
     if len(np.unique(y)) < 2:
         y[0] = 1 - y[0]
-    clf = SSMClassifier(**TINY).fit(X, y)
-    assert np.isfinite(clf.predict_proba(X)).all()
-    reg = SSMRegressor(**TINY).fit(X, X[:, 0])
-    prediction = reg.predict(X)
+    proba = SSMClassifier(**TINY).fit(X, y).predict_proba(X)
+    assert np.isfinite(proba).all()
+    np.testing.assert_allclose(proba, SSMClassifier(**TINY).fit(base, y).predict_proba(base), atol=1e-5)
+    prediction = SSMRegressor(**TINY).fit(X, X[:, 0]).predict(X)
     assert np.isfinite(prediction).all()
-    # Predictions live on the targets' scale, not on a floor's.
-    assert np.abs(prediction).max() < 1e3 * max(np.abs(X[:, 0]).max(), np.finfo(float).tiny)
+    unit = SSMRegressor(**TINY).fit(base, base[:, 0]).predict(base)
+    np.testing.assert_allclose(prediction / scale, unit, rtol=1e-4, atol=1e-4 * np.abs(unit).max())
 
 
 @settings(max_examples=30, deadline=None)
