@@ -20,6 +20,7 @@ import torch
 from sklearn.utils.validation import check_is_fitted
 
 from ..nn import SequenceHead, scaled_delta
+from ..nn.export import convolution_form
 from ..nn.functional import (
     channel_linear,
     channel_statistics,
@@ -41,6 +42,7 @@ from ..training import (
     seed_from,
 )
 from ..training.fit import pickle_state
+from ._export import EXPORT_FORMATS, ServingModel, export_metadata, write_onnx, write_torchscript
 from ._input import PreparedInput, prepare_input
 from ._persistence import load_estimator, save_estimator
 
@@ -205,6 +207,17 @@ class SequenceEstimatorMixin:
 
     def _scaled(self, data: PreparedInput) -> torch.Tensor | LazyRows:
         """The network's input (n, network channels, L): data standardized as fitted (normalization_)."""
+        standardize = self._standardizer()
+        if isinstance(data.x, LazyRows):  # scaled batch by batch as the rows are read
+            return LazyRows(data.x.array, data.x.index, standardize)
+        x = standardize(data.x, data.mask)
+        if data.mask is not None:
+            x = x * data.mask[:, None, :]
+        return x
+
+    def _standardizer(self) -> Callable[..., torch.Tensor]:
+        """standardize(x (n, C, L) float32, mask (n, L) or None) -> the network's input, scaled as
+        fitted (normalization_): predict's first step, and an exported model's."""
         mean = torch.as_tensor(self.input_mean_, dtype=torch.float32)[None, :, None]
         scale = torch.as_tensor(self.input_scale_, dtype=torch.float32)[None, :, None]
         per_series = self.normalization_ in PER_SERIES_NORMALIZATIONS
@@ -221,12 +234,7 @@ class SequenceEstimatorMixin:
             summary = series_summary(x, mask, channel_mean, channel_scale).float()
             return torch.cat([shapes, summary[..., None].expand(-1, -1, x.shape[-1])], dim=1)
 
-        if isinstance(data.x, LazyRows):  # scaled batch by batch as the rows are read
-            return LazyRows(data.x.array, data.x.index, standardize)
-        x = standardize(data.x, data.mask)
-        if data.mask is not None:
-            x = x * data.mask[:, None, :]
-        return x
+        return standardize
 
     # ------------------------------------------------------------ sample rate
     def _rate_ratio(self, sample_rate) -> float:
@@ -321,6 +329,74 @@ class SequenceEstimatorMixin:
         if not isinstance(obj, cls):
             raise TypeError(f"{path} holds a {type(obj).__name__}, not a {cls.__name__}")
         return obj
+
+    # ------------------------------------------------------------ export
+    def export(
+        self, path: str | Path, format: str = "onnx", *, max_length: int | None = None, sample_rate=None
+    ) -> Path:
+        """Write the fitted estimator as one file that serves without ssmts: an ONNX graph (run it
+        with onnxruntime, from any language) or a TorchScript module (``torch.jit.load``).
+
+        Input ``X``: float32 (batch, channels, length), the layout of predict's 3-D X (a univariate
+        2-D X is X[:, None, :]), every series of a batch of one length, 1 <= length <= max_length
+        (longer input is refused at run time). Series of different lengths: one call per length
+        (or per series); each gives what predict gives on a ragged list.
+        Outputs: SSMClassifier ``probabilities`` (= predict_proba, float32) and ``label_index``
+        (int64, the index in ``classes_``; the labels are in the metadata ``classes``, a JSON list);
+        SSMRegressor ``predictions`` (= predict, float64, in the units of y); SSMTransformer
+        ``embeddings`` (= transform, float32). The ONNX metadata_props (TorchScript: the extra file
+        ``ssmts.json``) also record the estimator, max_length, the sample rate and the input layout.
+
+        The file holds the fitted input scaling (normalize, any of its forms), the network with every
+        SSM layer as a direct convolution whose kernel is computed once for max_length steps
+        (ssmts.nn.export), and the outputs' post-processing (softmax, target units). Its outputs equal
+        the estimator's to float32 rounding (the FFT and the direct convolution round differently).
+
+        max_length: the longest input the file takes (default: the longest training series, times the
+            rate ratio at another sample_rate). Storage and compute of every layer grow with it:
+            d_model^2 / heads taps per step of max_length (twice bidirectional).
+        sample_rate: the rate of the data the file will read (default: the estimator's sample_rate);
+            a rate other than the training rate is baked into the kernels (Delta x training rate /
+            sample_rate), as predict(X, sample_rate=...) does.
+        format: "onnx" (opset 18; needs the onnx and onnxscript packages: pip install 'ssmts[export]')
+            or "torchscript" (torch.jit.trace, which PyTorch 2.11 marks deprecated: prefer ONNX).
+
+        Not exported: layer="lncde" (input-dependent transitions, no fixed kernel), the feature
+        estimators (their pooled counts of steps above thresholds would flip with rounding), and the
+        streaming mode (`stream`): the graph reads whole series; its SSM state is complex and a
+        step-by-step graph would need its own recurrence. Checks of predict that are not part of the
+        graph: non-finite outputs, ExtrapolationWarning, the 2-D training length.
+        """
+        check_is_fitted(self, "model_")
+        name = type(self).__name__
+        if format not in EXPORT_FORMATS:
+            raise ValueError(f"unknown format {format!r}; choose one of {EXPORT_FORMATS}")
+        output_names, outputs, extra = self._export_outputs()
+        ratio = self._rate_ratio(sample_rate)
+        if max_length is None:
+            max_length = max(1, math.ceil(self.n_timepoints_in_ * ratio - 1e-9))
+        elif isinstance(max_length, bool) or not isinstance(max_length, numbers.Integral) or max_length < 1:
+            raise ValueError(f"max_length must be a positive integer, got {max_length!r}")
+        max_length = int(max_length)
+        network = copy.deepcopy(self.model_).cpu().double()  # kernels computed in float64, served in float32
+        try:
+            with scaled_delta(network, 1.0 / ratio):
+                network = convolution_form(network, max_length).float()
+        except ValueError as error:
+            raise ValueError(f"this {name} cannot be exported: {error}") from None
+        model = ServingModel(self._standardizer(), network, outputs, max_length)
+        rate = self.sample_rate if sample_rate is None else sample_rate
+        metadata = export_metadata(self, output_names, max_length, rate, extra)
+        path = Path(path)
+        if format == "onnx":
+            write_onnx(model, path, self.n_channels_in_, output_names, metadata)
+        else:
+            write_torchscript(model, path, self.n_channels_in_, metadata)
+        return path
+
+    def _export_outputs(self) -> tuple[tuple[str, ...], Callable, dict[str, str]]:
+        """(output names, outputs(network, x) -> tuple of tensors, extra metadata) of an exported model."""
+        raise NotImplementedError(f"{type(self).__name__} has no export")
 
     def _restore_after_load(self) -> None:
         """Derived state that `load` rebuilds from the saved attributes (subclasses)."""

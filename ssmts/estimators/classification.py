@@ -17,6 +17,7 @@ from ..training import ClassifierParams
 from ..training.config import with_params_doc
 from ..training.objectives import accuracy_of_logits, weighted_cross_entropy
 from ._base import SSMEstimatorMixin, require_y, transactional
+from ._export import labels_json
 
 
 def check_labels(y, n_samples: int) -> np.ndarray:
@@ -163,6 +164,13 @@ class SSMClassifier(SSMEstimatorMixin, ClassifierParams, RateClassifierMixin, Ba
         """Predicted labels, (n_samples,). sample_rate: rate of X if not the estimator's."""
         index = self._logits(X, sample_rate).argmax(-1).numpy()
         return self.classes_[index]
+
+    def _export_outputs(self):
+        def outputs(network, x):
+            logits = network(x)
+            return torch.softmax(logits, dim=-1), logits.argmax(-1)
+
+        return ("probabilities", "label_index"), outputs, {"classes": labels_json(self.classes_)}
 
     def stream(self, X_new, state=None, sample_rate=None):
         """Classify streams as they arrive: X_new (n, k) or (n, channels, k), the next k steps of

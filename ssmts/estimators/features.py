@@ -122,6 +122,14 @@ class _FeatureEstimator(SequenceEstimatorMixin, FeatureModelParams):
         network.readout = readout
         self.model_ = network.eval()
 
+    def _export_outputs(self):
+        raise NotImplementedError(
+            f"{type(self).__name__} does not export: its features count the steps where a response exceeds "
+            "a threshold, and the FFT of predict and an exported convolution round differently, so a step "
+            "within rounding of a threshold would count in one and not the other (outputs off by a whole "
+            "1/length of a feature). Save it with save() instead, or export SSMClassifier / SSMRegressor"
+        )
+
     def _outputs(self, X, sample_rate) -> torch.Tensor:
         ratio = self._rate_ratio(sample_rate)
         return self._predict_outputs(self._prepare_predict_input(X, ratio), ratio)

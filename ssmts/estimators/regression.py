@@ -96,6 +96,16 @@ class SSMRegressor(SSMEstimatorMixin, RateRegressorMixin, BaseEstimator):
         out = out * self.target_scale_ + self.target_mean_
         return out[:, 0] if self._y_is_1d else out
 
+    def _export_outputs(self):
+        mean, scale = torch.as_tensor(self.target_mean_), torch.as_tensor(self.target_scale_)  # float64
+        one_target = self._y_is_1d
+
+        def outputs(network, x):
+            out = network(x).double() * scale + mean
+            return (out[:, 0] if one_target else out,)
+
+        return ("predictions",), outputs, {}
+
     def stream(self, X_new, state=None, sample_rate=None):
         """Regress on streams as they arrive: X_new (n, k) or (n, channels, k), the next k steps;
         state: what the previous call returned (None to start). Returns (predictions (n, k) or

@@ -139,6 +139,14 @@ class SSMTransformer(ClassNamePrefixFeaturesOutMixin, SSMEstimatorMixin, Transfo
             out = out * data.mask[:, None, :]
         return out.double().numpy()
 
+    def _export_outputs(self):
+        pooling = self.pooling
+
+        def outputs(network, x):
+            return (network.backbone.pool(network.backbone.features(x), None, how=pooling),)
+
+        return ("embeddings",), outputs, {}
+
     @property
     def _n_features_out(self):
         check_is_fitted(self, "model_")

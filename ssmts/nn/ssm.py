@@ -135,7 +135,7 @@ class _SpectralProduct(torch.autograd.Function):
 
 
 def _two_sided(forward: torch.Tensor, backward: torch.Tensor, n: int, average: bool) -> torch.Tensor:
-    """Bidirectional kernel on a circular grid of n >= 2L: forward taps at l >= 0, backward taps at
+    """Bidirectional kernel on a circular grid of n >= 2L - 1: forward taps at l >= 0, backward taps at
     n - l (lag -l), both at l = 0 (the eSSM sum counts that tap twice); halved when `average` (LDNN)."""
     L = forward.shape[-1]
     gap = torch.zeros(*forward.shape[:-1], n - 2 * L + 1, dtype=forward.dtype, device=forward.device)
@@ -749,11 +749,16 @@ class SSM(DeltaScaling, nn.Module):
         return _vandermonde(W.reshape(S, self.P, Mh * Hh), log_abar, length).reshape(S, Mh, Hh, length)
 
     def _kernel_spectrum(self, length: int, n: int, *, two_sided: bool, fold_d: bool) -> torch.Tensor:
-        """rfft (size n) of the per-head kernels: (S, Mh, Hh, n/2 + 1) complex.
+        """rfft (size n) of the per-head kernels of `_convolution_kernels`: (S, Mh, Hh, n/2 + 1) complex."""
+        return torch.fft.rfft(self._convolution_kernels(length, n, two_sided=two_sided, fold_d=fold_d), n=n)
 
-        two_sided: the bidirectional kernel (forward taps at l >= 0, backward taps at -l), so that one
-        convolution gives both directions. fold_d: a diagonal/identity D added to tap 0 (then the
-        feed-through costs nothing at run time).
+    def _convolution_kernels(self, length: int, n: int, *, two_sided: bool, fold_d: bool) -> torch.Tensor:
+        """The per-head kernels the FFT mode convolves with: (S, Mh, Hh, length) real, or with
+        `two_sided` (S, Mh, Hh, n) on a circular grid of n >= 2 length - 1 taps.
+
+        two_sided: the bidirectional kernel (forward taps at l >= 0, backward taps at -l, index n - l),
+        so that one convolution gives both directions. fold_d: a diagonal/identity D added to tap 0
+        (then the feed-through costs nothing at run time). ssmts.nn.export applies them directly.
         """
         K = self._block_kernels(length)
         if two_sided:
@@ -764,7 +769,7 @@ class SSM(DeltaScaling, nn.Module):
             K = torch.cat(
                 [K[..., :1] + torch.diag_embed(d.reshape(self.heads, self.d_head_in))[..., None], K[..., 1:]], -1
             )
-        return torch.fft.rfft(K, n=n)
+        return K
 
     def _spectral_conv(self, u: torch.Tensor, kernel_spectrum: torch.Tensor, n: int) -> torch.Tensor:
         """y = K * u by FFT with per-head kernel spectra (S, Mh, Hh, n/2 + 1): u (b, H, L) -> (b, M, L)."""

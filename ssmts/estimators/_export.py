@@ -1,0 +1,119 @@
+"""Export of a fitted estimator for serving without ssmts: an ONNX graph (onnxruntime) or a
+TorchScript module, holding the input scaling fitted, the network with its SSM layers as direct
+convolutions (ssmts.nn.export) and the estimator's outputs (probabilities, predictions ...)."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+from typing import Callable
+
+import torch
+from torch import nn
+
+from .._version import __version__
+from ..nn.export import LengthLimit
+
+EXPORT_FORMATS = ("onnx", "torchscript")
+ONNX_OPSET = 18
+INPUT_NAME = "X"
+INPUT_LAYOUT = "(batch, channels, length)"
+
+
+class ServingModel(nn.Module):
+    """X (batch, channels, length) float32, length <= max_length -> the estimator's outputs (a tuple):
+    X scaled as fitted, the network in convolution form, then the face's outputs."""
+
+    def __init__(
+        self,
+        standardize: Callable[[torch.Tensor], torch.Tensor],
+        network: nn.Module,
+        outputs: Callable[[nn.Module, torch.Tensor], tuple[torch.Tensor, ...]],
+        max_length: int,
+    ):
+        super().__init__()
+        self.limit = LengthLimit(max_length)
+        self.network = network.eval()
+        self._standardize, self._outputs = standardize, outputs
+        self.eval().requires_grad_(False)  # served outputs carry no autograd graph
+
+    def forward(self, X: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        return tuple(self._outputs(self.network, self._standardize(self.limit(X))))
+
+
+def _example(n_channels: int, max_length: int) -> torch.Tensor:
+    # torch.export specializes dimensions of size 0 and 1: the example has 2 samples and 2 steps.
+    return torch.zeros(2, n_channels, min(2, max_length))
+
+
+def write_onnx(model: ServingModel, path: Path, n_channels: int, output_names, metadata: dict[str, str]) -> None:
+    try:
+        import onnx
+        import onnxscript  # noqa: F401  (torch.onnx's exporter needs it)
+    except ImportError as error:
+        raise ImportError(
+            f"format='onnx' needs the onnx and onnxscript packages ({error}); install them with "
+            "pip install 'ssmts[export]' (onnxruntime runs the file)"
+        ) from None
+    max_length = model.limit.max_length
+    Dim = torch.export.Dim
+    length = Dim("length", min=1, max=max_length) if max_length > 1 else None
+    dynamic_shapes = ({0: Dim("batch"), **({2: length} if length is not None else {})},)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the exporter's progress notes (and torchvision's absence)
+        torch.onnx.export(
+            model,
+            (_example(n_channels, max_length),),
+            str(path),
+            dynamo=True,
+            input_names=[INPUT_NAME],
+            output_names=list(output_names),
+            dynamic_shapes=dynamic_shapes,
+            opset_version=ONNX_OPSET,
+            external_data=False,
+            verbose=False,
+        )
+    graph = onnx.load(str(path))
+    for node in graph.graph.node:  # the exporter's provenance notes: stack traces with local paths
+        del node.metadata_props[:]
+    for key, value in metadata.items():
+        entry = graph.metadata_props.add()
+        entry.key, entry.value = key, value
+    graph.doc_string = metadata.get("description", "")
+    onnx.save(graph, str(path))
+
+
+def write_torchscript(model: ServingModel, path: Path, n_channels: int, metadata: dict[str, str]) -> None:
+    with warnings.catch_warnings():
+        # PyTorch 2.11 marks torch.jit deprecated (in favour of torch.export); ONNX is the lasting format.
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
+        traced = torch.jit.trace(model, (_example(n_channels, model.limit.max_length),), check_trace=False)
+        torch.jit.save(traced, str(path), _extra_files={"ssmts.json": json.dumps(metadata)})
+
+
+def export_metadata(estimator, output_names, max_length: int, sample_rate, extra: dict[str, str]) -> dict[str, str]:
+    """What a server needs to know besides the graph, as strings (ONNX metadata_props)."""
+    name = type(estimator).__name__
+    return {
+        "description": f"ssmts {name}: {INPUT_NAME} float32 {INPUT_LAYOUT}, 1 <= length <= {max_length} -> "
+        + ", ".join(output_names),
+        "estimator": name,
+        "ssmts_version": __version__,
+        "input_layout": INPUT_LAYOUT,
+        "n_channels": str(estimator.n_channels_in_),
+        "max_length": str(max_length),
+        "sample_rate": "" if sample_rate is None else repr(sample_rate),
+        "normalize": str(estimator.normalization_),
+        "outputs": json.dumps(list(output_names)),
+        **extra,
+    }
+
+
+def labels_json(classes) -> str:
+    """Class labels (numbers, strings, booleans) as a JSON list, in the order of the probability columns."""
+    return json.dumps(list(classes.tolist()), default=str)
+
+
+__all__ = ["EXPORT_FORMATS", "ServingModel", "write_onnx", "write_torchscript", "export_metadata", "labels_json"]

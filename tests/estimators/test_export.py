@@ -1,0 +1,146 @@
+"""`export` of the fitted estimators: the ONNX file run by onnxruntime (and the TorchScript file
+run by torch.jit.load) gives the estimator's outputs, at every input length up to max_length.
+
+Tolerance: outputs are compared to 1e-5 (probabilities and embeddings absolute, regression
+predictions in units of the target's training spread). The exported network computes in float32
+as predict does, but convolves directly where predict uses FFTs: the two round differently, by a
+few float32 ulps (1.2e-7) per operation, about 1e-6 through these networks (measured up to 8e-7).
+The convolution form itself is exact: tests/nn/test_export.py checks it in float64 to 1e-10.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from sklearn.exceptions import NotFittedError
+
+from ssmts import SSMClassifier, SSMFeatureClassifier, SSMRegressor, SSMTransformer
+
+TINY = dict(d_model=8, d_state=8, n_layers=2, max_epochs=1, min_steps=0, batch_size=8, device="cpu", random_state=0)
+ATOL = 1e-5
+LENGTH = 30
+RNG = np.random.default_rng(0)
+X = RNG.standard_normal((16, 2, LENGTH))
+LABELS = np.array(["cat", "dog", "emu"])[np.arange(len(X)) % 3]
+TARGET = 50.0 * X[:, 0].mean(1) + 1e3
+
+
+@pytest.fixture(scope="module")
+def ort():
+    pytest.importorskip("onnx", reason="onnx is not installed: pip install 'ssmts[export]'")
+    pytest.importorskip("onnxscript", reason="onnxscript is not installed: pip install 'ssmts[export]'")
+    return pytest.importorskip("onnxruntime", reason="onnxruntime is not installed: pip install 'ssmts[export]'")
+
+
+def _session(ort, path):
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    metadata = session.get_modelmeta().custom_metadata_map
+    return session, metadata
+
+
+def _inputs(length: int, n: int = 5) -> np.ndarray:
+    return RNG.standard_normal((n, 2, length)).astype(np.float32)
+
+
+@pytest.mark.parametrize("normalize", ["channel", "series+stats"])
+def test_classifier_onnx_gives_predict_proba_at_every_length(ort, tmp_path, normalize):
+    clf = SSMClassifier(normalize=normalize, **TINY).fit(X, LABELS)
+    session, metadata = _session(ort, clf.export(tmp_path / "clf.onnx"))
+    assert [i.name for i in session.get_inputs()] == ["X"]
+    assert session.get_inputs()[0].shape == ["batch", 2, "length"]
+    assert [o.name for o in session.get_outputs()] == ["probabilities", "label_index"]
+    classes = np.array(json.loads(metadata["classes"]))
+    assert classes.tolist() == clf.classes_.tolist() and metadata["max_length"] == str(LENGTH)
+    for length in (1, 2, 11, LENGTH):
+        Xt = _inputs(length)
+        probabilities, label_index = session.run(None, {"X": Xt})
+        assert probabilities.dtype == np.float32 and label_index.dtype == np.int64
+        np.testing.assert_allclose(probabilities, clf.predict_proba(Xt), rtol=0, atol=ATOL)
+        np.testing.assert_array_equal(classes[label_index], clf.predict(Xt))
+
+
+def test_longer_input_is_refused_at_run_time(ort, tmp_path):
+    clf = SSMClassifier(**TINY).fit(X, LABELS)
+    session, _ = _session(ort, clf.export(tmp_path / "clf.onnx", max_length=12))
+    session.run(None, {"X": _inputs(12)})
+    with pytest.raises(Exception, match="out of data bounds"):
+        session.run(None, {"X": _inputs(13)})
+
+
+def test_a_ragged_list_is_served_one_series_at_a_time(ort, tmp_path):
+    clf = SSMClassifier(**TINY).fit(X, LABELS)
+    session, _ = _session(ort, clf.export(tmp_path / "clf.onnx"))
+    series = [RNG.standard_normal((2, length)).astype(np.float32) for length in (7, 30, 19)]
+    served = np.concatenate([session.run(None, {"X": s[None]})[0] for s in series])
+    np.testing.assert_allclose(served, clf.predict_proba(series), rtol=0, atol=ATOL)
+
+
+@pytest.mark.parametrize("multi_output", [False, True])
+def test_regressor_onnx_gives_predict_in_target_units(ort, tmp_path, multi_output):
+    y = np.stack([TARGET, -TARGET / 7], 1) if multi_output else TARGET
+    reg = SSMRegressor(normalize="series", **TINY).fit(X, y)
+    session, _ = _session(ort, reg.export(tmp_path / "reg.onnx"))
+    assert [o.name for o in session.get_outputs()] == ["predictions"]
+    for length in (3, LENGTH):
+        Xt = _inputs(length)
+        (predictions,) = session.run(None, {"X": Xt})
+        expected = reg.predict(Xt)
+        assert predictions.dtype == np.float64 and predictions.shape == expected.shape
+        np.testing.assert_allclose(predictions, expected, rtol=0, atol=ATOL * reg.target_scale_.max())
+
+
+def test_bidirectional_heads_at_another_sample_rate(ort, tmp_path):
+    # an LDNN layer of 4 heads trained at 100 Hz, served at 50 Hz: Delta x 2 baked into the kernels
+    reg = SSMRegressor(bidirectional="ldnn", heads=4, sample_rate=100, **TINY).fit(X[:, :1], TARGET)
+    session, metadata = _session(ort, reg.export(tmp_path / "reg.onnx", sample_rate=50))
+    assert metadata["max_length"] == str(LENGTH // 2) and metadata["sample_rate"] == "50"
+    Xt = RNG.standard_normal((4, 1, LENGTH // 2)).astype(np.float32)
+    (predictions,) = session.run(None, {"X": Xt})
+    np.testing.assert_allclose(predictions, reg.predict(Xt, sample_rate=50), rtol=0, atol=ATOL * reg.target_scale_[0])
+    assert np.abs(reg.predict(Xt, sample_rate=50) - reg.predict(Xt)).max() > 1e3 * ATOL * reg.target_scale_[0]
+
+
+def test_transformer_onnx_gives_transform(ort, tmp_path):
+    transformer = SSMTransformer(pooling="last", **TINY).fit(X)
+    session, _ = _session(ort, transformer.export(tmp_path / "embed.onnx"))
+    Xt = _inputs(LENGTH)
+    (embeddings,) = session.run(None, {"X": Xt})
+    np.testing.assert_allclose(embeddings, transformer.transform(Xt), rtol=0, atol=ATOL)
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated:DeprecationWarning")
+def test_torchscript_gives_the_same_outputs(tmp_path):
+    clf = SSMClassifier(heads=8, **TINY).fit(X, LABELS)
+    extra = {"ssmts.json": ""}
+    model = torch.jit.load(str(clf.export(tmp_path / "clf.pt", format="torchscript")), _extra_files=extra)
+    metadata = json.loads(extra["ssmts.json"])
+    assert json.loads(metadata["classes"]) == clf.classes_.tolist()
+    for length in (1, 17, LENGTH):
+        Xt = _inputs(length)
+        probabilities, label_index = model(torch.from_numpy(Xt))
+        np.testing.assert_allclose(probabilities.numpy(), clf.predict_proba(Xt), rtol=0, atol=ATOL)
+        np.testing.assert_array_equal(clf.classes_[label_index.numpy()], clf.predict(Xt))
+    with pytest.raises(Exception, match="out of (range|bounds)"):
+        model(torch.from_numpy(_inputs(LENGTH + 1)))
+
+
+def test_what_does_not_export_says_so(tmp_path):
+    with pytest.raises(NotFittedError):
+        SSMClassifier().export(tmp_path / "m.onnx")
+    clf = SSMClassifier(**TINY).fit(X, LABELS)
+    with pytest.raises(ValueError, match="unknown format"):
+        clf.export(tmp_path / "m.onnx", format="tflite")
+    with pytest.raises(ValueError, match="max_length"):
+        clf.export(tmp_path / "m.onnx", max_length=0)
+    with pytest.raises(ValueError, match="fitted without sample_rate"):
+        clf.export(tmp_path / "m.onnx", sample_rate=8000)
+    lncde = SSMClassifier(layer="lncde", **{**TINY, "d_state": 4}).fit(X, LABELS)
+    with pytest.raises(ValueError, match="cannot be exported.*LinearCDE"):
+        lncde.export(tmp_path / "m.pt", format="torchscript")
+    features = SSMFeatureClassifier(n_scales=2, n_kernels=4, random_state=0).fit(X, LABELS)
+    with pytest.raises(NotImplementedError, match="does not export"):
+        features.export(tmp_path / "m.onnx")
+    assert not list(tmp_path.iterdir())  # nothing written by a refused export
