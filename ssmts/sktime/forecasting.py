@@ -448,7 +448,12 @@ class SSMForecaster(ForecasterParams, NetworkFitMixin, CovariatesMixin, Forecast
         mean = np.where(observed, context, 0.0).sum(-1, keepdims=True) / count
         var = (np.where(observed, context - mean, 0.0) ** 2).sum(-1, keepdims=True) / count
         shift = mean if self.window_location_ == "mean" else fill_forward(context)[..., -1:]
-        scale = np.sqrt(var + self.scale_floor_[:, None] ** 2)
+        # The floor keeps a constant context's scale above 0: a thousandth of the window's own level, so
+        # that a series of small values in a panel of large ones keeps its own scale (a panel-wide floor
+        # swamped such a series' spread); the panel-wide floor only for a context at level 0.
+        level = np.where(observed, np.abs(context), 0.0).sum(-1, keepdims=True) / count
+        floor = np.where(level > 0, 1e-3 * level, self.scale_floor_[:, None])
+        scale = np.sqrt(var + floor**2)
         if self.window_location_ == "drift":
             # the drift forecast (Hyndman's "drift method"): the line through the last observed value
             # with the slope from the first to the last observed value, over the context and horizon
@@ -546,8 +551,8 @@ class SSMForecaster(ForecasterParams, NetworkFitMixin, CovariatesMixin, Forecast
 
         values = np.concatenate([p.to_numpy() for _, p, _ in parts])
         self.y_mean_, self.y_scale_ = column_statistics(values, list(y.columns), "y")
-        # A constant context has std 0: the floor (a thousandth of the channel's global
-        # spread) keeps the scaled targets finite without distorting ordinary windows.
+        # A constant context at level 0 has std 0 and no level: this floor (a thousandth of the channel's
+        # global spread) keeps its scaled targets finite (other windows: _norm_stats).
         self.scale_floor_ = 1e-3 * self.y_scale_
         self._statics = {}
         if X is not None:

@@ -278,9 +278,30 @@ def test_window_normalization_uses_observed_values_only():
     f = forecaster(instance_norm="mean").fit(smooth(), fh=[1])
     context = np.array([[[1.0, np.nan, 3.0, np.nan]]])
     shift, scale = f._norm_stats(context)
-    assert shift.item() == 2.0 and np.isclose(scale.item(), np.sqrt(1.0 + f.scale_floor_[0] ** 2))
+    assert shift.item() == 2.0 and np.isclose(scale.item(), np.sqrt(1.0 + (1e-3 * 2.0) ** 2))  # floor: 1e-3 x level
     f = forecaster(instance_norm="last").fit(smooth(), fh=[1])
     assert f._norm_stats(context)[0].item() == 3.0  # the last observed value
+
+
+def test_a_small_series_in_a_panel_of_large_ones_keeps_its_own_scale():
+    # the floor follows each window's level: a panel-wide floor (1e-3 x the panel's spread, here about
+    # 50) would swamp the spread of a series near 2.6 and blow its forecasts up by the ratio
+    t = np.arange(40)
+    small = 2.6 + 0.01 * np.sin(t)
+    panel = pd.concat(
+        {
+            "small": pd.DataFrame({"y": small}, index=pd.period_range("1950", periods=40, freq="Y")),
+            "large": pd.DataFrame({"y": 1e5 + 1e4 * np.sin(t)}, index=pd.period_range("1950", periods=40, freq="Y")),
+        },
+        names=["series", "time"],
+    )
+    f = forecaster(context_length=8).fit(panel, fh=[1])
+    assert f.scale_floor_[0] > 1  # the panel-wide floor
+    context = small[None, None, -8:]
+    _, scale = f._norm_stats(context)
+    np.testing.assert_allclose(scale.item(), np.hypot(context.std(), 1e-3 * context.mean()), rtol=1e-12)
+    zero = np.zeros((1, 1, 8))
+    assert f._norm_stats(zero)[1].item() == f.scale_floor_[0]  # level 0: the panel-wide floor
 
 
 def test_a_context_without_observations_raises_at_predict():
