@@ -8,8 +8,9 @@ imported by the loaders that need them, and the names below are imported on firs
 torch.
 """
 
-import importlib
 from typing import TYPE_CHECKING
+
+from .._lazy import lazy_exports
 
 # name -> submodule that defines it; `from ssmts.data import load_bidmc` imports ssmts.data.bidmc then.
 _EXPORTS = {
@@ -96,11 +97,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
-    if name in _EXPORTS:
-        return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(list(globals()) + __all__)
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS, __all__)
