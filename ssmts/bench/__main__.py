@@ -16,6 +16,7 @@ BENCHMARKS = {
     "scaling": "ssmts.bench.scaling",
     "peers": "ssmts.bench.peers",
     "irregular": "ssmts.bench.irregular",
+    "pretrain": "ssmts.bench.pretrain",
 }
 
 

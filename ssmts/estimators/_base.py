@@ -438,10 +438,12 @@ class NetworkFitMixin:
         continue_training: bool = False,
         seed: int | None = None,
         delta_factor: float = 1.0,
+        settings: dict | None = None,
     ) -> None:
         """network: a factory called under the seed (or a module); validation: held-out data, a
         fraction to hold out, or None. continue_training: go on from model_ and the stored
-        optimizer state, with a schedule of `epochs` (seed: that run's, default the fit's)."""
+        optimizer state, with a schedule of `epochs` (seed: that run's, default the fit's).
+        settings: training parameters to use instead of the estimator's own."""
         if continue_training:
             network = copy.deepcopy(self.model_)  # a failed or interrupted fit leaves model_ as it was
         monitored = self.early_stopping and validation is not None
@@ -449,7 +451,7 @@ class NetworkFitMixin:
             network,
             train,
             loss_fn,
-            TrainerConfig.from_params(self),
+            TrainerConfig.from_params(self, **(settings or {})),
             seed=self._seed_ if seed is None else seed,
             score_fn=score_fn,
             validation=validation,

@@ -1,0 +1,187 @@
+"""SSMForecaster(pretrained=...): zero-shot forecasts from stored weights, fine-tuning from them,
+refusals, and the weights shipped with ssmts."""
+
+from __future__ import annotations
+
+import copy
+import json
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from ssmts.sktime import SSMForecaster
+from ssmts.sktime._pretrained import METADATA_KEY, default_weights, read_pretrained, write_pretrained
+
+H = 6
+
+
+def _series(n=80, seed=0, name="y"):
+    rng = np.random.default_rng(seed)
+    t = np.arange(n)
+    values = 50 + 0.3 * t + 5 * np.sin(2 * np.pi * t / 12) + rng.normal(0, 1, n)
+    return pd.Series(values, index=pd.period_range("2000-01", periods=n, freq="M"), name=name)
+
+
+@pytest.fixture(scope="module")
+def source(tmp_path_factory):
+    """A tiny forecaster trained on one series, and its network written as pretrained weights."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        f = SSMForecaster(context_length=16, d_model=8, d_state=8, max_epochs=2, random_state=0)
+        f.fit(_series(), fh=list(range(1, H + 1)))
+    path = tmp_path_factory.mktemp("weights") / "tiny.safetensors"
+    write_pretrained(f, path, {"corpus": "one series, for the tests"})
+    return f, str(path)
+
+
+def _state(forecaster):
+    return {k: v.clone() for k, v in forecaster.model_.state_dict().items()}
+
+
+def test_zero_shot_forecasts_are_those_of_the_network_that_wrote_the_weights(source):
+    trained, path = source
+    y = _series(100)  # continues the series the source network was trained on
+    zero_shot = SSMForecaster(pretrained=True, pretrained_weights=path).fit(y, fh=[1, 2, 3])
+    # the oracle: the source network itself, given the new observations without training
+    oracle = copy.deepcopy(trained).update(y.iloc[80:], update_params=False)
+    np.testing.assert_allclose(zero_shot.predict().to_numpy(), oracle.predict().to_numpy()[:3], rtol=1e-5)
+    assert zero_shot.n_iter_ == 0 and zero_shot.history_ == []
+    assert zero_shot.pretrained_params_["d_model"] == 8 and zero_shot.pretrained_params_["context_length"] == 16
+    assert zero_shot.context_length_ == 16 and zero_shot.horizon_ == H
+
+
+def test_zero_shot_takes_no_gradient_step_in_fit_or_update(source):
+    _, path = source
+    f = SSMForecaster(pretrained="zero-shot", pretrained_weights=path).fit(_series(60, seed=4), fh=[1, 2])
+    before = _state(f)
+    _, stored = read_pretrained(path)
+    assert all(torch.equal(before[k], stored[k]) for k in stored)
+    f.update(_series(70, seed=4).iloc[60:], update_params=True)
+    after = _state(f)
+    assert all(torch.equal(before[k], after[k]) for k in before)
+
+
+def test_fine_tune_starts_from_the_weights_and_trains(source):
+    _, path = source
+    y = _series(60, seed=5)
+    zero_shot = SSMForecaster(pretrained=True, pretrained_weights=path).fit(y, fh=[1, 2, 3])
+    tiny_step = SSMForecaster(
+        pretrained="fine-tune", pretrained_weights=path, lr=1e-12, lr_ssm=1e-12, max_epochs=1, random_state=0
+    )
+    tiny_step.fit(y, fh=[1, 2, 3])
+    # steps of 1e-12 (also the SSM parameters' own rate) leave the weights (and forecasts) where the
+    # pretrained ones are, not at a new init
+    np.testing.assert_allclose(tiny_step.predict().to_numpy(), zero_shot.predict().to_numpy(), rtol=1e-5)
+    tuned = SSMForecaster(pretrained="fine-tune", pretrained_weights=path, max_epochs=3, random_state=0)
+    tuned.fit(y, fh=[1, 2, 3])
+    assert tuned.n_iter_ == 3
+    _, stored = read_pretrained(path)
+    assert any(not torch.equal(tuned.model_.state_dict()[k], stored[k]) for k in stored)
+
+
+def test_fine_tuning_takes_a_smaller_rate_and_budget_unless_they_are_set(source):
+    _, path = source
+    y = _series(60, seed=5)
+    default = SSMForecaster(pretrained="fine-tune", pretrained_weights=path, max_epochs=3).fit(y, fh=[1])
+    assert default._fine_tune_settings() == {"lr": 1e-4, "lr_ssm": 1e-4, "max_steps": 2000}
+    assert 0 < max(r["lr"] for r in default.history_) <= 1e-4  # the learning rate after each epoch
+    chosen = SSMForecaster(pretrained="fine-tune", pretrained_weights=path, lr=3e-3, max_steps=50, max_epochs=3)
+    assert chosen._fine_tune_settings() == {"lr_ssm": 1e-4}
+    assert max(r["lr"] for r in chosen.fit(y, fh=[1]).history_) > 1e-4
+    assert SSMForecaster()._fine_tune_settings() == {}
+
+
+@pytest.mark.parametrize(
+    "params, fh, match",
+    [
+        ({"d_model": 16}, [1], r"pretrained network has d_model=8, but d_model=16"),
+        ({"context_length": 24}, [1], r"pretrained network has context_length=16, but context_length=24"),
+        ({"quantiles": (0.2, 0.8)}, [1], r"pretrained network has quantiles="),
+        ({}, list(range(1, H + 2)), rf"forecasts up to {H} steps ahead, but max\(fh\) is {H + 1}"),
+    ],
+)
+def test_parameters_the_weights_fix_are_refused_when_they_differ(source, params, fh, match):
+    _, path = source
+    with pytest.raises(ValueError, match=match):
+        SSMForecaster(pretrained=True, pretrained_weights=path, **params).fit(_series(), fh=fh)
+
+
+def test_parameters_equal_to_the_pretrained_ones_are_accepted(source):
+    _, path = source
+    f = SSMForecaster(pretrained=True, pretrained_weights=path, d_model=8, d_state=8, context_length=16)
+    assert np.isfinite(f.fit(_series(), fh=[1]).predict().to_numpy()).all()
+
+
+def test_multivariate_y_and_exogenous_x_are_refused(source):
+    _, path = source
+    y = _series()
+    two = pd.concat([y.rename("a"), y.rename("b")], axis=1)
+    with pytest.raises(ValueError, match=r"univariate y without X .* got 2 column\(s\) in y"):
+        SSMForecaster(pretrained=True, pretrained_weights=path).fit(two, fh=[1])
+    with pytest.raises(ValueError, match=r"got 1 column\(s\) in y, X"):
+        SSMForecaster(pretrained=True, pretrained_weights=path).fit(y, X=y.to_frame("x"), fh=[1])
+
+
+def test_a_short_series_and_a_panel_forecast_zero_shot(source):
+    _, path = source
+    short = _series(5, seed=6)  # shorter than the context: padded at the front
+    f = SSMForecaster(pretrained=True, pretrained_weights=path).fit(short, fh=[1, 2])
+    assert np.isfinite(f.predict().to_numpy()).all()
+    panel = pd.concat({"a": _series(40, 1).to_frame("y"), "b": _series(30, 2).to_frame("y")}, names=["s", "t"])
+    g = SSMForecaster(pretrained=True, pretrained_weights=path).fit(panel, fh=[1, 2])
+    assert g.predict().shape == (4, 1)
+
+
+def _rewrite(path, tmp_path, metadata=None, state=None):
+    from safetensors.torch import save_file
+
+    meta, tensors = read_pretrained(path)
+    meta = metadata(meta) if metadata else meta
+    tensors = state(tensors) if state else tensors
+    out = tmp_path / "changed.safetensors"
+    save_file(tensors, str(out), metadata={METADATA_KEY: json.dumps(meta)} if meta is not None else None)
+    return str(out)
+
+
+@pytest.mark.parametrize(
+    "metadata, state, match",
+    [
+        (lambda m: None, None, r"holds no pretrained forecaster"),
+        (lambda m: {**m, "extra": 1}, None, r"must have exactly the fields"),
+        (lambda m: {**m, "horizon": "6"}, None, r"field 'horizon' .* must be a int"),
+        (lambda m: {**m, "format": "other"}, None, r"is a 'other' file"),
+        (lambda m: {**m, "params": {**m["params"], "d_model": 16}}, None, r"do not fit the network"),
+        (lambda m: {**m, "params": {**m["params"], "no_such": 1}}, None, r"set 'no_such', which SSMForecaster"),
+        (None, lambda s: {k: v for k, v in list(s.items())[1:]}, r"do not fit the network"),
+    ],
+)
+def test_a_damaged_weights_file_gets_a_clear_error(source, tmp_path, metadata, state, match):
+    _, path = source
+    changed = _rewrite(path, tmp_path, metadata, state)
+    with pytest.raises(ValueError, match=match):
+        SSMForecaster(pretrained=True, pretrained_weights=changed).fit(_series(), fh=[1])
+
+
+def test_a_missing_or_foreign_file_is_refused(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no pretrained forecaster weights"):
+        SSMForecaster(pretrained=True, pretrained_weights=str(tmp_path / "none.safetensors")).fit(_series(), fh=[1])
+    junk = tmp_path / "junk.safetensors"
+    junk.write_bytes(b"\x00" * 64)
+    with pytest.raises(ValueError, match="not a readable safetensors file"):
+        SSMForecaster(pretrained=True, pretrained_weights=str(junk)).fit(_series(), fh=[1])
+
+
+def test_the_shipped_weights_forecast_zero_shot():
+    metadata, _ = read_pretrained()
+    assert default_weights().stat().st_size < 5e6
+    assert metadata["training"]["command"].startswith("python -m ssmts.bench pretrain")
+    y = _series(100, seed=7)
+    f = SSMForecaster(pretrained=True).fit(y, fh=list(range(1, 13)))
+    forecast = f.predict().to_numpy()
+    assert f.n_iter_ == 0 and np.isfinite(forecast).all()
+    # the series trends upwards with a yearly cycle: the forecast stays within the range of its last years
+    last = y.iloc[-24:]
+    assert last.min() - 3 * last.std() < forecast.min() and forecast.max() < last.max() + 3 * last.std()
