@@ -382,12 +382,16 @@ def restore_network_state(estimator, fitted: dict, tensors: dict[str, torch.Tens
             raise ValueError(f"{path} holds an unexpected attribute {attr!r}")
         setattr(estimator, attr, value)
     estimator._restore_after_load()
-    model = estimator._rebuild_network()
+    estimator.model_ = filled_network(estimator._rebuild_network(), tensors, path)
+
+
+def filled_network(model: torch.nn.Module, tensors: dict[str, torch.Tensor], path) -> torch.nn.Module:
+    """model holding the saved weights (exactly its own set), in eval mode; a ValueError naming path if not."""
     try:
         model.load_state_dict(tensors, strict=True)
     except RuntimeError as error:
         raise ValueError(f"{path}: the weights do not fit the network its parameters describe: {error}") from error
-    estimator.model_ = model.eval()
+    return model.eval()
 
 
 def save_estimator(estimator, path: str | Path) -> Path:

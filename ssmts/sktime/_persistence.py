@@ -37,6 +37,7 @@ import torch
 
 from ..estimators._persistence import (
     DATA_PREFIX,
+    filled_network,
     index_from_layout,
     index_layout,
     layout_dtype,
@@ -575,12 +576,7 @@ class ForecasterPersistenceMixin(SaveLoadMixin):
         if pretrained is not None:  # built as fit builds it from pretrained weights, and filled with these
             self.model_ = self._pretrained_network({"params": spec.get_params(deep=False)}, weights).eval()
             return
-        model = self._build_network()
-        try:
-            model.load_state_dict(weights, strict=True)
-        except RuntimeError as error:
-            raise ValueError(f"{path}: the weights do not fit the network its parameters describe: {error}") from error
-        self.model_ = model.eval()
+        self.model_ = filled_network(self._build_network(), weights, path)
 
     def _network_spec(self, pretrained, path):
         """(an estimator holding the parameters that define the network, the pretrained parameters or
