@@ -573,10 +573,8 @@ class ForecasterPersistenceMixin(SaveLoadMixin):
         self._is_fitted = True
         self._fit_id_ = uuid.uuid4().hex  # streams of the saved forecaster do not continue here
         weights = {name: t for name, t in tensors.items() if not name.startswith(DATA_PREFIX)}
-        if pretrained is not None:  # built as fit builds it from pretrained weights, and filled with these
-            self.model_ = self._pretrained_network({"params": spec.get_params(deep=False)}, weights).eval()
-            return
-        self.model_ = filled_network(self._build_network(), weights, path)
+        # a pretrained forecaster's network has the parameters of its weights (spec), not its own
+        self.model_ = filled_network(self._build_network(spec), weights, path)
 
     def _network_spec(self, pretrained, path):
         """(an estimator holding the parameters that define the network, the pretrained parameters or

@@ -24,6 +24,7 @@ from sktime.forecasting.base import BaseForecaster
 from sktime.utils.validation.forecasting import check_fh
 
 from ..estimators._base import NetworkFitMixin
+from ..estimators._persistence import filled_network
 from ..nn import ForecastEnsemble
 from ..training import (
     BackboneParams,
@@ -41,7 +42,7 @@ from ..training.params import _same
 from ._backtest import historical_forecasts
 from ._covariates import CovariatesMixin
 from ._persistence import ForecasterPersistenceMixin
-from ._pretrained import read_pretrained
+from ._pretrained import default_weights, read_pretrained
 from ._strategies import (
     FORECAST_BATCH,
     STRATEGIES,
@@ -531,12 +532,13 @@ class SSMForecaster(ForecasterParams, NetworkFitMixin, CovariatesMixin, Forecast
         self._start_fit()
         self._check_params()
         pretrained = self._read_pretrained(y, X) if self.pretrained is not False else None
-        norm_ = self.instance_norm
-        self.window_location_ = ("last" if norm_ else None) if isinstance(norm_, (bool, np.bool_)) else norm_
-        self.quantile_levels_ = np.unique(np.append(np.asarray(self.quantiles, dtype=np.float64).ravel(), 0.5))
         if pretrained is not None:
             self.window_location_ = pretrained[0]["window_location"]
             self.quantile_levels_ = np.asarray(pretrained[0]["quantile_levels"], dtype=np.float64)
+        else:
+            norm_ = self.instance_norm
+            self.window_location_ = ("last" if norm_ else None) if isinstance(norm_, (bool, np.bool_)) else norm_
+            self.quantile_levels_ = np.unique(np.append(np.asarray(self.quantiles, dtype=np.float64).ravel(), 0.5))
         parts = self._split_xy(y, X)
         self.n_targets_ = y.shape[1]
         self.n_exog_ = 0 if X is None else X.shape[1]
@@ -693,29 +695,18 @@ class SSMForecaster(ForecasterParams, NetworkFitMixin, CovariatesMixin, Forecast
 
     def _pretrained_network(self, metadata: dict, state: dict) -> ForecastEnsemble:
         """The network the pretrained metadata describes, holding its weights."""
-        params = dict(metadata["params"], quantiles=tuple(metadata["params"]["quantiles"]))
-        template = type(self)(**params)
+        template = type(self)(**dict(metadata["params"], quantiles=tuple(metadata["params"]["quantiles"])))
         template.validate_params()
-        members = [
-            template._strategy.head(
-                template.build_backbone(1), 1, 0, self.context_length_, self.horizon_, len(self.quantile_levels_)
-            )
-            for _ in range(template.ensemble_size)
-        ]
-        network = ForecastEnsemble(members)
-        try:
-            network.load_state_dict(state, strict=True)
-        except RuntimeError as error:
-            raise ValueError(
-                f"the pretrained weights do not fit the network their metadata describes: {error}"
-            ) from None
-        return network.to(resolve_device(self.device))
+        return filled_network(self._build_network(template), state, self.pretrained_weights or default_weights())
 
-    def _build_network(self) -> ForecastEnsemble:
+    def _build_network(self, spec: ForecasterParams | None = None) -> ForecastEnsemble:
+        """The fitted sizes' network, of the parameters of `spec` (default: this forecaster's; a pretrained
+        network's are those of its weights)."""
+        spec = self if spec is None else spec
         C, Q = self.n_targets_, len(self.quantile_levels_)
         members = [  # drawn one after another from the seeded generator
-            self._strategy.head(
-                self.build_backbone(C + self.n_exog_),
+            spec._strategy.head(
+                spec.build_backbone(C + self.n_exog_),
                 C,
                 self.n_exog_,
                 self.context_length_,
@@ -723,7 +714,7 @@ class SSMForecaster(ForecasterParams, NetworkFitMixin, CovariatesMixin, Forecast
                 Q,
                 **({"time_deltas": True} if self.irregular == "time_deltas" else {}),
             )
-            for _ in range(self.ensemble_size)
+            for _ in range(spec.ensemble_size)
         ]
         return ForecastEnsemble(members)
 
