@@ -75,6 +75,8 @@ def read_pretrained(path: str | Path | None = None) -> tuple[dict, dict[str, tor
     from safetensors import SafetensorError
     from safetensors.torch import safe_open
 
+    from ..estimators._persistence import _check_sizes, n_weights
+
     path = default_weights() if path is None else Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no pretrained forecaster weights at {path}")
@@ -99,4 +101,14 @@ def read_pretrained(path: str | Path | None = None) -> tuple[dict, dict[str, tor
         raise ValueError(f"{path} is a {metadata['format']!r} file, not a {FORMAT!r}")
     if not (metadata["context_length"] >= 1 and metadata["horizon"] >= 1):
         raise ValueError(f"{path} declares context_length and horizon that are not positive")
+    # Sizes against the weights the file holds, before any network is built: a small file must not
+    # make fit allocate a huge one. The direct head alone has d_model x horizon x quantiles weights.
+    weights = n_weights(state)
+    _check_sizes(path, metadata["params"], weights)
+    d_model = metadata["params"].get("d_model")
+    if isinstance(d_model, int) and d_model * metadata["horizon"] * len(metadata["quantile_levels"]) > weights:
+        raise ValueError(
+            f"{path}: horizon={metadata['horizon']} cannot describe a network of the {weights} weights the "
+            "file holds; the file was altered"
+        )
     return metadata, state

@@ -156,6 +156,9 @@ def _rewrite(path, tmp_path, metadata=None, state=None):
         (lambda m: {**m, "params": {**m["params"], "d_model": 16}}, None, r"do not fit the network"),
         (lambda m: {**m, "params": {**m["params"], "no_such": 1}}, None, r"set 'no_such', which SSMForecaster"),
         (None, lambda s: {k: v for k, v in list(s.items())[1:]}, r"do not fit the network"),
+        # sizes a small file cannot hold are refused before a network is built
+        (lambda m: {**m, "params": {**m["params"], "d_model": 10**9}}, None, r"d_model=1000000000 cannot describe"),
+        (lambda m: {**m, "horizon": 10**9}, None, r"horizon=1000000000 cannot describe"),
     ],
 )
 def test_a_damaged_weights_file_gets_a_clear_error(source, tmp_path, metadata, state, match):
