@@ -42,7 +42,7 @@ from ..training import (
     seed_from,
 )
 from ..training.fit import pickle_state
-from ._export import EXPORT_FORMATS, ServingModel, export_metadata, write_onnx, write_torchscript
+from ._export import EXPORT_FORMATS, ServingModel, export_metadata, write_serving_file
 from ._input import PreparedInput, prepare_input
 from ._persistence import load_estimator, save_estimator
 
@@ -388,10 +388,7 @@ class SequenceEstimatorMixin:
         rate = self.sample_rate if sample_rate is None else sample_rate
         metadata = export_metadata(self, output_names, max_length, rate, extra)
         path = Path(path)
-        if format == "onnx":
-            write_onnx(model, path, self.n_channels_in_, output_names, metadata)
-        else:
-            write_torchscript(model, path, self.n_channels_in_, metadata)
+        write_serving_file(model, path, format, self.n_channels_in_, output_names, metadata)
         return path
 
     def _export_outputs(self) -> tuple[tuple[str, ...], Callable, dict[str, str]]:

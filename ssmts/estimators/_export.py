@@ -47,7 +47,23 @@ def _example(n_channels: int, max_length: int) -> torch.Tensor:
     return torch.zeros(2, n_channels, min(2, max_length))
 
 
-def write_onnx(model: ServingModel, path: Path, n_channels: int, output_names, metadata: dict[str, str]) -> None:
+def length_shapes(max_length: int) -> tuple[dict, ...]:
+    """torch.export's dynamic shapes of one input (batch, channels, length): any batch, 1..max_length steps."""
+    Dim = torch.export.Dim
+    length = Dim("length", min=1, max=max_length) if max_length > 1 else None
+    return ({0: Dim("batch"), **({2: length} if length is not None else {})},)
+
+
+def write_onnx(
+    model: nn.Module,
+    path: Path,
+    example: torch.Tensor,
+    dynamic_shapes: tuple[dict, ...],
+    input_name: str,
+    output_names,
+    metadata: dict[str, str],
+) -> None:
+    """model(example) exported by torch.onnx (dynamo) to `path`, with `metadata` as metadata_props."""
     try:
         import onnx
         import onnxscript  # noqa: F401  (torch.onnx's exporter needs it)
@@ -56,18 +72,14 @@ def write_onnx(model: ServingModel, path: Path, n_channels: int, output_names, m
             f"format='onnx' needs the onnx and onnxscript packages ({error}); install them with "
             "pip install 'ssmts[export]' (onnxruntime runs the file)"
         ) from None
-    max_length = model.limit.max_length
-    Dim = torch.export.Dim
-    length = Dim("length", min=1, max=max_length) if max_length > 1 else None
-    dynamic_shapes = ({0: Dim("batch"), **({2: length} if length is not None else {})},)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the exporter's progress notes (and torchvision's absence)
         torch.onnx.export(
             model,
-            (_example(n_channels, max_length),),
+            (example,),
             str(path),
             dynamo=True,
-            input_names=[INPUT_NAME],
+            input_names=[input_name],
             output_names=list(output_names),
             dynamic_shapes=dynamic_shapes,
             opset_version=ONNX_OPSET,
@@ -84,13 +96,24 @@ def write_onnx(model: ServingModel, path: Path, n_channels: int, output_names, m
     onnx.save(graph, str(path))
 
 
-def write_torchscript(model: ServingModel, path: Path, n_channels: int, metadata: dict[str, str]) -> None:
+def write_torchscript(model: nn.Module, path: Path, example: torch.Tensor, metadata: dict[str, str]) -> None:
+    """model traced on `example` (torch.jit.trace) to `path`, with `metadata` as the extra file ssmts.json."""
     with warnings.catch_warnings():
         # PyTorch 2.11 marks torch.jit deprecated (in favour of torch.export); ONNX is the lasting format.
         warnings.filterwarnings("ignore", category=DeprecationWarning)
         warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
-        traced = torch.jit.trace(model, (_example(n_channels, model.limit.max_length),), check_trace=False)
+        traced = torch.jit.trace(model, (example,), check_trace=False)
         torch.jit.save(traced, str(path), _extra_files={"ssmts.json": json.dumps(metadata)})
+
+
+def write_serving_file(model: ServingModel, path: Path, format: str, n_channels: int, output_names, metadata) -> None:
+    """An estimator's ServingModel (inputs of 1..max_length steps) in `format`."""
+    max_length = model.limit.max_length
+    example = _example(n_channels, max_length)
+    if format == "onnx":
+        write_onnx(model, path, example, length_shapes(max_length), INPUT_NAME, output_names, metadata)
+    else:
+        write_torchscript(model, path, example, metadata)
 
 
 def export_metadata(estimator, output_names, max_length: int, sample_rate, extra: dict[str, str]) -> dict[str, str]:
@@ -116,4 +139,12 @@ def labels_json(classes) -> str:
     return json.dumps(list(classes.tolist()), default=str)
 
 
-__all__ = ["EXPORT_FORMATS", "ServingModel", "write_onnx", "write_torchscript", "export_metadata", "labels_json"]
+__all__ = [
+    "EXPORT_FORMATS",
+    "ServingModel",
+    "write_onnx",
+    "write_torchscript",
+    "write_serving_file",
+    "export_metadata",
+    "labels_json",
+]

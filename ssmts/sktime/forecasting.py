@@ -41,6 +41,7 @@ from ..training.objectives import pinball_loss
 from ..training.params import _same
 from ._backtest import historical_forecasts
 from ._covariates import CovariatesMixin
+from ._export import ForecasterExportMixin
 from ._persistence import ForecasterPersistenceMixin
 from ._pretrained import default_weights, read_pretrained
 from ._strategies import (
@@ -238,7 +239,14 @@ class ForecasterParams(BackboneParams, OptimizerParams, EarlyStoppingParams):
 
 
 @with_params_doc
-class SSMForecaster(ForecasterParams, NetworkFitMixin, CovariatesMixin, ForecasterPersistenceMixin, BaseForecaster):
+class SSMForecaster(
+    ForecasterParams,
+    NetworkFitMixin,
+    CovariatesMixin,
+    ForecasterPersistenceMixin,
+    ForecasterExportMixin,
+    BaseForecaster,
+):
     """Global probabilistic forecaster with a deep MIMO diagonal state-space backbone.
 
     One network is trained on windows pooled from every series of y (a single series, a
