@@ -47,7 +47,7 @@ from .config import (
 OPTIMIZERS = ("adamw", "adam", "sgd")
 SCHEDULERS = ("none", "cosine", "plateau")
 NORMALIZATIONS = ("channel", "series", "series+stats", "none")
-PRECISIONS = ("32", "bf16-mixed")
+PRECISIONS = ("32", "bf16-mixed", "16-mixed")
 POSITIVE = Real(0, None, closed="neither")
 
 
@@ -361,8 +361,17 @@ class OptimizerParams(Configurable):
         default="32",
         doc="Training arithmetic: '32' float32; 'bf16-mixed' runs the network's matrix products under "
         "torch.autocast in bfloat16 while the SSM kernels, FFTs and states stay in float32 (for GPUs "
-        "with bfloat16 units; on CPUs without them it is slower). The loss and predictions are float32.",
+        "with bfloat16 units; on CPUs without them it is slower); '16-mixed' the same in float16, with "
+        "the loss scaled against gradient underflow (torch.amp.GradScaler). The loss and predictions "
+        "are float32.",
         constraint=Options(*PRECISIONS),
+    )
+    compile: bool = param(
+        default=False,
+        doc="Train through torch.compile(network): the first steps (and each new batch shape) compile "
+        "for tens of seconds, later steps can be faster; results differ from eager by float rounding. "
+        "Prediction stays eager.",
+        constraint=Boolean(),
     )
 
 

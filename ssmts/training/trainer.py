@@ -280,6 +280,10 @@ class Trainer:
             self._forward_model = DistributedDataParallel(
                 self.model, device_ids=None if self.device.type == "cpu" else [self.device]
             )
+        if config.compile:
+            self._forward_model = torch.compile(self._forward_model)
+        # float16 gradients underflow: the loss is scaled up, and steps with inf/NaN gradients are skipped
+        self._scaler = torch.amp.GradScaler(self.device.type) if config.precision == "16-mixed" else None
         self.loss_fn, self.score_fn, self.description = loss_fn, score_fn, description
         # What the run is, for loggers: the face's parameters when it passes them, else the training settings.
         self.run_params = dict(run_params) if run_params is not None else config.param_values()
@@ -421,16 +425,23 @@ class Trainer:
                 outputs = self._forward_model(batch.x, batch.mask)
             loss = self.loss_fn(_float32(outputs), batch.y, batch.weight)
             self.optimizer.zero_grad(set_to_none=True)
+            scale = (lambda value: value) if self._scaler is None else self._scaler.scale
             if self.world_size > 1:
                 # DDP averages gradients over the ranks; weighting each rank's mean loss by its
                 # share of the global batch makes that the gradient of the global batch's mean.
-                (loss * weight * self.world_size).backward()
+                scale(loss * weight * self.world_size).backward()
                 loss = _all_reduce_sum(loss.detach() * weight)
             else:
-                loss.backward()
+                scale(loss).backward()
+            if self._scaler is not None:
+                self._scaler.unscale_(self.optimizer)  # clipping reads the true gradients
             if self.config.grad_clip:
                 nn.utils.clip_grad_norm_(self.model.parameters(), self.config.grad_clip)
-            self.optimizer.step()
+            if self._scaler is None:
+                self.optimizer.step()
+            else:
+                self._scaler.step(self.optimizer)
+                self._scaler.update()
             if scheduler is not None:
                 scheduler.step()
             if self._cores is not None:
@@ -440,10 +451,9 @@ class Trainer:
         return total / count
 
     def _autocast(self):
-        """The mixed-precision context of a training step (precision="bf16-mixed"), else none."""
-        if self.config.precision == "bf16-mixed":
-            return torch.autocast(self.device.type, dtype=torch.bfloat16)
-        return contextlib.nullcontext()
+        """The mixed-precision context of a training step ("bf16-mixed", "16-mixed"), else none."""
+        dtype = {"bf16-mixed": torch.bfloat16, "16-mixed": torch.float16}.get(self.config.precision)
+        return contextlib.nullcontext() if dtype is None else torch.autocast(self.device.type, dtype=dtype)
 
     @torch.no_grad()
     def evaluate(self, data: SequenceData) -> tuple[float, float | None]:
@@ -471,6 +481,8 @@ class Trainer:
             "epochs_done": self.epochs_done,
             "run_epoch": self.run_epoch,
         }
+        if self._scaler is not None:
+            state["grad_scaler"] = self._scaler.state_dict()
         if model:
             state["model"] = _to_cpu(self.model.state_dict())
         return state
@@ -484,6 +496,8 @@ class Trainer:
         self.shuffle_generator.set_state(state["shuffle_generator"])
         self.history = [dict(r) for r in state["history"]]
         self.epochs_done = int(state["epochs_done"])
+        if self._scaler is not None and state.get("grad_scaler"):
+            self._scaler.load_state_dict(state["grad_scaler"])
         if continue_run:
             self.run_epoch = int(state["run_epoch"])
             self._scheduler_state = state.get("scheduler")
