@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 import math
+import sys
 from pathlib import Path
 
 
@@ -89,7 +90,8 @@ class Checkpoint(Callback):
 
 
 class ProgressBar(Callback):
-    """A tqdm bar over the epochs with the latest losses and validation score."""
+    """A tqdm bar over the epochs with the latest losses and validation score, its time per epoch and
+    the time left; first a line with the run's plan (epochs, batches, steps, data, device)."""
 
     def __init__(self, description: str = "training"):
         self.description = description
@@ -98,6 +100,8 @@ class ProgressBar(Callback):
     def on_fit_start(self, trainer) -> None:
         from tqdm.auto import tqdm
 
+        if trainer.plan:
+            tqdm.write(f"{self.description}: {trainer.plan}", file=sys.stderr)
         self._bar = tqdm(
             total=trainer.epochs_planned, initial=trainer.epochs_done, desc=self.description, unit="epoch", leave=True
         )

@@ -354,7 +354,8 @@ class OptimizerParams(Configurable):
     )
     verbose: int = param(
         default=0,
-        doc="1 shows a progress bar with the loss and validation score per epoch.",
+        doc="1 states what the fit will run (epochs, steps, data, device), then shows a progress bar with the "
+        "time left and each epoch's loss and validation score.",
         constraint=AnyOf(Integer(0), Boolean()),
     )
     precision: str = param(

@@ -299,6 +299,7 @@ class Trainer:
         self._scheduler = None
         self._scheduler_state = None
         self._cores: CoreShare | None = None  # during a CPU fit: threads follow the idle cores
+        self.plan = ""  # the current run, in words (fit sets it)
 
     @property
     def is_main(self) -> bool:
@@ -368,6 +369,7 @@ class Trainer:
                 group["lr"] = lr
         self._scheduler, self._scheduler_state = scheduler, None
         self.epochs_planned = self.epochs_done + max(0, epochs - self.run_epoch)
+        self.plan = self._describe_plan(train, epochs - self.run_epoch, val is not None and len(val) > 0)
         for callback in callbacks:
             callback.on_fit_start(self)
         self._cores = CoreShare() if self.device.type == "cpu" else None
@@ -383,6 +385,17 @@ class Trainer:
             for callback in callbacks:
                 callback.on_fit_end(self)
         return self.history
+
+    def _describe_plan(self, train: SequenceData, epochs: int, validated: bool) -> str:
+        """What the run will do, in the units its cost grows with (shown by the progress bar)."""
+        per_epoch = steps_per_epoch(len(train), self.config.batch_size)
+        where = f"{self.device}" + (f", {torch.get_num_threads()} threads" if self.device.type == "cpu" else "")
+        return (
+            f"{epochs} epochs x {per_epoch} batches of up to {self.config.batch_size} = {epochs * per_epoch} steps "
+            f"on {len(train)} series of {train.x.shape[-1]} steps"
+            + (" (validated each epoch; early stopping may end it sooner)" if validated else "")
+            + f", on {where}"
+        )
 
     def planned_epochs(self, n_train: int) -> int:
         """Epochs of a run on n_train samples (see planned_epochs)."""

@@ -112,3 +112,18 @@ def test_resume_continues_the_schedule_and_matches_an_uninterrupted_run(tmp_path
     assert len(resumed.history) == 4
     for a, b in zip(straight.model.parameters(), resumed.model.parameters()):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-7)
+
+
+def test_verbose_states_the_plan_then_counts_the_epochs(capsys):
+    """verbose=1: one line with what the run will cost, in the units its time grows with, then a bar
+    over the planned epochs (with its rate and the time left)."""
+    data = _data(32)
+    trainer = Trainer(_Mean(), _mse, batch_size=10, max_epochs=3, min_steps=0, verbose=1, device="cpu")
+    trainer.fit(data, _data(8))
+    err = capsys.readouterr().err
+    plan = err.splitlines()[0]
+    assert plan.startswith("training: 3 epochs x 4 batches of up to 10 = 12 steps on 32 series of 5 steps")
+    assert "early stopping may end it sooner" in plan and plan.endswith("threads")
+    assert "3/3" in err and "train_loss=" in err
+    Trainer(_Mean(), _mse, max_epochs=1, min_steps=0, device="cpu").fit(data)  # verbose=0: silent
+    assert capsys.readouterr().err == ""
