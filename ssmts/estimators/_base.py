@@ -20,9 +20,9 @@ import torch
 from sklearn.utils.validation import check_is_fitted
 
 from ..nn import SequenceHead, scaled_delta
+from ..nn.batch_invariant import channel_linear
 from ..nn.export import convolution_form
 from ..nn.functional import (
-    channel_linear,
     channel_statistics,
     chunked_channel_statistics,
     series_statistics,

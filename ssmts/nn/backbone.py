@@ -13,9 +13,10 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from .batch_invariant import channel_linear
 from .blocks import SSMBlock, make_norm
 from .dense import DenseSSM
-from .functional import POOLINGS, channel_linear, pool
+from .functional import POOLINGS, pool
 from .lncde import LinearCDE
 from .resampling import check_delta_factor
 from .ssm import SSM

@@ -14,8 +14,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .batch_invariant import channel_linear
 from .dense import DenseSSM
-from .functional import channel_linear
 from .lncde import LinearCDE
 from .ssm import SSM
 

@@ -12,19 +12,25 @@ the kernel K_l = C Abar^l Bbar, whose powers are built by doubling (log2 L produ
 matrices); its cost is O(N^2 L), which is why it is a reference for small N and not a default.
 
 Shapes: u: (batch, H, L) -> y: (batch, M, L); state: (batch, N) real.
+
+`from_matrices` goes the other way: a given dense system (A, B, C, D) as a diagonal SSM layer
+(A diagonalized, or perturbed-then-diagonalized when its eigenvectors are ill-conditioned).
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import torch
 from torch import nn
 
 from .discretization import check_discretization, discretize_dense
-from .init import feedthrough, hippo_legs
+from .feedthrough import add_feedthrough, feedthrough_mode, initial_feedthrough
+from .init import hippo_legs, ptd_perturbation
 from .resampling import DeltaScaling
+from .ssm import SSM
 
 DENSE_INITS = ("legs",)
 
@@ -70,11 +76,7 @@ class DenseSSM(DeltaScaling, nn.Module):
         check_discretization(discretization, alpha)
         if not (0 < dt_min <= dt_max):
             raise ValueError(f"need 0 < dt_min <= dt_max, got dt_min={dt_min}, dt_max={dt_max}")
-        D = D if D is not None else ("diagonal" if M == H else "full")
-        if D not in ("none", "diagonal", "full"):
-            raise ValueError(f"unknown D {D!r}; choose 'none', 'diagonal' or 'full'")
-        if D == "diagonal" and M != H:
-            raise ValueError(f"D='diagonal' needs d_output == d_model, got {M} != {H}; use D='full' or 'none'")
+        D = feedthrough_mode(D, M, H)
         self.d_model, self.d_state, self.d_output = H, N, M
         self.init, self.discretization, self.alpha, self.D_mode = init, discretization, float(alpha), D
         self.dt_scale = 1.0
@@ -92,7 +94,7 @@ class DenseSSM(DeltaScaling, nn.Module):
         self.C = nn.Parameter(torch.from_numpy(C).float())
         u01 = float(torch.rand((), generator=generator, dtype=torch.float64))
         self.log_dt = nn.Parameter(torch.tensor(math.log(dt_min) + u01 * (math.log(dt_max) - math.log(dt_min))))
-        self.D = feedthrough(D, M, H, generator)  # None registers no parameter
+        self.D = initial_feedthrough(D, M, H, generator)  # None registers no parameter
 
     # ------------------------------------------------------------ parameters
     def discrete(self) -> tuple[torch.Tensor, torch.Tensor]:
@@ -151,11 +153,7 @@ class DenseSSM(DeltaScaling, nn.Module):
         return y, x
 
     def _feedthrough(self, y: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-        if self.D_mode == "diagonal":
-            return y + self.D[:, None] * u
-        if self.D_mode == "full":
-            return y + torch.einsum("mh,bhl->bml", self.D, u)
-        return y
+        return add_feedthrough(y, self.D_mode, self.D, u)
 
     def _check_state(self, state: torch.Tensor, batch: int) -> None:
         if tuple(state.shape) != (batch, self.d_state) or state.dtype != self.A.dtype:
@@ -184,3 +182,90 @@ class DenseSSM(DeltaScaling, nn.Module):
             f"d_model={self.d_model}, d_state={self.d_state}, d_output={self.d_output}, init={self.init!r}, "
             f"discretization={self.discretization!r}, D={self.D_mode!r}, learn_A={self.A.requires_grad}"
         )
+
+
+def from_matrices(
+    A,
+    B,
+    C,
+    D=None,
+    *,
+    dt: float,
+    discretization: str = "zoh",
+    alpha: float = 0.5,
+    max_condition: float = 1e8,
+    ptd_eps: float = 1e-6,
+    dtype: torch.dtype = torch.float64,
+) -> SSM:
+    """A layer whose output equals the dense real system (A: NxN, B: NxH, C: MxN, D: MxH).
+
+    Convention (the seed convention): x_k = Abar x_{k-1} + Bbar u_k, y_k = C x_k + D u_k,
+    x_{-1} = 0. A is diagonalized, A = V Lambda V^-1, giving (Lambda, V^-1 B, C V). All N
+    complex modes are kept (conj_sym=False, y = Re(C~ x~)): exact even when A has real
+    eigenvalues. If cond(V) > max_condition, A is perturbed-then-diagonalized instead (PTD)
+    with a warning; the layer then approximates the system. The fallback's `ptd_eps` is
+    smaller than the trainable init's: here fidelity matters more than float32 conditioning
+    (HiPPO-LegS N=32: eps=1e-6 gives cond 3.6e4 and a 6e-4 relative output error).
+    """
+    A = np.asarray(A, dtype=np.float64)
+    B = np.asarray(B, dtype=np.float64)
+    C = np.asarray(C, dtype=np.float64)
+    if A.ndim != 2 or A.shape[0] != A.shape[1]:
+        raise ValueError(f"A must be square (N, N), got {A.shape}")
+    N = A.shape[0]
+    if B.ndim != 2 or B.shape[0] != N:
+        raise ValueError(f"B must have shape (N={N}, H), got {B.shape}")
+    if C.ndim != 2 or C.shape[1] != N:
+        raise ValueError(f"C must have shape (M, N={N}), got {C.shape}")
+    H, M = B.shape[1], C.shape[0]
+    if D is not None:
+        D = np.asarray(D, dtype=np.float64)
+        if D.shape != (M, H):
+            raise ValueError(f"D must have shape (M={M}, H={H}), got {D.shape}")
+    if not np.all(np.isfinite(A)) or not np.all(np.isfinite(B)) or not np.all(np.isfinite(C)):
+        raise ValueError("A, B and C must be finite")
+    if not dt > 0:
+        raise ValueError(f"dt must be > 0, got {dt}")
+
+    Lambda, V = np.linalg.eig(A)
+    V = V / np.linalg.norm(V, axis=0, keepdims=True)
+    condition = float(np.linalg.cond(V))
+    if condition > max_condition:
+        result = ptd_perturbation(A, eps=ptd_eps)
+        warnings.warn(
+            f"eigenvector matrix of A is ill-conditioned (cond = {condition:.3g} > {max_condition:.3g}); "
+            f"using perturb-then-diagonalize (cond = {result.condition_number:.3g}, "
+            f"||E||/||A|| = {result.relative_size:.3g}): the layer approximates the system",
+            stacklevel=2,
+        )
+        Lambda, V, V_inv = result.Lambda, result.V, result.V_inv
+    else:
+        V_inv = np.linalg.inv(V)
+    if np.any(Lambda.real >= 0):
+        raise ValueError(
+            f"A has eigenvalues with Re >= 0 (max Re = {Lambda.real.max():.3g}); the layer keeps Re(Lambda) < 0"
+        )
+    min_decay = float(min(1e-4, 0.5 * (-Lambda.real).min()))
+    layer = SSM(
+        H,
+        N,
+        d_output=M,
+        heads=1,
+        init="lin",
+        discretization=discretization,
+        alpha=alpha,
+        conj_sym=False,
+        D="full" if D is not None else "none",
+        min_decay=min_decay,
+    ).to(dtype)
+    complex_dtype = torch.complex128 if dtype == torch.float64 else torch.complex64
+    with torch.no_grad():
+        Lt = torch.from_numpy(Lambda.astype(np.complex128))[None]
+        layer.Lambda_re_raw.copy_(torch.log(-Lt.real))
+        layer.Lambda_im.copy_(Lt.imag)
+        layer.log_dt.fill_(math.log(dt))
+        layer.B.copy_(torch.view_as_real(torch.from_numpy(V_inv @ B).to(complex_dtype))[None])
+        layer.C.copy_(torch.view_as_real(torch.from_numpy(C @ V).to(complex_dtype))[None])
+        if D is not None:
+            layer.D.copy_(torch.from_numpy(D))
+    return layer

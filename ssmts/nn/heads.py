@@ -20,7 +20,8 @@ import torch
 from torch import nn
 
 from .backbone import SSMBackbone
-from .functional import POOLINGS, channel_linear, pool
+from .batch_invariant import channel_linear
+from .functional import POOLINGS, pool
 
 
 def _headless(backbone: SSMBackbone, name: str) -> SSMBackbone:

@@ -261,13 +261,3 @@ def initialize_head(
         B = torch.complex(_randn((P, H), gen, std=1.0 / math.sqrt(H)), torch.zeros(P, H, dtype=torch.float64))
     C = torch.complex(_randn((M, P), gen), _randn((M, P), gen)) * math.sqrt(0.5 / P)
     return Lambda, B, C
-
-
-def feedthrough(mode: str, d_output: int, d_input: int, generator: torch.Generator | None = None):
-    """The initial feed-through D of a layer: "diagonal" (H,) ~ N(0, 1), "full" (M, H) ~ N(0, 1/H),
-    or None for "none" and "identity" (no parameter)."""
-    if mode == "diagonal":
-        return torch.nn.Parameter(torch.randn(d_input, generator=generator))
-    if mode == "full":
-        return torch.nn.Parameter(torch.randn(d_output, d_input, generator=generator) / math.sqrt(d_input))
-    return None

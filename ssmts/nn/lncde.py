@@ -18,93 +18,19 @@ import math
 import torch
 from torch import nn
 
+from .batch_invariant import matmul_each_sample
+from .feedthrough import add_feedthrough, feedthrough_mode, initial_feedthrough
 from .scan import associative_scan
 
 LNCDE_STRUCTURES = ("diagonal", "block_diagonal", "dplr", "walsh_hadamard", "dense")
 LNCDE_MODES = ("recurrence", "scan", "chunked")
-D_MODES = ("none", "identity", "diagonal", "full")
 
-# Batch invariance. A sample's output must not depend on what else is in the batch (scikit-learn's
-# estimator checks compare a batch with every sample alone, to ~1e-7 in float32). A BLAS product
-# whose rows are the batch folded with time (a (batch * L, K) matrix) does not give that: the
-# library picks kernels and splits work between threads by matrix shape, so a row's sums are
-# accumulated in another order in another batch. Nor does a batched matmul of larger matrices
-# (MKL's batch GEMM splits one matrix between threads when the batch is small). So every product
-# here is one of:
-# - elementwise, or a reduction (sum, amax) over a fixed dimension: per-output work whatever the batch;
-# - a product per sample (`matmul_each_sample`): the same call, with the same shapes, whatever the batch;
-# - a batch of small matrices, fewer than `NAIVE_BMM_MACS` multiply-adds each, that torch's CPU bmm
-#   computes with its own loop, one fixed order per matrix (bmm_out_or_baddbmm_ in ATen's
-#   LinearAlgebra.cpp); larger ones take one of the first two forms.
-# tests/nn/test_lncde_batch_invariance.py checks it bitwise for every structure and mode.
+# Batch invariance (ssmts.nn.batch_invariant): matrices of fewer multiply-adds than this go through
+# torch's own bmm loop, one fixed order per matrix; larger ones one product per sample.
 NAIVE_BMM_MACS = 400
-# Products with a shared matrix of at most this many multiply-adds per sample are an elementwise
-# product and a sum (one batched operation instead of a call per sample).
-ELEMENTWISE_MACS = 8192
 # The recurrence makes its products with the path for as many steps as fit this many numbers per
 # sample (at most chunk_size steps), so that they stay in cache while the steps use them.
 RECURRENCE_CHUNK_NUMBERS = 2**15
-
-
-def _matmul_each_sample(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """out[n] = a[n] @ b[n] by one call per sample, written in place (no autograd)."""
-    if a.dim() == 2:
-        batch, a_parts, b_parts = b.shape[0], [a] * b.shape[0], b.unbind(0)
-    elif b.dim() == 2:
-        batch, a_parts, b_parts = a.shape[0], a.unbind(0), [b] * a.shape[0]
-    else:
-        batch, a_parts, b_parts = a.shape[0], a.unbind(0), b.unbind(0)
-    lead = a.shape[1:-2] if a.dim() > 2 else b.shape[1:-2]
-    out = torch.empty((batch, *lead, a.shape[-2], b.shape[-1]), dtype=torch.result_type(a, b), device=a.device)
-    product = torch.matmul if lead else torch.mm
-    for a_n, b_n, out_n in zip(a_parts, b_parts, out.unbind(0)):
-        product(a_n, b_n, out=out_n)
-    return out
-
-
-class _MatmulEachSample(torch.autograd.Function):
-    """`matmul_each_sample` with autograd: the forward one sample at a time, the backward (no batch
-    invariance needed there) batched as usual."""
-
-    @staticmethod
-    def forward(ctx, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-        ctx.save_for_backward(a, b)
-        return _matmul_each_sample(a, b)
-
-    @staticmethod
-    def backward(ctx, grad: torch.Tensor):
-        a, b = ctx.saved_tensors
-        grad_a = grad_b = None
-        if ctx.needs_input_grad[0]:
-            if a.dim() == 2:  # shared left factor: sum over the samples
-                grad_a = torch.matmul(grad, b.mT).sum(0)
-            else:
-                grad_a = torch.matmul(grad, b.mT)
-        if ctx.needs_input_grad[1]:
-            if b.dim() == 2 and a.dim() == 3:  # shared right factor: one product over all rows
-                grad_b = a.reshape(-1, a.shape[-1]).mT @ grad.reshape(-1, grad.shape[-1])
-            elif b.dim() == 2:
-                grad_b = torch.matmul(a.mT, grad).flatten(0, -3).sum(0)
-            else:
-                grad_b = torch.matmul(a.mT, grad)
-        return grad_a, grad_b
-
-
-def matmul_each_sample(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """a @ b for a batch of samples (dim 0), out[n] = a[n] @ b[n], such that a sample's result does not
-    depend on the rest of the batch: one call per sample, the same call with the same shapes whatever
-    else is in the batch; or, for a shared matrix and at most ELEMENTWISE_MACS multiply-adds per sample,
-    an elementwise product and a sum over the contracted dimension (innermost and contiguous, so each
-    output is one row's sum). One of a, b may be a 2-D matrix shared by all samples (the other's
-    samples are then matrices too), or both have the same dimensions after the batch. E.g.
-    a (batch, L, K) @ W (K, N) -> (batch, L, N), or W (N, K) @ x (batch, K, L) -> (batch, N, L)."""
-    if b.dim() == 2 and a.dim() == 3 and a.shape[1] * a.shape[2] * b.shape[1] <= ELEMENTWISE_MACS:
-        return (a.contiguous()[..., None, :] * b.T.contiguous()).sum(-1)
-    if a.dim() == 2 and b.dim() == 3 and b.shape[2] * b.shape[1] * a.shape[0] <= ELEMENTWISE_MACS:
-        return (b.transpose(1, 2).contiguous()[..., None, :] * a.contiguous()).sum(-1).transpose(1, 2).contiguous()
-    if torch.is_grad_enabled() and (a.requires_grad or b.requires_grad):
-        return _MatmulEachSample.apply(a, b)
-    return _matmul_each_sample(a, b)
 
 
 def _matvec(M: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -277,11 +203,7 @@ class LinearCDE(nn.Module):
             raise ValueError(
                 f"d_hidden={d} must be a power of two for structure='walsh_hadamard' (Sylvester Hadamard matrix)"
             )
-        D = D if D is not None else ("diagonal" if M == H else "full")
-        if D not in D_MODES:
-            raise ValueError(f"unknown D {D!r}; choose one of {D_MODES}")
-        if D in ("identity", "diagonal") and M != H:
-            raise ValueError(f"D={D!r} needs d_output == d_model, got {M} != {H}; use D='full' or 'none'")
+        D = feedthrough_mode(D, M, H)
 
         self.d_model, self.d_hidden, self.d_output, self.d_path = H, d, M, p
         self.structure, self.rank = structure, int(rank)
@@ -359,12 +281,7 @@ class LinearCDE(nn.Module):
             self.path.bias.zero_()
         self.B = randn(d, P, std=1.0 / math.sqrt(P))
         self.C = randn(M, d, std=1.0 / math.sqrt(d))
-        if D == "diagonal":
-            self.D = nn.Parameter(torch.randn(H, generator=generator))
-        elif D == "full":
-            self.D = randn(M, H, std=1.0 / math.sqrt(H))
-        else:
-            self.register_parameter("D", None)
+        self.D = initial_feedthrough(D, M, H, generator)  # None registers no parameter
 
     @staticmethod
     def _check_blocks(d: int, block_size, block_sizes) -> list[int]:
@@ -618,13 +535,7 @@ class LinearCDE(nn.Module):
         """y = C h + D u: states (batch, L, d) in the grouped layout, u (batch, H, L) -> (batch, M, L)."""
         _, C = self._grouped_BC()
         y = matmul_each_sample(C, states.transpose(1, 2))
-        if self.D_mode == "identity":
-            return y + u
-        if self.D_mode == "diagonal":
-            return y + self.D[:, None] * u
-        if self.D_mode == "full":
-            return y + matmul_each_sample(self.D, u)
-        return y
+        return add_feedthrough(y, self.D_mode, self.D, u)
 
     def _states(self, u: torch.Tensor, state: torch.Tensor | None, mode: str) -> torch.Tensor:
         """States h_1..h_L in the grouped layout, (batch, L, d)."""

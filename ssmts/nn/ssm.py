@@ -20,127 +20,39 @@ associative scan (ssmts.nn.scan). Constant dt_k = c is the same as dt_scale = c.
 from __future__ import annotations
 
 import math
-import warnings
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .batch_invariant import channel_linear, per_sample_mv
 from .discretization import check_discretization, discretize, log_transition
-from .functional import channel_linear
-from .init import INITS, feedthrough, initialize_head, ptd_perturbation
+from .feedthrough import add_feedthrough, feedthrough_mode, initial_feedthrough
+from .init import INITS, initialize_head
+from .kernels import (
+    final_state,
+    free_response,
+    head_kernels,
+    input_projection,
+    powers,
+    readout,
+    spectral_convolution,
+    state_convolution,
+    state_powers,
+    state_spectrum,
+    two_sided_kernel,
+)
 from .resampling import DeltaScaling, delta_factor
 from .scan import diagonal_scan
 
 LAMBDA_ENFORCERS = ("exp", "softplus", "clip")
-D_MODES = ("none", "identity", "diagonal", "full")
 BIDIRECTIONAL_MODES = (False, True, "essm", "ldnn")
 CONVOLUTIONS = ("auto", "state", "kernel")
 
 
-# Working-set target of the state-first convolution's per-chunk intermediates (see SSM._state_first):
-# a few MB, within the L2/L3 caches of current CPUs.
-STATE_CHUNK_BYTES = 2 * 2**20
-
-
 def _softplus_inverse(x: torch.Tensor) -> torch.Tensor:
     return x + torch.log(-torch.expm1(-x))
-
-
-def _chunk_sizes(length: int) -> tuple[int, int]:
-    """(c, J) with c * J >= length and c ~ sqrt(length): lag l = j c + i, i < c, j < J."""
-    c = max(1, math.isqrt(max(length - 1, 0)) + 1)
-    return c, -(-length // c)
-
-
-def _chunk_exponentials(log_abar: torch.Tensor, length: int, start: int = 0):
-    """(head, tail, c, J): head = Abar^i for i < c and tail = Abar^(start + j c) for j < J, (..., c) and
-    (..., J) complex, with c J >= length (see `_chunk_sizes`): Abar^(start + j c + i) = tail_j head_i."""
-    c, J = _chunk_sizes(length)
-    dtype, device = log_abar.real.dtype, log_abar.device
-    head = torch.exp(log_abar[..., None] * torch.arange(c, device=device, dtype=dtype))
-    tail = torch.exp(log_abar[..., None] * (torch.arange(J, device=device, dtype=dtype) * c + start))
-    return head, tail, c, J
-
-
-def _powers(log_abar: torch.Tensor, length: int, start: int = 0) -> torch.Tensor:
-    """Abar^(start + l) for l < length: (..., length) complex, from c + J ~ 2 sqrt(length) complex
-    exponentials per mode (Abar^(start + j c) Abar^i) instead of `length` of them."""
-    head, tail, _, _ = _chunk_exponentials(log_abar, length, start)
-    return (tail[..., :, None] * head[..., None, :]).flatten(-2)[..., :length]
-
-
-def _vandermonde(W: torch.Tensor, log_abar: torch.Tensor, length: int) -> torch.Tensor:
-    """K[s, r, l] = Re(sum_p W[s, p, r] Abar_sp^l) for l < length: (S, R, length) real.
-
-    W: (S, P, R) complex, log_abar: (S, P). One real GEMM per head on the real and imaginary parts
-    (only the real part is formed), 2 P R length multiply-adds either way; the order is the one
-    with the smaller operand. Few outputs per head (R c < length, e.g. SISO): with l = j c + i,
-    K[s, r, j c + i] = Re(sum_p Abar_sp^(jc) (W[s, p, r] Abar_sp^i)), (J x 2P) @ (2P x R c).
-    Many (a MIMO head's (M/s)(H/s) kernels): K = Re(W^T Abar^l), (R x 2P) @ (2P x length), whose
-    operand Abar^l (2P x length) is smaller than the (2P x R c) one.
-    """
-    S, P, R = W.shape
-    c, _ = _chunk_sizes(length)
-    if R * c >= length:
-        powers = _powers(log_abar, length)  # (S, P, length)
-        Wt = torch.cat([W.real, -W.imag], dim=1).transpose(1, 2)  # (S, R, 2P)
-        return torch.bmm(Wt, torch.cat([powers.real, powers.imag], dim=1))
-    head, tail, c, J = _chunk_exponentials(log_abar, length)  # (S, P, c), (S, P, J)
-    X = W[..., None] * head[:, :, None, :]  # (S, P, R, c)
-    X = torch.cat([X.real, X.imag], dim=1).reshape(S, 2 * P, R * c)
-    T = torch.cat([tail.real, -tail.imag], dim=1).transpose(1, 2)  # (S, J, 2P)
-    K = torch.bmm(T, X).reshape(S, J, R, c)
-    if R > 1:
-        K = K.transpose(1, 2)
-    return K.reshape(S, R, J * c)[..., :length]
-
-
-def _per_sample_mv(A: torch.Tensor, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """y[i, s] = A[s] @ x[i, s] (+ bias[s]): A (S, m, k), x (b, S, k) -> (b, S, m), one product per sample
-    (a sample's result never depends on the batch; a stride-0 batched matmul would copy A b times)."""
-    if A.shape[0] == 1:
-        out = [torch.mv(A[0], xi[0]) if bias is None else torch.addmv(bias[0], A[0], xi[0]) for xi in x]
-        return torch.stack(out)[:, None]
-    out = [torch.bmm(A, xi[:, :, None])[..., 0] for xi in x]
-    y = torch.stack(out)
-    return y if bias is None else y + bias
-
-
-class _SpectralProduct(torch.autograd.Function):
-    """Y[i, s, f] = K[s, f] @ U[i, s, f]: K (S, F, Mh, Hh), U (b, S, F, Hh) -> (b, S, F, Mh), complex.
-
-    The forward pass runs one batched product per sample, so that a sample's output never depends on
-    the batch it is in (a GEMM over the batch picks its kernels, and summation order, by batch size).
-    The backward pass contracts over the batch in one GEMM per (head, frequency): the kernel's
-    gradient is a sum over the batch anyway.
-    """
-
-    @staticmethod
-    def forward(ctx, K, U):
-        ctx.save_for_backward(K, U)
-        return torch.stack([torch.matmul(K, Ui[..., None])[..., 0] for Ui in U])
-
-    @staticmethod
-    def backward(ctx, grad):
-        K, U = ctx.saved_tensors
-        grad_K = grad_U = None
-        g = grad.permute(1, 2, 3, 0)  # (S, F, Mh, b)
-        if ctx.needs_input_grad[0]:
-            grad_K = torch.matmul(g, U.conj().permute(1, 2, 0, 3))  # sum_i g_i U_i^H
-        if ctx.needs_input_grad[1]:
-            grad_U = torch.matmul(K.conj().transpose(-1, -2), g).permute(3, 0, 1, 2)  # K^H g_i
-        return grad_K, grad_U
-
-
-def _two_sided(forward: torch.Tensor, backward: torch.Tensor, n: int, average: bool) -> torch.Tensor:
-    """Bidirectional kernel on a circular grid of n >= 2L - 1: forward taps at l >= 0, backward taps at
-    n - l (lag -l), both at l = 0 (the eSSM sum counts that tap twice); halved when `average` (LDNN)."""
-    L = forward.shape[-1]
-    gap = torch.zeros(*forward.shape[:-1], n - 2 * L + 1, dtype=forward.dtype, device=forward.device)
-    kernel = torch.cat([forward[..., :1] + backward[..., :1], forward[..., 1:], gap, backward[..., 1:].flip(-1)], -1)
-    return kernel / 2 if average else kernel
 
 
 class SSM(DeltaScaling, nn.Module):
@@ -229,11 +141,7 @@ class SSM(DeltaScaling, nn.Module):
             raise ValueError(f"min_decay must be > 0, got {min_decay}")
         if convolution not in CONVOLUTIONS:
             raise ValueError(f"unknown convolution {convolution!r}; choose one of {CONVOLUTIONS}")
-        D = D if D is not None else ("diagonal" if M == H else "full")
-        if D not in D_MODES:
-            raise ValueError(f"unknown D {D!r}; choose one of {D_MODES}")
-        if D in ("identity", "diagonal") and M != H:
-            raise ValueError(f"D={D!r} needs d_output == d_model, got {M} != {H}; use D='full' or 'none'")
+        D = feedthrough_mode(D, M, H)
 
         self.d_model, self.d_state, self.d_output, self.heads = H, N, M, int(heads)
         self.d_head_in, self.d_head_out = H // heads, M // heads
@@ -280,7 +188,7 @@ class SSM(DeltaScaling, nn.Module):
         log_dt = math.log(dt_min) + u01 * (math.log(dt_max) - math.log(dt_min))
         self.log_dt = nn.Parameter(log_dt.float())
 
-        self.D = feedthrough(D, M, H, generator)  # None registers no parameter
+        self.D = initial_feedthrough(D, M, H, generator)  # None registers no parameter
         self.mixer = nn.Linear(M, M) if heads > 1 else None
         if self.fixed_transition:
             for p in self.transition_parameters():
@@ -400,38 +308,22 @@ class SSM(DeltaScaling, nn.Module):
                 f"cast the input with u.to({self.log_dt.dtype}) or the layer with .to({u.dtype})"
             )
 
+    @property
+    def _factor(self) -> float:
+        """y = factor Re(C x): 2 with conjugate symmetry (each pair's second mode implied), else 1."""
+        return 2.0 if self.conj_sym else 1.0
+
     def _readout(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
         """y from states. x: (b, S, P, L) complex, u: (b, H, L) real -> (b, M, L)."""
-        return self._feedthrough(self._readout_states(x, self._complex(self.C), u.shape[0], u.shape[-1]), u)
-
-    def _readout_states(self, x: torch.Tensor, C: torch.Tensor, b: int, L: int) -> torch.Tensor:
-        """factor Re(C x) per head, before D and mixer: x (b, S, P, L) complex -> (b, M, L)."""
-        # 2 Re(C x) = 2 (C_re x_re - C_im x_im): real matmuls are much faster than complex einsum on
-        # CPU; the factor 2 goes into the small C rather than the (b, M, L) output.
-        Cr = torch.cat([C.real, -C.imag], dim=-1)  # (S, Mh, 2P)
-        if self.conj_sym:
-            Cr = 2.0 * Cr
-        xr = torch.cat([x.real, x.imag], dim=2)  # (b, S, 2P, L)
-        return torch.matmul(Cr, xr).reshape(b, self.d_output, L)
+        return self._feedthrough(readout(x, self._complex(self.C), self._factor), u)
 
     def _feedthrough(self, y: torch.Tensor, u: torch.Tensor, with_d: bool = True) -> torch.Tensor:
-        if with_d and self.D_mode == "identity":
-            y = y + u
-        elif with_d and self.D_mode == "diagonal":
-            y = y + self.D[:, None] * u
-        elif self.D_mode == "full":
-            y = y + torch.bmm(self.D.expand(u.shape[0], -1, -1), u)
+        """y + D u (unless the kernels hold D: with_d=False for identity/diagonal D), then the mixer."""
+        if with_d or self.D_mode == "full":
+            y = add_feedthrough(y, self.D_mode, self.D, u)
         if self.mixer is not None:
             y = channel_linear(self.mixer, y)
         return y
-
-    def _input_projection(self, u: torch.Tensor, Bbar: torch.Tensor) -> torch.Tensor:
-        """Bbar u per head: u (b, H, L) real, Bbar (S, P, Hh) -> (b, S, P, L) complex."""
-        b, _, L = u.shape
-        uh = u.reshape(b, self.heads, self.d_head_in, L)
-        Br = torch.cat([Bbar.real, Bbar.imag], dim=1)  # (S, 2P, Hh)
-        v = torch.matmul(Br, uh)  # (b, S, 2P, L)
-        return torch.complex(v[:, :, : self.P], v[:, :, self.P :])
 
     # ------------------------------------------------------------ compute modes
     def forward(
@@ -474,7 +366,7 @@ class SSM(DeltaScaling, nn.Module):
             return (y, x) if return_state else y
         if mode == "recurrence":
             Abar, Bbar, _, _ = self.discrete()
-            v = self._input_projection(u, Bbar)
+            v = input_projection(u, Bbar)
             x = self._recurrence(v, Abar, state)
             if self.bidirectional:
                 Abar_b, _, _, _ = (
@@ -506,12 +398,12 @@ class SSM(DeltaScaling, nn.Module):
         if state is None and not return_state:
             if self.kernel_first:
                 spectrum = self._kernel_spectrum(L, 2 * L, two_sided=bool(self.bidirectional), fold_d=True)
-                return self._spectral_conv(u, spectrum, 2 * L), None, self.D_mode in ("identity", "diagonal")
+                return spectral_convolution(u, spectrum, 2 * L), None, self.D_mode in ("identity", "diagonal")
             if self.bidirectional:
                 _, Bbar, log_abar, C = self.discrete()
                 log_abar_back = self.discrete(backward=True)[2] if self.bidirectional == "ldnn" else log_abar
-                spectrum = self._state_spectrum(log_abar, L, log_abar_back, average=self.bidirectional == "ldnn")
-                return self._state_first(u, Bbar, C, spectrum)[0], None, False
+                spectrum = state_spectrum(log_abar, L, log_abar_back, average=self.bidirectional == "ldnn")
+                return state_convolution(u, Bbar, C, self._factor, spectrum)[0], None, False
         y, x = self._causal_with_state(u, state, return_state)
         return y, x, False
 
@@ -571,14 +463,14 @@ class SSM(DeltaScaling, nn.Module):
         """SSM part (before D and mixer) with per-step Delta_k: -> (y (b, M, L), x_{L-1})."""
         C = self._complex(self.C)
         # B u_k once; gamma_k (the only part of Bbar_k that depends on k) is applied per step.
-        Bu = self._input_projection(u, self._complex(self.B))
+        Bu = input_projection(u, self._complex(self.B))
         x = self._irregular_states(Bu, dt, state, mode)
         if self.bidirectional:
             # The step from sample k+1 back to k spans the gap dt_{k+1}; the boundary sample L-1 takes dt_0.
             back_dt = torch.roll(dt, -1, dims=1).flip(1)
             x_back = self._irregular_states(Bu.flip(-1), back_dt, None, mode, backward=True).flip(-1)
             x = (x + x_back) / 2 if self.bidirectional == "ldnn" else x + x_back
-        return self._readout_states(x, C, u.shape[0], u.shape[-1]), x[..., -1]
+        return readout(x, C, self._factor), x[..., -1]
 
     def _check_state(self, state: torch.Tensor, batch: int) -> None:
         expected = (batch, self.heads, self.P)
@@ -616,7 +508,7 @@ class SSM(DeltaScaling, nn.Module):
         if Hh == 1:
             v = Bi[..., 0] * u_t[:, :, None]  # (b, S, 2P)
         else:
-            v = _per_sample_mv(Bi, u_t.reshape(b, S, Hh))
+            v = per_sample_mv(Bi, u_t.reshape(b, S, Hh))
         v = torch.view_as_complex(v.reshape(b, S, P, 2))
         if dt is not None:
             # Bi holds Bbar of the constant Delta; with a delta of its own the step needs B u and gamma(Delta dt).
@@ -628,16 +520,10 @@ class SSM(DeltaScaling, nn.Module):
         if Mh == 1:
             y = (Ci[:, 0] * x).sum(-1)
         else:
-            y = _per_sample_mv(Ci, x)
-        y = y.reshape(b, self.d_output)
-        if self.D_mode == "identity":
-            y = y + u_t
-        elif self.D_mode == "diagonal":
-            y = torch.addcmul(y, self.D, u_t)
-        elif self.D_mode == "full":
-            y = y + _per_sample_mv(self.D[None], u_t[:, None])[:, 0]
+            y = per_sample_mv(Ci, x)
+        y = add_feedthrough(y.reshape(b, self.d_output), self.D_mode, self.D, u_t)
         if self.mixer is not None:
-            y = _per_sample_mv(self.mixer.weight[None], y[:, None], self.mixer.bias[None])[:, 0]
+            y = per_sample_mv(self.mixer.weight[None], y[:, None], self.mixer.bias[None])[:, 0]
         return y, state
 
     def _step_constants(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -683,70 +569,11 @@ class SSM(DeltaScaling, nn.Module):
             Abar, _, log_abar, _ = self.discrete(backward=True)
         return Abar, Bbar, log_abar, C
 
-    @staticmethod
-    def _state_spectrum(
-        log_abar: torch.Tensor, L: int, log_abar_back: torch.Tensor | None = None, average: bool = False
-    ) -> torch.Tensor:
-        """FFT (size 2L) of the state kernel Abar^l, l < L: (S, P, 2L) complex, log_abar: (S, P).
-
-        With `log_abar_back` also the anti-causal taps Abar_back^l at lag -l (the bidirectional state,
-        both directions in one two-sided kernel), halved when `average` (LDNN).
-        """
-        n = 2 * L  # zero padding to 2L removes the circular wrap-around
-        kernel = _powers(log_abar, L)  # (S, P, L): Abar^l
-        if log_abar_back is not None:
-            kernel = _two_sided(kernel, _powers(log_abar_back, L), n, average)
-        return torch.fft.fft(kernel, n=n)
-
-    def _state_first(
-        self,
-        u: torch.Tensor,
-        Bbar: torch.Tensor,
-        C: torch.Tensor,
-        spectrum: torch.Tensor,
-        state: torch.Tensor | None = None,
-        free: torch.Tensor | None = None,
-        want_state: bool = False,
-    ):
-        """The states x = V * (Bbar u) by FFT and y = factor Re(C x), a few samples at a time.
-
-        u: (b, H, L), spectrum: (S, P, 2L) from `_state_spectrum`; state x_{-1} (b, S, P) with `free`
-        (S, P, L) = Abar^(k+1) adds the free response. -> (y (b, M, L), x_{L-1} (b, S, P) or None).
-        The (samples, S, P, 2L) complex intermediates are made for as many samples as fit in
-        STATE_CHUNK_BYTES: past the CPU's caches every pass over them (FFTs, products, copies) is
-        memory-bound, and one big batch was 1.2x to 2.6x slower (CPU, forward+backward, H=256, heads 2 to 16).
-        """
-        b, _, L = u.shape
-        n = 2 * L
-        per_sample = self.heads * self.P * n * spectrum.element_size()
-        # On a GPU the whole batch goes at once: its memory is not a cache hierarchy a chunk could stay in.
-        chunk = max(1, STATE_CHUNK_BYTES // per_sample) if u.device.type == "cpu" else b
-        ys, finals = [], []
-        # split, not u[start:stop]: the backward of a slice zero-fills a gradient of the whole batch
-        # for every chunk (b / chunk full-size fills, 27 ms each at b=32, H=64, L=1460); split's is one cat.
-        states = state.split(chunk) if state is not None else [None] * len(range(0, b, chunk))
-        for u_part, state_part in zip(u.split(chunk), states):
-            v = self._input_projection(u_part, Bbar)
-            x = torch.fft.ifft(torch.fft.fft(v, n=n) * spectrum, n=n)[..., :L]
-            if state_part is not None:  # free response of x_{-1}: Abar^(k+1) x_{-1}
-                x = x + free * state_part[..., None]
-            ys.append(self._readout_states(x, C, x.shape[0], L))
-            if want_state:
-                finals.append(x[..., -1])
-        y = ys[0] if len(ys) == 1 else torch.cat(ys)
-        return y, ((finals[0] if len(finals) == 1 else torch.cat(finals)) if want_state else None)
-
     def _block_kernels(self, length: int, backward: bool = False) -> torch.Tensor:
-        """Per-head kernels K[s, m, h, l] = 2 Re(C_s Abar_s^l Bbar_s)[m, h]: (S, Mh, Hh, length) real.
-
-        The backward (LDNN) kernel has its own Abar and shares Bbar (eq. 18). Built as one real GEMM per
-        head over chunks of the lag (see `_vandermonde`), not from S * P * length complex exponentials.
-        """
+        """Per-head kernels (S, Mh, Hh, length) of one direction (`head_kernels`); the LDNN backward
+        kernel has its own Abar and shares Bbar (eq. 18)."""
         _, Bbar, log_abar, C = self._discrete_direction(backward)
-        S, Mh, Hh = self.heads, self.d_head_out, self.d_head_in
-        factor = 2.0 if self.conj_sym else 1.0
-        W = (factor * C).transpose(1, 2)[:, :, :, None] * Bbar[:, :, None, :]  # (S, P, Mh, Hh)
-        return _vandermonde(W.reshape(S, self.P, Mh * Hh), log_abar, length).reshape(S, Mh, Hh, length)
+        return head_kernels(Bbar, C, log_abar, self._factor, length)
 
     def _kernel_spectrum(self, length: int, n: int, *, two_sided: bool, fold_d: bool) -> torch.Tensor:
         """rfft (size n) of the per-head kernels of `_convolution_kernels`: (S, Mh, Hh, n/2 + 1) complex."""
@@ -763,7 +590,7 @@ class SSM(DeltaScaling, nn.Module):
         K = self._block_kernels(length)
         if two_sided:
             back = K if self.bidirectional == "essm" else self._block_kernels(length, backward=True)
-            K = _two_sided(K, back, n, average=self.bidirectional == "ldnn")
+            K = two_sided_kernel(K, back, n, average=self.bidirectional == "ldnn")
         if fold_d and self.D_mode in ("identity", "diagonal"):
             d = self.D if self.D_mode == "diagonal" else torch.ones(self.d_model, dtype=K.dtype, device=K.device)
             K = torch.cat(
@@ -771,47 +598,7 @@ class SSM(DeltaScaling, nn.Module):
             )
         return K
 
-    def _spectral_conv(self, u: torch.Tensor, kernel_spectrum: torch.Tensor, n: int) -> torch.Tensor:
-        """y = K * u by FFT with per-head kernel spectra (S, Mh, Hh, n/2 + 1): u (b, H, L) -> (b, M, L)."""
-        b, _, L = u.shape
-        S, Mh, Hh = self.heads, self.d_head_out, self.d_head_in
-        U = torch.fft.rfft(u, n=n)  # (b, H, F)
-        F_ = U.shape[-1]
-        if Mh == 1 and Hh == 1:  # stacked SISO (S4D): one product per channel
-            Y = U * kernel_spectrum.reshape(S, F_)
-        else:
-            Up = U.reshape(b, S, Hh, F_).permute(0, 1, 3, 2)  # (b, S, F, Hh)
-            Y = _SpectralProduct.apply(kernel_spectrum.permute(0, 3, 1, 2).contiguous(), Up)  # (b, S, F, Mh)
-            Y = Y.permute(0, 1, 3, 2).reshape(b, self.d_output, F_)
-        return torch.fft.irfft(Y, n=n)[..., :L]
-
     # ------------------------------------------------------------ causal pieces with a state
-    def _free_response(self, state: torch.Tensor, powers: torch.Tensor, C: torch.Tensor) -> torch.Tensor:
-        """factor Re(C Abar^(k+1) x_{-1}) for k < L: state (b, S, P), powers (S, 2P, L) real
-        ([Re; -Im] of Abar^(k+1)) -> (b, M, L). One GEMM per sample (batch-independent results)."""
-        factor = 2.0 if self.conj_sym else 1.0
-        w = (factor * C)[None] * state[:, :, None, :]  # (b, S, Mh, P)
-        w = torch.cat([w.real, w.imag], dim=-1)  # (b, S, Mh, 2P)
-        y = torch.stack([torch.bmm(wi, powers) for wi in w])  # (b, S, Mh, L)
-        return y.reshape(state.shape[0], self.d_output, -1)
-
-    def _final_state(
-        self,
-        u: torch.Tensor,
-        state: torch.Tensor | None,
-        reversed_powers: torch.Tensor,
-        Bbar: torch.Tensor,
-        abar_length: torch.Tensor,
-    ) -> torch.Tensor:
-        """x_{L-1} = Abar^L x_{-1} + sum_k Abar^(L-1-k) Bbar u_k. u (b, H, L), reversed_powers (S, L, 2P)
-        real ([Re, Im] of Abar^(L-1-k)), abar_length: Abar^L (S, P) -> (b, S, P) complex."""
-        b, _, L = u.shape
-        uh = u.reshape(b, self.heads, self.d_head_in, L)
-        q = torch.stack([torch.bmm(ui, reversed_powers) for ui in uh])  # (b, S, Hh, 2P)
-        q = torch.complex(q[..., : self.P], q[..., self.P :])
-        x = (Bbar.transpose(1, 2)[None] * q).sum(2)  # (b, S, P)
-        return x if state is None else x + abar_length * state
-
     def _causal_with_state(
         self,
         u: torch.Tensor,
@@ -837,26 +624,18 @@ class SSM(DeltaScaling, nn.Module):
             spectrum = cached(
                 ("spectrum", L), lambda: torch.fft.rfft(self._block_kernels(L, backward=backward), n=2 * L)
             )
-            y = self._spectral_conv(u, spectrum, 2 * L)
+            y = spectral_convolution(u, spectrum, 2 * L)
             if state is None and not want_state:
                 return y, None
 
-            def powers():
-                pw = _powers(log_abar, L + 1)  # Abar^0 .. Abar^L
-                return (
-                    torch.cat([pw[..., 1:].real, -pw[..., 1:].imag], dim=1),  # (S, 2P, L): Abar^(k+1)
-                    torch.cat([pw[..., :L].real, pw[..., :L].imag], dim=1).flip(-1).transpose(1, 2),  # (S, L, 2P)
-                    pw[..., L],
-                )
-
-            free, reversed_powers, abar_length = cached(("powers", L), powers)
+            free, reversed_powers, abar_length = cached(("powers", L), lambda: state_powers(log_abar, L))
             if state is not None:
-                y = y + self._free_response(state, free, C)
-            new_state = self._final_state(u, state, reversed_powers, Bbar, abar_length) if want_state else None
+                y = y + free_response(state, free, C, self._factor)
+            new_state = final_state(u, state, reversed_powers, Bbar, abar_length) if want_state else None
             return y, new_state
-        spectrum = cached(("state spectrum", L), lambda: self._state_spectrum(log_abar, L))
-        free = None if state is None else cached(("free", L), lambda: _powers(log_abar, L, start=1))
-        return self._state_first(u, Bbar, C, spectrum, state, free, want_state)
+        spectrum = cached(("state spectrum", L), lambda: state_spectrum(log_abar, L))
+        free = None if state is None else cached(("free", L), lambda: powers(log_abar, L, start=1))
+        return state_convolution(u, Bbar, C, self._factor, spectrum, state, free, want_state)
 
     def _chunked(
         self, u: torch.Tensor, chunk: int, state: torch.Tensor | None, want_state: bool, backward: bool = False
@@ -895,89 +674,8 @@ class SSM(DeltaScaling, nn.Module):
 
     # ------------------------------------------------------------ dense systems
     @classmethod
-    def from_matrices(
-        cls,
-        A,
-        B,
-        C,
-        D=None,
-        *,
-        dt: float,
-        discretization: str = "zoh",
-        alpha: float = 0.5,
-        max_condition: float = 1e8,
-        ptd_eps: float = 1e-6,
-        dtype: torch.dtype = torch.float64,
-    ) -> "SSM":
-        """A layer whose output equals the dense real system (A: NxN, B: NxH, C: MxN, D: MxH).
+    def from_matrices(cls, A, B, C, D=None, **options) -> "SSM":
+        """A layer whose output equals the dense real system (A, B, C, D): see ssmts.nn.dense.from_matrices."""
+        from .dense import from_matrices
 
-        Convention (the seed convention): x_k = Abar x_{k-1} + Bbar u_k, y_k = C x_k + D u_k,
-        x_{-1} = 0. A is diagonalized, A = V Lambda V^-1, giving (Lambda, V^-1 B, C V). All N
-        complex modes are kept (conj_sym=False, y = Re(C~ x~)): exact even when A has real
-        eigenvalues. If cond(V) > max_condition, A is perturbed-then-diagonalized instead (PTD)
-        with a warning; the layer then approximates the system. The fallback's `ptd_eps` is
-        smaller than the trainable init's: here fidelity matters more than float32 conditioning
-        (HiPPO-LegS N=32: eps=1e-6 gives cond 3.6e4 and a 6e-4 relative output error).
-        """
-        A = np.asarray(A, dtype=np.float64)
-        B = np.asarray(B, dtype=np.float64)
-        C = np.asarray(C, dtype=np.float64)
-        if A.ndim != 2 or A.shape[0] != A.shape[1]:
-            raise ValueError(f"A must be square (N, N), got {A.shape}")
-        N = A.shape[0]
-        if B.ndim != 2 or B.shape[0] != N:
-            raise ValueError(f"B must have shape (N={N}, H), got {B.shape}")
-        if C.ndim != 2 or C.shape[1] != N:
-            raise ValueError(f"C must have shape (M, N={N}), got {C.shape}")
-        H, M = B.shape[1], C.shape[0]
-        if D is not None:
-            D = np.asarray(D, dtype=np.float64)
-            if D.shape != (M, H):
-                raise ValueError(f"D must have shape (M={M}, H={H}), got {D.shape}")
-        if not np.all(np.isfinite(A)) or not np.all(np.isfinite(B)) or not np.all(np.isfinite(C)):
-            raise ValueError("A, B and C must be finite")
-        if not dt > 0:
-            raise ValueError(f"dt must be > 0, got {dt}")
-
-        Lambda, V = np.linalg.eig(A)
-        V = V / np.linalg.norm(V, axis=0, keepdims=True)
-        condition = float(np.linalg.cond(V))
-        if condition > max_condition:
-            result = ptd_perturbation(A, eps=ptd_eps)
-            warnings.warn(
-                f"eigenvector matrix of A is ill-conditioned (cond = {condition:.3g} > {max_condition:.3g}); "
-                f"using perturb-then-diagonalize (cond = {result.condition_number:.3g}, "
-                f"||E||/||A|| = {result.relative_size:.3g}): the layer approximates the system",
-                stacklevel=2,
-            )
-            Lambda, V, V_inv = result.Lambda, result.V, result.V_inv
-        else:
-            V_inv = np.linalg.inv(V)
-        if np.any(Lambda.real >= 0):
-            raise ValueError(
-                f"A has eigenvalues with Re >= 0 (max Re = {Lambda.real.max():.3g}); the layer keeps Re(Lambda) < 0"
-            )
-        min_decay = float(min(1e-4, 0.5 * (-Lambda.real).min()))
-        layer = cls(
-            H,
-            N,
-            d_output=M,
-            heads=1,
-            init="lin",
-            discretization=discretization,
-            alpha=alpha,
-            conj_sym=False,
-            D="full" if D is not None else "none",
-            min_decay=min_decay,
-        ).to(dtype)
-        complex_dtype = torch.complex128 if dtype == torch.float64 else torch.complex64
-        with torch.no_grad():
-            Lt = torch.from_numpy(Lambda.astype(np.complex128))[None]
-            layer.Lambda_re_raw.copy_(torch.log(-Lt.real))
-            layer.Lambda_im.copy_(Lt.imag)
-            layer.log_dt.fill_(math.log(dt))
-            layer.B.copy_(torch.view_as_real(torch.from_numpy(V_inv @ B).to(complex_dtype))[None])
-            layer.C.copy_(torch.view_as_real(torch.from_numpy(C @ V).to(complex_dtype))[None])
-            if D is not None:
-                layer.D.copy_(torch.from_numpy(D))
-        return layer
+        return from_matrices(A, B, C, D, **options)

@@ -405,10 +405,13 @@ def test_defaults_float32_and_pure_torch_module():
     tree = ast.parse(Path(lncde_module.__file__).read_text())
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-    # Its one sibling is the shared scan (ssmts.nn.scan), itself torch only. (Under `mutmut run` the
-    # mutated copy also imports mutmut's trampoline.)
-    assert imported - {"mutmut"} <= {"__future__", "math", "torch", "scan"}, imported
-    scan_tree = ast.parse((Path(lncde_module.__file__).parent / "scan.py").read_text())
-    scan_imports = {n.module.split(".")[0] for n in ast.walk(scan_tree) if isinstance(n, ast.ImportFrom) and n.module}
-    scan_imports |= {a.name.split(".")[0] for n in ast.walk(scan_tree) if isinstance(n, ast.Import) for a in n.names}
-    assert scan_imports - {"mutmut"} <= {"__future__", "typing", "torch"}, scan_imports
+    # Its siblings are what it shares with the SSM layer: the scan, the batch-invariant products and
+    # the feed-through, each torch only. (Under `mutmut run` the mutated copies also import mutmut's
+    # trampoline.)
+    siblings = {"scan", "batch_invariant", "feedthrough"}
+    assert imported - {"mutmut"} <= {"__future__", "math", "torch"} | siblings, imported
+    for sibling in siblings:
+        tree = ast.parse((Path(lncde_module.__file__).parent / f"{sibling}.py").read_text())
+        own = {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        own |= {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        assert own - {"mutmut"} <= {"__future__", "typing", "math", "torch"} | siblings, (sibling, own)

@@ -639,7 +639,7 @@ def test_state_first_in_sample_chunks_equals_the_recurrence(samples_per_chunk, b
     """The state-first convolution runs a few samples at a time (cache-sized working set): with chunks of
     1 and 2 samples out of 5 (the last one short), outputs, the final state, a continued pass and the
     gradients equal the one-chunk pass and the float64 recurrence."""
-    import ssmts.nn.ssm as ssm_module
+    import ssmts.nn.kernels as kernels_module
 
     torch.manual_seed(0)
     layer = SSM(6, 8, heads=2, convolution="state", bidirectional=bidirectional, D="full").double()
@@ -657,7 +657,7 @@ def test_state_first_in_sample_chunks_equals_the_recurrence(samples_per_chunk, b
 
     y_whole, x_whole, grads_whole = run()
     per_sample = layer.heads * layer.P * 2 * 23 * 16  # complex128, the longest call's 2L
-    monkeypatch.setattr(ssm_module, "STATE_CHUNK_BYTES", samples_per_chunk * per_sample)
+    monkeypatch.setattr(kernels_module, "STATE_CHUNK_BYTES", samples_per_chunk * per_sample)
     y_chunked, x_chunked, grads_chunked = run()
     reference = layer(u, mode="recurrence").detach()
     assert (y_chunked - reference).abs().max() / reference.abs().max() < 1e-12

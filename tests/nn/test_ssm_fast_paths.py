@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from ssmts.nn import SSM, SSMBackbone
-from ssmts.nn.ssm import _powers, _vandermonde
+from ssmts.nn.kernels import powers, vandermonde
 
 
 def _gen(seed: int) -> torch.Generator:
@@ -139,14 +139,14 @@ def test_chunked_powers_and_vandermonde_equal_direct_exponentials(length):
     )
     steps = torch.arange(length, dtype=torch.float64)
     direct = torch.exp(log_abar[..., None] * steps)
-    torch.testing.assert_close(_powers(log_abar, length), direct, rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(powers(log_abar, length), direct, rtol=1e-12, atol=1e-14)
     torch.testing.assert_close(
-        _powers(log_abar, length, start=3), direct * torch.exp(3 * log_abar)[..., None], rtol=1e-12, atol=1e-14
+        powers(log_abar, length, start=3), direct * torch.exp(3 * log_abar)[..., None], rtol=1e-12, atol=1e-14
     )
     for outputs in (1, 4, 40):  # few outputs: chunks of the lag; many: the powers times W (both orders)
         W = torch.randn(3, 5, outputs, generator=g, dtype=torch.complex128)
         expected = torch.einsum("spr,spl->srl", W, direct).real
-        torch.testing.assert_close(_vandermonde(W, log_abar, length), expected, rtol=1e-12, atol=1e-13)
+        torch.testing.assert_close(vandermonde(W, log_abar, length), expected, rtol=1e-12, atol=1e-13)
 
 
 GRAD_CASES = [
