@@ -23,7 +23,7 @@ try:
 except ImportError:  # run from a source checkout without installing the package
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ssmts.data.listops_gen import generate_listops, write_listops
+from ssmts.data.listops_synth import generate_listops, write_listops
 
 
 def main(argv: list[str] | None = None) -> int:

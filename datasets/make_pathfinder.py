@@ -20,7 +20,7 @@ try:
 except ImportError:  # run from a source checkout without installing the package
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from ssmts.data.pathfinder_gen import PathfinderStyle, write_pathfinder
+from ssmts.data.pathfinder_synth import PathfinderStyle, write_pathfinder
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,7 +25,7 @@
 #
 # It shows
 #
-# 1. the problem, generated offline by `ssmts.data.state_tracking`,
+# 1. the problem, generated offline by `ssmts.data.state_tracking_synth`,
 # 2. training both families through the shared fit path (`ssmts.tasks.state_tracking`,
 #    the same code as `ssmts tasks run state-tracking`),
 # 3. accuracy against sequence length.
@@ -50,7 +50,7 @@ plt.rcParams["figure.dpi"] = 90
 # tokens, so one test sequence of 320 tokens measures every length from 1 to 320.
 
 # %%
-from ssmts.data.state_tracking import generate_state_tracking
+from ssmts.data.state_tracking_synth import generate_state_tracking
 
 tokens, states = generate_state_tracking("parity", 3, 12, random_state=0)
 for row_tokens, row_states in zip(tokens, states):

@@ -22,16 +22,16 @@ _EXPORTS = {
     "kernel_synth": "forecast_corpus",
     "package_series": "forecast_corpus",
     "synthetic_corpus": "forecast_corpus",
-    "generate_listops": "listops_gen",
-    "make_listops_task": "listops_gen",
+    "generate_listops": "listops_synth",
+    "make_listops_task": "listops_synth",
     "load_lra_image": "lra",
     "load_lra_listops": "lra",
     "load_lra_pathfinder": "lra",
     "load_lra_pathx": "lra",
     "load_lra_retrieval": "lra",
     "load_lra_text": "lra",
-    "generate_pathfinder": "pathfinder_gen",
-    "make_pathfinder_task": "pathfinder_gen",
+    "generate_pathfinder": "pathfinder_synth",
+    "make_pathfinder_task": "pathfinder_synth",
     "load_digits_permuted": "pixels",
     "load_digits_sequential": "pixels",
     "load_psmnist": "pixels",
@@ -49,7 +49,7 @@ if TYPE_CHECKING:  # what IDEs and type checkers see
     from .base import DataNotFoundError, Split, TaskData
     from .bidmc import load_bidmc
     from .forecast_corpus import component_series, kernel_synth, package_series, synthetic_corpus
-    from .listops_gen import generate_listops, make_listops_task
+    from .listops_synth import generate_listops, make_listops_task
     from .lra import (
         load_lra_image,
         load_lra_listops,
@@ -58,7 +58,7 @@ if TYPE_CHECKING:  # what IDEs and type checkers see
         load_lra_retrieval,
         load_lra_text,
     )
-    from .pathfinder_gen import generate_pathfinder, make_pathfinder_task
+    from .pathfinder_synth import generate_pathfinder, make_pathfinder_task
     from .pixels import load_digits_permuted, load_digits_sequential, load_psmnist, load_scifar, load_smnist
     from .speech import change_rate, default_spoken_commands_dir, load_speech_commands
     from .speech_synth import synthesize_spoken_commands

@@ -9,9 +9,6 @@ from ssmts.nn import SequenceHead, TwoTowerRetrieval
 
 from .presets import Preset
 
-# The name the task pipelines used before the heads moved to ssmts.nn.heads.
-RetrievalTwoTower = TwoTowerRetrieval
-
 
 def build_model(inputs: str, kind: str, data: TaskData, preset: Preset) -> nn.Module:
     """The network of a task under a preset.

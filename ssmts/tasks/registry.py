@@ -212,23 +212,25 @@ def _bidmc_present(target: str) -> Callable[[Path], bool]:
 # ----------------------------------------------------------------------------- real-data loaders
 
 
-def _cap(data: TaskData, max_train: int | None, max_eval: int | None, seed: int = 0) -> TaskData:
-    """At most max_train training and max_eval validation/test samples, a seeded random subset."""
+def _limited(data: TaskData, opts: dict, train: bool = True) -> TaskData:
+    """At most opts["max_train"] training (when `train`) and opts["max_eval"] validation/test samples,
+    a seeded random subset. (The torch-backed helper is imported here: the registry itself loads
+    without torch.)"""
     from .data_utils import limit_task_data
 
-    return limit_task_data(data, max_train, max_eval, seed)
+    return limit_task_data(data, opts.get("max_train") if train else None, opts.get("max_eval"))
 
 
 def _load_listops(root: Path, opts: dict) -> TaskData:
     from ssmts.data.lra import load_lra_listops
 
-    return _cap(load_lra_listops(root), opts.get("max_train"), opts.get("max_eval"))
+    return _limited(load_lra_listops(root), opts)
 
 
 def _load_text(root: Path, opts: dict) -> TaskData:
     from ssmts.data.lra import load_lra_text
 
-    return _cap(load_lra_text(root), opts.get("max_train"), opts.get("max_eval"))
+    return _limited(load_lra_text(root), opts)
 
 
 def _load_retrieval(root: Path, opts: dict) -> TaskData:
@@ -236,13 +238,13 @@ def _load_retrieval(root: Path, opts: dict) -> TaskData:
 
     # max_samples is applied while reading: the full train split is 9.4 GB as int64.
     data = load_lra_retrieval(root, max_samples=opts.get("max_samples"))
-    return _cap(data, None, opts.get("max_eval"))
+    return _limited(data, opts, train=False)
 
 
 def _load_image(root: Path, opts: dict) -> TaskData:
     from ssmts.data.lra import load_lra_image
 
-    return _cap(load_lra_image(root), opts.get("max_train"), opts.get("max_eval"))
+    return _limited(load_lra_image(root), opts)
 
 
 def _load_pathfinder(resolution: int) -> Callable[[Path, dict], TaskData]:
@@ -281,7 +283,7 @@ def _load_pixels(name: str) -> Callable[[Path, dict], TaskData]:
         from ssmts.data import pixels
 
         loader = {"smnist": pixels.load_smnist, "psmnist": pixels.load_psmnist, "scifar": pixels.load_scifar}[name]
-        return _cap(loader(root), opts.get("max_train"), opts.get("max_eval"))
+        return _limited(loader(root), opts)
 
     return load
 
@@ -293,7 +295,7 @@ def _load_bidmc(target: str) -> Callable[[Path, dict], TaskData]:
         data = load_bidmc(
             root, target=target, protocol=opts.get("protocol", "s4"), standardize=opts.get("standardize", False)
         )
-        return _cap(data, opts.get("max_train"), opts.get("max_eval"))
+        return _limited(data, opts)
 
     return load
 
@@ -302,7 +304,7 @@ def _load_bidmc(target: str) -> Callable[[Path, dict], TaskData]:
 
 
 def _synth_listops(opts: dict, cache: Path) -> TaskData:
-    from ssmts.data.listops_gen import make_listops_task
+    from ssmts.data.listops_synth import make_listops_task
 
     return make_listops_task(
         opts.get("n_train", 2000),
@@ -341,7 +343,7 @@ def _synth_retrieval(opts: dict, cache: Path) -> TaskData:
 
 def _synth_pathfinder(resolution: int) -> Callable[[dict, Path], TaskData]:
     def synthesize(opts: dict, cache: Path) -> TaskData:
-        from ssmts.data.pathfinder_gen import make_pathfinder_task
+        from ssmts.data.pathfinder_synth import make_pathfinder_task
 
         n, seed = int(opts.get("n_samples", 1000)), int(opts.get("random_state", 0))
         # About 45 ms an image on one core: cache anything that takes noticeable time.
@@ -438,7 +440,7 @@ def _load_state_tracking(root: Path, opts: dict) -> TaskData:
 
 
 def _synth_state_tracking(opts: dict, cache: Path) -> TaskData:
-    from ssmts.data.state_tracking import make_state_tracking_task
+    from ssmts.data.state_tracking_synth import make_state_tracking_task
 
     return make_state_tracking_task(
         opts.get("problem", "parity"),
@@ -569,7 +571,7 @@ TASKS: dict[str, Task] = {
             "tokens",
             f"{LISTOPS_DIR}/basic_{{train,val,test}}.tsv",
             _LRA_HOW,
-            "LRA's ListOps generator (ssmts.data.listops_gen), shorter expressions under the small preset",
+            "LRA's ListOps generator (ssmts.data.listops_synth), shorter expressions under the small preset",
             _load_listops,
             _listops_present,
             _synth_listops,
@@ -622,7 +624,7 @@ TASKS: dict[str, Task] = {
             "signal",
             f"pathfinder32/{PATHFINDER_DIFFICULTY}/{{metadata,imgs}}",
             _LRA_HOW,
-            "Pathfinder-style generator (ssmts.data.pathfinder_gen) at 32x32, cached",
+            "Pathfinder-style generator (ssmts.data.pathfinder_synth) at 32x32, cached",
             _load_pathfinder(32),
             _pathfinder_present(32),
             _synth_pathfinder(32),
@@ -732,8 +734,8 @@ TASKS: dict[str, Task] = {
             "accuracy",
             "tokens",
             "nothing: generated offline",
-            "no download: ssmts.data.state_tracking generates the problems",
-            "seeded generators of ssmts.data.state_tracking (train length <= 40, test up to 320)",
+            "no download: ssmts.data.state_tracking_synth generates the problems",
+            "seeded generators of ssmts.data.state_tracking_synth (train length <= 40, test up to 320)",
             _load_state_tracking,
             lambda root: False,
             _synth_state_tracking,

@@ -3,7 +3,7 @@
     results = run_state_tracking(preset="small", out="runs/state-tracking/results.json")
     ssmts tasks run state-tracking --synthetic --preset small
 
-Protocol. For every problem of ssmts.data.state_tracking (parity, mod5, cycle navigation,
+Protocol. For every problem of ssmts.data.state_tracking_synth (parity, mod5, cycle navigation,
 the A5 word problem), every model row and every seed: train a per-step classifier (the state
 after each token; ssmts.nn.PerStepHead on a token backbone) on sequences of `train_length`
 tokens (so every prefix length <= train_length is supervised) through the one fit path,
@@ -34,7 +34,7 @@ from typing import Callable
 import numpy as np
 import torch
 
-from ssmts.data.state_tracking import PROBLEM_INFO, PROBLEMS, generate_state_tracking
+from ssmts.data.state_tracking_synth import PROBLEM_INFO, PROBLEMS, generate_state_tracking
 from ssmts.nn import PerStepHead
 from ssmts.training import BackboneParams, SequenceData, TrainerConfig, fit_model, predict_batches, resolve_device
 from ssmts.training.objectives import accuracy_of_step_logits, weighted_cross_entropy

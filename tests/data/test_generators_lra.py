@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy import ndimage
 
-from ssmts.data.listops_gen import (
+from ssmts.data.listops_synth import (
     evaluate_tree,
     generate_listops,
     generate_tree,
@@ -18,7 +18,7 @@ from ssmts.data.listops_gen import (
     write_listops,
 )
 from ssmts.data.lra import load_lra_listops, load_lra_pathfinder, tokenize_listops
-from ssmts.data.pathfinder_gen import (
+from ssmts.data.pathfinder_synth import (
     PathfinderStyle,
     generate_pathfinder,
     make_pathfinder_task,

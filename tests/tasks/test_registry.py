@@ -14,7 +14,7 @@ import torch
 
 from ssmts.data.base import DataNotFoundError, Split, TaskData
 from ssmts.data.speech_synth import espeak_available
-from ssmts.nn import SSMBackbone
+from ssmts.nn import SSMBackbone, TwoTowerRetrieval
 from ssmts.tasks import (
     TABLE_10,
     TASKS,
@@ -26,7 +26,7 @@ from ssmts.tasks import (
     zero_shot,
 )
 from ssmts.tasks.data_utils import limit_task_data, load_task_arrays, save_task_arrays
-from ssmts.tasks.models import RetrievalTwoTower, build_model
+from ssmts.tasks.models import build_model
 from ssmts.tasks.presets import PRESET_NAMES, trainer_schedule_kwargs
 from ssmts.tasks.ptd import get_ptd_preset
 from ssmts.tasks.registry import PTD_EXPERIMENTS, task_presets
@@ -236,7 +236,7 @@ def test_paper_preset_task_specifics():
 def test_retrieval_two_tower_shapes_and_padding_invariance():
     torch.manual_seed(0)
     encoder = SSMBackbone(1, 16, 2, None, vocab_size=257, d_state=8, heads=2, norm="batch", bidirectional="essm")
-    model = RetrievalTwoTower(encoder).eval()
+    model = TwoTowerRetrieval(encoder).eval()
     lengths = torch.tensor([[5, 9], [12, 3]])
     x = torch.zeros(2, 2, 12, dtype=torch.long)
     for i in range(2):
@@ -252,7 +252,7 @@ def test_retrieval_two_tower_shapes_and_padding_invariance():
     # The pair is compared: swapping one document changes the output.
     assert not torch.allclose(model(x[:, [1, 0]], mask[:, [1, 0]]), logits)
     with pytest.raises(ValueError, match="no decoder"):
-        RetrievalTwoTower(SSMBackbone(1, 8, 1, 2, vocab_size=257, d_state=4))
+        TwoTowerRetrieval(SSMBackbone(1, 8, 1, 2, vocab_size=257, d_state=4))
 
 
 def test_pathx_model_keeps_delta_scale():

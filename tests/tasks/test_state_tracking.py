@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from ssmts.cli import main
-from ssmts.data.state_tracking import (
+from ssmts.data.state_tracking_synth import (
     PROBLEM_INFO,
     PROBLEMS,
     a5_elements,

@@ -448,7 +448,7 @@ def make_pathfinder_task(
         X,
         y,
         split_seed,
-        source="synthetic: ssmts.data.pathfinder_gen",
+        source="synthetic: ssmts.data.pathfinder_synth",
         meta={
             "task": f"pathfinder{style.resolution}",
             "resolution": style.resolution,

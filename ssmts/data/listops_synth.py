@@ -181,7 +181,7 @@ def make_listops_task(
     return listops_task(
         columns,
         pad_to or max_length,
-        source="synthetic: ssmts.data.listops_gen",
+        source="synthetic: ssmts.data.listops_synth",
         meta={
             "split_protocol": "generation order",
             "min_length": min_length,

@@ -132,7 +132,7 @@ def make_state_tracking_task(
         n_classes=info.n_states,
         vocab_size=info.vocab_size,
         classes=[str(k) for k in range(info.n_states)],
-        source=f"synthetic: ssmts.data.state_tracking {problem} (seed {random_state})",
+        source=f"synthetic: ssmts.data.state_tracking_synth {problem} (seed {random_state})",
         meta={"problem": problem, "train_length": train_length, "test_length": test_length, "per_step_labels": True},
     )
 
