@@ -107,7 +107,7 @@ for modes in sensitive_frequencies(clf, 3):
 import tempfile
 from pathlib import Path
 
-from ssmts.plot import plot_noise_robustness, plot_sinusoid_errors
+from ssmts.tasks.ptd_figures import plot_noise_robustness, plot_sinusoid_errors
 from ssmts.tasks.ptd import robustness_table, run_ptd, sinusoid_table
 
 workdir = Path(tempfile.mkdtemp())

@@ -199,8 +199,8 @@ def _tasks_run(args: argparse.Namespace) -> int:
         import matplotlib
 
         matplotlib.use("Agg")
-        from ssmts.plot import save_ptd_figures
         from ssmts.tasks.ptd import default_ptd_out
+        from ssmts.tasks.ptd_figures import save_ptd_figures
 
         out = args.out or default_ptd_out(args.name, args.preset)
         results = run_ptd(

@@ -26,7 +26,7 @@ ALLOWED = {
     "sktime": {"nn", "training", "estimators"},
     "plot": {"nn"},
     "baselines": {"data"},
-    "tasks": {"nn", "training", "estimators", "data", "baselines"},
+    "tasks": {"nn", "training", "estimators", "data", "baselines", "plot"},
     "cli": {"nn", "training", "estimators", "sktime", "data", "tasks", "plot", "baselines", "bench"},
     "bench": {"nn", "training", "estimators", "sktime", "data", "tasks", "plot", "baselines"},
     "__main__": {"cli"},

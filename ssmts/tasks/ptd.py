@@ -29,7 +29,7 @@ Every network is a ``SequenceHead`` on an ``SSMBackbone`` built from ``BackboneP
 trained by ``ssmts.training.fit_model`` (``"hippo"``: the same backbone with dense layers, one
 learnable Delta per layer at the same initial value). The diagonal layers store all N modes
 (``conj_sym=False``), one Delta per mode, as the paper's S4D/S5 layers do. Output: the results
-JSON (the CLI adds PNG figures next to it with ``ssmts.plot.save_ptd_figures``).
+JSON (the CLI adds PNG figures next to it with ``ssmts.tasks.ptd_figures.save_ptd_figures``).
 """
 
 from __future__ import annotations
@@ -665,7 +665,7 @@ def run_ptd(
     experiment: one of EXPERIMENTS; preset: "tiny", "small" or "paper"; data_dir: sCIFAR for
     the paper preset of ptd-robustness / ptd-ablation; epochs, seeds: override the preset's.
     Runs on the CPU (``torch`` threads as set by the caller). Returns the results dict; its
-    figures are ``ssmts.plot.save_ptd_figures(results, out)`` (the CLI writes them).
+    figures are ``ssmts.tasks.ptd_figures.save_ptd_figures(results, out)`` (the CLI writes them).
     """
     settings = get_ptd_preset(experiment, preset)
     if seeds is not None:

@@ -38,6 +38,7 @@ def weighted_cross_entropy(class_weight: torch.Tensor | None = None, label_smoot
 
 
 def accuracy_of_logits(logits: torch.Tensor, y: torch.Tensor) -> float:
+    """Share of samples whose largest logit is their label: logits (b, K), y (b,)."""
     return float((logits.argmax(-1) == y).float().mean())
 
 

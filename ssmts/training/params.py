@@ -4,10 +4,11 @@ Groups, and who takes them:
 
     BackboneParams       every estimator, task presets        (SSMBackbone architecture)
     SequenceParams       sequence-level estimators            (pooling, input scaling)
-    SequenceModelParams  the four groups above with the sequence-level estimators' defaults
-    OptimizerParams      every estimator, TrainerConfig       (optimizer, epochs, device, seed)
+    OptimizerParams      every estimator, TrainerConfig       (optimizer, epochs, device, seed, precision)
     ScheduleParams       TrainerConfig, task presets          (warm-up, plateau, clipping)
     EarlyStoppingParams  every estimator                      (hold-out, patience, callbacks)
+    SequenceModelParams  Backbone, Sequence, Optimizer and EarlyStopping params with the sequence-level
+                         estimators' defaults
     ContinuationParams   the scikit-learn estimators          (warm_start, sample_rate)
     ClassifierParams     the classifiers                      (class weights, label smoothing)
     FeatureParams        the SSM-feature estimators           (time scales, read-outs, difference)

@@ -235,9 +235,8 @@ class Trainer:
 
     Trainer(model, loss_fn, config=None, *, score_fn=None, callbacks=(), description="training", **settings)
 
-    settings (or config) are TrainerConfig's parameters (ssmts.training.params): optimizer,
-    lr, lr_ssm, weight_decay, scheduler, warmup_steps, total_steps, plateau_factor,
-    plateau_patience, max_epochs, batch_size, grad_clip, device, verbose, random_state.
+    settings (or config) are TrainerConfig's parameters: OptimizerParams and ScheduleParams of
+    ssmts.training.params, where each is declared with its default and doc.
     score_fn(outputs, y) -> float is the validation score reported in each record (and what
     EarlyStopping monitors; otherwise the validation loss).
 

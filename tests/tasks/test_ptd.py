@@ -13,7 +13,6 @@ import pytest  # noqa: E402
 
 from ssmts.cli import main  # noqa: E402
 from ssmts.nn.analysis import sensitive_frequencies  # noqa: E402
-from ssmts.plot import save_ptd_figures  # noqa: E402
 from ssmts.tasks.ptd import (  # noqa: E402
     EXPERIMENTS,
     ablation_table,
@@ -27,6 +26,7 @@ from ssmts.tasks.ptd import (  # noqa: E402
     sinusoids,
     top_frequency_dt,
 )
+from ssmts.tasks.ptd_figures import save_ptd_figures  # noqa: E402
 
 
 def test_presets_exist_for_every_experiment_and_reject_unknown_names():

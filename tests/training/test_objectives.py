@@ -195,6 +195,20 @@ def test_masked_reconstruction_is_the_weighted_masked_mean_and_blind_to_visible_
         )
 
 
+def test_losses_keep_the_outputs_dtype_whatever_the_weights():
+    """float32 outputs with float64 sample weights (numpy's default) give a float32 loss, equal to the
+    float64 oracle to float32 rounding: the weights are cast to the outputs, not the outputs promoted
+    (a float64 loss would double the backward pass's memory and run it in float64)."""
+    rng = np.random.default_rng(7)
+    target = torch.from_numpy(rng.normal(size=(3, 2, 4)))
+    hidden = torch.from_numpy((rng.random((3, 1, 4)) < 0.5).astype(np.float64))
+    outputs = torch.cat([torch.from_numpy(rng.normal(size=(3, 2, 4))), hidden], 1)
+    weight = torch.from_numpy(rng.random(3) + 0.5)  # float64
+    loss32 = masked_reconstruction_loss(outputs.float(), target.float(), weight)
+    assert loss32.dtype == torch.float32
+    assert float(loss32) == pytest.approx(float(masked_reconstruction_loss(outputs, target, weight)), rel=1e-6)
+
+
 def _pinball_oracle(levels, outputs, target, weight):
     """The definition, one quantile at a time: rho_tau(d) = tau d for d >= 0, (tau - 1) d for d < 0,
     d = target - predicted quantile; averaged over the levels, then over the observed targets."""
