@@ -207,6 +207,12 @@ def test_losses_keep_the_outputs_dtype_whatever_the_weights():
     loss32 = masked_reconstruction_loss(outputs.float(), target.float(), weight)
     assert loss32.dtype == torch.float32
     assert float(loss32) == pytest.approx(float(masked_reconstruction_loss(outputs, target, weight)), rel=1e-6)
+    logits, labels = torch.from_numpy(rng.normal(size=(3, 4))), torch.tensor([0, 3, 1])
+    for class_weight in (None, torch.tensor([1.0, 2.0, 0.5, 1.5], dtype=torch.float64)):
+        loss = weighted_cross_entropy(class_weight)
+        loss32 = loss(logits.float(), labels, weight)
+        assert loss32.dtype == torch.float32
+        assert float(loss32) == pytest.approx(float(loss(logits, labels, weight)), rel=1e-6)
 
 
 def _pinball_oracle(levels, outputs, target, weight):
