@@ -81,6 +81,11 @@ def _worker(rank: int, world: int, port: int, out_dir: str, kill_after: int | No
             torch.save(result.model.state_dict(), os.path.join(out_dir, "weights.pt"))
             with open(os.path.join(out_dir, "history.json"), "w") as f:
                 json.dump(result.history, f)
+    except _Killed:
+        # Every rank is killed after the same epoch; meeting here first keeps one rank from tearing the
+        # group down under the other (under load the other then aborted, and spawn reported that abort).
+        dist.barrier()
+        raise
     finally:
         dist.destroy_process_group()
 
