@@ -73,6 +73,50 @@ def fill_forward(values: np.ndarray) -> np.ndarray:
     return np.take_along_axis(values, index, axis=-1)
 
 
+def window_scaling(
+    context: np.ndarray,
+    location: str | None,
+    horizon: int,
+    y_mean: np.ndarray,
+    y_scale: np.ndarray,
+    scale_floor: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """How each window is normalized, (y - shift) / scale: context (n, C, c) -> shift (n, C, 1), or
+    (n, C, c + horizon) for location "drift", and scale (n, C, 1).
+
+    location None: the panel's statistics y_mean, y_scale (C,) for every window. Otherwise the
+    location is what a network that outputs zeros forecasts, a prior that matters on short series,
+    where weight decay pulls the outputs towards zero: the last observed value ("last", the naive
+    forecast), the mean of the observed values ("mean"), or the drift line ("drift"); the scale is
+    the spread of the observed values (each channel must have one).
+    """
+    if location is None:
+        shape = (context.shape[0], len(y_mean), 1)
+        return np.broadcast_to(y_mean[:, None], shape), np.broadcast_to(y_scale[:, None], shape)
+    observed = ~np.isnan(context)
+    count = observed.sum(-1, keepdims=True)
+    mean = np.where(observed, context, 0.0).sum(-1, keepdims=True) / count
+    var = (np.where(observed, context - mean, 0.0) ** 2).sum(-1, keepdims=True) / count
+    shift = mean if location == "mean" else fill_forward(context)[..., -1:]
+    # The floor keeps a constant context's scale above 0: a thousandth of the window's own level, so
+    # that a series of small values in a panel of large ones keeps its own scale (a panel-wide floor
+    # swamped such a series' spread); the panel-wide floor (C,) only for a context at level 0.
+    level = np.where(observed, np.abs(context), 0.0).sum(-1, keepdims=True) / count
+    floor = np.where(level > 0, 1e-3 * level, scale_floor[:, None])
+    scale = np.sqrt(var + floor**2)
+    if location == "drift":
+        # the drift forecast (Hyndman's "drift method"): the line through the last observed value
+        # with the slope from the first to the last observed value, over the context and horizon
+        c = context.shape[-1]
+        steps = np.arange(c + horizon, dtype=np.float64)
+        first = np.argmax(observed, axis=-1)[..., None]
+        last = c - 1 - np.argmax(observed[..., ::-1], axis=-1)[..., None]
+        start = np.take_along_axis(np.where(observed, context, 0.0), first, axis=-1)
+        slope = np.where(last > first, (shift - start) / np.maximum(last - first, 1), 0.0)
+        shift = shift + slope * (steps - last)
+    return shift, scale
+
+
 def impute(normalized: np.ndarray) -> np.ndarray:
     """Gaps of normalized values (..., L): carried forward; before the first observation 0,
     the window's location (its last, mean or global value, by instance_norm)."""

@@ -7,8 +7,10 @@ Data flow (one network for every series of a panel or hierarchy):
       -> per-window normalization of y (instance_norm), global standardization of X
       -> a forecast head (ssmts.nn.heads) per strategy                           (_strategies)
       -> pinball loss, trained through ssmts.training.fit_model
+    predict: the last context of each series, one batched pass, quantiles in y's units (_predict)
 
-This module is the sktime plumbing: parameters, fit / update / predict, horizons, frames.
+This module is the sktime plumbing: parameters, fit and update, the network; docs/architecture.md
+lists the modules beside it.
 """
 
 from __future__ import annotations
@@ -24,34 +26,28 @@ from sktime.forecasting.base import BaseForecaster
 from sktime.utils.validation.forecasting import check_fh
 
 from ..estimators._base import NetworkFitMixin
-from ..estimators._persistence import filled_network
 from ..nn import ForecastEnsemble
 from ..training import (
     BackboneParams,
     EarlyStoppingParams,
     OptimizerParams,
     SequenceData,
-    on_device,
     predict_batches,
     resolve_device,
 )
 from ..training.config import Integer, NoneOr, Options, Satisfies, _is_int, param, with_params_doc
 from ..training.fit import pickle_state
 from ..training.objectives import pinball_loss
-from ..training.params import _same
 from ._backtest import historical_forecasts
 from ._covariates import CovariatesMixin
 from ._export import ForecasterExportMixin
 from ._persistence import ForecasterPersistenceMixin
-from ._pretrained import default_weights, read_pretrained
+from ._predict import ForecastPredictMixin
+from ._pretrained import PretrainedMixin
 from ._strategies import (
     FORECAST_BATCH,
     STRATEGIES,
-    Contexts,
     conformal_widening,
-    interpolate_quantiles,
-    quantile_probabilities,
-    widen,
 )
 from ._windows import (
     Windows,
@@ -60,10 +56,7 @@ from ._windows import (
     check_regular_index,
     check_time_order,
     column_statistics,
-    fill_forward,
-    future_times,
     gaps_into,
-    impute,
     key_name,
     make_windows,
     merge,
@@ -72,6 +65,7 @@ from ._windows import (
     split_instances,
     time_differences,
     time_unit_value,
+    window_scaling,
 )
 from ._windows import steps as horizon_steps
 
@@ -106,12 +100,6 @@ def _is_time_unit(value) -> bool:
     if value is None or isinstance(value, (str, pd.Timedelta)):
         return True
     return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool) and value > 0
-
-
-# pretrained="fine-tune": a smaller learning rate and budget than training from scratch. On the
-# development panels the defaults' lr 1e-3 and 16000 steps drifted far from the pretrained weights
-# (MASE macrodata 1.54, fertility 2.94, zero-shot 1.30 and 2.08); lr 1e-4 for 2000 steps: 1.24, 2.07.
-FINE_TUNE = {"lr": 1e-4, "lr_ssm": 1e-4, "max_steps": 2000}
 
 
 def _is_names(value) -> bool:
@@ -245,6 +233,8 @@ class SSMForecaster(
     CovariatesMixin,
     ForecasterPersistenceMixin,
     ForecasterExportMixin,
+    PretrainedMixin,
+    ForecastPredictMixin,
     BaseForecaster,
 ):
     """Global probabilistic forecaster with a deep MIMO diagonal state-space backbone.
@@ -468,38 +458,10 @@ class SSMForecaster(
         return parts
 
     def _norm_stats(self, context: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """context (n, C, c) -> shift (n, C, 1), or (n, C, c + horizon_) for "drift", and scale (n, C, 1):
-        the window is normalized as (y - shift) / scale."""
-        if self.window_location_ is None:
-            shape = (context.shape[0], self.n_targets_, 1)
-            return np.broadcast_to(self.y_mean_[:, None], shape), np.broadcast_to(self.y_scale_[:, None], shape)
-        # Location: what a network that outputs zeros forecasts, a prior that matters on
-        # short series, where weight decay pulls the outputs towards zero: the last value
-        # ("no change", the naive forecast) or the context's mean. Scale: the context's spread.
-        # Over the observed values only (callers ensure each channel has one): "last" is the
-        # last observed value, mean and spread those of the observed values.
-        observed = ~np.isnan(context)
-        count = observed.sum(-1, keepdims=True)
-        mean = np.where(observed, context, 0.0).sum(-1, keepdims=True) / count
-        var = (np.where(observed, context - mean, 0.0) ** 2).sum(-1, keepdims=True) / count
-        shift = mean if self.window_location_ == "mean" else fill_forward(context)[..., -1:]
-        # The floor keeps a constant context's scale above 0: a thousandth of the window's own level, so
-        # that a series of small values in a panel of large ones keeps its own scale (a panel-wide floor
-        # swamped such a series' spread); the panel-wide floor only for a context at level 0.
-        level = np.where(observed, np.abs(context), 0.0).sum(-1, keepdims=True) / count
-        floor = np.where(level > 0, 1e-3 * level, self.scale_floor_[:, None])
-        scale = np.sqrt(var + floor**2)
-        if self.window_location_ == "drift":
-            # the drift forecast (Hyndman's "drift method"): the line through the last observed value
-            # with the slope from the first to the last observed value, over the context and horizon
-            c = context.shape[-1]
-            steps = np.arange(c + self.horizon_, dtype=np.float64)
-            first = np.argmax(observed, axis=-1)[..., None]
-            last = c - 1 - np.argmax(observed[..., ::-1], axis=-1)[..., None]
-            start = np.take_along_axis(np.where(observed, context, 0.0), first, axis=-1)
-            slope = np.where(last > first, (shift - start) / np.maximum(last - first, 1), 0.0)
-            shift = shift + slope * (steps - last)
-        return shift, scale
+        """context (n, C, c) -> (shift, scale) of its windows (`window_scaling` with the fitted statistics)."""
+        return window_scaling(
+            context, self.window_location_, self.horizon_, self.y_mean_, self.y_scale_, self.scale_floor_
+        )
 
     def _gaps(self, times: pd.Index, where: str, before: pd.Index | None = None) -> np.ndarray:
         """irregular='time_deltas': the gap into each time stamp in time units, (T, 1)."""
@@ -659,54 +621,6 @@ class SSMForecaster(
         target, observed = held_out.y.double().numpy(), held_out.weight.numpy() > 0
         return conformal_widening(grid, target, observed, self.quantile_levels_)
 
-    @property
-    def _zero_shot(self) -> bool:
-        return self.pretrained is True or self.pretrained == "zero-shot"
-
-    def _read_pretrained(self, y, X) -> tuple[dict, dict]:
-        """The pretrained weights (metadata, state dict), checked against the data and the parameters:
-        a parameter the weights fix may be left at its default (it takes the pretrained value) or equal it."""
-        metadata, state = read_pretrained(self.pretrained_weights)
-        if y.shape[1] != 1 or X is not None or self.irregular != "refuse":
-            raise ValueError(
-                f"pretrained={self.pretrained!r} forecasts one series at a time from its own past: it takes a "
-                f"univariate y without X on an evenly spaced index, got {y.shape[1]} column(s) in y"
-                + (", X" if X is not None else "")
-                + (f", irregular={self.irregular!r}" if self.irregular != "refuse" else "")
-                + "; use pretrained=False"
-            )
-
-        def plain(value):  # JSON has lists where the parameters have tuples
-            return [plain(v) for v in value] if isinstance(value, (list, tuple, np.ndarray)) else value
-
-        fixed = dict(metadata["params"], context_length=metadata["context_length"])
-        for name, value in fixed.items():
-            if name not in type(self).__params__:
-                raise ValueError(f"the pretrained weights set {name!r}, which SSMForecaster does not have")
-            mine, default = getattr(self, name), type(self).__params__[name].default
-            if name == "context_length" and mine == "auto":
-                continue
-            if not (_same(plain(mine), plain(default)) or _same(plain(mine), plain(value))):
-                raise ValueError(
-                    f"the pretrained network has {name}={value!r}, but {name}={mine!r}: leave {name} at its default "
-                    f"to use the pretrained network, or train from scratch (pretrained=False)"
-                )
-        self.pretrained_params_ = dict(fixed, horizon=metadata["horizon"])
-        return metadata, state
-
-    def _fine_tune_settings(self) -> dict:
-        """pretrained='fine-tune': the training parameters left at their defaults take FINE_TUNE values."""
-        if self.pretrained != "fine-tune":
-            return {}
-        params = type(self).__params__
-        return {name: value for name, value in FINE_TUNE.items() if _same(getattr(self, name), params[name].default)}
-
-    def _pretrained_network(self, metadata: dict, state: dict) -> ForecastEnsemble:
-        """The network the pretrained metadata describes, holding its weights."""
-        template = type(self)(**dict(metadata["params"], quantiles=tuple(metadata["params"]["quantiles"])))
-        template.validate_params()
-        return filled_network(self._build_network(template), state, self.pretrained_weights or default_weights())
-
     def _build_network(self, spec: ForecasterParams | None = None) -> ForecastEnsemble:
         """The fitted sizes' network, of the parameters of `spec` (default: this forecaster's; a pretrained
         network's are those of its weights)."""
@@ -796,193 +710,6 @@ class SSMForecaster(
         return self
 
     # ------------------------------------------------------------ predict
-    def _predict(self, fh, X=None):
-        results = self._forecast(fh, X, alpha=None)
-        return self._assemble([(key, times, point) for key, times, point, _ in results], self._y_columns)
-
-    def _predict_quantiles(self, fh, X, alpha):
-        alpha = quantile_probabilities(alpha)
-        results = self._forecast(fh, X, alpha=alpha)
-        # (k, C, A) -> columns ordered variable-major, as in _get_columns
-        frames = [(key, times, q.reshape(len(times), -1)) for key, times, _, q in results]
-        return self._assemble(frames, self._get_columns(method="predict_quantiles", alpha=list(alpha)))
-
-    def _assemble(self, results, columns, names=None) -> pd.DataFrame:
-        values = np.concatenate([v for _, _, v in results]) if results else np.zeros((0, len(columns)))
-        if len(results) == 1 and results[0][0] == ():
-            return pd.DataFrame(values, index=results[0][1], columns=columns)
-        # level by level (from_tuples builds a Python tuple per row: slow for many origins)
-        sizes = [len(times) for _, times, _ in results]
-        keys = [
-            pd.Index([key[i] for (key, _, _), size in zip(results, sizes) for _ in range(size)])
-            for i in range(len(results[0][0]))
-        ]
-        times = results[0][1].append([t for _, t, _ in results[1:]])
-        index = pd.MultiIndex.from_arrays([*keys, times], names=names or self._index_names)
-        return pd.DataFrame(values, index=index, columns=columns)
-
-    def _contexts(self, fh, X):
-        """Per series: key, context y (c, C), future times of the requested steps, the steps, X windows."""
-        self._check_x_columns(X, "predict")
-        x_new = dict(split_instances(X.reindex(columns=self._x_columns))) if X is not None else {}
-        c, cutoff = self.context_length_, self.cutoff[0]
-        items = []
-        for key, (tail, x_old) in self._store.items():
-            history = tail[tail.index <= cutoff]
-            if len(history) < c and self.irregular == "time_deltas":
-                raise ValueError(
-                    f"context_length={c} is longer than the series: forecasting needs the last {c} observations, "
-                    f"but {key_name(key)} has {len(history)}"
-                )
-            before = history.index[:-c] if len(history) > c else None
-            history = history.iloc[-c:]
-            self._check_observed(
-                history.to_numpy(),
-                f"the context of {key_name(key)} (its last {min(c, len(history))} observations, up to "
-                f"{history.index[-1]})",
-            )
-            if self.irregular == "time_deltas":
-                items.append(self._irregular_context(key, fh, history, before, x_old, x_new))
-                continue
-            steps = self._check_steps(horizon_steps(fh, history.index), key)
-            x_ctx = x_future = None
-            if self.n_exog_:
-                # direct: the head reads X at all trained steps; recursive: up to the last requested one
-                n_future = self._strategy.future_steps(self.horizon_, int(steps.max()))
-                future = future_times(fh, history.index, range(1, n_future + 1))
-                x_ctx, x_future = self._context_x(
-                    key, x_old, x_new, history.index, future, f"the forecast steps 1..{n_future}"
-                )
-                x_ctx = pad_front(x_ctx, c, 0.0)
-            context = pad_front(history.to_numpy(), c, np.nan)  # a short series: missing values first
-            items.append((key, context, future_times(fh, history.index, steps), steps, x_ctx, x_future))
-        return items
-
-    def _check_observed(self, context: np.ndarray, where: str) -> None:
-        """context (c, C): a forecast needs at least one observed value of every target column."""
-        empty = np.isnan(context).all(0)
-        if empty.any():
-            raise ValueError(
-                f"{where} has no observed value of {list(self._y_columns[empty])}; a forecast needs at "
-                "least one: pass the missing values, or use a longer context_length"
-            )
-
-    def _check_steps(self, steps: np.ndarray, key: tuple) -> np.ndarray:
-        if steps.min() < 1:
-            raise ValueError(f"fh reaches into the observed data of {key_name(key)} (steps {steps.tolist()})")
-        if steps.max() > self.horizon_:
-            raise ValueError(
-                f"fh needs {steps.max()} steps ahead for {key_name(key)}, but the network was trained for "
-                f"{self.horizon_}; refit with this fh"
-            )
-        return steps
-
-    def _forecast_times(self, fh, key: tuple, last) -> pd.Index:
-        """irregular='time_deltas': the time stamps of fh, sorted, checked to follow `last` (key's last observed)."""
-        try:
-            future = fh.to_absolute_index(self.cutoff).sort_values()
-        except Exception as error:  # sktime needs a freq for a relative fh on a DatetimeIndex
-            raise ValueError(
-                f"with irregular='time_deltas' give fh as the time stamps to forecast (an absolute "
-                f"ForecastingHorizon); a relative fh has no time stamps here: {error}"
-            ) from None
-        if future[0] <= last:
-            raise ValueError(
-                f"fh reaches into the observed data of {key_name(key)}: forecasts start after {last}; give the "
-                "time stamps to forecast as fh (after update, those of the last fh may lie in the past)"
-            )
-        return future
-
-    def _irregular_context(self, key, fh, history, before, x_old, x_new):
-        """_contexts' item with irregular='time_deltas': every time stamp of fh is one rolled step; the
-        gap channel follows X (the gap into each context step, then into each forecast time)."""
-        future = self._forecast_times(fh, key, history.index[-1])
-        gaps = self._gaps(history.index.append(future), f"the context and forecast times of {key_name(key)}", before)
-        x_ctx, x_future = gaps[: len(history)], gaps[len(history) :]
-        if self.n_exog_:
-            xc, xf = self._context_x(key, x_old, x_new, history.index, future, "the forecast times")
-            x_ctx, x_future = np.concatenate([xc, x_ctx], axis=1), np.concatenate([xf, x_future], axis=1)
-        return key, history.to_numpy(), future, np.arange(1, len(future) + 1), x_ctx, x_future
-
-    def _forecast(self, fh, X, alpha):
-        """[(key, absolute times, point (k, C), quantiles (k, C, A) or None)] in original units."""
-        items = self._contexts(fh, X)
-        outputs = self._run([(ctx, steps, x_ctx, x_future) for _, ctx, _, steps, x_ctx, x_future in items], alpha)
-        return [(item[0], item[2], point, q) for item, (point, q) in zip(items, outputs)]
-
-    def _run(self, items, alpha):
-        """_forecast_batch, refusing non-finite forecasts instead of returning them."""
-        results = self._forecast_batch(items, alpha)
-        bad = [
-            i
-            for i, (point, q) in enumerate(results)
-            if not np.isfinite(point).all() or (q is not None and not np.isfinite(q).all())
-        ]
-        if bad:
-            largest = max(float(np.nanmax(np.abs(items[i][0]))) for i in bad)
-            raise FloatingPointError(
-                f"{type(self).__name__} computed non-finite forecasts for {len(bad)} of {len(results)} contexts. "
-                f"Likely causes: values far outside the training data (largest |y| in these contexts: {largest:.3g}; "
-                f"the training values lie within {self.y_mean_.min():.3g} +- a few x {self.y_scale_.max():.3g}) or a "
-                "model whose training diverged"
-            )
-        return results
-
-    @torch.no_grad()
-    def _forecast_batch(self, items, alpha):
-        """One batched forward for n forecasts: items [(context y (c, C), steps (k,), X context
-        (c, C_x) or None, future X (n_future, C_x) or None)] ->
-        [(point (k, C), quantiles (k, C, A) or None)] in original units."""
-        device = resolve_device(self.device)
-        model = self.model_ = on_device(self.model_, device)
-        model.eval()
-        levels = self.quantile_levels_
-        median = int(np.flatnonzero(levels == 0.5)[0])
-        context = np.stack([item[0].T for item in items])  # (n, C, c)
-        shift, scale = self._norm_stats(context)
-        c = context.shape[-1]
-        exog = self.n_exog_ or self.irregular == "time_deltas"  # the gaps travel as the last covariate
-        ctx = Contexts(
-            impute((context - shift[..., :c]) / scale),  # gaps carried forward
-            np.stack([item[2].T for item in items]) if exog else None,
-            [item[3] for item in items] if exog else None,
-            int(max(item[1].max() for item in items)),
-        )
-        # (n, 1, C), or for "drift" the line's points over the horizon (n, H, C)
-        shift_t = np.transpose(shift if shift.shape[-1] == 1 else shift[..., c:], (0, 2, 1))
-        scale_t = np.transpose(scale, (0, 2, 1))
-        results = []
-        if self.strategy == "direct":
-            grid, _ = self._strategy.forecast(model, ctx, self.horizon_, device)
-            widening = getattr(self, "interval_widening_", None)
-            if widening is not None:
-                grid = widen(grid, widening, levels)
-            grid = grid * scale_t[..., None] + shift_t[..., None]  # (n, H, C, Q)
-            for i, (_, wanted, _, _) in enumerate(items):
-                g = grid[i, wanted - 1]
-                results.append((g[..., median], None if alpha is None else interpolate_quantiles(g, levels, alpha)))
-            return results
-        point, paths = self._strategy.forecast(
-            model,
-            ctx,
-            self.horizon_,
-            device,
-            median=median,
-            levels=levels,
-            n_paths=0 if alpha is None else self.n_sample_paths,
-            seed=self._seed_,
-        )
-        point = point * scale_t + shift_t
-        if paths is not None:
-            paths = paths * scale_t[:, None, None] + shift_t[:, None, None]  # (n, P, members, S, C)
-        for i, (_, wanted, _, _) in enumerate(items):
-            q = None
-            if paths is not None:
-                # each member's path quantiles, averaged over the members: (k, C, A)
-                q = np.moveaxis(np.quantile(paths[i][:, :, wanted - 1], alpha, axis=0).mean(1), 0, -1)
-            results.append((point[i, wanted - 1], q))
-        return results
-
     def _check_y_columns(self, y: pd.DataFrame) -> None:
         if y.shape[1] != self.n_targets_:
             raise ValueError(f"y has {y.shape[1]} columns, but {type(self).__name__} was fitted with {self.n_targets_}")
