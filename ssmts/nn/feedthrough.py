@@ -47,7 +47,7 @@ def add_feedthrough(y: torch.Tensor, mode: str, D: torch.Tensor | None, u: torch
     if mode == "identity":
         return y + u
     if mode == "diagonal":
-        return y + (D[:, None] * u if u.dim() == 3 else D * u)
+        return y + D[:, None] * u if u.dim() == 3 else torch.addcmul(y, D, u)
     if mode == "full":
         return y + (matmul_each_sample(D, u) if u.dim() == 3 else per_sample_mv(D[None], u[:, None])[:, 0])
     return y
