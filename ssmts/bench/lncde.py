@@ -129,7 +129,9 @@ def run(args) -> list[Row]:
     for d in args.hidden:
         for name in args.structures:
             torch.manual_seed(0)
-            layer = LinearCDE(args.d_model, d, d_path=args.d_path, chunk_size=args.chunk_size, **layer_kwargs(name, d))
+            layer = LinearCDE(
+                args.d_model, d, d_path=args.d_path, chunk_length=args.chunk_size, **layer_kwargs(name, d)
+            )
             params = sum(p.numel() for p in layer.parameters())
             # (mode, pass) -> (L, seconds) measured, or the skip reason
             last: dict[tuple[str, str], tuple[int, float] | str] = {}

@@ -35,7 +35,7 @@ class SSMBackbone(nn.Module):
             HiPPO reference of the PTD experiments) for experiments.
         **ssm_kwargs: passed to every layer: for an SSM d_state, heads, init, discretization,
             bidirectional, D, dt_min, dt_max, lambda_enforce, conj_sym, real_bc, chunk_length ...; for a
-            LinearCDE d_hidden, structure, block_size, block_sizes, rank, dt, max_norm ...
+            LinearCDE d_state, structure, block_size, block_sizes, rank, dt, max_norm ...
 
     Zero-shot rate change: ``dt_scale`` and ``set_sample_rate`` are the SSM layers' base
     factor on Delta and change nothing in LinearCDE layers; ``ssmts.nn.scaled_delta``

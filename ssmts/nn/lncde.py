@@ -1,6 +1,6 @@
 """Structured linear neural CDE layer (SLiCE; docs/concepts.md#input-dependent-transitions-slice).
 
-Shapes: u: (batch, H, L) -> y: (batch, M, L); hidden state h: (batch, d_hidden).
+Shapes: u: (batch, H, L) -> y: (batch, M, L); hidden state h: (batch, d_state).
 
     h_{i+1} = h_i + sum_j A^j h_i x^j_i + B x_i          (linear neural CDE)
             = M_i h_i + b_i,   M_i = I + sum_j A^j x^j_i,   b_i = B x_i
@@ -14,6 +14,7 @@ modes are the sequential recurrence (reference), a parallel associative scan ove
 from __future__ import annotations
 
 import math
+import warnings
 
 import torch
 from torch import nn
@@ -29,8 +30,29 @@ LNCDE_MODES = ("recurrence", "scan", "chunked")
 # torch's own bmm loop, one fixed order per matrix; larger ones one product per sample.
 NAIVE_BMM_MACS = 400
 # The recurrence makes its products with the path for as many steps as fit this many numbers per
-# sample (at most chunk_size steps), so that they stay in cache while the steps use them.
+# sample (at most chunk_length steps), so that they stay in cache while the steps use them.
 RECURRENCE_CHUNK_NUMBERS = 2**15
+
+
+# Arguments renamed so that one idea has one name in ssmts.nn (the SSM layer's d_state and
+# chunk_length); the old names are accepted with a warning until the next release.
+RENAMED_ARGUMENTS = {"d_hidden": "d_state", "chunk_size": "chunk_length"}
+
+
+def _renamed_arguments(renamed: dict, d_state: int, chunk_length: int) -> tuple[int, int]:
+    unknown = set(renamed) - set(RENAMED_ARGUMENTS)
+    if unknown:
+        raise TypeError(f"LinearCDE got unexpected keyword argument(s) {sorted(unknown)}")
+    values = {"d_state": d_state, "chunk_length": chunk_length}
+    for old, value in renamed.items():
+        new = RENAMED_ARGUMENTS[old]
+        warnings.warn(
+            f"LinearCDE's {old} is now {new} (as in the SSM layer); {old} will be removed in the next release",
+            FutureWarning,
+            stacklevel=3,
+        )
+        values[new] = value
+    return values["d_state"], values["chunk_length"]
 
 
 def _matvec(M: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -79,7 +101,7 @@ class LinearCDE(nn.Module):
       (P, n_g, s, s) otherwise, its blocks in the order they appear.
     - "dplr":           A^j = diag(d^j) + U^j V^j^T; `A_diag` (P, d), `A_U`, `A_V` (P, d, rank).
     - "walsh_hadamard": A^j = H diag(d^j), H the normalized Sylvester Hadamard matrix
-      (H H^T = I; d_hidden a power of two); `A_diag` (P, d).
+      (H H^T = I; d_state a power of two); `A_diag` (P, d).
     - "dense":          `A` (P, d, d).
 
     Stability. Every transition is rescaled so that its spectral norm is at most `max_norm`:
@@ -120,18 +142,18 @@ class LinearCDE(nn.Module):
       blocks, batched s x s matmuls per block group (the scan stores blocks, never a d x d
       matrix: cost O(L d sum_j b_j^2) instead of O(L d^3)), dense for dense, dplr and WH
       (products of those have no structure). Memory O(batch L sum_j b_j^2).
-    - "chunked": the scan over chunks of `chunk_size` steps, the state carried from chunk to
+    - "chunked": the scan over chunks of `chunk_length` steps, the state carried from chunk to
       chunk, so the transitions held at once are bounded by the chunk (in inference; autograd
       still keeps every chunk's intermediates for the backward pass).
 
     Args:
         d_model: H, input channels.
-        d_hidden: d, hidden state size.
+        d_state: d, hidden state size.
         d_output: M, output channels (default H).
         d_path: channels of the learned path besides the time channel (default H).
         structure: one of LNCDE_STRUCTURES.
-        block_size: block_diagonal with equal blocks (must divide d_hidden; default 4).
-        block_sizes: block_diagonal with the given block sizes (sum d_hidden), e.g. the mixed
+        block_size: block_diagonal with equal blocks (must divide d_state; default 4).
+        block_sizes: block_diagonal with the given block sizes (sum d_state), e.g. the mixed
             form [1] * 60 + [4]: 60 diagonal states and one dense 4x4 block.
         rank: rank of the low-rank part of each A^j (dplr only; default 1).
         dt: the step size of the path increments.
@@ -141,14 +163,14 @@ class LinearCDE(nn.Module):
         D: feed-through "none", "identity", "diagonal" or "full" (default: diagonal when
             M == H, else full).
         mode: default compute mode, one of LNCDE_MODES (forward can override it).
-        chunk_size: steps per chunk in mode "chunked".
+        chunk_length: steps per chunk in mode "chunked".
         generator: random generator for the initialization.
     """
 
     def __init__(
         self,
         d_model: int,
-        d_hidden: int = 64,
+        d_state: int = 64,
         *,
         d_output: int | None = None,
         d_path: int | None = None,
@@ -163,11 +185,13 @@ class LinearCDE(nn.Module):
         decay_max: float = 1e-1,
         D: str | None = None,
         mode: str = "scan",
-        chunk_size: int = 128,
+        chunk_length: int = 128,
         generator: torch.Generator | None = None,
+        **renamed,
     ):
         super().__init__()
-        H, d = int(d_model), int(d_hidden)
+        d_state, chunk_length = _renamed_arguments(renamed, d_state, chunk_length)
+        H, d = int(d_model), int(d_state)
         M = H if d_output is None else int(d_output)
         p = H if d_path is None else int(d_path)
         if structure not in LNCDE_STRUCTURES:
@@ -177,11 +201,11 @@ class LinearCDE(nn.Module):
         rank = 1 if rank is None else rank
         for name, value in (
             ("d_model", H),
-            ("d_hidden", d),
+            ("d_state", d),
             ("d_output", M),
             ("d_path", p),
             ("rank", rank),
-            ("chunk_size", chunk_size),
+            ("chunk_length", chunk_length),
         ):
             if value < 1:
                 raise ValueError(f"{name} must be a positive integer, got {value}")
@@ -201,15 +225,15 @@ class LinearCDE(nn.Module):
             )
         if structure == "walsh_hadamard" and d & (d - 1):
             raise ValueError(
-                f"d_hidden={d} must be a power of two for structure='walsh_hadamard' (Sylvester Hadamard matrix)"
+                f"d_state={d} must be a power of two for structure='walsh_hadamard' (Sylvester Hadamard matrix)"
             )
         D = feedthrough_mode(D, M, H)
 
-        self.d_model, self.d_hidden, self.d_output, self.d_path = H, d, M, p
+        self.d_model, self.d_state, self.d_output, self.d_path = H, d, M, p
         self.structure, self.rank = structure, int(rank)
         self.dt, self.init_std = float(dt), float(init_std)
         self.max_norm = None if max_norm is None else float(max_norm)
-        self.D_mode, self.mode, self.chunk_size = D, mode, int(chunk_size)
+        self.D_mode, self.mode, self.chunk_length = D, mode, int(chunk_length)
         # Zero-shot change of sample rate, set only inside `ssmts.nn.scaled_delta`: the step of the
         # path, dt, is multiplied by it (the path is an integral over time, see `path_increments`).
         self._delta_factor = 1.0
@@ -294,13 +318,13 @@ class LinearCDE(nn.Module):
                 raise ValueError(f"block_size must be a positive integer, got {block_size}")
             if d % block_size:
                 what = " (the default)" if default else ""
-                raise ValueError(f"block_size={block_size}{what} must divide d_hidden={d}; or give block_sizes")
+                raise ValueError(f"block_size={block_size}{what} must divide d_state={d}; or give block_sizes")
             return [int(block_size)] * (d // int(block_size))
         sizes = list(block_sizes)
         if not sizes or any(int(s) != s or s < 1 for s in sizes):
             raise ValueError(f"block_sizes must be a non-empty list of positive integers, got {block_sizes}")
         if sum(sizes) != d:
-            raise ValueError(f"block_sizes must sum to d_hidden={d}, got sum {sum(sizes)}")
+            raise ValueError(f"block_sizes must sum to d_state={d}, got sum {sum(sizes)}")
         return [int(s) for s in sizes]
 
     # ------------------------------------------------------------ path and transitions
@@ -334,9 +358,23 @@ class LinearCDE(nn.Module):
         return [*transitions, self.B]
 
     @property
+    def d_hidden(self) -> int:
+        warnings.warn(
+            "LinearCDE.d_hidden is now d_state; d_hidden will be removed in the next release", FutureWarning, 2
+        )
+        return self.d_state
+
+    @property
+    def chunk_size(self) -> int:
+        warnings.warn(
+            "LinearCDE.chunk_size is now chunk_length; chunk_size will be removed in the next release", FutureWarning, 2
+        )
+        return self.chunk_length
+
+    @property
     def hadamard(self) -> torch.Tensor:
         """The normalized Hadamard matrix H (H H^T = I) of structure "walsh_hadamard": (d, d)."""
-        return self._hadamard_signs / math.sqrt(self.d_hidden)
+        return self._hadamard_signs / math.sqrt(self.d_state)
 
     def _scale(self, nu: torch.Tensor) -> torch.Tensor:
         """1 / max(1, nu / max_norm): leaves transitions within the bound untouched."""
@@ -364,7 +402,7 @@ class LinearCDE(nn.Module):
         if self.structure == "dplr":
             norms = torch.linalg.vector_norm(self.A_U, dim=(1, 2)) * torch.linalg.vector_norm(self.A_V, dim=(1, 2))
             V = self.A_V.transpose(1, 2).contiguous()
-            U = self.A_U.permute(1, 0, 2).reshape(self.d_hidden, -1).contiguous()
+            U = self.A_U.permute(1, 0, 2).reshape(self.d_state, -1).contiguous()
             return norms, V, U
         return (self.hadamard,)
 
@@ -380,7 +418,7 @@ class LinearCDE(nn.Module):
         B^T, then the input-dependent part of the transitions, sum_j x^j A^j, in the scan's
         representation (per block group; d x d for dense, and for dplr / walsh_hadamard when
         `formed`), then for dplr / walsh_hadamard g = sum_j x^j d^j (their norm bound and steps)."""
-        P, d = self.d_path + 1, self.d_hidden
+        P, d = self.d_path + 1, self.d_state
         B, _ = self._grouped_BC()
         parts = [B.T]
         if self.structure in ("diagonal", "block_diagonal"):
@@ -416,7 +454,7 @@ class LinearCDE(nn.Module):
                     Mg = m.reshape(*lead, n, s, s) + torch.eye(s, dtype=m.dtype, device=m.device)
                     rep.append(Mg * self._scale(self._holder(Mg))[..., None, None])
             return rep
-        d = self.d_hidden
+        d = self.d_state
         Mi = parts[0].reshape(*lead, 1, d, d) + torch.eye(d, dtype=x.dtype, device=x.device)
         if self.structure == "dense":
             nu = self._holder(Mi)
@@ -481,12 +519,12 @@ class LinearCDE(nn.Module):
 
     def _recurrence_states(self, x: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
         """States h_1..h_L one step at a time. The products with the path are made for a chunk of steps
-        at once: at most `chunk_size`, and as many as keep them within RECURRENCE_CHUNK_NUMBERS numbers
+        at once: at most `chunk_length`, and as many as keep them within RECURRENCE_CHUNK_NUMBERS numbers
         per sample (a few dense d x d transitions), so that a chunk stays in cache. dplr and
         walsh_hadamard steps apply their transitions without forming them."""
         formed = self.structure not in ("dplr", "walsh_hadamard")
         weight = self._input_weight(formed)
-        chunk = max(1, min(self.chunk_size, RECURRENCE_CHUNK_NUMBERS // weight[0].shape[1]))
+        chunk = max(1, min(self.chunk_length, RECURRENCE_CHUNK_NUMBERS // weight[0].shape[1]))
         aux = None if formed else self._structured_aux()
         states = []
         for start in range(0, x.shape[1], chunk):
@@ -527,7 +565,7 @@ class LinearCDE(nn.Module):
             raise ValueError("LinearCDE input has length 0")
 
     def _check_state(self, state: torch.Tensor, batch: int) -> None:
-        expected = (batch, self.d_hidden)
+        expected = (batch, self.d_state)
         if tuple(state.shape) != expected or state.is_complex():
             raise ValueError(f"state must be real of shape {expected}, got {tuple(state.shape)} {state.dtype}")
 
@@ -546,7 +584,7 @@ class LinearCDE(nn.Module):
         h0 = self._to_grouped(state.to(x.dtype))
         if mode == "recurrence":
             return self._recurrence_states(x, h0)
-        return self._scan_states(x, h0, u.shape[-1] if mode == "scan" else self.chunk_size)
+        return self._scan_states(x, h0, u.shape[-1] if mode == "scan" else self.chunk_length)
 
     def forward(
         self,
@@ -558,9 +596,9 @@ class LinearCDE(nn.Module):
     ):
         """u: (batch, H, L) -> y: (batch, M, L), y_i = C h_{i+1} + D u_i.
 
-        state: (batch, d_hidden) state h_0 before the first step (default zeros).
+        state: (batch, d_state) state h_0 before the first step (default zeros).
         mode: "recurrence", "scan" or "chunked" (default: the layer's `mode`).
-        return_state: also return the final state h_L, (batch, d_hidden), for `step`.
+        return_state: also return the final state h_L, (batch, d_state), for `step`.
         """
         self._check_input(u)
         mode = self.mode if mode is None else mode
@@ -573,12 +611,12 @@ class LinearCDE(nn.Module):
         return y
 
     def initial_state(self, batch: int, device=None, dtype: torch.dtype | None = None) -> torch.Tensor:
-        """Zero state h_0: (batch, d_hidden)."""
+        """Zero state h_0: (batch, d_state)."""
         device = device if device is not None else self.B.device
-        return torch.zeros(batch, self.d_hidden, dtype=dtype or self.B.dtype, device=device)
+        return torch.zeros(batch, self.d_state, dtype=dtype or self.B.dtype, device=device)
 
     def step(self, u_t: torch.Tensor, state: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """One step. u_t: (batch, H), state h_t: (batch, d_hidden) -> (y_t (batch, M), h_{t+1})."""
+        """One step. u_t: (batch, H), state h_t: (batch, d_state) -> (y_t (batch, M), h_{t+1})."""
         if u_t.dim() != 2 or u_t.shape[1] != self.d_model:
             raise ValueError(f"step expects u_t of shape (batch, {self.d_model}), got {tuple(u_t.shape)}")
         u = u_t[..., None]
@@ -599,7 +637,7 @@ class LinearCDE(nn.Module):
             T, n = rep[0].shape[1], rep[0].shape[1] // 2
             pairs = self._compose([t[:, 1 : 2 * n : 2] for t in rep], [t[:, 0 : 2 * n : 2] for t in rep])
             rep = [torch.cat([p, t[:, 2 * n :]], dim=1) for p, t in zip(pairs, rep)] if T % 2 else pairs
-        out = u.new_zeros(u.shape[0], self.d_hidden, self.d_hidden)
+        out = u.new_zeros(u.shape[0], self.d_state, self.d_state)
         start = 0
         for (s, n), t in zip(self._groups, rep):
             t = t[:, 0]
@@ -615,8 +653,8 @@ class LinearCDE(nn.Module):
         if self.structure == "block_diagonal":
             blocks = ", blocks=" + "+".join(f"{n}x{s}" for s, n in self._groups)
         return (
-            f"d_model={self.d_model}, d_hidden={self.d_hidden}, d_output={self.d_output}, d_path={self.d_path}, "
+            f"d_model={self.d_model}, d_state={self.d_state}, d_output={self.d_output}, d_path={self.d_path}, "
             f"structure={self.structure!r}{blocks}{f', rank={self.rank}' if self.structure == 'dplr' else ''}, "
             f"dt={self.dt}, max_norm={self.max_norm}, D={self.D_mode!r}, mode={self.mode!r}, "
-            f"chunk_size={self.chunk_size}"
+            f"chunk_length={self.chunk_length}"
         )

@@ -263,7 +263,7 @@ class BackboneParams(Configurable):
         return dict(
             values,
             layer="lncde",
-            d_hidden=d,
+            d_state=d,
             structure=structure,
             block_size=block_size,
             rank=rank,

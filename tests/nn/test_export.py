@@ -102,7 +102,7 @@ def test_longer_input_is_refused():
 
 
 def test_layers_without_a_fixed_kernel_are_refused():
-    lncde = SequenceHead(SSMBackbone(3, d_model=8, n_layers=1, layer="lncde", d_hidden=4), 2)
+    lncde = SequenceHead(SSMBackbone(3, d_model=8, n_layers=1, layer="lncde", d_state=4), 2)
     with pytest.raises(ValueError, match="LinearCDE"):
         convolution_form(lncde, 10)
     with pytest.raises(ValueError, match="max_length"):

@@ -44,7 +44,7 @@ def test_initial_d_scales():
     "make",
     [
         lambda D, M: SSM(4, 4, d_output=M, D=D),
-        lambda D, M: LinearCDE(4, d_hidden=4, d_output=M, D=D),
+        lambda D, M: LinearCDE(4, d_state=4, d_output=M, D=D),
         lambda D, M: DenseSSM(4, 4, d_output=M, D=D),
     ],
     ids=["SSM", "LinearCDE", "DenseSSM"],

@@ -55,7 +55,7 @@ def _block_layout(layer: LinearCDE) -> list[tuple[int, int, np.ndarray]]:
 
 def _oracle_A(layer: LinearCDE) -> np.ndarray:
     """The A^j as dense (P, d, d) matrices, built from the parameters alone."""
-    d, P = layer.d_hidden, layer.d_path + 1
+    d, P = layer.d_state, layer.d_path + 1
     if layer.structure in ("diagonal", "block_diagonal"):
         A = np.zeros((P, d, d))
         for start, s, block in _block_layout(layer):
@@ -106,7 +106,7 @@ def _normalize(layer: LinearCDE, M: np.ndarray, x: np.ndarray) -> tuple[np.ndarr
 def _oracle(layer: LinearCDE, u: np.ndarray, h0: np.ndarray | None = None):
     """Dense loop for one sample u (H, L): y (M, L), final state, the transitions M_i and
     (rescaled, total) counts of the normalization's units."""
-    d = layer.d_hidden
+    d = layer.d_state
     A = _oracle_A(layer)
     W, c = _np(layer.path.weight), _np(layer.path.bias)
     B, C = _np(layer.B), _np(layer.C)
@@ -157,7 +157,7 @@ def _inputs(seed: int = 1, L: int = 23, with_state: bool = False):
 def test_modes_match_the_dense_oracle(config, with_state, regime):
     """recurrence == scan == chunked (uneven chunks) == the dense loop, to float64 round-off;
     every oracle transition has spectral norm <= max_norm."""
-    layer = _make(config, chunk_size=5, **REGIMES[regime])
+    layer = _make(config, chunk_length=5, **REGIMES[regime])
     u, h0 = _inputs(with_state=with_state)
     outputs = {mode: layer(u, h0, mode=mode, return_state=True) for mode in ("recurrence", "scan", "chunked")}
     for n in range(u.shape[0]):
@@ -262,7 +262,7 @@ def test_walsh_hadamard_matrices_equal_the_explicit_product():
     for j, dj in enumerate(_np(layer.A_diag)):
         np.testing.assert_allclose(A[j], Hn @ np.diag(dj), rtol=0, atol=1e-15)
     np.testing.assert_allclose(Hn @ Hn.T, np.eye(16), atol=1e-15)
-    with pytest.raises(ValueError, match=r"d_hidden=12 must be a power of two"):
+    with pytest.raises(ValueError, match=r"d_state=12 must be a power of two"):
         LinearCDE(3, 12, structure="walsh_hadamard")
 
 
@@ -292,7 +292,7 @@ def test_gradcheck_scan(config):
 
 @pytest.mark.parametrize("config", list(CONFIGS))
 def test_scan_chunked_and_recurrence_give_the_same_gradients(config):
-    layer = _make(config, init_std=3.0, chunk_size=4)
+    layer = _make(config, init_std=3.0, chunk_length=4)
     u = torch.randn(2, 3, 11, dtype=torch.float64)
     grads = {}
     for mode in ("recurrence", "scan", "chunked"):
@@ -338,7 +338,7 @@ def test_long_sequence_stays_bounded(structure):
         assert (h.norm(dim=-1) <= b_norm.sum(-1) * (1 + 1e-5)).all()
 
         rho = 0.9
-        layer = build(max_norm=rho, mode="chunked", chunk_size=1024, **adversarial)
+        layer = build(max_norm=rho, mode="chunked", chunk_length=1024, **adversarial)
         y, h = layer(u, return_state=True)
         b_max = (layer.path_increments(u) @ layer.B.T).norm(dim=-1).max()
         assert y.norm(dim=1).max() <= torch.linalg.matrix_norm(layer.C, 2) * b_max / (1 - rho) * (1 + 1e-5)
@@ -350,12 +350,12 @@ def test_long_sequence_stays_bounded(structure):
     "kwargs, message",
     [
         (dict(structure="sparse"), r"unknown structure 'sparse'"),
-        (dict(structure="block_diagonal", block_sizes=[4, 4, 4]), r"block_sizes must sum to d_hidden=8, got sum 12"),
+        (dict(structure="block_diagonal", block_sizes=[4, 4, 4]), r"block_sizes must sum to d_state=8, got sum 12"),
         (
             dict(structure="block_diagonal", block_sizes=[4, 0, 4]),
             r"block_sizes must be a non-empty list of positive integers",
         ),
-        (dict(structure="block_diagonal", block_size=3), r"block_size=3 must divide d_hidden=8"),
+        (dict(structure="block_diagonal", block_size=3), r"block_size=3 must divide d_state=8"),
         (dict(structure="block_diagonal", block_size=0), r"block_size must be a positive integer"),
         (dict(structure="block_diagonal", block_size=2, block_sizes=[4, 4]), r"either block_size or block_sizes"),
         (
@@ -364,11 +364,11 @@ def test_long_sequence_stays_bounded(structure):
         ),
         (dict(structure="dplr", rank=0), r"rank must be a positive integer, got 0"),
         (dict(structure="diagonal", rank=2), r"rank is only used with structure='dplr'"),
-        (dict(structure="walsh_hadamard", d_hidden=6), r"d_hidden=6 must be a power of two"),
-        (dict(d_hidden=0), r"d_hidden must be a positive integer"),
+        (dict(structure="walsh_hadamard", d_state=6), r"d_state=6 must be a power of two"),
+        (dict(d_state=0), r"d_state must be a positive integer"),
         (dict(d_path=0), r"d_path must be a positive integer"),
         (dict(mode="parallel"), r"unknown mode 'parallel'"),
-        (dict(chunk_size=0), r"chunk_size must be a positive integer"),
+        (dict(chunk_length=0), r"chunk_length must be a positive integer"),
         (dict(dt=0.0), r"dt must be > 0"),
         (dict(max_norm=1.5), r"max_norm must lie in \(0, 1\]"),
         (dict(decay_min=0.5, decay_max=0.1), r"need 0 < decay_min <= decay_max < 1"),
@@ -378,7 +378,7 @@ def test_long_sequence_stays_bounded(structure):
     ],
 )
 def test_constructor_errors_name_the_parameter(kwargs, message):
-    kwargs = {"d_hidden": 8, **kwargs}
+    kwargs = {"d_state": 8, **kwargs}
     with pytest.raises(ValueError, match=message):
         LinearCDE(3, **kwargs)
 
@@ -409,9 +409,26 @@ def test_defaults_float32_and_pure_torch_module():
     # the feed-through, each torch only. (Under `mutmut run` the mutated copies also import mutmut's
     # trampoline.)
     siblings = {"scan", "batch_invariant", "feedthrough"}
-    assert imported - {"mutmut"} <= {"__future__", "math", "torch"} | siblings, imported
+    assert imported - {"mutmut"} <= {"__future__", "math", "warnings", "torch"} | siblings, imported
     for sibling in siblings:
         tree = ast.parse((Path(lncde_module.__file__).parent / f"{sibling}.py").read_text())
         own = {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
         own |= {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
         assert own - {"mutmut"} <= {"__future__", "typing", "math", "torch"} | siblings, (sibling, own)
+
+
+def test_renamed_arguments_still_work_with_a_warning():
+    """d_hidden and chunk_size are d_state and chunk_length, as in the SSM layer; the old names give the
+    same layer, with a FutureWarning, for one release."""
+    torch.manual_seed(0)
+    new = LinearCDE(4, d_state=8, chunk_length=16)
+    torch.manual_seed(0)
+    with pytest.warns(FutureWarning, match="d_hidden is now d_state"), pytest.warns(FutureWarning, match="chunk_size"):
+        old = LinearCDE(4, d_hidden=8, chunk_size=16)
+    assert (old.d_state, old.chunk_length) == (8, 16)
+    for name, value in new.state_dict().items():
+        torch.testing.assert_close(old.state_dict()[name], value, rtol=0, atol=0)
+    with pytest.warns(FutureWarning, match="chunk_size is now chunk_length"):
+        assert old.chunk_size == 16
+    with pytest.raises(TypeError, match=r"unexpected keyword argument\(s\) \['d_hiden'\]"):
+        LinearCDE(4, d_hiden=8)

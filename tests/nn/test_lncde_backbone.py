@@ -37,7 +37,7 @@ def _backbone(structure: str, seed: int = 0, **kwargs) -> SSMBackbone:
         d_model=8,
         n_layers=2,
         layer="lncde",
-        d_hidden=8,
+        d_state=8,
         structure=structure,
         init_std=4.0,
         generator=_gen(seed),
@@ -85,7 +85,7 @@ def test_lncde_backbone_streaming_equals_full_pass_at_every_position(structure, 
 
 def test_lncde_block_step_equals_forward_and_state_is_the_layers():
     torch.manual_seed(0)
-    block = SSMBlock(6, layer="lncde", d_hidden=8, structure="dplr", rank=1, generator=_gen(2)).double().eval()
+    block = SSMBlock(6, layer="lncde", d_state=8, structure="dplr", rank=1, generator=_gen(2)).double().eval()
     x = torch.randn(3, 6, 15, generator=_gen(3), dtype=torch.float64)
     with torch.no_grad():
         full = block(x)
@@ -108,7 +108,7 @@ def test_token_lncde_backbone_streams():
             vocab_size=7,
             pooling="none",
             layer="lncde",
-            d_hidden=8,
+            d_state=8,
             structure="walsh_hadamard",
             generator=_gen(0),
         )
@@ -136,7 +136,7 @@ def test_lncde_backbone_outputs_are_finite_on_long_and_large_inputs(structure):
         n_layers=2,
         d_output=2,
         layer="lncde",
-        d_hidden=8,
+        d_state=8,
         structure=structure,
         generator=_gen(4),
         **STRUCTURE_KWARGS[structure],
@@ -154,7 +154,7 @@ def test_scaled_delta_multiplies_the_lncde_path_step_and_restores_it():
     twice = LinearCDE(4, 8, structure="block_diagonal", dt=0.2, generator=_gen(0)).double()
     twice.load_state_dict(layer.state_dict())
     u = torch.randn(2, 4, 25, generator=_gen(1), dtype=torch.float64)
-    model = SSMBackbone(4, d_model=4, n_layers=1, layer="lncde", d_hidden=8)
+    model = SSMBackbone(4, d_model=4, n_layers=1, layer="lncde", d_state=8)
     model.blocks[0].ssm = layer
     with scaled_delta(model, delta_factor(train_rate=100, new_rate=50)):
         assert layer.step_size == pytest.approx(0.2)
@@ -165,7 +165,7 @@ def test_scaled_delta_multiplies_the_lncde_path_step_and_restores_it():
 
 
 def test_lncde_backbone_rate_base_factor_is_refused_with_a_pointer_to_scaled_delta():
-    model = SSMBackbone(3, d_model=8, n_layers=1, layer="lncde", d_hidden=8)
+    model = SSMBackbone(3, d_model=8, n_layers=1, layer="lncde", d_state=8)
     assert model.dt_scale == 1.0 and model.ssm_layers == [] and len(model.lncde_layers) == 1
     model.dt_scale = 1.0  # what the task pipelines set for every model: accepted
     with pytest.raises(ValueError, match="scaled_delta"):
@@ -177,7 +177,7 @@ def test_lncde_backbone_rate_base_factor_is_refused_with_a_pointer_to_scaled_del
 @pytest.mark.parametrize("structure", LNCDE_STRUCTURES)
 def test_parameter_groups_put_lncde_transitions_and_b_in_the_ssm_group(structure):
     model = SSMBackbone(
-        3, d_model=8, n_layers=2, layer="lncde", d_hidden=8, structure=structure, **STRUCTURE_KWARGS[structure]
+        3, d_model=8, n_layers=2, layer="lncde", d_state=8, structure=structure, **STRUCTURE_KWARGS[structure]
     )
     groups = {g["name"]: g for g in parameter_groups(model, lr=1e-3, lr_ssm=1e-4, weight_decay=0.1)}
     names = {id(p): n for n, p in model.named_parameters()}
@@ -213,7 +213,7 @@ def test_backbone_params_build_an_lncde_backbone_with_the_declared_options():
     model = params.build_backbone(3)
     layer = model.blocks[1].ssm
     assert isinstance(layer, LinearCDE) and model.layer == "lncde"
-    assert (layer.d_hidden, layer.structure, layer.block_sizes, layer.dt, layer.max_norm) == (
+    assert (layer.d_state, layer.structure, layer.block_sizes, layer.dt, layer.max_norm) == (
         16,
         "block_diagonal",
         (8, 8),

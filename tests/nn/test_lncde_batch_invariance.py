@@ -22,7 +22,7 @@ CONFIGS = {
     "block4": dict(structure="block_diagonal", block_size=4),
     "diag+8x8": dict(structure="block_diagonal", block_sizes=[1] * 12 + [8]),
     "dplr": dict(structure="dplr", rank=2),
-    "walsh_hadamard": dict(structure="walsh_hadamard", d_hidden=16),
+    "walsh_hadamard": dict(structure="walsh_hadamard", d_state=16),
     "dense": dict(structure="dense"),
 }
 BATCH = 64
@@ -40,7 +40,7 @@ def threads(request):
 
 def _layer(config: str, **kwargs) -> LinearCDE:
     # init_std 2: input-dependent transitions, rescaled by the normalization at some steps.
-    kwargs = {"d_hidden": 20, **CONFIGS[config], **kwargs}
+    kwargs = {"d_state": 20, **CONFIGS[config], **kwargs}
     return LinearCDE(16, d_output=8, d_path=12, init_std=2.0, generator=torch.Generator().manual_seed(0), **kwargs)
 
 
@@ -48,10 +48,10 @@ def _layer(config: str, **kwargs) -> LinearCDE:
 @pytest.mark.parametrize("mode", ["recurrence", "scan", "chunked"])
 @pytest.mark.parametrize("config", list(CONFIGS))
 def test_outputs_do_not_depend_on_the_rest_of_the_batch(config, mode, L, threads):
-    layer = _layer(config, chunk_size=128)
+    layer = _layer(config, chunk_length=128)
     g = torch.Generator().manual_seed(1)
     u = torch.randn(BATCH, 16, L, generator=g)
-    h0 = torch.randn(BATCH, layer.d_hidden, generator=g)
+    h0 = torch.randn(BATCH, layer.d_state, generator=g)
     perm = torch.randperm(SUB_BATCHES[-1], generator=g)
     with torch.no_grad():
         y, h = layer(u, h0, mode=mode, return_state=True)
