@@ -468,6 +468,10 @@ def read_header(path: str | Path) -> tuple[dict, dict[str, torch.Tensor]]:
         header = json.loads(metadata["ssmts"])
     except (KeyError, json.JSONDecodeError) as error:
         raise ValueError(f"{path} is a safetensors file without ssmts metadata") from error
+    except RecursionError:  # JSON nested deeper than Python's parser goes: no header of ours
+        raise ValueError(
+            f"{path}: its ssmts metadata is nested too deeply to be a header; the file was altered"
+        ) from None
     if header.get("format") != FORMAT:
         raise ValueError(f"{path} is not an ssmts estimator file (format {header.get('format')!r})")
     version = header.get("format_version")

@@ -100,6 +100,8 @@ def read_pretrained(path: str | Path | None = None) -> tuple[dict, dict[str, tor
         metadata = json.loads(raw)
     except json.JSONDecodeError as error:
         raise ValueError(f"the metadata of {path} is not valid JSON: {error}") from None
+    except RecursionError:
+        raise ValueError(f"the metadata of {path} is nested too deeply to be pretrained-forecaster metadata") from None
     if not isinstance(metadata, dict) or set(metadata) != set(FIELDS):
         raise ValueError(f"the metadata of {path} must have exactly the fields {sorted(FIELDS)}")
     for name, kind in FIELDS.items():

@@ -89,6 +89,8 @@ def load_task_arrays(directory: str | Path, mmap: bool = True) -> TaskData:
         header = json.loads((directory / "header.json").read_text())
     except (OSError, json.JSONDecodeError) as error:
         raise ValueError(f"{directory} is not a readable task cache ({error})") from error
+    except RecursionError:
+        raise ValueError(f"{directory} is not a readable task cache (header.json is nested too deeply)") from None
     splits = []
     for name in ("train", "val", "test"):
         lengths = directory / f"{name}_lengths.npy"

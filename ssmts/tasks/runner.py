@@ -335,7 +335,7 @@ def _check_resume(paths: dict[str, Path], settings: dict, resume: bool, echo) ->
         )
     try:
         previous = json.loads(paths["config"].read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as error:
         raise ValueError(
             f"cannot resume: {paths['config']} is not valid JSON ({error}); remove the run directory "
             "or choose another --out"

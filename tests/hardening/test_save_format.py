@@ -138,3 +138,24 @@ def test_a_hostile_header_with_a_valid_checksum_fails_fast_without_allocating(sa
     with pytest.raises(ValueError, match=re.escape(message)):
         SSMClassifier.load(damaged)
     assert time.perf_counter() - start < 5.0  # checked before any network is built
+
+
+def test_a_header_nested_beyond_the_json_parser_is_a_clear_error(saved, tmp_path):
+    """JSON nested deeper than Python's recursion limit raised RecursionError from inside json; every
+    reader of a header (the save format, the pretrained weights, a task cache) names the problem."""
+    from ssmts.sktime._pretrained import read_pretrained
+    from ssmts.tasks.data_utils import load_task_arrays
+
+    path, _, _ = saved
+    deep = '{"a":' * 100_000 + "1" + "}" * 100_000
+    with safe_open(str(path), framework="pt") as f:
+        tensors = {k: f.get_tensor(k) for k in f.keys()}
+    save_file(tensors, str(tmp_path / "deep.safetensors"), metadata={"ssmts": deep, "ssmts_pretrained": deep})
+    with pytest.raises(ValueError, match="nested too deeply"):
+        SSMClassifier.load(tmp_path / "deep.safetensors")
+    with pytest.raises(ValueError, match="nested too deeply"):
+        read_pretrained(tmp_path / "deep.safetensors")
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "header.json").write_text(deep)
+    with pytest.raises(ValueError, match="nested too deeply"):
+        load_task_arrays(tmp_path / "cache")
