@@ -151,6 +151,24 @@ def test_parameters_assembled_at_import_time_are_documented(site):
     assert "required" not in html.split("Backbone parameters", 1)[1].split("Training parameters", 1)[0]
 
 
+def test_the_defaults_of_each_estimator_are_tabled_from_the_estimators(site):
+    """n_layers is declared with 4 and every network face starts from 2: the group's table names the
+    faces that differ, and the faces table gives each its own value (both read from the classes)."""
+    import re
+
+    from ssmts import SSMClassifier
+    from ssmts.sktime import SSMForecaster
+
+    site_dir, _, _ = site
+    html = page(site_dir, "guides/sklearn")
+    assert "The defaults of each estimator" in html
+    text = re.sub(r"<[^>]+>", "", html)
+    row = re.search(r"n_layers\s*4\s*((?:\d+\s*){2,8})", text)
+    assert row is not None, "no n_layers row in the faces table"
+    assert row.group(1).split()[0] == str(SSMClassifier().n_layers) == "2"
+    assert f"SSMForecaster {SSMForecaster().d_model}" in text  # the Backbone table names the forecaster's d_model
+
+
 def test_benchmarks_page_includes_the_results_file(site):
     site_dir, results_text, real_results = site
     html = page(site_dir, "benchmarks")
