@@ -184,7 +184,7 @@ def _tasks_show(name: str) -> int:
             f"  preset {preset_name}: depth {p.n_layers}, heads {p.heads}, H {p.d_model}, N {p.d_state}, "
             f"lr SSM {p.lr_ssm}, lr others {p.lr}, dropout {p.dropout}, prenorm {p.prenorm}, norm {p.norm}, "
             f"activation {p.activation}, bidirectional {p.bidirectional}, batch {p.batch_size}, "
-            f"epochs {p.epochs}, scheduler {p.scheduler}"
+            f"epochs {p.max_epochs}, scheduler {p.scheduler}"
         )
         for note in p.notes:
             print(f"      - {note}")

@@ -49,48 +49,37 @@ paper hyperparameters, so it has no "paper" preset."""
 PAPER_WEIGHT_DECAY = 0.05
 
 
+# What every preset starts from unless it says otherwise (eSSM Appendix E.1): batch normalization
+# after the SSM, the gated GELU, the flipped-kernel bidirectional layer; AdamW with a cosine schedule.
+CONVENTIONS_BACKBONE = dict(norm="batch", activation="gated_gelu", bidirectional="essm")
+CONVENTIONS_TRAINING = dict(optimizer="adamw", weight_decay=PAPER_WEIGHT_DECAY, scheduler="cosine")
+
+
 @dataclass(frozen=True)
 class Preset:
     """Model, optimization and data settings of one task under one preset.
 
-    Model: n_layers (depth), heads, d_model (H), d_state (N per head), activation, norm,
-    prenorm, dropout, bidirectional, pooling, dt_min/dt_max (Delta init range), dt_scale
-    (constant factor on Delta, Path-X); layer ("ssm" or "lncde") and the lncde_* options of
-    ssmts.training.BackboneParams (a SLiCE backbone). Optimization: batch_size, epochs, lr (others),
-    lr_ssm (Lambda, Delta, B), weight_decay, scheduler (what the Trainer runs: "cosine",
-    "plateau" or "none") and paper_schedule (what the paper specifies).
+    backbone: values of the parameters ssmts.training.params declares for the architecture
+        (BackboneParams, and SequenceParams' pooling): n_layers, heads, d_model, d_state,
+        dropout, prenorm, norm, activation, bidirectional, dt_min, dt_max, init, discretization,
+        layer and the lncde_* options ...; the rest keep their declared defaults.
+    training: values of TrainerConfig's parameters (max_epochs, batch_size, lr, lr_ssm for
+        Lambda, Delta and B, weight_decay, scheduler: what the Trainer runs, "cosine", "plateau"
+        or "none" ...); paper_schedule: what the paper specifies.
+    dt_scale: a constant factor on Delta, part of the model (Path-X).
     standardize_input / standardize_target: scale signal channels / regression targets with
     training statistics. data: options of the real-data loader; synthetic: options of the stand-in;
     limit: at most this many samples per split (None: all). notes: where values come
     from and how they differ from the paper.
+
+    Every parameter of the two groups reads as an attribute (``preset.d_model``,
+    ``preset.max_epochs``), its declared default where the preset does not set it.
     """
 
     name: str
-    n_layers: int
-    heads: int
-    d_model: int
-    d_state: int
-    batch_size: int
-    epochs: int
-    lr: float
-    lr_ssm: float
-    dropout: float
-    prenorm: bool
-    norm: str = "batch"
-    activation: str = "gated_gelu"
-    bidirectional: bool | str = "essm"
-    pooling: str = "mean"
-    dt_min: float = 1e-3
-    dt_max: float = 1e-1
+    backbone: dict = field(default_factory=dict)
+    training: dict = field(default_factory=dict)
     dt_scale: float = 1.0
-    layer: str = "ssm"
-    lncde_structure: str = "block_diagonal"
-    lncde_block_size: int | None = None
-    lncde_rank: int | None = None
-    lncde_dt: float = 0.1
-    lncde_max_norm: float | None = 1.0
-    weight_decay: float = PAPER_WEIGHT_DECAY
-    scheduler: str = "cosine"
     paper_schedule: dict = field(default_factory=dict)
     standardize_target: bool = False
     standardize_input: bool = False
@@ -101,18 +90,51 @@ class Preset:
 
     def __post_init__(self):
         from ssmts.nn.resampling import check_delta_factor
+        from ssmts.training import BackboneParams, TrainerConfig
+        from ssmts.training.params import SequenceParams
 
-        # The shared parameters are checked against their one declaration (ssmts.training.params).
+        for what, values, groups in (
+            ("backbone", self.backbone, (BackboneParams, SequenceParams)),
+            ("training", self.training, (TrainerConfig,)),
+        ):
+            known = {name for group in groups for name in group.param_names()}
+            unknown = sorted(set(values) - known)
+            if unknown:
+                raise ValueError(f"preset {self.name!r}: {unknown} are not {what} parameters ({sorted(known)})")
+        # The values are checked against their one declaration (ssmts.training.params).
         self.backbone_params()
         self.trainer_config()
         check_delta_factor(self.dt_scale, "dt_scale")
+
+    def __getattr__(self, name: str):
+        """A parameter of the groups: the preset's value, else its declared default."""
+        if name.startswith("_") or name in ("backbone", "training"):
+            raise AttributeError(name)
+        from ssmts.training import BackboneParams, TrainerConfig
+        from ssmts.training.params import SequenceParams
+
+        for values, groups in ((self.backbone, (BackboneParams, SequenceParams)), (self.training, (TrainerConfig,))):
+            if name in values:
+                return values[name]
+            for group in groups:
+                if name in group.__params__:
+                    return group.__params__[name].default
+        raise AttributeError(f"{type(self).__name__} has no setting {name!r}")
+
+    def changed(self, *, backbone: dict | None = None, training: dict | None = None, **fields) -> "Preset":
+        """A copy with some backbone or training values (merged into the groups) and fields replaced."""
+        return replace(
+            self,
+            backbone={**self.backbone, **(backbone or {})},
+            training={**self.training, **(training or {})},
+            **fields,
+        )
 
     def backbone_params(self) -> BackboneParams:
         """The preset's architecture as the estimators declare it (validated)."""
         from ssmts.training import BackboneParams
 
-        values = {name: getattr(self, name) for name in BackboneParams.param_names() if hasattr(self, name)}
-        params = BackboneParams(**values)
+        params = BackboneParams(**{k: v for k, v in self.backbone.items() if k in BackboneParams.param_names()})
         params.validate_params()
         params.backbone_kwargs()
         return params
@@ -121,24 +143,32 @@ class Preset:
         """The Trainer settings of the preset (its paper schedule included), validated."""
         from ssmts.training import TrainerConfig
 
-        values = dict(
-            optimizer="adamw",
-            lr=self.lr,
-            lr_ssm=self.lr_ssm,
-            weight_decay=self.weight_decay,
-            scheduler=self.scheduler,
-            max_epochs=self.epochs,
-            batch_size=self.batch_size,
-            **trainer_schedule_kwargs(self),
-        )
-        config = TrainerConfig(**{**values, **overrides})
+        config = TrainerConfig(**{**self.training, **trainer_schedule_kwargs(self), **overrides})
         config.validate_params()
         return config
 
     def to_dict(self) -> dict[str, Any]:
-        out = asdict(self)
-        out["notes"] = list(self.notes)
+        """Every setting, flat: the groups' effective values (declared defaults included) and the fields."""
+        from ssmts.training import BackboneParams, TrainerConfig
+
+        out = {name: getattr(self, name) for name in (*BackboneParams.param_names(), "pooling")}
+        # the run's own settings (device, seed, progress) are the run's, not the preset's
+        run_settings = ("device", "random_state", "distributed", "verbose")
+        out.update({name: getattr(self, name) for name in TrainerConfig.param_names() if name not in run_settings})
+        fields = asdict(self)
+        del fields["backbone"], fields["training"]
+        out.update(fields, notes=list(self.notes))
         return out
+
+
+def _preset(name: str, backbone: dict, training: dict, **fields) -> Preset:
+    """A preset on the conventions (CONVENTIONS_BACKBONE, CONVENTIONS_TRAINING)."""
+    return Preset(
+        name=name,
+        backbone={**CONVENTIONS_BACKBONE, **backbone},
+        training={**CONVENTIONS_TRAINING, **training},
+        **fields,
+    )
 
 
 # ----------------------------------------------------------------------------- eSSM Table 10
@@ -234,9 +264,10 @@ def _paper_preset(task: str) -> Preset:
     ]
     if task in _B_AT_LR_OTHERS:
         notes.append("paper: LR_other also for B (and C); the Trainer's parameter groups train B at LR SSM")
+    backbone: dict[str, Any] = {}
     extra: dict[str, Any] = {}
     if task == "lra-listops":
-        extra = dict(activation="leaky_relu", bidirectional=False)
+        backbone = dict(activation="leaky_relu", bidirectional=False)
         notes.append("ListOps (E.2.1): LeakyReLU, not bidirectional, C from HiPPO (init 'legs')")
     else:
         notes.append(
@@ -250,7 +281,7 @@ def _paper_preset(task: str) -> Preset:
     if task == "lra-image":
         notes.append("paper: horizontal flips and random crops as augmentation; not applied here")
     if task == "lra-pathx":
-        extra = dict(dt_min=1e-4, dt_max=0.1, dt_scale=0.0625)
+        backbone, extra = dict(dt_min=1e-4, dt_max=0.1), dict(dt_scale=0.0625)
         notes += [
             "Path-X (E.2.6): Delta initialized in [1e-4, 0.1], scaled by 0.0625",
             "paper: only 50% of the training set before epoch 110; here the full set throughout",
@@ -258,19 +289,18 @@ def _paper_preset(task: str) -> Preset:
     data: dict[str, Any] = {}
     if task in ("sc10", "sc35"):
         data = {"sample_rate": 16000}
-    return Preset(
-        name="paper",
-        n_layers=row.depth,
-        heads=row.heads,
-        d_model=row.H,
-        d_state=row.N,
-        batch_size=row.batch,
-        epochs=row.epochs,
-        lr=row.lr_others,
-        lr_ssm=row.lr_ssm,
-        dropout=row.dropout,
-        prenorm=row.prenorm,
-        scheduler=scheduler,
+    return _preset(
+        "paper",
+        dict(
+            n_layers=row.depth,
+            heads=row.heads,
+            d_model=row.H,
+            d_state=row.N,
+            dropout=row.dropout,
+            prenorm=row.prenorm,
+            **backbone,
+        ),
+        dict(batch_size=row.batch, max_epochs=row.epochs, lr=row.lr_others, lr_ssm=row.lr_ssm, scheduler=scheduler),
         paper_schedule=dict(schedule),
         data=data,
         synthetic=_PAPER_SYNTHETIC.get(task, {}),
@@ -281,23 +311,20 @@ def _paper_preset(task: str) -> Preset:
 
 def _bidmc_paper_preset() -> Preset:
     scheduler, notes = _schedule_notes(PAPER_SCHEDULES["bidmc"])
-    return Preset(
-        name="paper",
-        n_layers=6,
-        heads=1,
-        d_model=128,
-        d_state=256,
-        batch_size=32,
-        epochs=500,
-        lr=0.01,
-        lr_ssm=0.001,
-        weight_decay=0.05,
-        dropout=0.0,
-        prenorm=True,
-        norm="layer",
-        bidirectional=False,
-        pooling="last",
-        scheduler=scheduler,
+    return _preset(
+        "paper",
+        dict(
+            n_layers=6,
+            heads=1,
+            d_model=128,
+            d_state=256,
+            dropout=0.0,
+            prenorm=True,
+            norm="layer",
+            bidirectional=False,
+            pooling="last",
+        ),
+        dict(batch_size=32, max_epochs=500, lr=0.01, lr_ssm=0.001, weight_decay=0.05, scheduler=scheduler),
         paper_schedule=dict(PAPER_SCHEDULES["bidmc"]),
         data={"protocol": "s4", "standardize": False},
         synthetic={"n_windows": 2000, "length": 4000},
@@ -334,28 +361,23 @@ _PAPER_SYNTHETIC: dict[str, dict] = {
 
 def _small_preset(task: str) -> Preset:
     """CPU-sized preset: 2-4 small layers, capped data, a handful of epochs."""
-    common = dict(
-        name="small",
-        heads=4,
-        d_model=64,
-        d_state=32,
-        batch_size=32,
-        lr=4e-3,
-        lr_ssm=1e-3,
-        dropout=0.0,
-        prenorm=True,
-        weight_decay=0.01,
-        scheduler="cosine",
-    )
-    notes = ["small CPU preset: not the paper's model size, data size or epochs"]
+    notes = ("small CPU preset: not the paper's model size, data size or epochs",)
+    backbone = dict(heads=4, d_model=64, d_state=32, dropout=0.0, prenorm=True)
+    training = dict(batch_size=32, lr=4e-3, lr_ssm=1e-3, weight_decay=0.01, scheduler="cosine")
+
+    def small(layers: int, epochs: int, backbone_changes=None, training_changes=None, **fields) -> Preset:
+        return _preset(
+            "small",
+            {**backbone, "n_layers": layers, **(backbone_changes or {})},
+            {**training, "max_epochs": epochs, **(training_changes or {})},
+            **{"notes": notes, **fields},
+        )
+
     if task == "lra-listops":
-        return Preset(
-            **common,
-            n_layers=2,
-            epochs=10,
-            activation="leaky_relu",
-            bidirectional=False,
-            limit=None,
+        return small(
+            2,
+            10,
+            dict(activation="leaky_relu", bidirectional=False),
             data={"max_train": 5000, "max_eval": 1000},
             synthetic={
                 "n_train": 2000,
@@ -365,65 +387,44 @@ def _small_preset(task: str) -> Preset:
                 "max_length": 300,
                 "max_depth": 6,
             },
-            notes=tuple(notes),
         )
     if task == "lra-text":
-        return Preset(
-            **common,
-            n_layers=2,
-            epochs=8,
+        return small(
+            2,
+            8,
             data={"max_train": 2000, "max_eval": 500},
             synthetic={"n_train": 1000, "n_val": 200, "n_test": 200, "max_length": 1024},
-            notes=tuple(notes),
         )
     if task == "lra-retrieval":
-        return Preset(
-            **common,
-            n_layers=2,
-            epochs=8,
+        return small(
+            2,
+            8,
             data={"max_samples": 2000, "max_eval": 500},
             synthetic={"n_train": 1000, "n_val": 200, "n_test": 200, "max_length": 512},
-            notes=tuple(notes),
         )
     if task in ("lra-image", "smnist", "psmnist", "scifar"):
-        return Preset(
-            **common,
-            n_layers=3,
-            epochs=15,
-            data={"max_train": 5000, "max_eval": 1000},
-            synthetic={},
-            notes=tuple(notes),
-        )
+        return small(3, 15, data={"max_train": 5000, "max_eval": 1000}, synthetic={})
     if task == "lra-pathfinder":
-        return Preset(
-            **common,
-            n_layers=3,
-            epochs=10,
-            data={"max_samples": 3000},
-            synthetic={"n_samples": 1500},
-            notes=tuple(notes),
-        )
+        return small(3, 10, data={"max_samples": 3000}, synthetic={"n_samples": 1500})
     if task == "lra-pathx":
-        return Preset(
-            **{**common, "batch_size": 16},
-            n_layers=2,
-            epochs=3,
-            dt_min=1e-4,
-            dt_max=0.1,
+        return small(
+            2,
+            3,
+            dict(dt_min=1e-4, dt_max=0.1),
+            dict(batch_size=16),
             dt_scale=0.0625,
             data={"max_samples": 600},
             synthetic={"n_samples": 400},
-            notes=tuple(notes),
         )
     if task in ("sc10", "sc35"):
         # The `ssmts demo` model (measured to learn the espeak-ng words on a CPU), causal. The
         # demo's lr 1e-2 over the 4x larger stand-in left batch-norm statistics unusable in
         # eval mode (validation at chance while the training loss fell); 4e-3 does not.
-        return Preset(
-            **{**common, "batch_size": 16, "d_model": 32, "d_state": 32, "heads": 1, "prenorm": False},
-            n_layers=3,
-            epochs=20,
-            bidirectional=False,
+        return small(
+            3,
+            20,
+            dict(d_model=32, d_state=32, heads=1, prenorm=False, bidirectional=False),
+            dict(batch_size=16),
             standardize_input=True,
             data={"sample_rate": 4000, "max_per_class": 60 if task == "sc10" else 30},
             synthetic={"sample_rate": 4000, "clips_per_voice": 4 if task == "sc10" else 2},
@@ -434,23 +435,21 @@ def _small_preset(task: str) -> Preset:
             ),
         )
     if task == "sc10-mfcc":
-        return Preset(
-            **{**common, "batch_size": 16},
-            n_layers=3,
-            epochs=20,
+        return small(
+            3,
+            20,
+            training_changes=dict(batch_size=16),
             standardize_input=True,
             data={"max_per_class": 200},
             synthetic={"clips_per_voice": 4},
             notes=(*notes, "MFCC channels standardized with training statistics"),
         )
     if task.startswith("bidmc-"):
-        return Preset(
-            **{**common, "lr": 5e-3},
-            n_layers=3,
-            epochs=20,
-            norm="layer",
-            bidirectional=False,
-            pooling="last",
+        return small(
+            3,
+            20,
+            dict(norm="layer", bidirectional=False, pooling="last"),
+            dict(lr=5e-3),
             standardize_target=True,
             data={"protocol": "s4", "standardize": True, "max_train": 1500},
             synthetic={"n_windows": 400, "length": 1000},
@@ -477,15 +476,10 @@ def _tiny_preset(task: str) -> Preset:
     data = dict(base.data)
     if task in ("sc10", "sc35"):
         data.update(sample_rate=1000, max_per_class=1)
-    return replace(
-        base,
+    return base.changed(
         name="tiny",
-        n_layers=1,
-        heads=1,
-        d_model=8,
-        d_state=4,
-        batch_size=8,
-        epochs=1,
+        backbone=dict(n_layers=1, heads=1, d_model=8, d_state=4),
+        training=dict(batch_size=8, max_epochs=1),
         synthetic=synthetic,
         data=data,
         limit=8,

@@ -138,7 +138,7 @@ def run_task(
     if (data_dir is None) == (not synthetic):
         raise ValueError("pass exactly one of data_dir (real data) and synthetic=True")
     config = get_preset(name, preset)
-    epochs = config.epochs if epochs is None else int(epochs)
+    epochs = config.max_epochs if epochs is None else int(epochs)
     if epochs < 1:
         raise ValueError(f"epochs must be >= 1, got {epochs}")
     limit = config.limit if limit is None else int(limit)

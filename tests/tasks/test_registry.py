@@ -196,7 +196,7 @@ def test_paper_presets_follow_essm_table_10():
         p = get_preset(task, "paper")
         assert (
             p.batch_size,
-            p.epochs,
+            p.max_epochs,
             p.n_layers,
             p.heads,
             p.d_model,
@@ -224,7 +224,7 @@ def test_paper_preset_task_specifics():
     assert retrieval.paper_schedule["warmup_steps"] == 1000
     assert trainer_schedule_kwargs(retrieval) == {"warmup_steps": 1000, "total_steps": 50_000}
     bidmc = get_preset("bidmc-rr", "paper")
-    assert (bidmc.n_layers, bidmc.d_model, bidmc.d_state, bidmc.lr, bidmc.epochs) == (6, 128, 256, 0.01, 500)
+    assert (bidmc.n_layers, bidmc.d_model, bidmc.d_state, bidmc.lr, bidmc.max_epochs) == (6, 128, 256, 0.01, 500)
     assert bidmc.paper_schedule["name"] == "multistep"
     with pytest.raises(ValueError, match="unknown preset"):
         get_preset("sc10", "huge")
