@@ -77,43 +77,6 @@ def vandermonde(W: torch.Tensor, log_abar: torch.Tensor, length: int) -> torch.T
     return K.reshape(S, R, J * c)[..., :length]
 
 
-def per_sample_mv(A: torch.Tensor, x: torch.Tensor, bias: torch.Tensor | None = None) -> torch.Tensor:
-    """y[i, s] = A[s] @ x[i, s] (+ bias[s]): A (S, m, k), x (b, S, k) -> (b, S, m), one product per sample
-    (a sample's result never depends on the batch; a stride-0 batched matmul would copy A b times)."""
-    if A.shape[0] == 1:
-        out = [torch.mv(A[0], xi[0]) if bias is None else torch.addmv(bias[0], A[0], xi[0]) for xi in x]
-        return torch.stack(out)[:, None]
-    out = [torch.bmm(A, xi[:, :, None])[..., 0] for xi in x]
-    y = torch.stack(out)
-    return y if bias is None else y + bias
-
-
-class _SpectralProduct(torch.autograd.Function):
-    """Y[i, s, f] = K[s, f] @ U[i, s, f]: K (S, F, Mh, Hh), U (b, S, F, Hh) -> (b, S, F, Mh), complex.
-
-    The forward pass runs one batched product per sample, so that a sample's output never depends on
-    the batch it is in (a GEMM over the batch picks its kernels, and summation order, by batch size).
-    The backward pass contracts over the batch in one GEMM per (head, frequency): the kernel's
-    gradient is a sum over the batch anyway.
-    """
-
-    @staticmethod
-    def forward(ctx, K, U):
-        ctx.save_for_backward(K, U)
-        return torch.stack([torch.matmul(K, Ui[..., None])[..., 0] for Ui in U])
-
-    @staticmethod
-    def backward(ctx, grad):
-        K, U = ctx.saved_tensors
-        grad_K = grad_U = None
-        g = grad.permute(1, 2, 3, 0)  # (S, F, Mh, b)
-        if ctx.needs_input_grad[0]:
-            grad_K = torch.matmul(g, U.conj().permute(1, 2, 0, 3))  # sum_i g_i U_i^H
-        if ctx.needs_input_grad[1]:
-            grad_U = torch.matmul(K.conj().transpose(-1, -2), g).permute(3, 0, 1, 2)  # K^H g_i
-        return grad_K, grad_U
-
-
 def two_sided_kernel(forward: torch.Tensor, backward: torch.Tensor, n: int, average: bool) -> torch.Tensor:
     """Bidirectional kernel on a circular grid of n >= 2L - 1: forward taps at l >= 0, backward taps at
     n - l (lag -l), both at l = 0 (the eSSM sum counts that tap twice); halved when `average` (LDNN)."""
