@@ -58,3 +58,28 @@ def test_the_m1_check_panel_aligns_every_series_to_end_together():
     lengths = panel.groupby(level="series").size()
     assert len(ends) == 181 and (ends == pd.Period("2000", freq="Y")).all()
     assert lengths.min() == 15 and lengths.max() == 58 and np.isfinite(panel["y"]).all()
+
+
+def test_the_context_ensemble_is_the_median_of_one_forecaster_per_context():
+    """--context-multiples 1,2,3: the SSM row forecasts the median of three forecasters fitted with
+    context_length = h, 2h, 3h, and its intervals are the mean of theirs."""
+    from ssmts.bench.panels import _ssm_forecasts
+    from ssmts.sktime import SSMForecaster
+
+    rng = np.random.default_rng(1)
+    times = pd.period_range("2000Q1", periods=30, freq="Q")
+    panel = pd.concat(
+        {f"s{i}": pd.DataFrame({"y": 50 + np.cumsum(rng.normal(0.5, 1, 30))}, index=times) for i in range(2)},
+        names=["series", "time"],
+    )
+    task = PanelTask("toy", 4, 2, 1, 1)
+    tiny = dict(d_model=8, d_state=4, n_layers=1, max_epochs=2, device="cpu", random_state=0)
+    point, bounds = _ssm_forecasts(task, panel, [1, 2], tiny, (1, 2, 3))
+    members = [SSMForecaster(**tiny, context_length=m * 2).fit(panel, fh=[1, 2]) for m in (1, 2, 3)]
+    expected = np.median([m.predict().to_numpy() for m in members], axis=0)
+    np.testing.assert_allclose(point.to_numpy(), expected, rtol=1e-12)
+    assert not np.allclose(members[0].predict().to_numpy(), members[2].predict().to_numpy())  # members differ
+    lower = np.mean([m.predict_interval(coverage=0.8).to_numpy() for m in members], axis=0)
+    np.testing.assert_allclose(bounds[0.8].to_numpy(), lower, rtol=1e-12)
+    with pytest.raises(SystemExit):
+        forecast.main(["--context-multiples", "2,x", "--panels", "macrodata"])

@@ -359,9 +359,21 @@ def parse_args(argv):
         help="instead of the single series: the panels fertility,macrodata (and the check panel m1yearly; "
         "one global SSM against per-series naive, Theta, AutoETS and their median; see ssmts.bench.panels)",
     )
+    p.add_argument(
+        "--context-multiples",
+        default="",
+        help="with --panels: the SSM row is the median of one forecaster per context_length = m x h for these "
+        "comma-separated m (an ensemble over context lengths, the N-BEATS recipe), e.g. 2,3,4",
+    )
     p.add_argument("--quick", action="store_true", help="smoke test: 5 epochs, one fold per series, 1 thread")
     args = p.parse_args(argv)
     args.panels = [s.strip() for s in args.panels.split(",") if s.strip()] if args.panels else []
+    try:
+        args.context_multiples = tuple(int(m) for m in args.context_multiples.split(",") if m.strip())
+    except ValueError:
+        p.error(f"--context-multiples takes comma-separated whole numbers, got {args.context_multiples!r}")
+    if args.context_multiples and (not args.panels or min(args.context_multiples) < 1):
+        p.error("--context-multiples needs --panels and multiples >= 1")
     unknown_panels = sorted(set(args.panels) - set(PANEL_TASKS))
     if unknown_panels:
         p.error(f"unknown panels {unknown_panels}; choose from {sorted(PANEL_TASKS)}")
@@ -506,12 +518,20 @@ def main(argv: list[str] | None = None) -> int:
         settings = {**SSM_SETTINGS, **PANEL_SETTINGS, **args.ssm_params}
         print(f"ssmts panel forecast benchmark: threads={args.threads} torch={torch.__version__}")
         print(f"SSM settings: {settings}")
+        if args.context_multiples:
+            print(f"SSM row: median of forecasters with context_length = m x h, m in {args.context_multiples}")
         rows = []
         for name in args.panels:
             task = PANEL_TASKS[name]
             if args.quick:
                 task = PanelTask(task.name, task.season, task.h, 1, task.step)
-            rows += panel_backtest(task, load_panel(name), settings if "ssm" in args.models else None, verbose=True)
+            rows += panel_backtest(
+                task,
+                load_panel(name),
+                settings if "ssm" in args.models else None,
+                verbose=True,
+                context_multiples=args.context_multiples,
+            )
         print(panel_summary(rows))
         return 0
     protocol = "validation (data before the first test cutoff)" if args.validation else "test"

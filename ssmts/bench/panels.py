@@ -123,9 +123,40 @@ def _scores(truth: np.ndarray, pred: np.ndarray, train: np.ndarray, season: int)
     return float(mase), float(smape)
 
 
-def panel_backtest(task: PanelTask, panel: pd.DataFrame, ssm_params: dict | None, verbose: bool = False) -> list[dict]:
+def _ssm_forecasts(task: PanelTask, train: pd.DataFrame, fh, ssm_params: dict, context_multiples) -> tuple:
+    """(point forecast, {coverage: (lower, upper)}) frames of the SSM row: one forecaster, or with
+    context_multiples (m_1, m_2, ...) one forecaster per context_length = m_k x h, the median of their
+    point forecasts and the mean of their interval bounds (quantile averaging)."""
+    from ssmts.sktime import SSMForecaster
+
+    if not context_multiples:
+        ssm = SSMForecaster(**ssm_params).fit(train, fh=fh)
+        return ssm.predict(), {level: ssm.predict_interval(coverage=level) for level in COVERAGE}
+    members = [
+        SSMForecaster(**{**ssm_params, "context_length": m * task.h}).fit(train, fh=fh) for m in context_multiples
+    ]
+    points = [member.predict() for member in members]
+    point = points[0].copy()
+    point.iloc[:, :] = np.median(np.stack([p.to_numpy() for p in points]), axis=0)
+    bounds = {}
+    for level in COVERAGE:
+        intervals = [member.predict_interval(coverage=level) for member in members]
+        mean = intervals[0].copy()
+        mean.iloc[:, :] = np.mean(np.stack([i.to_numpy() for i in intervals]), axis=0)
+        bounds[level] = mean
+    return point, bounds
+
+
+def panel_backtest(
+    task: PanelTask,
+    panel: pd.DataFrame,
+    ssm_params: dict | None,
+    verbose: bool = False,
+    context_multiples: tuple[int, ...] = (),
+) -> list[dict]:
     """Rows {panel, model, mase, smape, fit_s, series}: the mean over series and origins (fit_s:
-    seconds per origin for the whole panel). ssm_params None: baselines only."""
+    seconds per origin for the whole panel). ssm_params None: baselines only. context_multiples: the
+    SSM row is an ensemble over context lengths (see _ssm_forecasts)."""
     times = panel.index.get_level_values("time").unique().sort_values()
     origins = [len(times) - task.h - (task.folds - 1 - k) * task.step for k in range(task.folds)]
     fh = list(range(1, task.h + 1))
@@ -150,18 +181,16 @@ def panel_backtest(task: PanelTask, panel: pd.DataFrame, ssm_params: dict | None
         for key in series:
             forecasts["median"][key] = np.median([forecasts[n][key] for n in BASELINES], axis=0)
         if ssm_params is not None:
-            from ssmts.sktime import SSMForecaster
-
             start = time.perf_counter()
-            ssm = SSMForecaster(**ssm_params).fit(train, fh=fh)
-            predicted = ssm.predict()
+            predicted, bounds = _ssm_forecasts(task, train, fh, ssm_params, context_multiples)
             seconds["ssm"] += time.perf_counter() - start
-            bounds = ssm.predict_interval(coverage=list(COVERAGE))
             for key in series:
                 forecasts["ssm"][key] = predicted.loc[key, "y"].to_numpy(dtype=float)
                 truth = panel.loc[key, "y"].reindex(test_times).to_numpy(dtype=float)
                 for level in COVERAGE:
-                    lo, hi = (bounds.loc[key, ("y", level, side)].to_numpy(dtype=float) for side in ("lower", "upper"))
+                    lo, hi = (
+                        bounds[level].loc[key, ("y", level, side)].to_numpy(dtype=float) for side in ("lower", "upper")
+                    )
                     inside[level].extend((truth >= lo) & (truth <= hi))
         for key in series:
             truth = panel.loc[key, "y"].reindex(test_times).to_numpy(dtype=float)
