@@ -47,7 +47,7 @@ class DenseSSM(DeltaScaling, nn.Module):
         discretization: "zoh", "bilinear" or "gbt" (with `alpha`).
         dt_min, dt_max: log-uniform range of the initial Delta (one Delta for the layer).
         learn_A: False keeps A at its initial value (LSSL-fixed).
-        D: "diagonal" (default when M == H), "full" or "none".
+        D: feed-through (ssmts.nn.feedthrough): "diagonal" (default when M == H), "full", "identity" or "none".
     """
 
     def __init__(
