@@ -1,5 +1,6 @@
-"""Losses loss(outputs, target, weight) and validation scores score(outputs, target) -> float,
-shared by the estimators, the forecaster and the task runner."""
+"""Losses loss(outputs, target, sample_weight=None) and validation scores score(outputs, target) -> float,
+shared by the estimators, the forecaster and the task runner. The Trainer passes a batch's weights
+as the third argument: one per sample (b,), or for the forecaster one per target (b, H, C)."""
 
 from __future__ import annotations
 
@@ -77,19 +78,19 @@ def pinball_loss(levels: torch.Tensor):
     """Mean pinball (quantile) loss over the quantile grid `levels` (Q,), averaged over the observed targets.
 
     outputs (b, H, C, Q) or, for an ensemble, (b, members, H, C, Q); target (b, H, C);
-    weight (b, H, C): 1 where the target exists.
+    sample_weight (b, H, C): the weight of each target, 0 where it is missing.
     """
 
-    def loss(outputs, target, weight=None):
+    def loss(outputs, target, sample_weight=None):
         if outputs.dim() == target.dim() + 2:  # a member axis: every member is scored alike
             target = target[:, None]
-            weight = None if weight is None else weight[:, None].expand(outputs.shape[:-1])
+            sample_weight = None if sample_weight is None else sample_weight[:, None].expand(outputs.shape[:-1])
         diff = target[..., None] - outputs
         lv = levels.to(outputs.device)
         per_step = torch.maximum(lv * diff, (lv - 1.0) * diff).mean(-1)
-        if weight is None:
+        if sample_weight is None:
             return per_step.mean()
-        return (per_step * weight).sum() / weight.sum().clamp_min(1.0)
+        return (per_step * sample_weight).sum() / sample_weight.sum().clamp_min(1.0)
 
     return loss
 
