@@ -1,0 +1,72 @@
+"""The batch-invariant products (ssmts.nn.batch_invariant): their values against a plain matmul
+and their gradients against finite differences (torch.autograd.gradcheck, float64), for every
+shape case each accepts. Their forward passes go one sample at a time; their backward passes are
+written by hand, so they need their own oracle."""
+
+import pytest
+import torch
+from torch import nn
+
+from ssmts.nn.batch_invariant import SpectralProduct, channel_linear, matmul_each_sample, per_sample_mv
+
+
+def _randn(*shape, complex_=False):
+    g = torch.Generator().manual_seed(sum(shape) + len(shape))
+    x = torch.randn(*shape, generator=g, dtype=torch.float64)
+    if complex_:
+        x = torch.complex(x, torch.randn(*shape, generator=g, dtype=torch.float64))
+    return x.requires_grad_()
+
+
+@pytest.mark.parametrize(
+    "a_shape, b_shape",
+    [
+        ((3, 4, 5), (5, 2)),  # samples @ a shared right factor, small: the elementwise form
+        ((3, 40, 50), (50, 30)),  # large enough for one product per sample
+        ((6, 5), (3, 5, 4)),  # a shared left factor @ samples, small
+        ((60, 50), (3, 50, 40)),  # large
+        ((3, 7, 5), (3, 5, 6)),  # a matrix per sample on both sides
+        ((2, 3, 7, 5), (2, 3, 5, 6)),  # with a dimension between the batch and the matrices
+    ],
+)
+def test_matmul_each_sample_values_and_gradients(a_shape, b_shape):
+    a, b = _randn(*a_shape), _randn(*b_shape)
+    torch.testing.assert_close(matmul_each_sample(a, b), torch.matmul(a, b), rtol=1e-12, atol=1e-12)
+    assert torch.autograd.gradcheck(matmul_each_sample, (a, b), eps=1e-6, atol=1e-8)
+    # one gradient at a time (the backward skips what is not needed)
+    assert torch.autograd.gradcheck(lambda x: matmul_each_sample(x, b.detach()), (a,), eps=1e-6, atol=1e-8)
+    assert torch.autograd.gradcheck(lambda x: matmul_each_sample(a.detach(), x), (b,), eps=1e-6, atol=1e-8)
+
+
+def test_spectral_product_values_and_gradients():
+    K = _randn(2, 3, 4, 5, complex_=True)  # (S, F, Mh, Hh)
+    U = _randn(6, 2, 3, 5, complex_=True)  # (b, S, F, Hh)
+    expected = torch.einsum("sfmh,bsfh->bsfm", K, U)
+    torch.testing.assert_close(SpectralProduct.apply(K, U), expected, rtol=1e-12, atol=1e-12)
+    assert torch.autograd.gradcheck(SpectralProduct.apply, (K, U), eps=1e-6, atol=1e-8)
+    assert torch.autograd.gradcheck(lambda k: SpectralProduct.apply(k, U.detach()), (K,), eps=1e-6, atol=1e-8)
+    assert torch.autograd.gradcheck(lambda u: SpectralProduct.apply(K.detach(), u), (U,), eps=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("heads", [1, 3])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_per_sample_mv_is_a_matrix_vector_product_per_head(heads, with_bias):
+    A, x = _randn(heads, 4, 5), _randn(6, heads, 5)
+    bias = _randn(heads, 4) if with_bias else None
+    expected = torch.einsum("smk,bsk->bsm", A, x) + (0 if bias is None else bias)
+    torch.testing.assert_close(per_sample_mv(A, x, bias), expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("bias", [False, True])
+def test_channel_linear_is_the_linear_map_of_every_step(bias):
+    linear = nn.Linear(5, 3, bias=bias).double()
+    x = _randn(4, 5, 7)
+    expected = linear(x.transpose(1, 2)).transpose(1, 2)
+    torch.testing.assert_close(channel_linear(linear, x), expected, rtol=1e-12, atol=1e-12)
+
+
+def test_a_sample_alone_gives_its_batch_result_bit_for_bit():
+    """The property the module exists for, in float32 where BLAS kernels would differ by batch size."""
+    a, w = torch.randn(9, 40, 50), torch.randn(50, 30)
+    whole = matmul_each_sample(a, w)
+    assert all(torch.equal(matmul_each_sample(a[i : i + 1], w)[0], whole[i]) for i in range(len(a)))
