@@ -624,6 +624,20 @@ def test_kernel_first_and_state_first_convolutions_equal_the_recurrence(heads, b
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-9, atol=1e-11)
 
 
+@pytest.mark.parametrize(
+    "d_model, d_output", [(4, 8), (8, 4)], ids=["single input, two outputs", "two inputs, one output"]
+)
+def test_kernel_first_heads_with_unequal_inputs_and_outputs_equal_the_recurrence(d_model, d_output):
+    """Heads of one input and several outputs (or the reverse) are not stacked SISO systems: the
+    kernel-first path must take the per-head product for them (a mutant routing them to the SISO
+    product survived every other test). Oracle: the float64 recurrence."""
+    torch.manual_seed(0)
+    layer = SSM(d_model, 8, d_output=d_output, heads=4, convolution="kernel", D="full").double()
+    u = torch.randn(2, d_model, 17, dtype=torch.float64)
+    reference = layer(u, mode="recurrence")
+    assert (layer(u) - reference).abs().max() / reference.abs().max() < 1e-12
+
+
 def test_auto_convolution_picks_the_kernel_for_many_small_heads():
     """eSSM paper presets (SC10: H=128, N=128, 32 heads) would hold a (batch, heads, P, 2L) state."""
     assert SSM(128, 128, heads=32).kernel_first
