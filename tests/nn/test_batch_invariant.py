@@ -49,10 +49,11 @@ def test_spectral_product_values_and_gradients():
 
 
 @pytest.mark.parametrize("heads", [1, 3])
+@pytest.mark.parametrize("rows", [4, 1])
 @pytest.mark.parametrize("with_bias", [False, True])
-def test_per_sample_mv_is_a_matrix_vector_product_per_head(heads, with_bias):
-    A, x = _randn(heads, 4, 5), _randn(6, heads, 5)
-    bias = _randn(heads, 4) if with_bias else None
+def test_per_sample_mv_is_a_matrix_vector_product_per_head(heads, rows, with_bias):
+    A, x = _randn(heads, rows, 5), _randn(6, heads, 5)
+    bias = _randn(heads, rows) if with_bias else None
     expected = torch.einsum("smk,bsk->bsm", A, x) + (0 if bias is None else bias)
     torch.testing.assert_close(per_sample_mv(A, x, bias), expected, rtol=1e-12, atol=1e-12)
 
