@@ -9,6 +9,19 @@ from ssmts.bench import forecast
 from ssmts.bench.panels import PANEL_TASKS, PanelTask, _scores, load_panel, panel_backtest
 
 
+def _random_walks(n_series: int, length: int, seed: int) -> pd.DataFrame:
+    """A quarterly panel of drifting random walks around 50, (series, time) indexed."""
+    rng = np.random.default_rng(seed)
+    times = pd.period_range("2000Q1", periods=length, freq="Q")
+    return pd.concat(
+        {
+            f"s{i}": pd.DataFrame({"y": 50 + np.cumsum(rng.normal(0.5, 1, length))}, index=times)
+            for i in range(n_series)
+        },
+        names=["series", "time"],
+    )
+
+
 def test_the_panels_hold_contiguous_series_long_enough_for_every_origin():
     fertility = load_panel("fertility")
     sizes = fertility.groupby(level="series").size()
@@ -32,12 +45,7 @@ def test_scores_equal_sktimes_mase_and_smape(season):
 
 
 def test_a_panel_backtest_scores_every_model_on_every_series():
-    rng = np.random.default_rng(0)
-    times = pd.period_range("2000Q1", periods=24, freq="Q")
-    panel = pd.concat(
-        {f"s{i}": pd.DataFrame({"y": 50 + np.cumsum(rng.normal(0.5, 1, 24))}, index=times) for i in range(3)},
-        names=["series", "time"],
-    )
+    panel = _random_walks(n_series=3, length=24, seed=0)
     task = PanelTask("toy", 4, 4, 2, 2)
     tiny = dict(d_model=8, d_state=4, n_layers=1, max_epochs=2, context_length="auto", device="cpu", random_state=0)
     rows = {r["model"]: r for r in panel_backtest(task, panel, tiny)}
@@ -66,12 +74,7 @@ def test_the_context_ensemble_is_the_median_of_one_forecaster_per_context():
     from ssmts.bench.panels import _ssm_forecasts
     from ssmts.sktime import SSMForecaster
 
-    rng = np.random.default_rng(1)
-    times = pd.period_range("2000Q1", periods=30, freq="Q")
-    panel = pd.concat(
-        {f"s{i}": pd.DataFrame({"y": 50 + np.cumsum(rng.normal(0.5, 1, 30))}, index=times) for i in range(2)},
-        names=["series", "time"],
-    )
+    panel = _random_walks(n_series=2, length=30, seed=1)
     task = PanelTask("toy", 4, 2, 1, 1)
     tiny = dict(d_model=8, d_state=4, n_layers=1, max_epochs=2, device="cpu", random_state=0)
     point, bounds = _ssm_forecasts(task, panel, [1, 2], tiny, (1, 2, 3))
