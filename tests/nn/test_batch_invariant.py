@@ -22,11 +22,12 @@ def _randn(*shape, complex_=False):
     "a_shape, b_shape",
     [
         ((3, 4, 5), (5, 2)),  # samples @ a shared right factor, small: the elementwise form
-        ((3, 40, 50), (50, 30)),  # large enough for one product per sample
+        ((3, 20, 30), (30, 20)),  # large enough for one product per sample (12000 > ELEMENTWISE_MACS)
         ((6, 5), (3, 5, 4)),  # a shared left factor @ samples, small
-        ((60, 50), (3, 50, 40)),  # large
+        ((30, 20), (3, 20, 20)),  # large
         ((3, 7, 5), (3, 5, 6)),  # a matrix per sample on both sides
         ((2, 3, 7, 5), (2, 3, 5, 6)),  # with a dimension between the batch and the matrices
+        ((2, 3, 7, 5), (5, 6)),  # the same, with a shared right factor
     ],
 )
 def test_matmul_each_sample_values_and_gradients(a_shape, b_shape):
