@@ -21,7 +21,6 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..nn import SequenceHead, scaled_delta
 from ..nn.batch_invariant import channel_linear
-from ..nn.export import convolution_form
 from ..nn.functional import (
     channel_statistics,
     chunked_channel_statistics,
@@ -42,7 +41,7 @@ from ..training import (
     seed_from,
 )
 from ..training.fit import pickle_state
-from ._export import EXPORT_FORMATS, ServingModel, export_metadata, write_serving_file
+from ._export import ServingModel, check_format, export_metadata, serving_network, write_serving_file
 from ._input import PreparedInput, prepare_input
 from ._persistence import load_estimator, save_estimator
 
@@ -369,8 +368,7 @@ class SequenceEstimatorMixin:
         """
         check_is_fitted(self, "model_")
         name = type(self).__name__
-        if format not in EXPORT_FORMATS:
-            raise ValueError(f"unknown format {format!r}; choose one of {EXPORT_FORMATS}")
+        check_format(format)
         output_names, outputs, extra = self._export_outputs()
         ratio = self._rate_ratio(sample_rate)
         if max_length is None:
@@ -378,12 +376,7 @@ class SequenceEstimatorMixin:
         elif isinstance(max_length, bool) or not isinstance(max_length, numbers.Integral) or max_length < 1:
             raise ValueError(f"max_length must be a positive integer, got {max_length!r}")
         max_length = int(max_length)
-        network = copy.deepcopy(self.model_).cpu().double()  # kernels computed in float64, served in float32
-        try:
-            with scaled_delta(network, 1.0 / ratio):
-                network = convolution_form(network, max_length).float()
-        except ValueError as error:
-            raise ValueError(f"this {name} cannot be exported: {error}") from None
+        network = serving_network(self.model_, max_length, name, delta_factor=1.0 / ratio)
         model = ServingModel(self._standardizer(), network, outputs, max_length)
         rate = self.sample_rate if sample_rate is None else sample_rate
         metadata = export_metadata(self, output_names, max_length, rate, extra)

@@ -4,6 +4,7 @@ convolutions (ssmts.nn.export) and the estimator's outputs (probabilities, predi
 
 from __future__ import annotations
 
+import copy
 import json
 import warnings
 from pathlib import Path
@@ -13,12 +14,30 @@ import torch
 from torch import nn
 
 from .._version import __version__
-from ..nn.export import LengthLimit
+from ..nn.export import LengthLimit, convolution_form
+from ..nn.resampling import scaled_delta
 
 EXPORT_FORMATS = ("onnx", "torchscript")
 ONNX_OPSET = 18
 INPUT_NAME = "X"
 INPUT_LAYOUT = "(batch, channels, length)"
+
+
+def check_format(format: str) -> None:
+    if format not in EXPORT_FORMATS:
+        raise ValueError(f"unknown format {format!r}; choose one of {EXPORT_FORMATS}")
+
+
+def serving_network(model: nn.Module, max_length: int, owner: str, delta_factor: float = 1.0) -> nn.Module:
+    """A float32 copy of the fitted `model` in convolution form for up to max_length steps (ssmts.nn.export),
+    its kernels computed in float64 with every Delta times delta_factor; a network that has no
+    convolution form is refused naming `owner`, the estimator being exported."""
+    network = copy.deepcopy(model).cpu().double()  # the fitted model stays where and what it is
+    try:
+        with scaled_delta(network, delta_factor):
+            return convolution_form(network, max_length).float()
+    except ValueError as error:
+        raise ValueError(f"this {owner} cannot be exported: {error}") from None
 
 
 class ServingModel(nn.Module):
@@ -141,6 +160,8 @@ def labels_json(classes) -> str:
 
 __all__ = [
     "EXPORT_FORMATS",
+    "check_format",
+    "serving_network",
     "ServingModel",
     "write_onnx",
     "write_torchscript",

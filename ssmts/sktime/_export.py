@@ -12,7 +12,6 @@ network runs in float32.
 
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path
 
@@ -21,8 +20,7 @@ import torch
 from torch import nn
 
 from .._version import __version__
-from ..estimators._export import EXPORT_FORMATS, write_onnx, write_torchscript
-from ..nn.export import convolution_form
+from ..estimators._export import check_format, serving_network, write_onnx, write_torchscript
 
 INPUT_NAME = "y"
 OUTPUT_NAMES = ("forecast", "quantiles")
@@ -144,8 +142,7 @@ class ForecasterExportMixin:
         name = type(self).__name__
         if not self.is_fitted or not hasattr(self, "model_"):
             raise ValueError(f"this {name} is not fitted yet; fit it before export")
-        if format not in EXPORT_FORMATS:
-            raise ValueError(f"unknown format {format!r}; choose one of {EXPORT_FORMATS}")
+        check_format(format)
         reasons = {
             "strategy='recursive'": self.strategy == "recursive",
             "exogenous X": bool(self.n_exog_),
@@ -158,12 +155,8 @@ class ForecasterExportMixin:
                 "(only the direct strategy on y alone, regular time stamps, exports)"
             )
         c, H = self.context_length_, self.horizon_
-        try:
-            network = convolution_form(copy.deepcopy(self.model_).cpu().double(), c + H).float()
-        except ValueError as error:
-            raise ValueError(f"this {name} cannot be exported: {error}") from None
         model = ForecastServingModel(
-            network,
+            serving_network(self.model_, c + H, name),
             c,
             H,
             self.window_location_,
