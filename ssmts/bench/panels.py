@@ -124,26 +124,23 @@ def _scores(truth: np.ndarray, pred: np.ndarray, train: np.ndarray, season: int)
 
 
 def _ssm_forecasts(task: PanelTask, train: pd.DataFrame, fh, ssm_params: dict, context_multiples) -> tuple:
-    """(point forecast, {coverage: (lower, upper)}) frames of the SSM row: one forecaster, or with
-    context_multiples (m_1, m_2, ...) one forecaster per context_length = m_k x h, the median of their
-    point forecasts and the mean of their interval bounds (quantile averaging)."""
+    """(point forecast, interval bounds at every COVERAGE level) frames of the SSM row: one forecaster,
+    or with context_multiples (m_1, m_2, ...) one forecaster per context_length = m_k x h, the median
+    of their point forecasts and the mean of their interval bounds (quantile averaging)."""
     from ssmts.sktime import SSMForecaster
 
-    if not context_multiples:
-        ssm = SSMForecaster(**ssm_params).fit(train, fh=fh)
-        return ssm.predict(), {level: ssm.predict_interval(coverage=level) for level in COVERAGE}
+    multiples = context_multiples or (None,)
     members = [
-        SSMForecaster(**{**ssm_params, "context_length": m * task.h}).fit(train, fh=fh) for m in context_multiples
+        SSMForecaster(**ssm_params, **({} if m is None else {"context_length": m * task.h})).fit(train, fh=fh)
+        for m in multiples
     ]
     points = [member.predict() for member in members]
-    point = points[0].copy()
+    intervals = [member.predict_interval(coverage=list(COVERAGE)) for member in members]
+    if len(members) == 1:
+        return points[0], intervals[0]
+    point, bounds = points[0].copy(), intervals[0].copy()
     point.iloc[:, :] = np.median(np.stack([p.to_numpy() for p in points]), axis=0)
-    bounds = {}
-    for level in COVERAGE:
-        intervals = [member.predict_interval(coverage=level) for member in members]
-        mean = intervals[0].copy()
-        mean.iloc[:, :] = np.mean(np.stack([i.to_numpy() for i in intervals]), axis=0)
-        bounds[level] = mean
+    bounds.iloc[:, :] = np.mean(np.stack([i.to_numpy() for i in intervals]), axis=0)
     return point, bounds
 
 
@@ -188,9 +185,7 @@ def panel_backtest(
                 forecasts["ssm"][key] = predicted.loc[key, "y"].to_numpy(dtype=float)
                 truth = panel.loc[key, "y"].reindex(test_times).to_numpy(dtype=float)
                 for level in COVERAGE:
-                    lo, hi = (
-                        bounds[level].loc[key, ("y", level, side)].to_numpy(dtype=float) for side in ("lower", "upper")
-                    )
+                    lo, hi = (bounds.loc[key, ("y", level, side)].to_numpy(dtype=float) for side in ("lower", "upper"))
                     inside[level].extend((truth >= lo) & (truth <= hi))
         for key in series:
             truth = panel.loc[key, "y"].reindex(test_times).to_numpy(dtype=float)
