@@ -157,7 +157,7 @@ def _tasks_show(name: str) -> int:
         for preset_name in task_presets(name):
             p = get_ptd_preset(name, preset_name)
             print(
-                f"  preset {preset_name}: depth {p.n_layers}, H {p.d_model}, N {p.d_state}, epochs {p.epochs}, "
+                f"  preset {preset_name}: depth {p.n_layers}, H {p.d_model}, N {p.d_state}, epochs {p.max_epochs}, "
                 f"batch {p.batch_size}, lr {p.lr}, lr SSM {p.lr_ssm}, seeds {list(p.seeds)}, data {p.data}"
             )
             for note in p.notes:

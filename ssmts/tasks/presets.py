@@ -55,8 +55,85 @@ CONVENTIONS_BACKBONE = dict(norm="batch", activation="gated_gelu", bidirectional
 CONVENTIONS_TRAINING = dict(optimizer="adamw", weight_decay=PAPER_WEIGHT_DECAY, scheduler="cosine")
 
 
-@dataclass(frozen=True)
-class Preset:
+def validated_backbone(values: dict) -> BackboneParams:
+    """BackboneParams of `values` (SequenceParams' pooling, if there, is left out), validated."""
+    from ssmts.training import BackboneParams
+
+    params = BackboneParams(**{k: v for k, v in values.items() if k in BackboneParams.param_names()})
+    params.validate_params()
+    params.backbone_kwargs()
+    return params
+
+
+@dataclass(frozen=True, kw_only=True)
+class ParameterGroups:
+    """Settings that hold values of the declared parameter groups instead of copying them.
+
+    backbone: values of the architecture's parameters (BackboneParams, and SequenceParams' pooling);
+    training: values of TrainerConfig's parameters. Each is checked against its one declaration
+    (ssmts.training.params), and every parameter of the groups reads as an attribute
+    (``settings.d_model``, ``settings.max_epochs``): the value set here, else its declared default.
+    """
+
+    name: str
+    backbone: dict = field(default_factory=dict)
+    training: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        from ssmts.training import BackboneParams, TrainerConfig
+        from ssmts.training.params import SequenceParams
+
+        for what, values, groups in (
+            ("backbone", self.backbone, (BackboneParams, SequenceParams)),
+            ("training", self.training, (TrainerConfig,)),
+        ):
+            known = {name for group in groups for name in group.param_names()}
+            unknown = sorted(set(values) - known)
+            if unknown:
+                raise ValueError(f"preset {self.name!r}: {unknown} are not {what} parameters ({sorted(known)})")
+        # The values are checked against their one declaration (ssmts.training.params).
+        self.backbone_params()
+        self.trainer_config()
+
+    def __getattr__(self, name: str):
+        """A parameter of the groups: the preset's value, else its declared default."""
+        if name.startswith("_") or name in ("backbone", "training"):
+            raise AttributeError(name)
+        from ssmts.training import BackboneParams, TrainerConfig
+        from ssmts.training.params import SequenceParams
+
+        for values, groups in ((self.backbone, (BackboneParams, SequenceParams)), (self.training, (TrainerConfig,))):
+            if name in values:
+                return values[name]
+            for group in groups:
+                if name in group.__params__:
+                    return group.__params__[name].default
+        raise AttributeError(f"{type(self).__name__} has no setting {name!r}")
+
+    def changed(self, *, backbone: dict | None = None, training: dict | None = None, **fields):
+        """A copy with some backbone or training values (merged into the groups) and fields replaced."""
+        return replace(
+            self,
+            backbone={**self.backbone, **(backbone or {})},
+            training={**self.training, **(training or {})},
+            **fields,
+        )
+
+    def backbone_params(self, **overrides) -> BackboneParams:
+        """The architecture as the estimators declare it, with `overrides` (validated)."""
+        return validated_backbone({**self.backbone, **overrides})
+
+    def trainer_config(self, **overrides) -> TrainerConfig:
+        """The Trainer settings, with `overrides` (validated)."""
+        from ssmts.training import TrainerConfig
+
+        config = TrainerConfig(**{**self.training, **overrides})
+        config.validate_params()
+        return config
+
+
+@dataclass(frozen=True, kw_only=True)
+class Preset(ParameterGroups):
     """Model, optimization and data settings of one task under one preset.
 
     backbone: values of the parameters ssmts.training.params declares for the architecture
@@ -76,9 +153,6 @@ class Preset:
     ``preset.max_epochs``), its declared default where the preset does not set it.
     """
 
-    name: str
-    backbone: dict = field(default_factory=dict)
-    training: dict = field(default_factory=dict)
     dt_scale: float = 1.0
     paper_schedule: dict = field(default_factory=dict)
     standardize_target: bool = False
@@ -90,62 +164,13 @@ class Preset:
 
     def __post_init__(self):
         from ssmts.nn.resampling import check_delta_factor
-        from ssmts.training import BackboneParams, TrainerConfig
-        from ssmts.training.params import SequenceParams
 
-        for what, values, groups in (
-            ("backbone", self.backbone, (BackboneParams, SequenceParams)),
-            ("training", self.training, (TrainerConfig,)),
-        ):
-            known = {name for group in groups for name in group.param_names()}
-            unknown = sorted(set(values) - known)
-            if unknown:
-                raise ValueError(f"preset {self.name!r}: {unknown} are not {what} parameters ({sorted(known)})")
-        # The values are checked against their one declaration (ssmts.training.params).
-        self.backbone_params()
-        self.trainer_config()
+        super().__post_init__()
         check_delta_factor(self.dt_scale, "dt_scale")
-
-    def __getattr__(self, name: str):
-        """A parameter of the groups: the preset's value, else its declared default."""
-        if name.startswith("_") or name in ("backbone", "training"):
-            raise AttributeError(name)
-        from ssmts.training import BackboneParams, TrainerConfig
-        from ssmts.training.params import SequenceParams
-
-        for values, groups in ((self.backbone, (BackboneParams, SequenceParams)), (self.training, (TrainerConfig,))):
-            if name in values:
-                return values[name]
-            for group in groups:
-                if name in group.__params__:
-                    return group.__params__[name].default
-        raise AttributeError(f"{type(self).__name__} has no setting {name!r}")
-
-    def changed(self, *, backbone: dict | None = None, training: dict | None = None, **fields) -> "Preset":
-        """A copy with some backbone or training values (merged into the groups) and fields replaced."""
-        return replace(
-            self,
-            backbone={**self.backbone, **(backbone or {})},
-            training={**self.training, **(training or {})},
-            **fields,
-        )
-
-    def backbone_params(self) -> BackboneParams:
-        """The preset's architecture as the estimators declare it (validated)."""
-        from ssmts.training import BackboneParams
-
-        params = BackboneParams(**{k: v for k, v in self.backbone.items() if k in BackboneParams.param_names()})
-        params.validate_params()
-        params.backbone_kwargs()
-        return params
 
     def trainer_config(self, **overrides) -> TrainerConfig:
         """The Trainer settings of the preset (its paper schedule included), validated."""
-        from ssmts.training import TrainerConfig
-
-        config = TrainerConfig(**{**self.training, **trainer_schedule_kwargs(self), **overrides})
-        config.validate_params()
-        return config
+        return super().trainer_config(**{**trainer_schedule_kwargs(self), **overrides})
 
     def to_dict(self) -> dict[str, Any]:
         """Every setting, flat: the groups' effective values (declared defaults included) and the fields."""

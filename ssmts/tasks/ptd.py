@@ -52,7 +52,7 @@ from ssmts.training.objectives import accuracy_of_logits, mse_loss, weighted_cro
 
 from .._version import __version__
 from .data_utils import json_safe
-from .presets import PRESET_NAMES
+from .presets import PRESET_NAMES, ParameterGroups, validated_backbone
 from .registry import PTD_EXPERIMENTS
 
 # The experiments' names, descriptions and presets are declared in the task registry, which
@@ -68,14 +68,24 @@ TOP_FREQUENCY = 0.8
 when a preset leaves ``dt`` unset: dt = TOP_FREQUENCY / max |Im lambda| (one Delta for every mode)."""
 
 
-@dataclass(frozen=True)
-class PTDPreset:
+# What every PTD preset starts from: pre-norm layer normalization, one learnable Delta per mode at the
+# top-frequency value (no dt_min/dt_max), the PTD perturbation's size and penalty of section 5.3;
+# AdamW with a cosine schedule on the CPU.
+PTD_BACKBONE = dict(n_layers=2, d_model=32, d_state=16, norm="layer", prenorm=True, ptd_eps=1e-4, ptd_gamma=1e3)
+PTD_TRAINING = dict(
+    optimizer="adamw", lr=3e-3, lr_ssm=1e-3, weight_decay=0.01, max_epochs=20, batch_size=32, scheduler="cosine"
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PTDPreset(ParameterGroups):
     """Settings of one PTD experiment.
 
-    Model: inits (of the sinusoid and noise experiments: "legs", "ptd", "hippo"), n_layers,
-    d_model (H), d_state (N), heads, norm, prenorm, dt (one Delta for every mode;
-    None: TOP_FREQUENCY rule) or dt_range (log-uniform init when dt is None and dt_range is set),
-    ptd_eps, ptd_gamma. Training: epochs, batch_size, lr, lr_ssm, weight_decay, seeds.
+    backbone: values of the architecture's declared parameters (PTD_BACKBONE and changes: n_layers,
+    d_model (H), d_state (N), heads, norm, prenorm, ptd_eps, ptd_gamma; dt_min / dt_max for a
+    log-uniform Delta; without them one Delta for every mode by the TOP_FREQUENCY rule). training:
+    TrainerConfig's (PTD_TRAINING and changes: max_epochs, batch_size, lr, lr_ssm, weight_decay).
+    seeds: one network per seed and init.
     Data: n_train (sinusoids per training set), length (samples per sequence), grid (test grid
     points per axis), phases (test phases per grid point), theta_range, amplitude_range,
     upsample (digits: repeat each pixel this many times), limit (cap per split).
@@ -86,22 +96,6 @@ class PTDPreset:
     notes: sources and departures from the paper.
     """
 
-    name: str
-    n_layers: int = 2
-    d_model: int = 32
-    d_state: int = 16
-    heads: int = 1
-    norm: str = "layer"
-    prenorm: bool = True
-    dt: float | None = None
-    dt_range: tuple[float, float] | None = None
-    ptd_eps: float = 1e-4
-    ptd_gamma: float = 1e3
-    epochs: int = 20
-    batch_size: int = 32
-    lr: float = 3e-3
-    lr_ssm: float = 1e-3
-    weight_decay: float = 0.01
     seeds: tuple[int, ...] = (0, 1, 2)
     inits: tuple[str, ...] = ("legs", "ptd", HIPPO)
     n_train: int = 1000
@@ -120,38 +114,20 @@ class PTDPreset:
     ablation_gamma_eps: float | None = 0.1
     notes: tuple[str, ...] = ()
 
-    def backbone_params(
-        self, init: str, d_state: int | None = None, ptd_eps: float | None = None, ptd_gamma: float | None = None
-    ) -> BackboneParams:
-        """The architecture as the estimators declare it (ssmts.training.params), validated."""
-        N = self.d_state if d_state is None else d_state
-        if self.dt is not None:
-            dt_min = dt_max = self.dt
-        elif self.dt_range is not None:
-            dt_min, dt_max = self.dt_range
-        else:
-            dt_min = dt_max = top_frequency_dt(N)
-        params = BackboneParams(
-            d_model=self.d_model,
-            d_state=N,
-            n_layers=self.n_layers,
-            heads=self.heads,
-            init=init,
-            norm=self.norm,
-            prenorm=self.prenorm,
-            dt_min=dt_min,
-            dt_max=dt_max,
-            ptd_eps=self.ptd_eps if ptd_eps is None else ptd_eps,
-            ptd_gamma=self.ptd_gamma if ptd_gamma is None else ptd_gamma,
-        )
-        params.validate_params()
-        params.backbone_kwargs()
-        return params
+    def backbone_params(self, **overrides) -> BackboneParams:
+        """The architecture of one network (``overrides``: init, d_state, ptd_eps, ptd_gamma; None keeps
+        the preset's), validated; Delta by the TOP_FREQUENCY rule of its N where the preset gives no
+        dt_min / dt_max."""
+        values = {**self.backbone, **{k: v for k, v in overrides.items() if v is not None}}
+        if "dt_min" not in values and "dt_max" not in values:
+            dt = top_frequency_dt(values.get("d_state", BackboneParams.__params__["d_state"].default))
+            values.update(dt_min=dt, dt_max=dt)
+        return validated_backbone(values)
 
     def network(self, init: str, d_input: int, d_output: int, **overrides) -> SequenceHead:
         """The model of one init: the diagonal backbone of `backbone_params` (``overrides``: d_state,
         ptd_eps, ptd_gamma) or, for init="hippo", the same architecture on dense HiPPO-LegS layers."""
-        params = self.backbone_params("legs" if init == HIPPO else init, **overrides)
+        params = self.backbone_params(init="legs" if init == HIPPO else init, **overrides)
         if init != HIPPO:
             return build_network(params, d_input, d_output)
         kwargs = params.backbone_kwargs()
@@ -171,19 +147,24 @@ class PTDPreset:
         )
         return SequenceHead(backbone, d_output, "mean")
 
-    def trainer_config(self, epochs: int | None = None) -> TrainerConfig:
-        config = TrainerConfig(
-            optimizer="adamw",
-            lr=self.lr,
-            lr_ssm=self.lr_ssm,
-            weight_decay=self.weight_decay,
-            max_epochs=epochs or self.epochs,
-            batch_size=self.batch_size,
-            scheduler="cosine",
-            device="cpu",
-        )
-        config.validate_params()
-        return config
+    def trainer_config(self, **overrides) -> TrainerConfig:
+        """The Trainer settings (on the CPU), with `overrides` (validated)."""
+        return super().trainer_config(**{"device": "cpu", **overrides})
+
+
+def _ptd_preset(name: str, backbone: dict | None = None, training: dict | None = None, **fields) -> PTDPreset:
+    """A PTD preset on PTD_BACKBONE and PTD_TRAINING."""
+    return PTDPreset(
+        name=name,
+        backbone={**PTD_BACKBONE, **(backbone or {})},
+        training={**PTD_TRAINING, **(training or {})},
+        **fields,
+    )
+
+
+def _epochs(epochs: int | None) -> dict:
+    """The run's --epochs as a Trainer override (None: the preset's max_epochs)."""
+    return {} if epochs is None else {"max_epochs": epochs}
 
 
 def top_frequency_dt(d_state: int) -> float:
@@ -206,13 +187,10 @@ def get_ptd_preset(experiment: str, preset: str) -> PTDPreset:
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; choose one of {PRESETS}")
     if preset == "tiny":
-        return PTDPreset(
+        return _ptd_preset(
             "tiny",
-            n_layers=1,
-            d_model=4,
-            d_state=8,
-            epochs=1,
-            batch_size=16,
+            backbone=dict(n_layers=1, d_model=4, d_state=8),
+            training=dict(max_epochs=1, batch_size=16),
             seeds=(0,),
             n_train=32,
             length=32,
@@ -226,52 +204,37 @@ def get_ptd_preset(experiment: str, preset: str) -> PTDPreset:
             notes=("smoke test: one epoch of a 1-layer, H=4, N=8 model; numbers mean nothing",),
         )
     if preset == "small":
-        base = PTDPreset(
+        base = _ptd_preset(
             "small",
-            n_layers=2,
-            d_model=32,
-            d_state=16,
-            epochs=20,
-            batch_size=32,
             seeds=(0, 1, 2),
             notes=("minutes on one CPU core; a check of the effect at small size, not the paper's scale",),
         )
         if experiment == "ptd-sinusoids":
-            return replace(base, epochs=20, n_train=800, length=128, grid=16, phases=4, seeds=(0, 1, 2))
+            return base.changed(training=dict(max_epochs=20), n_train=800, length=128, grid=16, phases=4)
         if experiment == "ptd-robustness":
-            return replace(base, epochs=30)
-        return replace(base, epochs=15, seeds=(0, 1, 2), dt_range=(1e-3, 1e-1))
-    paper = PTDPreset(
+            return base.changed(training=dict(max_epochs=30))
+        return base.changed(backbone=dict(dt_min=1e-3, dt_max=1e-1), training=dict(max_epochs=15))
+    paper = _ptd_preset(
         "paper",
-        n_layers=6,
-        d_model=512,
-        d_state=64,
-        norm="batch",
-        prenorm=False,
-        epochs=100,
-        batch_size=50,
-        lr=1e-2,
-        lr_ssm=1e-3,
-        weight_decay=0.05,
+        backbone=dict(
+            n_layers=6, d_model=512, d_state=64, norm="batch", prenorm=False, dt_min=1e-3, dt_max=1e-1, ptd_eps=1e-2
+        ),
+        training=dict(max_epochs=100, batch_size=50, lr=1e-2, lr_ssm=1e-3, weight_decay=0.05),
         seeds=(0, 1, 2),
-        dt_range=(1e-3, 1e-1),
         data="scifar",
-        ptd_eps=1e-2,
         notes=(_PAPER_NOTE,),
     )
     if experiment == "ptd-sinusoids":
+        backbone = {k: v for k, v in paper.backbone.items() if k not in ("dt_min", "dt_max")}
         return replace(
             paper,
-            n_layers=4,
-            d_model=128,
-            epochs=100,
-            batch_size=64,
+            backbone={**backbone, "n_layers": 4, "d_model": 128},
+            training={**paper.training, "max_epochs": 100, "batch_size": 64},
             n_train=10000,
             length=512,
             grid=32,
             phases=8,
             data="synthetic",
-            dt_range=None,
             notes=("section 3.4 gives no model size in our copy; a 4-layer H=128, N=64 model",),
         )
     if experiment == "ptd-robustness":
@@ -343,7 +306,7 @@ def run_sinusoids(preset: PTDPreset, epochs: int | None = None, verbose: int = 0
                     lambda: preset.network(init, 1, 2),
                     data,
                     mse_loss,
-                    preset.trainer_config(epochs),
+                    preset.trainer_config(**_epochs(epochs)),
                     seed=seed,
                     description=f"{domain} {init} seed {seed}",
                 )
@@ -499,7 +462,7 @@ def run_robustness(
                 lambda: preset.network(init, Xtr.shape[1], n_classes),
                 train,
                 weighted_cross_entropy(),
-                preset.trainer_config(epochs),
+                preset.trainer_config(**_epochs(epochs)),
                 seed=seed,
                 score_fn=accuracy_of_logits,
                 validation=val,
@@ -591,7 +554,7 @@ def run_ablation(preset: PTDPreset, data_dir: Path | None = None, epochs: int | 
                     lambda: preset.network(init, Xtr.shape[1], n_classes, d_state=N, ptd_eps=eps, ptd_gamma=gamma),
                     train,
                     weighted_cross_entropy(),
-                    preset.trainer_config(epochs),
+                    preset.trainer_config(**_epochs(epochs)),
                     seed=seed,
                     score_fn=accuracy_of_logits,
                     validation=val,
@@ -688,7 +651,7 @@ def run_ptd(
         "description": DESCRIPTIONS[experiment],
         "preset": preset,
         "settings": asdict(settings),
-        "epochs": epochs or settings.epochs,
+        "epochs": epochs or settings.max_epochs,
         "ssmts_version": __version__,
         "torch_threads": torch.get_num_threads(),
         "platform": platform.platform(),

@@ -41,7 +41,7 @@ from ssmts.training.objectives import accuracy_of_step_logits, weighted_cross_en
 
 from .._version import __version__
 from .data_utils import json_safe
-from .presets import STATE_TRACKING_PRESETS
+from .presets import STATE_TRACKING_PRESETS, ParameterGroups, validated_backbone
 
 MODELS = ("ssm", "diagonal", "block_diagonal", "dplr", "walsh_hadamard", "dense")
 MODEL_LABELS = {
@@ -54,36 +54,38 @@ MODEL_LABELS = {
 }
 
 
-@dataclass(frozen=True)
-class StateTrackingPreset:
+# Every row: pre-norm layer normalization without dropout; the LinearCDE rows with a unit time step
+# (tokens carry no time scale), their transition's norm capped at 1, blocks of 4 and rank 2 where
+# the structure has them. AdamW, cosine schedule, gradients clipped at 1.
+STATE_TRACKING_BACKBONE = dict(
+    norm="layer", prenorm=True, dropout=0.0, lncde_dt=1.0, lncde_max_norm=1.0, lncde_block_size=4, lncde_rank=2
+)
+STATE_TRACKING_TRAINING = dict(
+    optimizer="adamw", lr=3e-3, lr_ssm=3e-3, weight_decay=0.0, scheduler="cosine", grad_clip=1.0
+)
+# The LinearCDE options that only some structures take.
+_STRUCTURE_OPTIONS = {"block_diagonal": ("lncde_block_size",), "dplr": ("lncde_rank",)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class StateTrackingPreset(ParameterGroups):
     """Sizes of one state-tracking run.
 
-    problems, models, seeds: what is trained (every combination). d_model, d_state (N of the
-    SSM row, hidden size d of the LNCDE rows), n_layers: the backbone; lncde_block_size,
-    lncde_rank, lncde_dt: LinearCDE options (dt = 1: tokens carry no time scale). steps:
-    optimizer steps per run, over a fixed training set of n_train sequences of train_length
-    tokens; n_test test sequences of the longest bin's length; bins: (low, high] step ranges.
+    problems, models, seeds: what is trained (every combination). backbone: the architecture's
+    declared parameters (STATE_TRACKING_BACKBONE and changes: d_model, d_state (N of the SSM row,
+    hidden size of the LNCDE rows), n_layers, the lncde_* options of the LinearCDE rows);
+    training: TrainerConfig's (STATE_TRACKING_TRAINING and changes: batch_size, lr, lr_ssm,
+    warmup_steps ...). steps: optimizer steps per run, over a fixed training set of n_train
+    sequences of train_length tokens; n_test test sequences of the longest bin's length; bins:
+    (low, high] step ranges.
     """
 
-    name: str
     problems: tuple[str, ...]
     models: tuple[str, ...]
     seeds: tuple[int, ...]
-    d_model: int
-    d_state: int
-    n_layers: int
     steps: int
-    batch_size: int
     n_train: int
     n_test: int
-    lr: float = 3e-3
-    lr_ssm: float = 3e-3
-    weight_decay: float = 0.0
-    warmup_steps: int = 0
-    lncde_block_size: int = 4
-    lncde_rank: int = 2
-    lncde_dt: float = 1.0
-    lncde_max_norm: float | None = 1.0
     train_length: int = 40
     bins: tuple[tuple[int, int], ...] = ((40, 80), (80, 160), (160, 320))
     notes: tuple[str, ...] = field(default=())
@@ -95,9 +97,9 @@ class StateTrackingPreset:
         unknown = [m for m in self.models if m not in MODELS]
         if unknown:
             raise ValueError(f"unknown state-tracking model(s) {unknown}; choose from {MODELS}")
+        super().__post_init__()
         for model in self.models:  # every row's parameters are checked against their declarations
             self.backbone_params(model).backbone_kwargs()
-        self.trainer_config(0, "cpu")
 
     @property
     def test_length(self) -> int:
@@ -108,45 +110,22 @@ class StateTrackingPreset:
         """Epochs over the training set that give (at least) `steps` optimizer steps."""
         return max(1, math.ceil(self.steps / math.ceil(self.n_train / self.batch_size)))
 
-    def backbone_params(self, model: str) -> BackboneParams:
-        """The row's backbone as the estimators declare it (validated)."""
-        common = dict(
-            d_model=self.d_model, d_state=self.d_state, n_layers=self.n_layers, norm="layer", prenorm=True, dropout=0.0
-        )
+    def backbone_params(self, model: str = "ssm", **overrides) -> BackboneParams:
+        """The row's backbone as the estimators declare it (validated): the SSM row without the
+        LinearCDE options, an LNCDE row with those its structure takes."""
+        values = {**self.backbone, **overrides}
+        lncde = {k for k in values if k.startswith("lncde_")}
         if model == "ssm":
-            params = BackboneParams(**common)
+            keep = {k: v for k, v in values.items() if k not in lncde}
         else:
-            extra = {
-                "block_diagonal": dict(lncde_block_size=self.lncde_block_size),
-                "dplr": dict(lncde_rank=self.lncde_rank),
-            }.get(model, {})
-            params = BackboneParams(
-                **common,
-                layer="lncde",
-                lncde_structure=model,
-                lncde_dt=self.lncde_dt,
-                lncde_max_norm=self.lncde_max_norm,
-                **extra,
-            )
-        params.validate_params()
-        return params
+            taken = {"lncde_dt", "lncde_max_norm", *_STRUCTURE_OPTIONS.get(model, ())}
+            keep = {k: v for k, v in values.items() if k not in lncde - taken}
+            keep.update(layer="lncde", lncde_structure=model)
+        return validated_backbone(keep)
 
-    def trainer_config(self, seed: int, device) -> TrainerConfig:
-        config = TrainerConfig(
-            optimizer="adamw",
-            lr=self.lr,
-            lr_ssm=self.lr_ssm,
-            weight_decay=self.weight_decay,
-            scheduler="cosine",
-            warmup_steps=self.warmup_steps,
-            max_epochs=self.epochs,
-            batch_size=self.batch_size,
-            grad_clip=1.0,
-            device=device,
-            random_state=seed,
-        )
-        config.validate_params()
-        return config
+    def trainer_config(self, seed: int = 0, device="cpu", **overrides) -> TrainerConfig:
+        """The Trainer settings of one run (validated)."""
+        return super().trainer_config(max_epochs=self.epochs, device=device, random_state=seed, **overrides)
 
     def describe(self) -> str:
         return (
@@ -159,24 +138,29 @@ class StateTrackingPreset:
         )
 
 
+def _state_tracking_preset(name: str, backbone: dict, training: dict, **fields) -> StateTrackingPreset:
+    """A state-tracking preset on STATE_TRACKING_BACKBONE and STATE_TRACKING_TRAINING."""
+    return StateTrackingPreset(
+        name=name,
+        backbone={**STATE_TRACKING_BACKBONE, **backbone},
+        training={**STATE_TRACKING_TRAINING, **training},
+        **fields,
+    )
+
+
 def get_state_tracking_preset(name: str) -> StateTrackingPreset:
     """ "small": minutes on one CPU thread; "tiny": a smoke test of seconds."""
     if name == "small":
-        return StateTrackingPreset(
-            name="small",
+        return _state_tracking_preset(
+            "small",
+            backbone=dict(d_model=32, d_state=16, n_layers=2),
+            training=dict(batch_size=32, lr=1e-2, lr_ssm=1e-2, warmup_steps=20),
             problems=("parity", "mod5", "a5"),
             models=MODELS,
             seeds=(0, 1, 2),
-            d_model=32,
-            d_state=16,
-            n_layers=2,
             steps=300,
-            batch_size=32,
             n_train=2048,
             n_test=256,
-            lr=1e-2,
-            lr_ssm=1e-2,
-            warmup_steps=20,
             notes=(
                 "small CPU preset: far smaller models and far fewer steps than the SLiCE paper's experiments",
                 "cycle navigation is left out to stay within about 15 minutes on one CPU thread (it is a Z5 "
@@ -184,16 +168,14 @@ def get_state_tracking_preset(name: str) -> StateTrackingPreset:
             ),
         )
     if name == "tiny":
-        return StateTrackingPreset(
-            name="tiny",
+        return _state_tracking_preset(
+            "tiny",
+            backbone=dict(d_model=8, d_state=8, n_layers=1),
+            training=dict(batch_size=8),
             problems=("parity", "a5"),
             models=("ssm", "diagonal", "block_diagonal"),
             seeds=(0, 1),
-            d_model=8,
-            d_state=8,
-            n_layers=1,
             steps=2,
-            batch_size=8,
             n_train=16,
             n_test=8,
             bins=((8, 16), (16, 32)),

@@ -27,6 +27,7 @@ from ssmts.tasks.ptd import (  # noqa: E402
     top_frequency_dt,
 )
 from ssmts.tasks.ptd_figures import save_ptd_figures  # noqa: E402
+from ssmts.training import BackboneParams  # noqa: E402
 
 
 def test_presets_exist_for_every_experiment_and_reject_unknown_names():
@@ -35,7 +36,7 @@ def test_presets_exist_for_every_experiment_and_reject_unknown_names():
             settings = get_ptd_preset(experiment, preset)
             assert settings.inits == ("legs", "ptd", "hippo")
             for init in ("legs", "ptd"):
-                settings.backbone_params(init)
+                settings.backbone_params(init=init)
     assert get_ptd_preset("ptd-robustness", "small").seeds == (0, 1, 2)
     with pytest.raises(ValueError, match="unknown PTD experiment"):
         get_ptd_preset("ptd-nope", "small")
@@ -43,9 +44,28 @@ def test_presets_exist_for_every_experiment_and_reject_unknown_names():
         get_ptd_preset("ptd-ablation", "huge")
 
 
+def test_presets_hold_the_declared_parameter_groups():
+    """A PTD preset sets values of the declared backbone and Trainer parameters (no copies with
+    defaults of their own): unknown names and invalid values are refused by those declarations."""
+    small = get_ptd_preset("ptd-ablation", "small")
+    assert (small.d_model, small.max_epochs, small.optimizer) == (32, 15, "adamw")
+    assert small.activation == BackboneParams.__params__["activation"].default  # not set: the declared default
+    params = small.backbone_params(init="ptd", d_state=8, ptd_eps=1e-3)
+    assert (params.d_state, params.ptd_eps, params.dt_min, params.dt_max) == (8, 1e-3, 1e-3, 1e-1)
+    # without dt_min / dt_max, one Delta by the top-frequency rule of the network's own N
+    tiny = get_ptd_preset("ptd-ablation", "tiny").backbone_params(init="legs", d_state=32)
+    assert tiny.dt_min == tiny.dt_max == pytest.approx(top_frequency_dt(32))
+    with pytest.raises(ValueError, match=r"\['d_hiden'\] are not backbone parameters"):
+        small.changed(backbone=dict(d_hiden=8))
+    with pytest.raises(ValueError, match=r"\['epochs'\] are not training parameters"):
+        small.changed(training=dict(epochs=3))
+    with pytest.raises(ValueError, match="d_model"):
+        small.changed(backbone=dict(d_model=0))
+
+
 def test_top_frequency_rule_maps_the_legs_spike_to_the_stated_digital_frequency():
     settings = get_ptd_preset("ptd-robustness", "small")
-    model = build_network(settings.backbone_params("legs"), 1, 10)
+    model = build_network(settings.backbone_params(init="legs"), 1, 10)
     layer = model.backbone.ssm_layers[0]
     assert layer.conj_sym is False
     assert layer.Delta.detach().numpy() == pytest.approx(top_frequency_dt(settings.d_state), rel=1e-5)

@@ -137,26 +137,36 @@ def test_state_tracking_task_is_registered_and_refuses_what_does_not_apply(tmp_p
 def test_a_run_learns_parity_with_a_block_diagonal_lncde():
     """Evidence that the runner trains (not only that it runs): a short run on parity reaches
     >= 95% within the training length with the block-diagonal LNCDE (chance 50%)."""
-    preset = StateTrackingPreset(
+    preset = get_state_tracking_preset("small").changed(
         name="test",
+        backbone=dict(d_model=16, d_state=8, n_layers=2),
         problems=("parity",),
         models=("block_diagonal",),
         seeds=(0,),
-        d_model=16,
-        d_state=8,
-        n_layers=2,
         steps=200,
-        batch_size=32,
         n_train=512,
         n_test=64,
-        lr=1e-2,
-        lr_ssm=1e-2,
-        warmup_steps=20,
         train_length=16,
         bins=((16, 32),),
     )
     run = train_and_evaluate(preset, "parity", "block_diagonal", 0)
     assert run["accuracy"]["1-16"] >= 0.95, run
+
+
+def test_rows_take_the_linear_cde_options_their_structure_has():
+    """One backbone group for every row: the SSM row leaves the lncde_* options out, each LNCDE row
+    takes the time step, the norm cap and the option of its own structure (block size, rank)."""
+    preset = get_state_tracking_preset("tiny").changed(backbone=dict(lncde_block_size=2, lncde_rank=3))
+    assert preset.backbone_params("ssm").layer == "ssm"
+    assert preset.backbone_params("ssm").lncde_block_size is None
+    block = preset.backbone_params("block_diagonal")
+    assert (block.layer, block.lncde_block_size, block.lncde_rank, block.lncde_dt) == ("lncde", 2, None, 1.0)
+    dplr = preset.backbone_params("dplr")
+    assert (dplr.lncde_structure, dplr.lncde_block_size, dplr.lncde_rank) == ("dplr", None, 3)
+    assert preset.trainer_config(5, "cpu").random_state == 5
+    assert preset.trainer_config(5, "cpu").max_epochs == preset.epochs
+    with pytest.raises(ValueError, match=r"\['lncde_blocksize'\] are not backbone parameters"):
+        preset.changed(backbone=dict(lncde_blocksize=2))
 
 
 def test_summary_and_table():
@@ -173,14 +183,11 @@ def test_summary_and_table():
     with pytest.raises(ValueError, match="unknown state-tracking model"):
         StateTrackingPreset(
             name="x",
+            backbone=dict(d_model=8, d_state=8, n_layers=1),
             problems=("parity",),
             models=("mamba",),
             seeds=(0,),
-            d_model=8,
-            d_state=8,
-            n_layers=1,
             steps=1,
-            batch_size=4,
             n_train=4,
             n_test=4,
         )
