@@ -25,7 +25,7 @@ _EXPORTS = {
     "get_task": "registry",
     "list_tasks": "registry",
     "task_presets": "registry",
-    "default_cache_dir": "registry",
+    "default_cache_dir": "sources",
     "SyntheticUnavailableError": "registry",
     "UnknownTaskError": "registry",
     "Preset": "presets",
@@ -45,12 +45,12 @@ if TYPE_CHECKING:  # what IDEs and type checkers see
         SyntheticUnavailableError,
         Task,
         UnknownTaskError,
-        default_cache_dir,
         get_task,
         list_tasks,
         task_presets,
     )
     from .runner import PAPER_REPORTED, run_task
+    from .sources import default_cache_dir
     from .state_tracking import get_state_tracking_preset, run_state_tracking
 
 __all__ = [

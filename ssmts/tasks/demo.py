@@ -82,7 +82,7 @@ def run_demo(
     from ssmts.data.speech import load_speech_commands
     from ssmts.estimators import SSMClassifier
 
-    from .registry import speech_commands_dir
+    from .sources import speech_commands_dir
 
     started = time.perf_counter()
     settings = QUICK if quick else DEMO
