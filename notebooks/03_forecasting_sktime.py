@@ -75,7 +75,7 @@ plt.show()
 #
 # The forecaster cuts the training series into windows of `context_length` months followed
 # by the horizon, and learns to map each context to the quantiles of the next 24 months.
-# Each window is normalized by its own context (`instance_norm=True`), so the growing
+# Each window is normalized by its own context (`normalize=True`), so the growing
 # level of the series does not have to be learned. A context of 36 months holds three
 # seasons.
 

@@ -2,7 +2,7 @@
 TorchScript module) from the last `context_length` observations of a batch of series to their
 quantile forecasts over the trained horizon, in the units of y.
 
-The graph holds what predict does to a context: the window's normalization (instance_norm:
+The graph holds what predict does to a context: the window's normalization (normalize:
 location and scale of the observed values, the scale floor, the drift line), missing values
 carried forward, the network with its SSM layers as direct convolutions (ssmts.nn.export), the
 sorting and averaging of the members' quantile grids, the conformal widening of the intervals,

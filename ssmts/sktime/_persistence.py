@@ -47,6 +47,7 @@ from ..estimators._persistence import (
     restore_network_state,
     save_estimator,
 )
+from ._windows import window_location
 
 SUFFIX = ".safetensors"
 FORMATS = ("safetensors", "sktime")
@@ -471,10 +472,8 @@ class ForecasterPersistenceMixin(SaveLoadMixin):
             if not _is_integer(fitted[name], 0):
                 raise _altered(path, f"{name} is {fitted[name]!r:.80}, not a non-negative integer")
         C, n_exog, H, c = fitted["n_targets_"], fitted["n_exog_"], fitted["horizon_"], fitted["context_length_"]
-        norm = spec.instance_norm
-        location = ("last" if norm else None) if isinstance(norm, (bool, np.bool_)) else norm
-        if fitted["window_location_"] != location:
-            raise _altered(path, f"window_location_={fitted['window_location_']!r:.80} contradicts instance_norm")
+        if fitted["window_location_"] != window_location(spec._normalize):
+            raise _altered(path, f"window_location_={fitted['window_location_']!r:.80} contradicts normalize")
         levels = np.unique(np.append(np.asarray(spec.quantiles, dtype=np.float64).ravel(), 0.5))
         grid = _check_array(path, "quantile_levels_", fitted["quantile_levels_"], "f", levels.shape)
         if not np.array_equal(grid, levels):

@@ -2,7 +2,7 @@
 
     tensors    the state dict of the forecaster's network (a ForecastEnsemble of direct heads)
     metadata   "ssmts_pretrained": JSON with the parameters that define the network and its inputs
-               (backbone, strategy, instance_norm, quantile grid), the context and horizon it was
+               (backbone, strategy, normalize, quantile grid), the context and horizon it was
                trained for, and how it was trained (corpus, steps, seed, version)
 
 `SSMForecaster(pretrained=True)` reads it (see ssmts.sktime.forecasting); the script that writes it
@@ -33,7 +33,9 @@ WEIGHTS_FILE = "forecaster-small.safetensors"
 FINE_TUNE = {"lr": 1e-4, "lr_ssm": 1e-4, "max_steps": 2000}
 
 # The forecaster parameters a pretrained network fixes, besides the backbone group.
-NETWORK_PARAMS = ("strategy", "instance_norm", "quantiles", "ensemble_size")
+NETWORK_PARAMS = ("strategy", "normalize", "quantiles", "ensemble_size")
+# Parameter names that weights written by earlier versions hold, and their names now.
+RENAMED_PARAMS = {"instance_norm": "normalize"}
 # Fields of the metadata, with their types: anything else is refused.
 FIELDS = {
     "format": str,
@@ -61,6 +63,7 @@ def write_pretrained(forecaster, path: str | Path, training: dict) -> Path:
 
     params = forecaster.param_values(BackboneParams)
     params.update({name: getattr(forecaster, name) for name in NETWORK_PARAMS})
+    params["normalize"] = forecaster._normalize
     params["quantiles"] = [float(q) for q in np.asarray(params["quantiles"], dtype=np.float64).ravel()]
     metadata = {
         "format": FORMAT,
@@ -109,6 +112,11 @@ def read_pretrained(path: str | Path | None = None) -> tuple[dict, dict[str, tor
             raise ValueError(f"the metadata field {name!r} of {path} must be a {kind.__name__}")
     if metadata["format"] != FORMAT:
         raise ValueError(f"{path} is a {metadata['format']!r} file, not a {FORMAT!r}")
+    for old, new in RENAMED_PARAMS.items():
+        if old in metadata["params"]:
+            if new in metadata["params"]:
+                raise ValueError(f"the metadata of {path} sets both {old!r} and its new name {new!r}")
+            metadata["params"][new] = metadata["params"].pop(old)
     if not (metadata["context_length"] >= 1 and metadata["horizon"] >= 1):
         raise ValueError(f"{path} declares context_length and horizon that are not positive")
     # Sizes against the weights the file holds, before any network is built: a small file must not
@@ -152,6 +160,8 @@ class PretrainedMixin:
             if name not in type(self).__params__:
                 raise ValueError(f"the pretrained weights set {name!r}, which SSMForecaster does not have")
             mine, default = getattr(self, name), type(self).__params__[name].default
+            if name == "normalize":  # or as given under its former name
+                mine = self._normalize
             if name == "context_length" and mine == "auto":
                 continue
             if not (_same(plain(mine), plain(default)) or _same(plain(mine), plain(value))):

@@ -5,7 +5,7 @@ X rows) and runs the network on that window, so step t's forecast equals
 update(y[t], update_params=False) + predict on the prefix, exactly.
 
 Why the window is run again rather than the layers' recurrent `step` state carried: the
-network reads a normalized window. instance_norm shifts and scales the whole context by
+network reads a normalized window. normalize shifts and scales the whole context by
 statistics of the window (its last value, mean, spread), which change with every new
 observation, and even with global standardization the direct head (and the recursive
 context read) sees only the last context_length points, a sliding window that a

@@ -73,6 +73,14 @@ def fill_forward(values: np.ndarray) -> np.ndarray:
     return np.take_along_axis(values, index, axis=-1)
 
 
+def window_location(normalize) -> str | None:
+    """The location a window is shifted by under the forecaster's `normalize`: "last", "mean" or
+    "drift" (True means "last"), None for False (global standardization)."""
+    if isinstance(normalize, (bool, np.bool_)):
+        return "last" if normalize else None
+    return normalize
+
+
 def window_scaling(
     context: np.ndarray,
     location: str | None,
@@ -119,7 +127,7 @@ def window_scaling(
 
 def impute(normalized: np.ndarray) -> np.ndarray:
     """Gaps of normalized values (..., L): carried forward; before the first observation 0,
-    the window's location (its last, mean or global value, by instance_norm)."""
+    the window's location (its last, mean or global value, by normalize)."""
     filled = fill_forward(normalized)
     return np.where(np.isnan(filled), 0.0, filled)
 

@@ -4,7 +4,7 @@ Data flow (one network for every series of a panel or hierarchy):
 
     y (T_i, C_y), X (T_i, C_x) per series
       -> all windows of context_length + horizon steps, pooled over the series  (_windows)
-      -> per-window normalization of y (instance_norm), global standardization of X
+      -> per-window normalization of y (normalize), global standardization of X
       -> a forecast head (ssmts.nn.heads) per strategy                           (_strategies)
       -> pinball loss, trained through ssmts.training.fit_model
     predict: the last context of each series, one batched pass, quantiles in y's units (_predict)
@@ -16,6 +16,7 @@ lists the modules beside it.
 from __future__ import annotations
 
 import uuid
+import warnings
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Literal
 
@@ -38,6 +39,7 @@ from ..training import (
 from ..training.config import Integer, NoneOr, Options, Satisfies, _is_int, param, with_params_doc
 from ..training.fit import pickle_state
 from ..training.objectives import pinball_loss
+from ..training.params import _same
 from ._backtest import historical_forecasts
 from ._covariates import CovariatesMixin
 from ._export import ForecasterExportMixin
@@ -65,6 +67,7 @@ from ._windows import (
     split_instances,
     time_differences,
     time_unit_value,
+    window_location,
     window_scaling,
 )
 from ._windows import steps as horizon_steps
@@ -72,7 +75,7 @@ from ._windows import steps as horizon_steps
 if TYPE_CHECKING:
     from ._streaming import ForecastStream
 
-INSTANCE_NORMS = ("last", "mean", "drift")  # True means "last"
+WINDOW_NORMALIZATIONS = ("last", "mean", "drift")  # True means "last"
 CONTEXT_SEASONS = 3
 DEFAULT_QUANTILES = (0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95)
 
@@ -148,12 +151,18 @@ class ForecasterParams(BackboneParams, OptimizerParams, EarlyStoppingParams):
         "the step mode (needs bidirectional=False).",
         constraint=Options(*STRATEGIES),
     )
-    instance_norm: bool | str = param(
+    normalize: bool | str = param(
         default=True,
-        doc="Per-window normalization: True/'last' (location = last context value), 'mean', 'drift' (the "
-        "line through the last value with the context's average slope: the network forecasts the residual "
-        "from the drift forecast; strategy='direct'), or False (global standardization).",
-        constraint=Options(True, False, *INSTANCE_NORMS),
+        doc="Input scaling, per window (instance normalization, as RevIN): True/'last' (location = last "
+        "context value), 'mean', 'drift' (the line through the last value with the context's average slope: "
+        "the network forecasts the residual from the drift forecast; strategy='direct'), or False (global "
+        "standardization).",
+        constraint=Options(True, False, *WINDOW_NORMALIZATIONS),
+    )
+    instance_norm: bool | str | None = param(
+        default=None,
+        doc="Deprecated: the former name of normalize (it warns, and will be removed in the next release).",
+        constraint=NoneOr(Options(True, False, *WINDOW_NORMALIZATIONS)),
     )
     quantiles: tuple = param(
         default=DEFAULT_QUANTILES,
@@ -196,7 +205,7 @@ class ForecasterParams(BackboneParams, OptimizerParams, EarlyStoppingParams):
         "statistics, and update never fine-tunes), 'fine-tune' (trains from those weights with the training "
         "parameters; lr, lr_ssm and max_steps left at their defaults take the smaller 1e-4, 1e-4 and 2000), False "
         "(trains from scratch). The weights fix the backbone, context_length, quantiles, "
-        "strategy, instance_norm and ensemble_size: left at their defaults these take the pretrained values "
+        "strategy, normalize and ensemble_size: left at their defaults these take the pretrained values "
         "(pretrained_params_), set to others they are refused. Univariate y without X; max(fh) at most the "
         "pretrained horizon.",
         constraint=Options(False, True, "zero-shot", "fine-tune"),
@@ -254,7 +263,7 @@ class SSMForecaster(
     draws from the predicted quantile grid (the same draws for every series and origin,
     fixed by random_state, so a series' quantiles do not depend on the rest of the batch).
 
-    instance_norm, in the spirit of RevIN without learnable affine: the context and the
+    normalize, in the spirit of RevIN without learnable affine: the context and the
     targets of each window are shifted by a location of the context and divided by the
     context's standard deviation (per series and target channel), and forecasts are mapped
     back. The location is the network's prior, since weight decay pulls its outputs towards
@@ -386,8 +395,25 @@ class SSMForecaster(
     def _strategy(self):
         return STRATEGIES[self.strategy]
 
+    @property
+    def _normalize(self):
+        """normalize, or the value given under its former name instance_norm."""
+        return self.normalize if self.instance_norm is None else self.instance_norm
+
     def _check_params(self) -> None:
         """The checks across the forecaster's own parameters (the shared ones: _start_fit)."""
+        if self.instance_norm is not None:
+            if not _same(self.normalize, type(self).__params__["normalize"].default):
+                raise ValueError(
+                    f"instance_norm={self.instance_norm!r} and normalize={self.normalize!r} name one setting "
+                    "(instance_norm is normalize's former name): set normalize only"
+                )
+            warnings.warn(
+                f"SSMForecaster(instance_norm={self.instance_norm!r}) is now normalize={self.instance_norm!r}; "
+                "instance_norm will be removed in the next release",
+                FutureWarning,
+                stacklevel=4,
+            )
         if self._strategy.causal_only and self.bidirectional:
             raise ValueError(
                 f"strategy='recursive' rolls the forecast step by step and needs a causal backbone, "
@@ -399,9 +425,9 @@ class SSMForecaster(
                 f"{list(self.past_covariates)} are unknown after the cutoff; use strategy='direct', or forecast "
                 "the past covariates and pass them as ordinary X"
             )
-        if self.instance_norm == "drift" and self.strategy != "direct":
+        if self._normalize == "drift" and self.strategy != "direct":
             raise ValueError(
-                "instance_norm='drift' maps every horizon step back with its own point of the drift line: it "
+                "normalize='drift' maps every horizon step back with its own point of the drift line: it "
                 f"needs strategy='direct', got strategy={self.strategy!r}"
             )
         if self.irregular == "time_deltas" and (self.strategy != "recursive" or self.layer != "ssm"):
@@ -506,8 +532,7 @@ class SSMForecaster(
             self.window_location_ = pretrained[0]["window_location"]
             self.quantile_levels_ = np.asarray(pretrained[0]["quantile_levels"], dtype=np.float64)
         else:
-            norm_ = self.instance_norm
-            self.window_location_ = ("last" if norm_ else None) if isinstance(norm_, (bool, np.bool_)) else norm_
+            self.window_location_ = window_location(self._normalize)
             self.quantile_levels_ = np.unique(np.append(np.asarray(self.quantiles, dtype=np.float64).ravel(), 0.5))
         parts = self._split_xy(y, X)
         self.n_targets_ = y.shape[1]
@@ -768,7 +793,7 @@ class SSMForecaster(
                 **tiny,
                 "context_length": 5,
                 "strategy": "recursive",
-                "instance_norm": False,
+                "normalize": False,
                 "n_sample_paths": 16,
                 "ensemble_size": 2,
                 "random_state": 1,

@@ -1,5 +1,5 @@
 """SSMForecaster.export: the ONNX file run by onnxruntime (and the TorchScript file) gives predict
-and predict_quantiles from the last context_length observations, for every instance_norm, with
+and predict_quantiles from the last context_length observations, for every normalize, with
 missing values, a series shorter than the context, and the conformal widening of the intervals.
 
 Tolerance: 1e-6 x the panel's spread. The statistics are float64 in both; the network is float32
@@ -74,10 +74,10 @@ def _expected(forecaster: SSMForecaster, levels) -> tuple[np.ndarray, np.ndarray
 @pytest.mark.parametrize(
     "params",
     [
-        dict(instance_norm="last"),
-        dict(instance_norm="mean", early_stopping=True, validation_fraction=0.3, calibration="conformal"),
-        dict(instance_norm="drift"),
-        dict(instance_norm=False),
+        dict(normalize="last"),
+        dict(normalize="mean", early_stopping=True, validation_fraction=0.3, calibration="conformal"),
+        dict(normalize="drift"),
+        dict(normalize=False),
     ],
     ids=["last", "mean+conformal", "drift", "global"],
 )

@@ -275,11 +275,11 @@ def test_gaps_in_y_and_x_are_imputed_and_masked(strategy):
 
 
 def test_window_normalization_uses_observed_values_only():
-    f = forecaster(instance_norm="mean").fit(smooth(), fh=[1])
+    f = forecaster(normalize="mean").fit(smooth(), fh=[1])
     context = np.array([[[1.0, np.nan, 3.0, np.nan]]])
     shift, scale = f._norm_stats(context)
     assert shift.item() == 2.0 and np.isclose(scale.item(), np.sqrt(1.0 + (1e-3 * 2.0) ** 2))  # floor: 1e-3 x level
-    f = forecaster(instance_norm="last").fit(smooth(), fh=[1])
+    f = forecaster(normalize="last").fit(smooth(), fh=[1])
     assert f._norm_stats(context)[0].item() == 3.0  # the last observed value
 
 
@@ -417,10 +417,10 @@ def test_ensemble_forecast_is_the_average_of_its_members(strategy):
 
 
 @pytest.mark.parametrize("location", ["last", "mean", True])
-def test_instance_norm_location_is_the_forecast_of_a_zero_output(location):
+def test_normalize_location_is_the_forecast_of_a_zero_output(location):
     """With the head's weights zeroed, the forecast is the context's last value or mean."""
     y = seasonal()
-    f = forecaster(instance_norm=location, ensemble_size=2).fit(y, fh=[1, 2, 3])
+    f = forecaster(normalize=location, ensemble_size=2).fit(y, fh=[1, 2, 3])
     with torch.no_grad():
         for member in f.model_.members:
             member.head.weight.zero_()
@@ -430,6 +430,18 @@ def test_instance_norm_location_is_the_forecast_of_a_zero_output(location):
     np.testing.assert_allclose(f.predict().to_numpy(), expected, rtol=1e-12)
     interval = f.predict_interval(coverage=0.8)
     np.testing.assert_allclose(interval.to_numpy(), expected, rtol=1e-12)  # every quantile collapses too
+
+
+def test_instance_norm_is_normalize_under_its_former_name():
+    """The renamed parameter still works for one release: it warns, and fits what normalize fits."""
+    y = seasonal()
+    with pytest.warns(FutureWarning, match="instance_norm='mean'.* is now normalize='mean'"):
+        old = forecaster(instance_norm="mean").fit(y, fh=[1, 2])
+    new = forecaster(normalize="mean").fit(y, fh=[1, 2])
+    assert old.window_location_ == new.window_location_ == "mean"
+    np.testing.assert_array_equal(old.predict().to_numpy(), new.predict().to_numpy())
+    with pytest.raises(ValueError, match="name one setting .* set normalize only"):
+        forecaster(instance_norm="mean", normalize="last").fit(y, fh=[1])
 
 
 def test_grid_interpolation_is_exact_on_the_grid():
@@ -517,7 +529,7 @@ def test_pickle_round_trip(strategy):
 
 
 def test_params_clone_and_reset():
-    f = forecaster(strategy="recursive", instance_norm=False)
+    f = forecaster(strategy="recursive", normalize=False)
     params = f.get_params()
     assert params["strategy"] == "recursive" and params["context_length"] == 12 and "pooling" not in params
     assert f.clone().get_params() == params
@@ -586,7 +598,7 @@ def test_y_without_any_observed_value_raises():
         (dict(strategy="recursive", bidirectional=True), "causal backbone"),
         (dict(context_length=0), "context_length must be a positive int or 'auto'"),
         (dict(ensemble_size=0), "ensemble_size must be an integer >= 1"),
-        (dict(instance_norm="median"), "unknown instance_norm 'median'"),
+        (dict(normalize="median"), "unknown normalize 'median'"),
         (dict(quantiles=(0.5,)), "besides 0.5"),
         (dict(quantiles=(0.1, 1.2)), r"floats in \(0, 1\)"),
         (dict(past_covariates="sensor"), "a list of X column names"),
@@ -648,8 +660,8 @@ def test_forecast_benchmark_dense_folds(monkeypatch):
 
 
 def test_drift_location_is_the_line_through_the_first_and_last_observed_values():
-    """instance_norm='drift': against a loop over the windows (gaps included)."""
-    f = forecaster(context_length=6, instance_norm="drift", max_epochs=1).fit(seasonal(), fh=[1, 2])
+    """normalize='drift': against a loop over the windows (gaps included)."""
+    f = forecaster(context_length=6, normalize="drift", max_epochs=1).fit(seasonal(), fh=[1, 2])
     rng = np.random.default_rng(1)
     context = rng.normal(size=(5, 1, 6)) * 3 + 10
     context[1, 0, 0] = context[2, 0, 4:] = context[3, 0, [0, 1, 5]] = np.nan
@@ -661,14 +673,14 @@ def test_drift_location_is_the_line_through_the_first_and_last_observed_values()
         a, b = seen[0], seen[-1]
         slope = (row[b] - row[a]) / (b - a) if b > a else 0.0
         np.testing.assert_allclose(shift[i, 0], row[b] + slope * (np.arange(8) - b), rtol=1e-12)
-    with pytest.raises(ValueError, match="instance_norm='drift'.*needs strategy='direct'"):
-        forecaster(instance_norm="drift", strategy="recursive", bidirectional=False).fit(seasonal(), fh=[1])
+    with pytest.raises(ValueError, match="normalize='drift'.*needs strategy='direct'"):
+        forecaster(normalize="drift", strategy="recursive", bidirectional=False).fit(seasonal(), fh=[1])
 
 
 def test_drift_forecasts_a_straight_line_that_a_short_training_leaves_near_it():
     t = np.arange(40.0)
     y = pd.Series(5 + 2 * t, index=pd.period_range("1990", periods=40, freq="Y"))
-    pred = forecaster(context_length=8, instance_norm="drift", max_epochs=30).fit(y, fh=[1, 2, 3]).predict()
+    pred = forecaster(context_length=8, normalize="drift", max_epochs=30).fit(y, fh=[1, 2, 3]).predict()
     np.testing.assert_allclose(pred.to_numpy(), [85.0, 87.0, 89.0], atol=2.0)  # "last" is off by up to 4
 
 

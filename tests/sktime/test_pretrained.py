@@ -168,6 +168,29 @@ def test_a_damaged_weights_file_gets_a_clear_error(source, tmp_path, metadata, s
         SSMForecaster(pretrained=True, pretrained_weights=changed).fit(_series(), fh=[1])
 
 
+def test_weights_of_earlier_versions_name_normalize_instance_norm(source, tmp_path):
+    """Weights written before the rename hold instance_norm: read as normalize, and still fixed by them."""
+    _, path = source
+
+    def old_name(m):
+        params = dict(m["params"])
+        params["instance_norm"] = params.pop("normalize")
+        return {**m, "params": params}
+
+    changed = _rewrite(path, tmp_path, old_name)
+    metadata, _ = read_pretrained(changed)
+    assert metadata["params"]["normalize"] is True and "instance_norm" not in metadata["params"]
+    f = SSMForecaster(pretrained=True, pretrained_weights=changed).fit(_series(), fh=[1])
+    assert f.window_location_ == "last" and f.pretrained_params_["normalize"] is True
+    with pytest.raises(ValueError, match="pretrained network has normalize=True, but normalize='mean'"):
+        SSMForecaster(pretrained=True, pretrained_weights=changed, normalize="mean").fit(_series(), fh=[1])
+    with pytest.warns(FutureWarning), pytest.raises(ValueError, match="has normalize=True, but normalize='mean'"):
+        SSMForecaster(pretrained=True, pretrained_weights=changed, instance_norm="mean").fit(_series(), fh=[1])
+    both = _rewrite(changed, tmp_path, lambda m: {**m, "params": {**m["params"], "instance_norm": "mean"}})
+    with pytest.raises(ValueError, match="sets both 'instance_norm' and its new name 'normalize'"):
+        read_pretrained(both)
+
+
 def test_a_missing_or_foreign_file_is_refused(tmp_path):
     with pytest.raises(FileNotFoundError, match="no pretrained forecaster weights"):
         SSMForecaster(pretrained=True, pretrained_weights=str(tmp_path / "none.safetensors")).fit(_series(), fh=[1])

@@ -105,12 +105,12 @@ def _scenario(name):
         return SSMForecaster(**TINY).fit(y_fit, fh=[1, 2, 3]), {}, (y_new, None), {}
     if name == "series-recursive-ensemble":
         y_fit, y_new = _split(_series(), 3)
-        f = SSMForecaster(**TINY, strategy="recursive", ensemble_size=2, instance_norm=False)
+        f = SSMForecaster(**TINY, strategy="recursive", ensemble_size=2, normalize=False)
         return f.fit(y_fit, fh=[1, 2, 4]), {}, (y_new, None), {}
     if name == "panel-covariates-direct":
         y, X = _panel_with_covariates()
         (y_fit, y_new), (x_fit, x_new) = _split(y, 2), _split(X, 2)
-        f = SSMForecaster(**TINY, past_covariates=["sensor"], static_covariates=["size"], instance_norm="drift")
+        f = SSMForecaster(**TINY, past_covariates=["sensor"], static_covariates=["size"], normalize="drift")
         f.fit(y_fit, X=x_fit, fh=[1, 2])
         return f, {"X": _future_x(y_fit, 2)}, (y_new, x_new), {"X": _future_x(y, 2)}
     if name == "multivariate-datetime-recursive-X":
