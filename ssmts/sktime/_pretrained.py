@@ -87,6 +87,7 @@ def read_pretrained(path: str | Path | None = None) -> tuple[dict, dict[str, tor
     from safetensors.torch import safe_open
 
     from ..estimators._persistence import _check_sizes, n_weights
+    from ._windows import window_location
 
     path = default_weights() if path is None else Path(path)
     if not path.is_file():
@@ -119,6 +120,13 @@ def read_pretrained(path: str | Path | None = None) -> tuple[dict, dict[str, tor
             metadata["params"][new] = metadata["params"].pop(old)
     if not (metadata["context_length"] >= 1 and metadata["horizon"] >= 1):
         raise ValueError(f"{path} declares context_length and horizon that are not positive")
+    normalize = metadata["params"].get("normalize", True)
+    if metadata["window_location"] != window_location(normalize):
+        # forecasts would be mapped back from another location than the network was trained with
+        raise ValueError(
+            f"the metadata of {path} has window_location={metadata['window_location']!r:.40}, which contradicts "
+            f"its normalize={normalize!r:.40}; the file was altered"
+        )
     # Sizes against the weights the file holds, before any network is built: a small file must not
     # make fit allocate a huge one. The direct head alone has d_model x horizon x quantiles weights.
     weights = n_weights(state)

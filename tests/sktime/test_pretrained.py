@@ -153,6 +153,7 @@ def _rewrite(path, tmp_path, metadata=None, state=None):
         (lambda m: {**m, "extra": 1}, None, r"must have exactly the fields"),
         (lambda m: {**m, "horizon": "6"}, None, r"field 'horizon' .* must be a int"),
         (lambda m: {**m, "format": "other"}, None, r"is a 'other' file"),
+        (lambda m: {**m, "window_location": "mean"}, None, r"window_location='mean', which contradicts its normalize"),
         (lambda m: {**m, "params": {**m["params"], "d_model": 16}}, None, r"do not fit the network"),
         (lambda m: {**m, "params": {**m["params"], "no_such": 1}}, None, r"set 'no_such', which SSMForecaster"),
         (None, lambda s: {k: v for k, v in list(s.items())[1:]}, r"do not fit the network"),
