@@ -57,6 +57,24 @@ def test_discretize_dense_matches_scipy(method, alpha):
     np.testing.assert_allclose(Bbar.numpy(), Bd, rtol=1e-12, atol=1e-13)
 
 
+def test_discretize_dense_defaults_and_the_bilinear_alpha():
+    """The defaults are ZOH and, for "gbt", alpha = 1/2 (scipy's bilinear); "bilinear" is alpha = 1/2
+    whatever alpha says; an alpha outside [0, 1] is refused for the dense system as for the diagonal one."""
+    A = torch.from_numpy(hippo_legs(4)[0])
+    B = torch.from_numpy(np.random.default_rng(2).standard_normal((4, 1)))
+    dt = torch.tensor(0.1, dtype=torch.float64)
+    Ad, Bd, *_ = cont2discrete((A.numpy(), B.numpy(), np.eye(4), np.zeros((4, 1))), 0.1, method="zoh")
+    Abar, Bbar = discretize_dense(A, B, dt)
+    np.testing.assert_allclose(Abar.numpy(), Ad, rtol=1e-12, atol=1e-13)
+    np.testing.assert_allclose(Bbar.numpy(), Bd, rtol=1e-12, atol=1e-13)
+    Ad, Bd, *_ = cont2discrete((A.numpy(), B.numpy(), np.eye(4), np.zeros((4, 1))), 0.1, method="bilinear")
+    for Abar, Bbar in (discretize_dense(A, B, dt, "gbt"), discretize_dense(A, B, dt, "bilinear", alpha=0.9)):
+        np.testing.assert_allclose(Abar.numpy(), Ad, rtol=1e-12, atol=1e-13)
+        np.testing.assert_allclose(Bbar.numpy(), Bd, rtol=1e-12, atol=1e-13)
+    with pytest.raises(ValueError, match="gbt alpha must lie in"):
+        discretize_dense(A, B, dt, "gbt", alpha=1.5)
+
+
 @pytest.mark.parametrize("method", ["zoh", "bilinear"])
 @pytest.mark.parametrize("H,M,D", [(3, None, None), (1, None, "none"), (2, 4, "full")])
 def test_forward_step_and_state_hand_over_match_the_loop(method, H, M, D):

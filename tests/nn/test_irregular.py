@@ -199,6 +199,20 @@ def test_diagonal_scan_against_loop():
         assert torch.allclose(diagonal_scan(a, b, h0), torch.stack(states, 1), rtol=1e-12, atol=1e-12)
 
 
+def test_diagonal_scan_broadcasts_transitions_over_time_and_batch():
+    """a of shape (1, 1, N) (one transition for every step and series) against the loop: the scan
+    must expand it to b's shape rather than read its missing steps."""
+    g = torch.Generator().manual_seed(1)
+    for T in (2, 5, 8):
+        a = 0.9 * torch.randn(1, 1, 3, dtype=torch.complex128, generator=g)
+        b = torch.randn(2, T, 3, dtype=torch.complex128, generator=g)
+        q, states = torch.zeros(2, 3, dtype=torch.complex128), []
+        for t in range(T):
+            q = a[:, 0] * q + b[:, t]
+            states.append(q)
+        assert torch.allclose(diagonal_scan(a, b), torch.stack(states, 1), rtol=1e-12, atol=1e-12)
+
+
 # ---------------------------------------------------------------- errors
 def test_clear_errors_for_bad_deltas():
     layer = _layer(0)

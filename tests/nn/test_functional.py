@@ -1,0 +1,128 @@
+"""ssmts.nn.functional against numpy: pooling over real steps, and the input statistics the faces
+scale by (per channel, per series, the series summary, the chunked two-pass form), in float64."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from ssmts.nn.functional import (
+    channel_statistics,
+    chunked_channel_statistics,
+    pool,
+    series_statistics,
+    series_summary,
+)
+
+
+def _data(seed=0, n=5, C=3, L=9):
+    rng = np.random.default_rng(seed)
+    x = (
+        rng.normal(size=(n, C, L)) * np.array([1.0, 10.0, 0.1])[None, :C, None]
+        + np.array([0.0, 5.0, -3.0])[None, :C, None]
+    )
+    mask = np.ones((n, L), dtype=bool)
+    mask[1, :4] = False  # left padding
+    mask[2, 6:] = False  # right padding
+    mask[3, :8] = False  # one real step
+    return x, mask
+
+
+def _masked(x, mask):
+    """Per series and channel, the values of the real steps (a list over series of (C, k) arrays)."""
+    return [x[i][:, mask[i]] for i in range(x.shape[0])]
+
+
+def test_pooling_takes_the_mean_or_the_last_of_the_real_steps():
+    """Oracle: numpy mean / last over each series' real steps, a series with a single real step included
+    (its mean is that step: the count floor of 1 must not divide it)."""
+    x, mask = _data()
+    xt, mt = torch.from_numpy(x), torch.from_numpy(mask)
+    mean = np.stack([v.mean(axis=1) for v in _masked(x, mask)])
+    last = np.stack([v[:, -1] for v in _masked(x, mask)])
+    np.testing.assert_allclose(pool(xt, mt, "mean").numpy(), mean, rtol=1e-12)
+    np.testing.assert_allclose(pool(xt, mt).numpy(), mean, rtol=1e-12)  # the default is the mean
+    np.testing.assert_allclose(pool(xt, mt, "last").numpy(), last, rtol=0)
+    np.testing.assert_allclose(pool(xt, None).numpy(), x.mean(-1), rtol=1e-12)
+    np.testing.assert_allclose(pool(xt, None, "last").numpy(), x[..., -1], rtol=0)
+    with pytest.raises(ValueError, match="pooling must be 'mean' or 'last' here, got 'max'"):
+        pool(xt, mt, "max")
+
+
+def test_channel_and_series_statistics_equal_numpy_over_the_real_steps():
+    """Oracle: numpy mean and population std over samples and real steps (channels), or over each
+    series' own real steps (series); a flat channel or series keeps scale 1."""
+    x, mask = _data()
+    x[:, 0, :] = 7.0  # a constant channel: scale 1, mean 7
+    xt, mt = torch.from_numpy(x), torch.from_numpy(mask)
+    values = _masked(x, mask)
+    pooled = np.concatenate(values, axis=1)  # (C, all real steps)
+    mean, scale = channel_statistics(xt, mt)
+    assert mean.dtype == scale.dtype == torch.float64
+    np.testing.assert_allclose(mean.numpy(), pooled.mean(1), rtol=1e-12)
+    np.testing.assert_allclose(scale.numpy(), [1.0, *pooled[1:].std(1)], rtol=1e-12)
+    mean, scale = channel_statistics(xt)
+    np.testing.assert_allclose(mean.numpy(), x.mean((0, 2)), rtol=1e-12)
+    np.testing.assert_allclose(scale.numpy(), [1.0, *x[:, 1:].std((0, 2))], rtol=1e-12)
+
+    mean, scale = series_statistics(xt, mt)
+    expected_scale = np.stack([np.where(v.std(1) > 1e-6 * np.abs(v).max(1), v.std(1), 1.0) for v in values])
+    np.testing.assert_allclose(mean.numpy(), np.stack([v.mean(1) for v in values]), rtol=1e-12)
+    np.testing.assert_allclose(scale.numpy(), expected_scale, rtol=1e-12)
+    assert (scale[3] == 1.0).all()  # one real step: no spread
+    mean, scale = series_statistics(xt)
+    np.testing.assert_allclose(mean.numpy(), x.mean(2), rtol=1e-12)
+    np.testing.assert_allclose(scale[:, 1:].numpy(), x[:, 1:].std(2), rtol=1e-12)
+
+
+def test_the_scale_floor_is_relative_to_the_data_magnitude():
+    """A spread of 1e-7 of the level is noise (scale 1) at rel_floor 1e-6, a real spread at 1e-8; the
+    same at every magnitude (1e-13 or 1e13)."""
+    wiggle = np.array([1.0, 1.0 + 1e-7, 1.0 - 1e-7, 1.0])
+    for magnitude in (1e-13, 1.0, 1e13):
+        x = torch.from_numpy((magnitude * wiggle)[None, None, :])
+        assert float(channel_statistics(x)[1]) == 1.0
+        assert float(channel_statistics(x, rel_floor=1e-8)[1]) == pytest.approx(magnitude * wiggle.std(), rel=1e-6)
+        assert float(series_statistics(x)[1][0, 0]) == 1.0
+
+
+def test_series_summary_is_the_standardized_level_and_log_spread():
+    """Oracle: ((series mean - channel mean) / channel scale, log(max(series std / channel scale,
+    min_spread))) per channel, numpy over each series' real steps; a flat series gets log(min_spread)."""
+    x, mask = _data(seed=1)
+    x[4, 2, :] = -3.0  # a flat series
+    xt, mt = torch.from_numpy(x), torch.from_numpy(mask)
+    channel_mean, channel_scale = channel_statistics(xt, mt)
+    summary = series_summary(xt, mt, channel_mean.float(), channel_scale.float(), min_spread=1e-3)
+    assert summary.shape == (5, 6) and summary.dtype == torch.float64
+    cm, cs = channel_mean.float().double().numpy(), channel_scale.float().double().numpy()
+    for i, v in enumerate(_masked(x, mask)):
+        np.testing.assert_allclose(summary[i, :3].numpy(), (v.mean(1) - cm) / cs, rtol=1e-10)
+        spread = np.where(v.std(1) > 1e-6 * np.abs(v).max(1), v.std(1), 0.0) / cs
+        np.testing.assert_allclose(summary[i, 3:].numpy(), np.log(np.maximum(spread, 1e-3)), rtol=1e-10)
+    assert float(summary[4, 5]) == pytest.approx(np.log(1e-3))
+    assert float(summary[3, 3]) == pytest.approx(np.log(1e-3))  # one real step: no spread either
+    unmasked = series_summary(xt, None, channel_mean, channel_scale)
+    np.testing.assert_allclose(unmasked[:, :3].numpy(), (x.mean(2) - channel_mean.numpy()) / channel_scale.numpy())
+
+
+@pytest.mark.parametrize("chunk_bytes", [1, 8 * 3 * 9 * 2, 1 << 20])
+def test_chunked_statistics_equal_the_whole_array_ones(tmp_path, chunk_bytes):
+    """Oracle: channel_statistics of the array in memory; read from a memmap one row, two rows or all
+    at a time (the chunks cover every row exactly once), a flat channel included."""
+    x, _ = _data(seed=2, n=7)
+    x[:, 2, :] = 0.5
+    path = tmp_path / "x.npy"
+    np.save(path, x.astype(np.float32))
+    disk = np.load(path, mmap_mode="r")
+    mean, scale = chunked_channel_statistics(disk, chunk_bytes=chunk_bytes)
+    ref_mean, ref_scale = channel_statistics(torch.from_numpy(np.asarray(disk, dtype=np.float64)))
+    assert mean.dtype == scale.dtype == torch.float64
+    np.testing.assert_allclose(mean.numpy(), ref_mean.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(scale.numpy(), ref_scale.numpy(), rtol=1e-12)
+    assert float(scale[2]) == 1.0
+    # the floor is relative, as in channel_statistics
+    tiny = 1e-13 * (1.0 + 1e-7 * np.array([[[0.0, 1.0, -1.0, 0.0]]]))
+    assert float(chunked_channel_statistics(tiny)[1][0]) == 1.0
+    assert float(chunked_channel_statistics(tiny, rel_floor=1e-8)[1][0]) == pytest.approx(tiny.std(), rel=1e-6)
