@@ -12,7 +12,7 @@ import torch
 DISCRETIZATIONS = ("zoh", "bilinear", "gbt")
 
 
-def check_discretization(method: str, alpha: float = 0.5) -> None:
+def check_discretization(method: str, alpha: float) -> None:
     if method not in DISCRETIZATIONS:
         raise ValueError(f"unknown discretization {method!r}; choose one of {DISCRETIZATIONS}")
     if method == "gbt" and not 0.0 <= float(alpha) <= 1.0:

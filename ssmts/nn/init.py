@@ -179,7 +179,7 @@ def conjugate_half(Lambda: np.ndarray, V: np.ndarray, V_inv: np.ndarray, P: int 
         warnings.warn(
             f"{len(real)} real eigenvalues and {len(upper)} conjugate pairs exceed {P} conjugate-symmetric "
             f"modes; dropping the {len(real) - room} fastest-decaying real modes",
-            stacklevel=3,
+            stacklevel=2,
         )
         real = real[np.argsort(-Lambda.real[real])][:room]
     keep = np.concatenate([upper, real])

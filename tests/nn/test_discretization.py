@@ -149,3 +149,6 @@ def test_discretize_rejects_unknown_method_and_bad_alpha():
         discretize(Lam, Delta, "euler")
     with pytest.raises(ValueError, match=r"alpha must lie in \[0, 1\]"):
         discretize(Lam, Delta, "gbt", 1.5)
+    # "gbt" without alpha is the bilinear rule (alpha = 1/2)
+    for got, want in zip(discretize(Lam, Delta, "gbt"), discretize(Lam, Delta, "bilinear")):
+        torch.testing.assert_close(got, want, rtol=0, atol=0)

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from ssmts.nn import SSM, hippo_legs, hippo_legs_normal, ptd_perturbation
-from ssmts.nn.init import diagonalize_legs_normal, ptd_legs
+from ssmts.nn.init import conjugate_half, diagonalize_legs_normal, initialize_head, ptd_legs
 
 
 # ---------------------------------------------------------------- dense oracles
@@ -151,6 +151,31 @@ def test_ptd_init_layer_eigenvalues_are_those_of_the_perturbed_matrix():
     lam = SSM(1, N, init="ptd", conj_sym=False).Lambda[0].detach().to(torch.complex128).numpy()
     key = lambda z: np.lexsort((z.real, z.imag))  # noqa: E731
     np.testing.assert_allclose(lam[key(lam)], ev[key(ev)], rtol=1e-5, atol=1e-5)
+
+
+def test_ptd_init_takes_the_layer_perturbation_size_and_penalty():
+    """Oracle: numpy.linalg.eig of A_LegS + E for the layer's own ptd_eps and ptd_gamma (not the defaults)."""
+    N = 16
+    E = ptd_legs(N, eps=1e-3, gamma=10.0).E
+    ev = np.linalg.eigvals(hippo_legs(N)[0] + E)
+    layer = SSM(1, N, init="ptd", conj_sym=False, ptd_eps=1e-3, ptd_gamma=10.0)
+    lam = layer.Lambda[0].detach().to(torch.complex128).numpy()
+    key = lambda z: np.lexsort((z.real, z.imag))  # noqa: E731
+    np.testing.assert_allclose(lam[key(lam)], ev[key(ev)], rtol=1e-5, atol=1e-5)
+    assert not np.allclose(np.sort_complex(ev), np.sort_complex(np.linalg.eigvals(hippo_legs(N)[0] + ptd_legs(N).E)))
+
+
+@pytest.mark.parametrize("H", [1, 3])
+def test_initialize_head_returns_complex128_for_every_init(H):
+    """The documented contract: Lambda (P,), B (P, H), C (M, P), all complex128, for each init (P = N/2,
+    or for "ptd" the pairs plus the real modes of the perturbed matrix)."""
+    from ssmts.nn.init import INITS
+
+    for init in INITS:
+        Lambda, B, C = initialize_head(init, 8, H, 2, generator=torch.Generator().manual_seed(0))
+        P = Lambda.shape[0]
+        assert (P == 4 or init == "ptd") and B.shape == (P, H) and C.shape == (2, P), init
+        assert Lambda.dtype == B.dtype == C.dtype == torch.complex128, init
 
 
 def test_delta_init_is_log_uniform_in_range():
@@ -413,3 +438,44 @@ def test_randn_init_spreads_re_and_im_as_documented():
     assert float(np.std(log_decay)) == pytest.approx(0.5, rel=0.08)
     assert abs(float(np.median(log_decay))) < 0.06
     assert float(np.std(Lambda.imag.numpy())) == pytest.approx(math.pi, rel=0.08)
+
+
+# ---------------------------------------------------------------- conjugate half
+def test_conjugate_half_classifies_modes_at_its_tolerance():
+    """A mode is real when |Im| <= 1e-9 max(1, max |Lambda|) (the rounding noise of a real eigenvalue)
+    and a pair member above it; the tolerance grows with the spectrum's magnitude."""
+    V = np.eye(2, dtype=complex)
+    kept, _, _, c = conjugate_half(np.array([-0.5 + 1e-9j, -0.5 - 1e-9j]), V, V)  # exactly at the tolerance
+    assert len(kept) == 2 and c.tolist() == [0.5, 0.5]
+    kept, _, _, c = conjugate_half(np.array([-0.5 + 1.5e-9j, -0.5 - 1.5e-9j]), V, V)  # above it: one pair
+    np.testing.assert_array_equal(kept, [-0.5 + 1.5e-9j])
+    assert c.tolist() == [1.0]
+    I3 = np.eye(3, dtype=complex)
+    kept, _, _, c = conjugate_half(np.array([-1e3 + 0j, -0.5 + 1e-7j, -0.5 - 1e-7j]), I3, I3)  # noise at 1e3
+    assert len(kept) == 3 and c.tolist() == [0.5, 0.5, 0.5]
+
+
+def test_conjugate_half_keeps_the_slowest_real_modes_in_a_stable_order():
+    """With too few slots the slowest-decaying real modes stay (slowest first), whatever their position;
+    with room for all, pairs come first (largest Im first) and real modes keep their given order (a
+    stable sort of 40 ties)."""
+    V = np.eye(3, dtype=complex)
+    with pytest.warns(UserWarning, match="dropping the 1 fastest-decaying real modes") as record:
+        kept, Vk, Vk_inv, c = conjugate_half(np.array([-3.0 + 0j, -0.5 + 0j, -0.1 + 0j]), V, V, 2)
+    assert record[0].filename == __file__  # attributed to the caller
+    np.testing.assert_array_equal(kept, [-0.1, -0.5])  # slowest first
+    np.testing.assert_array_equal(Vk, V[:, [2, 1]])
+    np.testing.assert_array_equal(Vk_inv, V[[2, 1], :])
+    with pytest.raises(ValueError, match="2 conjugate pairs do not fit in 1 modes"):
+        conjugate_half(np.array([-1 + 1j, -1 - 1j, -1 + 2j, -1 - 2j]), np.eye(4), np.eye(4), 1)
+    real = -np.random.default_rng(0).permutation(np.arange(1.0, 41.0))
+    Lambda = np.concatenate([[-1 + 2j, -1 - 2j, -1 + 5j, -1 - 5j], real])
+    N = len(Lambda)
+    kept, _, _, c = conjugate_half(Lambda, np.eye(N), np.eye(N))
+    np.testing.assert_array_equal(kept, np.concatenate([[-1 + 5j, -1 + 2j], real]))
+    assert c.tolist() == [1.0, 1.0] + [0.5] * 40
+
+
+def test_initialize_head_refuses_an_unknown_init_by_name():
+    with pytest.raises(ValueError, match=r"unknown init 'legz'; choose one of \("):
+        initialize_head("legz", 8, 2, 2)
