@@ -15,28 +15,11 @@ import pytest
 from ssmts.cli import main
 from ssmts.tasks.registry import PTD_EXPERIMENTS, task_presets
 
+from .task_names import TASK_NAMES
+
 ROOT = Path(__file__).resolve().parents[2]
 # Modules `ssmts tasks list` has no use for: the network, the estimators' libraries, the data stack.
 HEAVY_MODULES = ("torch", "numpy", "scipy", "sklearn", "sktime", "pandas", "soundfile", "matplotlib")
-
-TASK_NAMES = [
-    "lra-listops",
-    "lra-text",
-    "lra-retrieval",
-    "lra-image",
-    "lra-pathfinder",
-    "lra-pathx",
-    "sc10",
-    "sc35",
-    "sc10-mfcc",
-    "smnist",
-    "psmnist",
-    "scifar",
-    "bidmc-rr",
-    "bidmc-hr",
-    "bidmc-spo2",
-    "state-tracking",
-]
 
 
 pytestmark = pytest.mark.usefixtures("one_thread")

@@ -32,24 +32,8 @@ from ssmts.tasks.ptd import get_ptd_preset
 from ssmts.tasks.registry import PTD_EXPERIMENTS, task_presets
 from ssmts.tasks.synthetic_text import NEGATIVE_CUES, POSITIVE_CUES, make_retrieval_standin, make_text_standin
 
-TASK_NAMES = [
-    "lra-listops",
-    "lra-text",
-    "lra-retrieval",
-    "lra-image",
-    "lra-pathfinder",
-    "lra-pathx",
-    "sc10",
-    "sc35",
-    "sc10-mfcc",
-    "smnist",
-    "psmnist",
-    "scifar",
-    "bidmc-rr",
-    "bidmc-hr",
-    "bidmc-spo2",
-    "state-tracking",
-]
+from .task_names import TASK_NAMES
+
 # The tasks of the one-model pipeline (state-tracking has its own protocol: tests/tasks/test_state_tracking.py).
 PIPELINE_TASKS = [name for name in TASK_NAMES if name != "state-tracking"]
 RESULT_KEYS = {
