@@ -80,7 +80,8 @@ def _moments(
         mean = (x * m).sum(dim=dims, keepdim=True) / count
         std = torch.sqrt((((x - mean) ** 2) * m).sum(dim=dims, keepdim=True) / count)
         magnitude = (x.abs() * m).amax(dim=dims, keepdim=True)
-    return mean, std, (std > 0) & (std > rel_floor * magnitude)
+    # A flat series (std 0) is never above the floor, which is >= 0: it keeps scale 1.
+    return mean, std, std > rel_floor * magnitude
 
 
 def _statistics(
@@ -110,5 +111,5 @@ def chunked_channel_statistics(
         x = torch.from_numpy(np.array(array[start : start + chunk_rows], dtype=np.float64))
         squares += ((x - mean[None, :, None]) ** 2).sum(dim=(0, 2))
     std = torch.sqrt(squares / max(count, 1))
-    informative = (std > 0) & (std > rel_floor * magnitude)
+    informative = std > rel_floor * magnitude
     return mean, torch.where(informative, std, torch.ones_like(std))

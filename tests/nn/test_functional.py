@@ -94,7 +94,7 @@ def test_series_summary_is_the_standardized_level_and_log_spread():
     x[4, 2, :] = -3.0  # a flat series
     xt, mt = torch.from_numpy(x), torch.from_numpy(mask)
     channel_mean, channel_scale = channel_statistics(xt, mt)
-    summary = series_summary(xt, mt, channel_mean.float(), channel_scale.float(), min_spread=1e-3)
+    summary = series_summary(xt, mt, channel_mean.float(), channel_scale.float())  # min_spread 1e-3 by default
     assert summary.shape == (5, 6) and summary.dtype == torch.float64
     cm, cs = channel_mean.float().double().numpy(), channel_scale.float().double().numpy()
     for i, v in enumerate(_masked(x, mask)):
@@ -126,3 +126,28 @@ def test_chunked_statistics_equal_the_whole_array_ones(tmp_path, chunk_bytes):
     tiny = 1e-13 * (1.0 + 1e-7 * np.array([[[0.0, 1.0, -1.0, 0.0]]]))
     assert float(chunked_channel_statistics(tiny)[1][0]) == 1.0
     assert float(chunked_channel_statistics(tiny, rel_floor=1e-8)[1][0]) == pytest.approx(tiny.std(), rel=1e-6)
+
+
+def test_every_channel_and_series_has_its_own_floor_and_zeros_keep_scale_1():
+    """The floor is relative to each channel's (series') own magnitude, not to the largest of the data:
+    a channel at 1 with a spread of 1e-4 is informative beside a channel at 1e9; an all-zero channel
+    or series keeps scale 1 (no division by zero)."""
+    small = 1.0 + 1e-4 * np.array([0.0, 1.0, -1.0, 0.0, 1.0, -1.0])
+    x = np.stack([np.full(6, 1e9), small, np.zeros(6)])[None].repeat(2, axis=0)  # (2, 3, 6)
+    xt = torch.from_numpy(x)
+    mask = torch.ones(2, 6, dtype=torch.bool)
+    for args in ((xt,), (xt, mask)):
+        mean, scale = channel_statistics(*args)
+        np.testing.assert_allclose(scale.numpy(), [1.0, small.std(), 1.0], rtol=1e-9)
+        mean, scale = series_statistics(*args)
+        np.testing.assert_allclose(scale.numpy(), [[1.0, small.std(), 1.0]] * 2, rtol=1e-9)
+    mean, scale = chunked_channel_statistics(x, chunk_bytes=1)
+    np.testing.assert_allclose(scale.numpy(), [1.0, small.std(), 1.0], rtol=1e-9)
+    np.testing.assert_allclose(mean.numpy(), [1e9, small.mean(), 0.0], rtol=1e-12)
+
+
+def test_chunked_statistics_of_a_single_value():
+    """One sample of one step: its value is the mean and the scale is 1 (no spread)."""
+    mean, scale = chunked_channel_statistics(np.array([[[3.0], [-2.0]]]))
+    np.testing.assert_array_equal(mean.numpy(), [3.0, -2.0])
+    np.testing.assert_array_equal(scale.numpy(), [1.0, 1.0])

@@ -8,6 +8,8 @@ invariance in ssmts.nn.lncde)."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -32,6 +34,10 @@ ALONE = (0, 16, 63)
 
 @pytest.fixture(params=[1, 2], ids=["1thread", "2threads"])
 def threads(request):
+    if request.param > 1 and os.environ.get("MUTANT_UNDER_TEST"):
+        # mutation testing forks its workers from the process that ran this: a thread pool started
+        # here would deadlock them (docs/architecture.md, "Tests that catch wrong results")
+        pytest.skip("more than one thread under mutation testing")
     previous = torch.get_num_threads()
     torch.set_num_threads(request.param)
     yield request.param
