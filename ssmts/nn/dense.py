@@ -20,6 +20,8 @@ Shapes: u: (batch, H, L) -> y: (batch, M, L); state: (batch, N) real.
 from __future__ import annotations
 
 import math
+import os
+import sys
 import warnings
 
 import numpy as np
@@ -33,6 +35,16 @@ from .resampling import DeltaScaling
 from .ssm import SSM
 
 DENSE_INITS = ("legs",)
+_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # .../ssmts/
+
+
+def _stacklevel_outside_package(frame) -> int:
+    """The warnings.warn stacklevel, counted from `frame` (level 1), of the first caller outside ssmts:
+    from_matrices is called directly or through SSM.from_matrices."""
+    level = 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIR):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 class DenseSSM(DeltaScaling, nn.Module):
@@ -236,7 +248,7 @@ def from_matrices(
             f"eigenvector matrix of A is ill-conditioned (cond = {condition:.3g} > {max_condition:.3g}); "
             f"using perturb-then-diagonalize (cond = {result.condition_number:.3g}, "
             f"||E||/||A|| = {result.relative_size:.3g}): the layer approximates the system",
-            stacklevel=2,
+            stacklevel=_stacklevel_outside_package(sys._getframe()),
         )
         Lambda, V, V_inv = result.Lambda, result.V, result.V_inv
     else:

@@ -121,3 +121,76 @@ def test_traces_to_torchscript_at_every_length():
             torch.testing.assert_close(traced(u), head(u), rtol=0, atol=1e-5)
     with pytest.raises(Exception, match="out of (range|bounds)"):
         traced(torch.randn(1, 3, MAX_LENGTH + 1))
+
+
+def test_error_messages_give_the_length_received():
+    with pytest.raises(ValueError, match=f"takes up to {MAX_LENGTH} steps, got {MAX_LENGTH + 1}$"):
+        convolution_form(_network(), MAX_LENGTH)(torch.zeros(1, 3, MAX_LENGTH + 1, dtype=torch.float64))
+    with pytest.raises(ValueError, match="takes up to 4 steps, got 5$"):
+        LengthLimit(4)(torch.ones(2, 3, 5))
+
+
+def test_a_max_length_of_one_gives_the_network_on_single_steps():
+    """Oracle: the FFT-mode network on length-1 input (the smallest max_length accepted)."""
+    head = _network(bidirectional="ldnn", heads=2)
+    conv = convolution_form(head, 1)
+    u = torch.randn(4, 3, 1, dtype=torch.float64)
+    with torch.no_grad():
+        torch.testing.assert_close(conv(u), head(u), rtol=0, atol=1e-10)
+
+
+@pytest.mark.parametrize("max_length", [True, 3.0, 0, -2])
+def test_max_length_must_be_a_positive_int(max_length):
+    with pytest.raises(ValueError, match=rf"max_length must be a positive integer, got {max_length!r}"):
+        convolution_form(_network(), max_length)
+
+
+def test_the_convolution_form_is_independent_of_the_layer_it_came_from():
+    """Oracle: the layer's FFT-mode output when the form was made; changing the layer's D and its heads'
+    mixer in place afterwards (fine-tuning it) leaves the form as it was."""
+    layer = SSMBlock(8, d_state=8, heads=2, D="full").double().eval().ssm
+    conv = KernelConvolution(layer, 12)
+    u = torch.randn(2, 8, 12, dtype=torch.float64)
+    with torch.no_grad():
+        expected = layer(u)
+        layer.D.add_(1.0)
+        layer.mixer.weight.mul_(-2.0)
+        assert (layer(u) - expected).abs().max() > 1e-2
+        torch.testing.assert_close(conv(u), expected, rtol=0, atol=1e-10)
+
+
+def test_length_limit_returns_its_input_unchanged_dtype_included():
+    """Oracle: the input itself: integer ids (a token model's (batch, L) input) stay integers, floats keep
+    their precision."""
+    limit = LengthLimit(8)
+    for x in (torch.arange(10).reshape(2, 5), torch.randn(2, 3, 8, dtype=torch.float64)):
+        y = limit(x)
+        assert y.dtype == x.dtype and torch.equal(y, x)
+
+
+def test_length_limit_adds_nothing_to_the_state_dict():
+    """The step table is rebuilt from max_length: a checkpoint of a limited model is the model's own."""
+    conv = convolution_form(_network(), MAX_LENGTH)
+    limited = torch.nn.Sequential(LengthLimit(MAX_LENGTH), conv)
+    assert LengthLimit(MAX_LENGTH).state_dict() == {}
+    assert list(limited.state_dict()) == [f"1.{name}" for name in conv.state_dict()]
+
+
+def test_repr_gives_the_kernel_sizes():
+    causal = convolution_form(SSMBlock(8, d_state=8, heads=2).double().eval(), 10)
+    both = convolution_form(SSMBlock(8, d_state=8, heads=4, bidirectional="ldnn").double().eval(), 10)
+    assert "d_output=8, d_model=8, heads=2, taps=10" in repr(causal.ssm)
+    assert "d_output=8, d_model=8, heads=4, taps=19" in repr(both.ssm)
+
+
+def test_refusals_say_why():
+    lncde = SequenceHead(SSMBackbone(3, d_model=8, n_layers=1, layer="lncde", d_state=4), 2)
+    reason = (
+        r"^a LinearCDE layer \(layer='lncde'\) has input-dependent transitions, so no fixed convolution kernel: "
+        r"it cannot be put in convolution form \(only layer='ssm' exports\)$"
+    )
+    with pytest.raises(ValueError, match=reason):
+        convolution_form(lncde, 10)
+    dense = SequenceHead(SSMBackbone(3, d_model=4, n_layers=1, layer="dense", d_state=4), 2)
+    with pytest.raises(ValueError, match=r"^a DenseSSM layer \(layer='dense'\) cannot be put in convolution form$"):
+        convolution_form(dense, 10)
