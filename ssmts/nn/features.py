@@ -145,7 +145,7 @@ class SSMFeatures(nn.Module):
             mixed = torch.einsum("smh,bhf->bsmf", mix.to(u_f.dtype), u_f)
         return torch.fft.irfft(mixed * K_f, n=n_fft)[..., :L]
 
-    def fit_biases(self, series, n_series: int, seed: int = 0) -> "SSMFeatures":
+    def fit_biases(self, series, n_series: int, seed: int) -> "SSMFeatures":
         """Biases of PPV: for every kernel, quantiles (at its fixed random levels in [0.1, 0.9]) of
         its response to one training series drawn at random, as MiniRocket draws them (each midway
         between the two order statistics around its level).
