@@ -355,6 +355,7 @@ class SSM(DeltaScaling, nn.Module):
             raise ValueError("a bidirectional SSM has no causal state: state/return_state need bidirectional=False")
         if state is not None:
             self._check_state(state, u.shape[0])
+            state = state.to(self._complex_dtype())  # a state of another precision, as `step` takes it
         if dt is not None:
             dt = self._check_dt(dt, u.shape[0], u.shape[-1], u.device)
             if torch.is_autocast_enabled(u.device.type):
