@@ -113,18 +113,18 @@ def ptd_perturbation(
     E = torch.from_numpy(E0.copy()).requires_grad_(True)
     optimizer = torch.optim.Adam([E], lr=0.05 * eps * norm_A / math.sqrt(N))
 
-    def objective(E_t: torch.Tensor) -> tuple[torch.Tensor, float, float]:
+    def objective(E_t: torch.Tensor) -> tuple[torch.Tensor, float]:
         w, V = torch.linalg.eig(A_t + E_t)
         V = V / torch.linalg.vector_norm(V, dim=0, keepdim=True)
         s = torch.linalg.svdvals(V)
         rel = torch.linalg.matrix_norm(E_t, ord=2) / norm_A
         loss = torch.log(s[0] / s[-1]) + gamma * rel + torch.relu(w.real).sum()
-        return loss, float((s[0] / s[-1]).detach()), float(rel.detach())
+        return loss, float(rel.detach())
 
     best_loss, best_E = math.inf, E0
     with torch.enable_grad():
         for _ in range(steps + 1):
-            loss, _, rel = objective(E)
+            loss, rel = objective(E)
             if rel <= max_relative_size and float(loss.detach()) < best_loss:
                 best_loss = float(loss.detach())
                 best_E = E.detach().numpy().copy()

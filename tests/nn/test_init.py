@@ -295,6 +295,18 @@ def test_ptd_descent_improves_the_conditioning_of_its_start():
     np.testing.assert_array_equal(cached.Lambda, r.Lambda)
 
 
+def test_ptd_returns_the_best_iterate_within_the_size_bound():
+    """Without the size penalty (gamma = 0) the descent grows E past 10 % of ||A||; the result is the
+    best iterate with ||E|| / ||A|| <= max_relative_size (0.1 by default; measured 0.0998, where the
+    unbounded run ends at 0.1009)."""
+    A = hippo_legs(16)[0]
+    bounded = ptd_perturbation(A, eps=0.05, gamma=0.0, steps=60)
+    free = ptd_perturbation(A, eps=0.05, gamma=0.0, steps=60, max_relative_size=1.0)
+    assert bounded.relative_size <= 0.1 < free.relative_size
+    assert bounded.condition_number > free.condition_number  # the bound costs conditioning
+    _check_factorization(A, bounded)
+
+
 def test_ptd_rejects_nonpositive_eps():
     with pytest.raises(ValueError, match="eps must be > 0"):
         ptd_perturbation(hippo_legs(4)[0], eps=0.0)
