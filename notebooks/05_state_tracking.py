@@ -66,16 +66,16 @@ for row_tokens, row_states in zip(tokens, states):
 # transitions with 4x4 blocks (`lncde_structure="block_diagonal"`), the default structure.
 
 # %%
-from ssmts.tasks.state_tracking import MODEL_LABELS, StateTrackingPreset, train_and_evaluate
+from ssmts.tasks.state_tracking import MODEL_LABELS, get_state_tracking_preset, train_and_evaluate
 
+small = get_state_tracking_preset("small")  # the task's settings: d_model 32, N 16, 2 layers, 300 steps
 if QUICK:
-    preset = StateTrackingPreset(name="quick", problems=("parity",), models=("ssm", "block_diagonal"), seeds=(0,),
-                                 d_model=8, d_state=8, n_layers=1, steps=4, batch_size=16, n_train=64, n_test=16,
-                                 lr=1e-2, lr_ssm=1e-2, train_length=10, bins=((10, 20), (20, 40)))
+    preset = small.changed(name="quick", backbone=dict(d_model=8, d_state=8, n_layers=1),
+                           training=dict(batch_size=16, warmup_steps=0), problems=("parity",),
+                           models=("ssm", "block_diagonal"), seeds=(0,), steps=4, n_train=64, n_test=16,
+                           train_length=10, bins=((10, 20), (20, 40)))
 else:
-    preset = StateTrackingPreset(name="notebook", problems=("parity",), models=("ssm", "block_diagonal"),
-                                 seeds=(0, 1), d_model=32, d_state=16, n_layers=2, steps=300, batch_size=32,
-                                 n_train=2048, n_test=256, lr=1e-2, lr_ssm=1e-2, warmup_steps=20)
+    preset = small.changed(name="notebook", problems=("parity",), models=("ssm", "block_diagonal"), seeds=(0, 1))
 print(preset.describe())
 
 runs = []

@@ -111,7 +111,8 @@ def _is_names(value) -> bool:
 
 class ForecasterParams(BackboneParams, OptimizerParams, EarlyStoppingParams):
     """The forecaster's own parameters; it takes the backbone and training groups too (with
-    defaults for short series) but not pooling, normalize, warm_start or sample_rate."""
+    defaults for short series) but not pooling, warm_start or sample_rate; its normalize scales each
+    window by its own context, where the sequence estimators' scales channels or series."""
 
     _params_group = "Forecaster"
     # Short classic series (tens to a few hundred points): a small network, Delta

@@ -89,7 +89,11 @@ def test_faces_share_declarations_and_only_change_defaults():
     assert SSMForecaster.__params__["min_steps"].default == 0
     adapter = set(SSMPanelClassifier.__params__)
     assert adapter == set(SSMClassifier.__params__) - {"warm_start", "sample_rate"}
-    assert not {"pooling", "normalize", "warm_start", "sample_rate"} & set(SSMForecaster.__params__)
+    assert not {"pooling", "warm_start", "sample_rate"} & set(SSMForecaster.__params__)
+    # normalize: the faces' one name for input scaling, declared by the forecaster for its windows
+    assert SSMForecaster.__params__["normalize"].default is True
+    assert SSMForecaster.__params__["normalize"].group == "Forecaster"
+    assert SSMClassifier.__params__["normalize"].default == "channel"
 
 
 @pytest.mark.parametrize(
