@@ -20,14 +20,13 @@ Shapes: u: (batch, H, L) -> y: (batch, M, L); state: (batch, N) real.
 from __future__ import annotations
 
 import math
-import os
-import sys
 import warnings
 
 import numpy as np
 import torch
 from torch import nn
 
+from .._warnings import caller_stacklevel
 from .discretization import check_discretization, discretize_dense
 from .feedthrough import add_feedthrough, feedthrough_mode, initial_feedthrough
 from .init import hippo_legs, ptd_perturbation
@@ -35,16 +34,6 @@ from .resampling import DeltaScaling
 from .ssm import SSM
 
 DENSE_INITS = ("legs",)
-_PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # .../ssmts/
-
-
-def _stacklevel_outside_package(frame) -> int:
-    """The warnings.warn stacklevel, counted from `frame` (level 1), of the first caller outside ssmts:
-    from_matrices is called directly or through SSM.from_matrices."""
-    level = 1
-    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIR):
-        frame, level = frame.f_back, level + 1
-    return level
 
 
 class DenseSSM(DeltaScaling, nn.Module):
@@ -248,7 +237,7 @@ def from_matrices(
             f"eigenvector matrix of A is ill-conditioned (cond = {condition:.3g} > {max_condition:.3g}); "
             f"using perturb-then-diagonalize (cond = {result.condition_number:.3g}, "
             f"||E||/||A|| = {result.relative_size:.3g}): the layer approximates the system",
-            stacklevel=_stacklevel_outside_package(sys._getframe()),
+            stacklevel=caller_stacklevel(),  # from_matrices or SSM.from_matrices: the user's line
         )
         Lambda, V, V_inv = result.Lambda, result.V, result.V_inv
     else:

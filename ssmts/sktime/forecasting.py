@@ -26,6 +26,7 @@ import torch
 from sktime.forecasting.base import BaseForecaster
 from sktime.utils.validation.forecasting import check_fh
 
+from .._warnings import caller_stacklevel
 from ..estimators._base import NetworkFitMixin
 from ..nn import ForecastEnsemble
 from ..training import (
@@ -413,7 +414,7 @@ class SSMForecaster(
                 f"SSMForecaster(instance_norm={self.instance_norm!r}) is now normalize={self.instance_norm!r}; "
                 "instance_norm will be removed in the next release",
                 FutureWarning,
-                stacklevel=4,
+                stacklevel=caller_stacklevel(),
             )
         if self._strategy.causal_only and self.bidirectional:
             raise ValueError(

@@ -435,8 +435,9 @@ def test_normalize_location_is_the_forecast_of_a_zero_output(location):
 def test_instance_norm_is_normalize_under_its_former_name():
     """The renamed parameter still works for one release: it warns, and fits what normalize fits."""
     y = seasonal()
-    with pytest.warns(FutureWarning, match="instance_norm='mean'.* is now normalize='mean'"):
+    with pytest.warns(FutureWarning, match="instance_norm='mean'.* is now normalize='mean'") as record:
         old = forecaster(instance_norm="mean").fit(y, fh=[1, 2])
+    assert [w.filename for w in record if "instance_norm" in str(w.message)] == [__file__]  # the caller's line
     new = forecaster(normalize="mean").fit(y, fh=[1, 2])
     assert old.window_location_ == new.window_location_ == "mean"
     np.testing.assert_array_equal(old.predict().to_numpy(), new.predict().to_numpy())
