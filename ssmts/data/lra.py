@@ -29,6 +29,7 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
+from ssmts._warnings import caller_stacklevel
 from ssmts.data.base import DataNotFoundError, Split, TaskData, require_files
 from ssmts.data.layouts import AAN_DIR, AAN_FILES, LISTOPS_DIR, LISTOPS_FILES, PATHFINDER_DIFFICULTY
 from ssmts.data.pixels import CIFAR10_CLASSES, read_cifar10
@@ -539,7 +540,7 @@ def load_lra_pathfinder(
         warnings.warn(
             f"skipped {len(skipped)} of {n_listed} Pathfinder images that are missing, empty or "
             f"unreadable (first: {skipped[0]})",
-            stacklevel=2,
+            stacklevel=caller_stacklevel(),
         )
     if all(len(split) == 0 for split in splits):
         raise DataNotFoundError(f"none of the images listed in {directory / 'metadata'} could be read")

@@ -19,6 +19,7 @@ import numpy as np
 import torch
 from sklearn.utils.validation import check_is_fitted
 
+from .._warnings import caller_stacklevel
 from ..nn import SequenceHead, scaled_delta
 from ..nn.batch_invariant import channel_linear
 from ..nn.functional import (
@@ -167,7 +168,7 @@ class SequenceEstimatorMixin:
                 f"{now_high[channel]:.4g}); the model extrapolates there and its predictions are not to be trusted. "
                 "normalize='series' compares shapes only, if levels are nuisance",
                 ExtrapolationWarning,
-                stacklevel=4,
+                stacklevel=caller_stacklevel(),
             )
 
     def _prepare_predict_input(self, X, rate_ratio: float) -> PreparedInput:

@@ -34,6 +34,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .._warnings import caller_stacklevel
+
 FORMAT = "ssmts-estimator"
 FORMAT_VERSION = 2
 """2: the checksum covers the header as well as the tensors (1: the tensors only; still read)."""
@@ -411,17 +413,19 @@ def save_estimator(estimator, path: str | Path) -> Path:
             f"last fit and does not describe the fitted model; the file holds the values it was fitted with "
             f"({', '.join(f'{key}={fitted_params.get(key)!r}' for key in changed)}); set them again after "
             "load, or refit",
-            stacklevel=3,
+            stacklevel=caller_stacklevel(),
         )
         params = dict(fitted_params)
     if params.get("callbacks"):
         warnings.warn(
             f"{name}.save does not store callbacks (they are code); the loaded estimator has callbacks=None",
-            stacklevel=3,
+            stacklevel=caller_stacklevel(),
         )
         params["callbacks"] = None
     if isinstance(params.get("random_state"), np.random.RandomState):
-        warnings.warn(f"{name}.save stores random_state=None in place of a numpy RandomState", stacklevel=3)
+        warnings.warn(
+            f"{name}.save stores random_state=None in place of a numpy RandomState", stacklevel=caller_stacklevel()
+        )
         params["random_state"] = None
     header = {
         "format": FORMAT,
@@ -486,7 +490,7 @@ def read_header(path: str | Path) -> tuple[dict, dict[str, torch.Tensor]]:
         warnings.warn(
             f"{path} was saved in format {version}, whose checksum covers the weights but not the header "
             "(classes, scaling statistics, parameters); save it again to protect both",
-            stacklevel=3,
+            stacklevel=caller_stacklevel(),
         )
     return header, tensors
 
@@ -557,7 +561,7 @@ def _rebuild(cls, path, header: dict, tensors: dict[str, torch.Tensor]):
             f"{path} was saved with other versions "
             f"({', '.join(f'{k} {a} -> {b}' for k, (a, b) in differing.items())}); "
             "check its predictions before relying on them",
-            stacklevel=4,
+            stacklevel=caller_stacklevel(),
         )
     params = _from_json(header["params"])
     if not isinstance(params, dict):

@@ -55,6 +55,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .._warnings import caller_stacklevel
 from .ssm import SSM
 
 __all__ = [
@@ -100,7 +101,7 @@ def transfer_function(
         # T(s) = sum_p C[:, p] B[p, :] / (s - lambda_p), per head: (S, Mh, Hh, n)
         return lambda points: np.einsum("smp,sph,spn->smhn", C, B, 1.0 / (points[None, None, :] - Lambda[..., None]))
 
-    return _assemble(layer, s, stored_modes, include_feedthrough, include_mixer, discrete=False)
+    return _assemble(layer, s, stored_modes, include_feedthrough, include_mixer)
 
 
 def frequency_response(
@@ -148,12 +149,12 @@ def frequency_response(
 
         return response
 
-    return _assemble(layer, z_inv, stored_modes, include_feedthrough, include_mixer, discrete=True)
+    return _assemble(layer, z_inv, stored_modes, include_feedthrough, include_mixer)
 
 
 # ---------------------------------------------------------------- helpers
 def _assemble(
-    layer: SSM, points: np.ndarray, stored_modes, include_feedthrough: bool, include_mixer: bool, discrete: bool
+    layer: SSM, points: np.ndarray, stored_modes, include_feedthrough: bool, include_mixer: bool
 ) -> np.ndarray:
     """Combine stored modes, their conjugates, heads, bidirectionality, D and the mixer.
 
@@ -312,7 +313,7 @@ def hippo_reference_transfer_function(layer: SSM, omegas) -> np.ndarray:
             f"the layer keeps fewer than N={layer.d_state} independent modes (conj_sym dropped real "
             "eigenvalues of the PTD system), so B and C map back to HiPPO's coordinates only approximately; "
             "build the layer with conj_sym=False for an exact reference",
-            stacklevel=3,
+            stacklevel=caller_stacklevel(),
         )
     A = hippo_legs(layer.d_state)[0]
     N = A.shape[0]
@@ -509,8 +510,6 @@ def sensitive_frequencies(
 
 def _peaks(values: np.ndarray, count: int) -> np.ndarray:
     """Indices of the `count` largest local maxima of a 1-d array (ends included), largest first."""
-    if len(values) < 3:
-        return np.argsort(-values)[:count]
     left = np.concatenate([[-np.inf], values[:-1]])
     right = np.concatenate([values[1:], [-np.inf]])
     candidates = np.flatnonzero((values >= left) & (values > right))

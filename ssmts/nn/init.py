@@ -19,6 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from .._warnings import caller_stacklevel
+
 INITS = ("legs", "lin", "inv", "half", "randn", "ptd")
 
 
@@ -179,7 +181,7 @@ def conjugate_half(Lambda: np.ndarray, V: np.ndarray, V_inv: np.ndarray, P: int 
         warnings.warn(
             f"{len(real)} real eigenvalues and {len(upper)} conjugate pairs exceed {P} conjugate-symmetric "
             f"modes; dropping the {len(real) - room} fastest-decaying real modes",
-            stacklevel=2,
+            stacklevel=caller_stacklevel(),
         )
         real = real[np.argsort(-Lambda.real[real])][:room]
     keep = np.concatenate([upper, real])

@@ -19,6 +19,7 @@ import warnings
 import torch
 from torch import nn
 
+from .._warnings import caller_stacklevel
 from .batch_invariant import matmul_each_sample
 from .feedthrough import add_feedthrough, feedthrough_mode, initial_feedthrough
 from .scan import associative_scan
@@ -49,7 +50,7 @@ def _renamed_arguments(renamed: dict, d_state: int, chunk_length: int) -> tuple[
         warnings.warn(
             f"LinearCDE's {old} is now {new} (as in the SSM layer); {old} will be removed in the next release",
             FutureWarning,
-            stacklevel=3,
+            stacklevel=caller_stacklevel(),
         )
         values[new] = value
     return values["d_state"], values["chunk_length"]

@@ -318,8 +318,8 @@ class SSM(DeltaScaling, nn.Module):
         return self._feedthrough(readout(x, self._complex(self.C), self._factor), u)
 
     def _feedthrough(self, y: torch.Tensor, u: torch.Tensor, with_d: bool = True) -> torch.Tensor:
-        """y + D u (unless the kernels hold D: with_d=False for identity/diagonal D), then the mixer."""
-        if with_d or self.D_mode == "full":
+        """y + D u (with_d=False: the kernels already hold an identity or diagonal D), then the mixer."""
+        if with_d:
             y = add_feedthrough(y, self.D_mode, self.D, u)
         if self.mixer is not None:
             y = channel_linear(self.mixer, y)
@@ -562,7 +562,7 @@ class SSM(DeltaScaling, nn.Module):
         return self.convolution == "kernel"
 
     # ------------------------------------------------------------ convolution kernels
-    def _discrete_direction(self, backward: bool = False):
+    def _discrete_direction(self, backward: bool):
         """(Abar, Bbar, log Abar, C) of one direction. The LDNN backward system has its own Abar and
         shares the forward Bbar and C (LDNN eq. 18)."""
         Abar, Bbar, log_abar, C = self.discrete()

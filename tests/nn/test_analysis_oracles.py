@@ -262,6 +262,21 @@ def test_hippo_reference_of_a_ptd_layer_with_its_own_eps_and_gamma_is_dense_hipp
         np.testing.assert_allclose(G[..., k], expected, rtol=1e-4, atol=1e-5)
 
 
+def test_hippo_reference_warns_at_the_callers_line_when_the_modes_do_not_span_the_state(monkeypatch):
+    """A map back that loses rank gives a least-squares reference, flagged (no layer of ssmts' own inits
+    reaches it: a ptd layer keeps each real eigenvalue in a slot of its own; stand in a rank-1 map)."""
+    import ssmts.nn.analysis as analysis
+
+    layer = SSM(1, 4, init="legs", D="none", conj_sym=False, generator=gen())
+    V, c_scale = analysis._init_eigenvectors(layer)
+    assert np.linalg.matrix_rank(V) == 4  # the real map back is exact
+    rank_one = np.outer(V[:, 0], np.ones(V.shape[1]))
+    monkeypatch.setattr(analysis, "_init_eigenvectors", lambda layer: (rank_one, c_scale))
+    with pytest.warns(UserWarning, match=r"^the layer keeps fewer than N=4 independent modes") as record:
+        hippo_reference_transfer_function(layer, OMEGAS)
+    assert record[0].filename == __file__
+
+
 # ---------------------------------------------------------------- transfer_gap
 def test_transfer_gap_to_another_layer_leaves_out_D_and_the_mixer_of_both():
     layer, other = make_layer(D="full"), make_layer(D="full", init="inv")
@@ -301,6 +316,23 @@ def loop_peaks(values):
     v = np.concatenate([[-np.inf], values, [-np.inf]])
     found = [i - 1 for i in range(1, len(v) - 1) if v[i] >= v[i - 1] and v[i] > v[i + 1]]
     return sorted(found, key=lambda i: (-values[i], i))
+
+
+@pytest.mark.parametrize(
+    "values",
+    [[1.0], [1.0, 2.0], [2.0, 1.0], [3.0, 3.0], [1.0, 3.0, 2.0], [2.0, 1.0, 2.0], [1.0, 1.0, 1.0, 0.0]],
+)
+def test_peaks_are_local_maxima_for_every_length(values):
+    """Short grids too: [1, 2] has one peak (index 1), not both points."""
+    values = np.array(values)
+    np.testing.assert_array_equal(_peaks(values, 10), loop_peaks(values))
+
+
+def test_peaks_of_random_grids_equal_the_loop_and_are_cut_at_count():
+    rng = np.random.default_rng(0)
+    for length in (1, 2, 3, 50):
+        values = rng.integers(0, 4, size=length).astype(float)  # ties and plateaus
+        np.testing.assert_array_equal(_peaks(values, 3), loop_peaks(values)[:3])
 
 
 def test_sensitive_frequencies_defaults_grid_peaks_and_delta():
