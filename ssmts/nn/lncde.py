@@ -361,14 +361,18 @@ class LinearCDE(nn.Module):
     @property
     def d_hidden(self) -> int:
         warnings.warn(
-            "LinearCDE.d_hidden is now d_state; d_hidden will be removed in the next release", FutureWarning, 2
+            "LinearCDE.d_hidden is now d_state; d_hidden will be removed in the next release",
+            FutureWarning,
+            stacklevel=caller_stacklevel(),
         )
         return self.d_state
 
     @property
     def chunk_size(self) -> int:
         warnings.warn(
-            "LinearCDE.chunk_size is now chunk_length; chunk_size will be removed in the next release", FutureWarning, 2
+            "LinearCDE.chunk_size is now chunk_length; chunk_size will be removed in the next release",
+            FutureWarning,
+            stacklevel=caller_stacklevel(),
         )
         return self.chunk_length
 
