@@ -104,3 +104,38 @@ def test_the_checker_sees_a_violation():
     """The AST walk resolves relative imports: a face imported from the core is caught."""
     imports = _ssmts_imports(PACKAGE / "nn" / "probe.py", source="from ..estimators import SSMClassifier\n")
     assert imports == [(1, "ssmts.estimators")] and _part(imports[0][1]) not in ALLOWED["nn"]
+
+
+def _warn_calls_without_caller_stacklevel(source: str) -> list[int]:
+    """Lines of `warnings.warn(...)` calls whose stacklevel is not `caller_stacklevel()`."""
+    bad = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and ast.unparse(node.func) == "warnings.warn":
+            levels = [k.value for k in node.keywords if k.arg == "stacklevel"]
+            if len(node.args) > 2 or not levels or ast.unparse(levels[0]) != "caller_stacklevel()":
+                bad.append(node.lineno)
+    return bad
+
+
+@pytest.mark.parametrize("path", _sources(), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_every_warning_names_the_users_line(path):
+    """A fixed stacklevel names the right line only at one call depth (sktime's and scikit-learn's
+    wrappers add frames); every warning asks ssmts._warnings.caller_stacklevel instead."""
+    bad = _warn_calls_without_caller_stacklevel(path.read_text(encoding="utf-8"))
+    assert not bad, f"{path.relative_to(PACKAGE)}: warnings.warn without stacklevel=caller_stacklevel() at lines {bad}"
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "import warnings\nwarnings.warn('x')\n",
+        "import warnings\nwarnings.warn('x', stacklevel=2)\n",
+        "import warnings\nwarnings.warn('x', FutureWarning, 2)\n",
+    ],
+)
+def test_the_warning_checker_sees_a_fixed_or_missing_stacklevel(source):
+    assert _warn_calls_without_caller_stacklevel(source) == [2]
+    assert (
+        _warn_calls_without_caller_stacklevel("import warnings\nwarnings.warn('x', stacklevel=caller_stacklevel())\n")
+        == []
+    )

@@ -183,7 +183,7 @@ def test_pathfinder_loader_reads_text_metadata_and_skips_empty_png(tmp_path):
     labels, empty = write_pathfinder_release(tmp_path / "pathfinder32" / "curv_contour_length_14")
     with pytest.warns(UserWarning, match="skipped 1 of 14") as caught:
         data = load_lra_pathfinder(tmp_path)
-    assert str(empty) in str(caught[0].message)
+    assert str(empty) in str(caught[0].message) and caught[0].filename == __file__
     assert data.meta["n_skipped_images"] == 1
     X = np.concatenate([data.train.X, data.val.X, data.test.X])
     y = np.concatenate([data.train.y, data.val.y, data.test.y])

@@ -33,6 +33,7 @@ def test_far_outside_the_training_values_warns_and_inside_does_not(make, tmp_pat
     assert not _warned(estimator, X) and not _warned(estimator, X[:5] * 2.0)  # within 2 spans: no warning
     (warning,) = _warned(estimator, X * 100.0)
     assert "times the training range beyond it (channel 0" in str(warning.message)
+    assert warning.filename == __file__  # the line that called predict
     loaded = type(estimator).load(estimator.save(tmp_path / "m.safetensors"))
     assert len(_warned(loaded, X * 100.0)) == 1  # the range is saved with the model
 

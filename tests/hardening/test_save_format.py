@@ -65,8 +65,9 @@ def test_format_1_files_still_load_with_a_warning(saved, tmp_path):
         header["sha256"] = _persistence._checksum(tensors)
 
     old = _rewrite(path, tmp_path / "v1.safetensors", as_format_1)
-    with pytest.warns(UserWarning, match="format 1"):
+    with pytest.warns(UserWarning, match="format 1") as record:
         loaded = SSMClassifier.load(old)
+    assert record[0].filename == __file__  # the caller's line, not ssmts'
     np.testing.assert_array_equal(loaded.predict_proba(X), proba)
 
 
@@ -97,14 +98,35 @@ def test_save_writes_the_parameters_of_the_fit_not_those_set_after_it(tmp_path):
     clf = SSMClassifier(**TINY).fit(X, Y)
     expected = clf.predict_proba(X)
     clf.set_params(pooling="last", d_model=16)
-    with pytest.warns(UserWarning, match=r"d_model=16, pooling='last' was set after the last fit"):
+    with pytest.warns(UserWarning, match=r"d_model=16, pooling='last' was set after the last fit") as record:
         path = clf.save(tmp_path / "clf.safetensors")
+    assert record[0].filename == __file__
     loaded = SSMClassifier.load(path)
     assert loaded.get_params()["pooling"] == "mean" and loaded.get_params()["d_model"] == 4
     np.testing.assert_array_equal(loaded.predict_proba(X), expected)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # unchanged parameters: no warning
         SSMClassifier(**TINY).fit(X, Y).save(tmp_path / "plain.safetensors")
+
+
+def test_save_leaves_out_callbacks_and_a_randomstate_with_a_warning_each(tmp_path):
+    """Callbacks are code and a RandomState is a live object: neither goes into the file; the loaded
+    estimator has callbacks=None and random_state=None, and both warnings name the caller's line."""
+    from ssmts.training import Callback
+
+    clf = SSMClassifier(**{**TINY, "random_state": np.random.RandomState(0)}, callbacks=[Callback()]).fit(X, Y)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        path = clf.save(tmp_path / "clf.safetensors")
+    messages = [str(w.message) for w in record]
+    assert messages == [
+        "SSMClassifier.save does not store callbacks (they are code); the loaded estimator has callbacks=None",
+        "SSMClassifier.save stores random_state=None in place of a numpy RandomState",
+    ]
+    assert [w.filename for w in record] == [__file__, __file__]
+    loaded = SSMClassifier.load(path)
+    assert loaded.get_params()["callbacks"] is None and loaded.get_params()["random_state"] is None
+    np.testing.assert_array_equal(loaded.predict_proba(X), clf.predict_proba(X))
 
 
 def _with_valid_checksum(header, tensors):
