@@ -86,7 +86,7 @@ def pinball_loss(levels: torch.Tensor):
             target = target[:, None]
             sample_weight = None if sample_weight is None else sample_weight[:, None].expand(outputs.shape[:-1])
         diff = target[..., None] - outputs
-        lv = levels.to(outputs.device)
+        lv = levels.to(outputs)  # the outputs' device and dtype (float64 levels must not promote a float32 loss)
         per_step = torch.maximum(lv * diff, (lv - 1.0) * diff).mean(-1)
         if sample_weight is None:
             return per_step.mean()

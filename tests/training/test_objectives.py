@@ -285,3 +285,20 @@ def test_validation_scores_against_numpy():
     assert negative_mse(torch.from_numpy(pred), torch.from_numpy(target)) == pytest.approx(
         -np.mean((pred - target) ** 2)
     )
+
+
+def test_losses_follow_the_outputs_device_whatever_device_the_weights_are_on():
+    """Class weights, sample weights and quantile levels kept on the CPU are moved to the outputs'
+    device (PyTorch's meta device stands in for a GPU: the same placement rules, no data)."""
+    logits, y = torch.randn(4, 3, device="meta"), torch.zeros(4, dtype=torch.long, device="meta")
+    class_weight = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
+    sample_weight = torch.ones(4, dtype=torch.float64)
+    for weights in ((None, None), (class_weight, None), (None, sample_weight), (class_weight, sample_weight)):
+        loss = weighted_cross_entropy(weights[0])(logits, y, weights[1])
+        assert (loss.device.type, loss.dtype, loss.shape) == ("meta", torch.float32, torch.Size([]))
+    outputs, target = torch.randn(4, 5, 2, 3, device="meta"), torch.randn(4, 5, 2, device="meta")
+    for levels in (torch.tensor([0.1, 0.5, 0.9]), torch.tensor([0.1, 0.5, 0.9], dtype=torch.float64)):
+        loss = pinball_loss(levels)(outputs, target)
+        assert (loss.device.type, loss.dtype) == ("meta", torch.float32)
+    weight = torch.ones(4, 5, 2)
+    assert pinball_loss(torch.tensor([0.5]))(outputs[..., :1], target, weight.to("meta")).device.type == "meta"
