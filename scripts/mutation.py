@@ -2,17 +2,21 @@
 
     pip install -e ".[mutation]"
     python scripts/mutation.py run [--max-children 2] [PATTERN ...]   # mutmut, one thread per worker
+    python scripts/mutation.py recheck [--max-children 2]             # after new tests: survivors again
     python scripts/mutation.py timeouts                                # each timeout again, alone
     python scripts/mutation.py report [--list]                         # per module; unexplained survivors
 
 `run` plants one-line bugs with mutmut (configured in pyproject.toml) and runs the tests that reach
 each one. Workers are forked from the process that ran the tests once, so PyTorch's thread pools are
 limited to one thread (a pool started in the parent deadlocks a forked child; it shows up as a
-timeout). `timeouts` runs each mutant reported as a timeout alone, in a fresh process with a generous
-limit: a busy machine overruns mutmut's limit, which it sets from the unmutated run. `report` counts
-per module and lists the survivors that `scripts/mutation-equivalent.json` does not explain; an
-explanation names the mutant, the line it changes (so that a stale one is noticed when the code
-moves) and why no test can tell it apart. The goal: no survivor left unexplained.
+timeout). Run again, mutmut checks only the mutants of functions changed since and maps new tests;
+it keeps every other result until asked by name, so `recheck` does that run and then runs every
+mutant not killed once more, with the tests as they are now. `timeouts` runs each mutant reported
+as a timeout alone, in a fresh process with a generous limit (a busy machine overruns mutmut's
+limit, which it sets from the unmutated run). `report` counts per module and lists the survivors
+that `scripts/mutation-equivalent.json` does not explain; an explanation names the mutant, the line
+it changes (so that a stale one is noticed when the code moves) and why no test can tell it apart.
+The goal: no survivor left unexplained.
 """
 
 from __future__ import annotations
@@ -66,8 +70,10 @@ def function_of(name: str) -> str:
 def changed_line(name: str) -> str:
     """The mutated line as `mutmut show` prints it (the diff's '+' lines, stripped), or the line a
     mutant removes ('removed: ...')."""
-    shown = subprocess.run(["mutmut", "show", name], cwd=ROOT, capture_output=True, text=True, check=True).stdout
-    lines = shown.splitlines()
+    from mutmut.mutation.diff_apply import find_mutant, get_diff_for_mutant  # mutmut's own `show`, in process
+
+    os.chdir(ROOT)
+    lines = get_diff_for_mutant(name, path=find_mutant(name).path).splitlines()
     added = [line[1:].strip() for line in lines if line.startswith("+") and not line.startswith("+++")]
     removed = [line[1:].strip() for line in lines if line.startswith("-") and not line.startswith("---")]
     return " / ".join(added) if added else "removed: " + " / ".join(removed)
@@ -76,6 +82,19 @@ def changed_line(name: str) -> str:
 def run(args) -> int:
     command = ["mutmut", "run", "--max-children", str(args.max_children), *args.patterns]
     return subprocess.run(command, cwd=ROOT, env=one_thread_env()).returncode
+
+
+def recheck(args) -> int:
+    code = run(argparse.Namespace(max_children=args.max_children, patterns=[]))
+    if code:
+        return code
+    again = sorted(n for n, s in read_results().items() if s in ("survived", "timeout", "no tests", "suspicious"))
+    if ALONE.exists():
+        ALONE.unlink()  # the reruns below replace them
+    if not again:
+        return 0
+    print(f"checking {len(again)} mutants not killed again", flush=True)
+    return run(argparse.Namespace(max_children=args.max_children, patterns=again))
 
 
 def timeouts(args) -> int:
@@ -119,8 +138,10 @@ def report(args) -> int:
     checked = sum(total.values()) - total["not checked"]
     print(f"{'all':34} {sum(total.values()):7d} " + " ".join(f"{total[c]:11d}" for c in columns))
     if checked:
-        print(f"killed {total['killed']} of {checked} checked ({100 * total['killed'] / checked:.1f} %); "
-              f"killed or explained as equivalent: {100 * (total['killed'] + total['equivalent']) / checked:.1f} %")
+        print(
+            f"killed {total['killed']} of {checked} checked ({100 * total['killed'] / checked:.1f} %); "
+            f"killed or explained as equivalent: {100 * (total['killed'] + total['equivalent']) / checked:.1f} %"
+        )
     stale = [n for n in explained if results.get(n) != "survived"]
     moved = [n for n in explained if results.get(n) == "survived" and changed_line(n) != explained[n]["line"]]
     if stale or moved:
@@ -140,11 +161,13 @@ def main(argv=None) -> int:
     run_parser = commands.add_parser("run", help="mutmut run with one thread per worker")
     run_parser.add_argument("--max-children", type=int, default=os.cpu_count() or 1)
     run_parser.add_argument("patterns", nargs="*", help='mutant names or patterns, e.g. "ssmts.nn.scan*"')
+    recheck_parser = commands.add_parser("recheck", help="changed functions, then every mutant not killed, again")
+    recheck_parser.add_argument("--max-children", type=int, default=os.cpu_count() or 1)
     commands.add_parser("timeouts", help="rerun each timeout alone in a fresh process")
     report_parser = commands.add_parser("report", help="counts per module; unexplained survivors")
     report_parser.add_argument("--list", action="store_true", help="list the unexplained mutants and their lines")
     args = parser.parse_args(argv)
-    return {"run": run, "timeouts": timeouts, "report": report}[args.command](args)
+    return {"run": run, "recheck": recheck, "timeouts": timeouts, "report": report}[args.command](args)
 
 
 if __name__ == "__main__":
