@@ -68,7 +68,7 @@ def test_the_m1_check_panel_aligns_every_series_to_end_together():
     assert lengths.min() == 15 and lengths.max() == 58 and np.isfinite(panel["y"]).all()
 
 
-def test_the_context_ensemble_is_the_median_of_one_forecaster_per_context():
+def test_the_context_ensemble_is_the_median_of_one_forecaster_per_context(capsys):
     """--context-multiples 1,2,3: the SSM row forecasts the median of three forecasters fitted with
     context_length = h, 2h, 3h, and its intervals are the mean of theirs."""
     from ssmts.bench.panels import _ssm_forecasts
@@ -84,5 +84,7 @@ def test_the_context_ensemble_is_the_median_of_one_forecaster_per_context():
     assert not np.allclose(members[0].predict().to_numpy(), members[2].predict().to_numpy())  # members differ
     bounds_80 = np.mean([m.predict_interval(coverage=0.8).to_numpy() for m in members], axis=0)
     np.testing.assert_allclose(bounds.xs(0.8, axis=1, level=1).to_numpy(), bounds_80, rtol=1e-12)
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as done:
         forecast.main(["--context-multiples", "2,x", "--panels", "macrodata"])
+    assert done.value.code == 2
+    assert "--context-multiples takes comma-separated whole numbers, got '2,x'" in capsys.readouterr().err

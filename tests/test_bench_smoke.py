@@ -90,8 +90,9 @@ def test_dispatcher_registry_and_errors(capsys, monkeypatch):
     monkeypatch.setitem(BENCHMARKS, "ghost", "ssmts.bench._no_such_module")
     assert bench_main(["ghost"]) == 2
     assert "not available" in capsys.readouterr().err
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as done:
         bench_main(["layer", "--models", "mamba"])  # argparse error for an unknown model
+    assert done.value.code == 2 and "unknown models ['mamba']; choose from ['ssm'" in capsys.readouterr().err
 
 
 def test_lncde_quick_runs_in_a_subprocess_and_prints_the_table():
@@ -145,8 +146,9 @@ def test_lncde_skips_over_memory_and_time_budgets(capsys):
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("diagonal")]
     assert "skipped" not in rows[0] and "time ~" not in rows[0]
     assert all(f"{mode} {kind}: time ~" in rows[1] for mode in bench_lncde.MODES for kind in bench_lncde.PASSES)
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as done:
         bench_lncde.main(["--structures", "sparse"])
+    assert done.value.code == 2 and "unknown structures ['sparse']; choose from" in capsys.readouterr().err
 
 
 TINY = '{"d_model": 4, "d_state": 4, "n_layers": 1, "max_epochs": 1, "min_steps": 0}'
@@ -356,11 +358,12 @@ def test_classify_benchmark_rows_are_pluggable_and_previous_is_pinned(monkeypatc
     features = classify.make_model("features", False, {"n_kernels": 8}, 2)
     assert type(features).__name__ == "SSMFeatureClassifier" and features.get_params()["n_kernels"] == 8
     assert type(classify.make_model("features", True, {}, 0)).__name__ == "SSMFeatureRegressor"
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as done:
         classify.main(["--models", "nope"])
+    assert done.value.code == 2 and "unknown model(s) ['nope']; choose among" in capsys.readouterr().err
 
 
-def test_classify_benchmark_baselines_take_unequal_lengths():
+def test_classify_benchmark_baselines_take_unequal_lengths(capsys):
     from ssmts.bench import classify
 
     rng = np.random.default_rng(0)
@@ -370,12 +373,14 @@ def test_classify_benchmark_baselines_take_unequal_lengths():
     assert (knn.predict(X) == y).all()  # each series is its own nearest neighbour
     assert knn.predict([rng.normal(size=(2, 60))]).shape == (1,)  # longer than any training series: cut
     assert classify.score([1.0, 2.0], [1.0, 2.0], True, [0.0, 2.0]) == 0.0
-    with pytest.raises(SystemExit):
-        classify.main(["--regression"])  # the regression sets are for development protocols only
-    with pytest.raises(SystemExit):
-        classify.main(["--regression", "--cv", "2", "--resamples", "2"])  # one protocol at a time
-    with pytest.raises(SystemExit):
-        classify.main(["--repeats", "2"])  # repeats of --cv only
+    for argv, problem in [
+        (["--regression"], "--regression needs --cv K or --resamples R"),  # development protocols only
+        (["--regression", "--cv", "2", "--resamples", "2"], "--cv and --resamples are two protocols: pick one"),
+        (["--repeats", "2"], "--repeats S (S >= 1) repeats --cv K"),
+    ]:
+        with pytest.raises(SystemExit) as done:
+            classify.main(argv)
+        assert done.value.code == 2 and problem in capsys.readouterr().err
     with pytest.raises(SystemExit) as done:
         classify.main(["--help"])
     assert done.value.code == 0

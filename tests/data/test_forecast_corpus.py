@@ -64,16 +64,16 @@ def test_corpus_spans_orders_of_magnitude():
         fc.synthetic_corpus(5, 30, random_state=2, kernel_share=1.0),
         fc.synthetic_corpus(5, 30, random_state=2, kernel_share=1.0),
     )
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"^kernel_share must be in \[0, 1\], got 1\.5$"):
         fc.synthetic_corpus(5, 30, kernel_share=1.5)
 
 
 def test_length_validation():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"at most 1024 points per series, got length=1025$"):
         fc.kernel_synth(2, fc.MAX_GP_LENGTH + 1)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"2 <= min <= max, got \(50, 10\)$"):
         fc.component_series(2, (50, 10))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"length must be an int >= 2 .*, got 1$"):
         fc.component_series(2, 1)
 
 

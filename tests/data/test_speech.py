@@ -227,7 +227,7 @@ def test_synthesizer_writes_a_loadable_voice_disjoint_set(tmp_path):
 def test_synthesizer_rejects_bad_requests(tmp_path):
     (tmp_path / "used").mkdir()
     (tmp_path / "used" / "keep.txt").write_text("x")
-    with pytest.raises(FileExistsError):
+    with pytest.raises(FileExistsError, match="exists and is not an empty directory"):
         speech_synth.synthesize_spoken_commands(tmp_path / "used", words=["yes"], voices=["en-us", "en-gb"])
     with pytest.raises(ValueError, match="no voice variants"):
         speech_synth.synthesize_spoken_commands(tmp_path / "x", words=["yes"], voices=["en-us", "en-us+nosuchvariant"])

@@ -103,7 +103,7 @@ def test_every_declared_preset_builds_and_no_other_does():
         assert task_presets(name) == PRESET_NAMES
         for preset in task_presets(name):
             assert get_ptd_preset(name, preset).name == preset
-    with pytest.raises(UnknownTaskError):
+    with pytest.raises(UnknownTaskError, match=r"^unknown task 'ptd-nothing'; known tasks: lra-listops"):
         task_presets("ptd-nothing")
 
 
@@ -361,6 +361,6 @@ def test_run_task_rejects_bad_settings(tmp_path):
         run_task("smnist", synthetic=True, epochs=0, out=tmp_path / "r.json")
     with pytest.raises(ValueError, match=r"\.json"):
         run_task("smnist", synthetic=True, out=tmp_path / "r.txt")
-    with pytest.raises(SyntheticUnavailableError):
+    with pytest.raises(SyntheticUnavailableError, match=r"^task 'bidmc-spo2' has no synthetic stand-in: SpO2"):
         run_task("bidmc-spo2", synthetic=True, out=tmp_path / "r.json")
     assert not (tmp_path / "r_config.json").exists()
