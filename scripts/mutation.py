@@ -35,6 +35,9 @@ MUTANTS = ROOT / "mutants"
 EQUIVALENT = Path(__file__).with_name("mutation-equivalent.json")
 ALONE = MUTANTS / "timeouts-alone.json"
 ALONE_LIMIT_S = 900
+# A mutant that grows an array forever (a loop bound on the wrong axis) must not take the machine's
+# memory: each rerun alone gets this much data segment, and running out counts as noticed.
+ALONE_MEMORY_BYTES = 6 * 2**30
 # mutmut's exit codes (mutmut.stats.status_by_exit_code); anything else is "suspicious".
 STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests", 34: "skipped", None: "not checked"}
 STATUS.update({code: "timeout" for code in (36, -24, 24, 152, 255)})
@@ -97,6 +100,12 @@ def recheck(args) -> int:
     return run(argparse.Namespace(max_children=args.max_children, patterns=again))
 
 
+def _limit_memory() -> None:
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_DATA, (ALONE_MEMORY_BYTES, ALONE_MEMORY_BYTES))
+
+
 def timeouts(args) -> int:
     stats = json.loads((MUTANTS / "mutmut-stats.json").read_text())["tests_by_mangled_function_name"]
     alone = json.loads(ALONE.read_text()) if ALONE.exists() else {}
@@ -106,7 +115,9 @@ def timeouts(args) -> int:
         env = {**one_thread_env(), "MUTANT_UNDER_TEST": name}
         command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests]
         try:
-            code = subprocess.run(command, cwd=MUTANTS, env=env, capture_output=True, timeout=ALONE_LIMIT_S).returncode
+            code = subprocess.run(
+                command, cwd=MUTANTS, env=env, capture_output=True, timeout=ALONE_LIMIT_S, preexec_fn=_limit_memory
+            ).returncode
             # pytest's 1: a test failed; a process killed by the system (out of memory) also counts as noticed.
             alone[name] = "survived" if code == 0 else "killed" if code in (1, 3, -9, 137) else f"exit {code}"
         except subprocess.TimeoutExpired:

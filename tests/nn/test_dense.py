@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -367,3 +368,26 @@ def test_a_from_matrices_layer_is_not_taken_for_a_hippo_legs_layer():
     layer = SSM.from_matrices(*_stable_system(4, 1, 1)[:3], dt=0.1)
     with pytest.raises(ValueError, match="needs a layer with init='legs' or init='ptd'"):
         hippo_reference_transfer_function(layer, np.linspace(0.1, 1.0, 5))
+
+
+@pytest.mark.parametrize("kind", ["fractions", "longdouble"])
+def test_from_matrices_rounds_exact_or_extended_precision_matrices_to_float64(kind):
+    """A system with exact rational entries (fractions.Fraction, as a symbolic derivation gives them) or
+    in numpy's extended precision is taken like any real array-like: A, B, C and D rounded to float64.
+    Oracle: the float64 scipy loop of the rounded system (exact diagonalization in float64: rtol 1e-10,
+    as for float64 input)."""
+    A_num, A_den = np.array([[-1, 1], [-2, -3]]), np.array([[2, 3], [3, 4]])
+    B_num, B_den = np.array([[1, -2], [5, 1]]), np.array([[3, 7], [6, 1]])
+    C_num, C_den = np.array([[2, -1], [1, 1], [-4, 3]]), np.array([[3, 5], [7, 2], [9, 11]])
+    D_num, D_den = np.array([[1, 0], [-1, 2], [1, 1]]), np.array([[7, 1], [3, 9], [5, 13]])
+    parts = [(A_num, A_den), (B_num, B_den), (C_num, C_den), (D_num, D_den)]
+    if kind == "fractions":
+        given = [[[Fraction(int(n), int(d)) for n, d in zip(*rows)] for rows in zip(num, den)] for num, den in parts]
+        rounded = [np.array([[float(f) for f in row] for row in m]) for m in given]
+    else:
+        given = [num.astype(np.longdouble) / den.astype(np.longdouble) for num, den in parts]
+        rounded = [m.astype(np.float64) for m in given]
+    u = np.random.default_rng(7).standard_normal((2, 30))
+    layer = SSM.from_matrices(*given, dt=0.2)
+    y = layer(torch.from_numpy(u)[None])[0].detach().numpy()
+    np.testing.assert_allclose(y, _system_loop(*rounded, 0.2, u), rtol=1e-10, atol=1e-12)

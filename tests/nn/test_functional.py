@@ -151,3 +151,72 @@ def test_chunked_statistics_of_a_single_value():
     mean, scale = chunked_channel_statistics(np.array([[[3.0], [-2.0]]]))
     np.testing.assert_array_equal(mean.numpy(), [3.0, -2.0])
     np.testing.assert_array_equal(scale.numpy(), [1.0, 1.0])
+
+
+class _RecordingArray:
+    """A stand-in for a memmap that records the rows (start, stop) of every read."""
+
+    def __init__(self, data):
+        self.data, self.shape, self.reads = data, data.shape, []
+
+    def __getitem__(self, key):
+        start, stop, _ = key.indices(self.shape[0])
+        self.reads.append((start, stop))
+        return self.data[key]
+
+
+@pytest.mark.parametrize(
+    "chunk_bytes, rows_per_read",
+    [(1, 1), (216, 1), (2 * 216, 2), (3 * 216 - 1, 2), (1 << 20, 7)],
+    ids=["row-larger-than-budget", "one-row", "two-rows", "just-under-three", "all"],
+)
+def test_chunked_statistics_read_as_many_whole_rows_as_fit_in_chunk_bytes(chunk_bytes, rows_per_read):
+    """The memory bound of a memmap read: a row of 3 channels x 9 steps is 216 bytes in float64, so each
+    read holds floor(chunk_bytes / 216) whole rows, one when a single row exceeds the budget; each of the
+    two passes (mean, then spread) reads every row once, in order. Oracle: the row ranges worked out by
+    hand; the statistics still equal the in-memory ones (float64 sums of 63 values: rtol 1e-12)."""
+    x, _ = _data(seed=3, n=7)
+    array = _RecordingArray(x)
+    mean, scale = chunked_channel_statistics(array, chunk_bytes=chunk_bytes)
+    one_pass = [(start, min(start + rows_per_read, 7)) for start in range(0, 7, rows_per_read)]
+    assert array.reads == one_pass + one_pass
+    np.testing.assert_allclose(mean.numpy(), x.mean(axis=(0, 2)), rtol=1e-12)
+    np.testing.assert_allclose(scale.numpy(), x.std(axis=(0, 2)), rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.bool_, np.uint16, np.int32, np.float16, np.float32, np.longdouble])
+def test_chunked_statistics_read_any_numeric_memmap_in_float64(tmp_path, dtype):
+    """Indicators (bool), counts (uint16, int32), half, single or extended precision on disk: both passes
+    convert every read to float64. Oracle: numpy's float64 mean and population std of the values as
+    float64, read one row at a time (float64 sums of 45 values: rtol 1e-12)."""
+    rng = np.random.default_rng(4)
+    values = {
+        np.bool_: lambda: rng.random((5, 3, 9)) < 0.4,
+        np.uint16: lambda: rng.integers(0, 60_000, size=(5, 3, 9)),
+        np.int32: lambda: rng.integers(-(10**6), 10**6, size=(5, 3, 9)),
+    }.get(dtype, lambda: rng.normal(size=(5, 3, 9)) * 3.0 + 1.0)()
+    path = tmp_path / "x.npy"
+    np.save(path, np.asarray(values, dtype=dtype))
+    disk = np.load(path, mmap_mode="r")
+    as_float64 = np.asarray(disk, dtype=np.float64)
+    mean, scale = chunked_channel_statistics(disk, chunk_bytes=1)
+    assert mean.dtype == scale.dtype == torch.float64
+    np.testing.assert_allclose(mean.numpy(), as_float64.mean(axis=(0, 2)), rtol=1e-12)
+    np.testing.assert_allclose(scale.numpy(), as_float64.std(axis=(0, 2)), rtol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16, torch.float32, torch.float64])
+def test_masked_mean_pooling_keeps_the_dtype_of_the_features(dtype):
+    """Features in half precision (an autocast forward) pool to their own dtype with a mask as without
+    one (as x.mean does). Oracle: numpy's float64 mean over the real steps of the same (rounded) values;
+    the pooled value is a sum of at most 9 steps and a division, each rounded once in the format: 2 eps
+    relative, or 2 eps of the largest value where the sum cancels."""
+    x, mask = _data(seed=5)
+    xt = torch.from_numpy(x).to(dtype)
+    rounded = xt.double().numpy()
+    mean = np.stack([v.mean(axis=1) for v in _masked(rounded, mask)])
+    eps = torch.finfo(dtype).eps
+    for pooled in (pool(xt, torch.from_numpy(mask), "mean"), pool(xt, None, "mean")):
+        assert pooled.dtype == dtype
+    pooled = pool(xt, torch.from_numpy(mask), "mean").double().numpy()
+    np.testing.assert_allclose(pooled, mean, rtol=2 * eps, atol=2 * eps * np.abs(rounded).max())
