@@ -126,7 +126,8 @@ class LinearCDE(nn.Module):
     possible for walsh_hadamard), and the other entries have std init_std / (s sqrt(P)) for
     s x s blocks (s = d for dense; diagonal parts of dplr and WH: init_std / sqrt(P); the dplr
     factors so that ||U^j||_F ||V^j||_F = init_std / P), so the input-driven part adds about
-    init_std * dt / 2 to the bounds above. The sqrt(||M||_1 ||M||_inf)
+    init_std * dt / 2 to the bounds above. The path's W, B and C start at the fan-in scales
+    1 / sqrt(H), 1 / sqrt(P) and 1 / sqrt(d) (the path's bias at zero). The sqrt(||M||_1 ||M||_inf)
     bound is loose for large dense blocks (by up to ~sqrt(s)), so strongly input-dependent dense
     transitions are damped more than their true norm requires; and for rotations: a 2 x 2
     rotation by theta has the bound |cos theta| + |sin theta| (up to sqrt(2)), so with
@@ -465,7 +466,9 @@ class LinearCDE(nn.Module):
             nu = self._holder(Mi)
         else:
             nu = self._structured_nu(x, parts[1], self._structured_aux())[..., None]
-        return [Mi * self._scale(nu)[..., None, None]]
+        Mi = Mi * self._scale(nu)[..., None, None]
+        # d_state = 1 makes self._groups [(1, 1)], one group of 1 x 1 blocks: stored (..., 1) as those are.
+        return [Mi[..., 0, 0] if d == 1 else Mi]
 
     def _split(self, h: torch.Tensor) -> list[torch.Tensor]:
         """Grouped-layout state (..., d) -> per group (..., n) for s = 1, (..., n, s) otherwise."""

@@ -365,22 +365,30 @@ def test_long_sequence_stays_bounded(structure):
         (dict(structure="dplr", rank=0), r"rank must be a positive integer, got 0"),
         (dict(structure="diagonal", rank=2), r"rank is only used with structure='dplr'"),
         (dict(structure="walsh_hadamard", d_state=6), r"d_state=6 must be a power of two"),
+        (dict(d_model=0), r"d_model must be a positive integer, got 0"),
         (dict(d_state=0), r"d_state must be a positive integer"),
+        (dict(d_output=0), r"d_output must be a positive integer, got 0"),
         (dict(d_path=0), r"d_path must be a positive integer"),
         (dict(mode="parallel"), r"unknown mode 'parallel'"),
         (dict(chunk_length=0), r"chunk_length must be a positive integer"),
         (dict(dt=0.0), r"dt must be > 0"),
         (dict(max_norm=1.5), r"max_norm must lie in \(0, 1\]"),
+        (dict(max_norm=0.0), r"max_norm must lie in \(0, 1\]"),
         (dict(decay_min=0.5, decay_max=0.1), r"need 0 < decay_min <= decay_max < 1"),
+        (dict(decay_min=0.0), r"need 0 < decay_min <= decay_max < 1"),
+        (dict(decay_max=1.0), r"need 0 < decay_min <= decay_max < 1"),
         (dict(init_std=-1.0), r"init_std must be > 0"),
+        (dict(init_std=0.0), r"init_std must be > 0"),
         (dict(D="weird"), r"unknown D 'weird'"),
         (dict(d_output=2, D="diagonal"), r"D='diagonal' needs d_output == d_model"),
     ],
 )
 def test_constructor_errors_name_the_parameter(kwargs, message):
-    kwargs = {"d_state": 8, **kwargs}
+    """Each invalid option, on either side of its documented range (bounds included where they are
+    excluded), is refused with a message that names it."""
+    kwargs = {"d_model": 3, "d_state": 8, **kwargs}
     with pytest.raises(ValueError, match=message):
-        LinearCDE(3, **kwargs)
+        LinearCDE(**kwargs)
 
 
 def test_call_errors():
@@ -389,6 +397,8 @@ def test_call_errors():
         layer(torch.randn(3, 5))
     with pytest.raises(ValueError, match=r"expects 3 input channels, got 4"):
         layer(torch.randn(1, 4, 5))
+    with pytest.raises(ValueError, match=r"^LinearCDE input has length 0$"):
+        layer(torch.randn(1, 3, 0))
     with pytest.raises(ValueError, match=r"unknown mode 'fft'"):
         layer(torch.randn(1, 3, 5), mode="fft")
     with pytest.raises(ValueError, match=r"state must be real of shape \(1, 8\)"):
@@ -430,6 +440,10 @@ def test_renamed_arguments_still_work_with_a_warning():
     with pytest.warns(FutureWarning, match="d_hidden is now d_state"), pytest.warns(FutureWarning, match="chunk_size"):
         old = LinearCDE(4, d_hidden=8, chunk_size=16)
     assert (old.d_state, old.chunk_length) == (8, 16)
+    with pytest.warns(FutureWarning, match="LinearCDE's d_hidden is now d_state") as record:
+        LinearCDE(4, d_hidden=8)
+    # the constructor's warning, too, names the caller's line (outside ssmts)
+    assert Path(lncde_module.__file__).parents[1] not in Path(record[0].filename).resolve().parents
     for name, value in new.state_dict().items():
         torch.testing.assert_close(old.state_dict()[name], value, rtol=0, atol=0)
     with pytest.warns(FutureWarning, match="chunk_size is now chunk_length") as record:
