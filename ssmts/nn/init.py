@@ -97,8 +97,10 @@ def ptd_perturbation(
         log cond(V_{A+E}) + gamma ||E||_2 / ||A||_2 + sum_j relu(Re lambda_j)
 
     log cond is a monotone stand-in for cond that keeps the step sizes sane; the last
-    term (ours) keeps the perturbed spectrum in the closed left half plane, which the
-    layer needs anyway. The best iterate with ||E||/||A|| <= max_relative_size is returned.
+    term (ours) penalizes eigenvalues the perturbation moves right of the imaginary axis,
+    which the layer cannot use (a penalty, not a guarantee: a defective 2 x 2 Jordan block
+    ends at Re lambda = +0.013; the layers' lambda_enforce keeps Re lambda < 0 whatever the
+    start). The best iterate with ||E||/||A|| <= max_relative_size is returned.
     `eps` is the exposed perturbation size; gamma trades conditioning against it. The
     defaults keep cond(V) < 1e3 with ||E||/||A|| < 1e-3 for N = 16..128 (measured), small
     enough for the transfer function to stay close to HiPPO's (the paper's Theorem 3).

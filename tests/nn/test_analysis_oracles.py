@@ -276,6 +276,12 @@ def test_hippo_reference_warns_at_the_callers_line_when_the_modes_do_not_span_th
     monkeypatch.setattr(analysis, "_init_eigenvectors", lambda layer: (rank_one, c_scale))
     with pytest.warns(UserWarning, match=r"^the layer keeps fewer than N=4 independent modes") as record:
         hippo_reference_transfer_function(layer, OMEGAS)
+    # the whole message: the cause (real PTD eigenvalues dropped by conj_sym), the effect and the remedy
+    assert str(record[0].message) == (
+        "the layer keeps fewer than N=4 independent modes (conj_sym dropped real eigenvalues of the PTD "
+        "system), so B and C map back to HiPPO's coordinates only approximately; build the layer with "
+        "conj_sym=False for an exact reference"
+    )
     # named outside ssmts (under mutation testing mutmut's trampoline is the frame next to ssmts)
     assert Path(ssmts.__file__).parent not in Path(record[0].filename).resolve().parents
 
@@ -311,6 +317,18 @@ def test_very_wide_layers_are_chunked_and_give_every_frequency_once():
     whole = transfer_gap(layer, omegas)
     assert whole.shape == (5,)
     np.testing.assert_allclose(whole, [transfer_gap(layer, [w])[0] for w in omegas], rtol=1e-12)
+
+
+def test_single_input_layers_with_many_outputs_are_chunked_by_their_output_count():
+    """1 input, 4096 outputs, N = 2: 4096 entries of G per frequency, so 513 frequencies take two chunks
+    (512 + 1). Oracle: the Frobenius norm of transfer_function minus the HiPPO reference evaluated on the
+    whole grid at once (neither chunks); the same float64 numbers, so rtol 1e-12."""
+    layer = SSM(1, 2, d_output=4096, init="legs", D="none", generator=gen())
+    omegas = np.linspace(0.0, 3.0, 513)
+    difference = transfer_function(layer, omegas, include_feedthrough=False, include_mixer=False)
+    difference = difference - hippo_reference_transfer_function(layer, omegas)
+    expected = np.sqrt(np.sum(np.abs(difference) ** 2, axis=(0, 1)))
+    np.testing.assert_allclose(transfer_gap(layer, omegas), expected, rtol=1e-12)
 
 
 # ---------------------------------------------------------------- sensitive_frequencies

@@ -170,14 +170,16 @@ def test_ptd_init_takes_the_layer_perturbation_size_and_penalty():
 @pytest.mark.parametrize("H", [1, 3])
 def test_initialize_head_returns_complex128_for_every_init(H):
     """The documented contract: Lambda (P,), B (P, H), C (M, P), all complex128, for each init (P = N/2,
-    or for "ptd" the pairs plus the real modes of the perturbed matrix)."""
+    or for "ptd" the pairs plus the real modes of the perturbed matrix). At N = 4 every eigenvalue of the
+    perturbed LegS is real (numpy's eig then returns a float64 array): still complex128 out."""
     from ssmts.nn.init import INITS
 
-    for init in INITS:
-        Lambda, B, C = initialize_head(init, 8, H, 2, generator=torch.Generator().manual_seed(0))
-        P = Lambda.shape[0]
-        assert (P == 4 or init == "ptd") and B.shape == (P, H) and C.shape == (2, P), init
-        assert Lambda.dtype == B.dtype == C.dtype == torch.complex128, init
+    for N in (4, 8):
+        for init in INITS:
+            Lambda, B, C = initialize_head(init, N, H, 2, generator=torch.Generator().manual_seed(0))
+            P = Lambda.shape[0]
+            assert (P == N // 2 or init == "ptd") and B.shape == (P, H) and C.shape == (2, P), (N, init)
+            assert Lambda.dtype == B.dtype == C.dtype == torch.complex128, (N, init)
 
 
 def test_delta_init_is_log_uniform_in_range():
@@ -306,6 +308,45 @@ def test_ptd_returns_the_best_iterate_within_the_size_bound():
     assert bounded.relative_size <= 0.1 < free.relative_size
     assert bounded.condition_number > free.condition_number  # the bound costs conditioning
     _check_factorization(A, bounded)
+
+
+def test_ptd_size_bound_includes_its_end_point():
+    """The bound is ||E|| / ||A|| <= max_relative_size, end point included: rerun with the bound set to the
+    best iterate's own size (measured as the descent measures it, torch's spectral norm of a tensor that
+    requires grad, whose last bit can differ from one that does not, over numpy's ||A||_2), the same
+    iterate is returned bit for bit (the run is deterministic: fixed seed)."""
+    A = hippo_legs(6)[0]
+    free = ptd_perturbation(A, steps=10, max_relative_size=1.0)
+    E = torch.from_numpy(free.E.copy()).requires_grad_(True)
+    size = float((torch.linalg.matrix_norm(E, ord=2) / float(np.linalg.norm(A, 2))).detach())
+    again = ptd_perturbation(A, steps=10, max_relative_size=size)
+    np.testing.assert_array_equal(again.E, free.E)
+
+
+def test_ptd_works_in_float64_for_a_float32_matrix():
+    """All matrix work is float64 (module docstring): a float32 A gives bit for bit the result of the same
+    values as a float64 array (||A||_2, which scales the start and the steps, is not taken in float32)."""
+    A32 = hippo_legs(8)[0].astype(np.float32)
+    r32 = ptd_perturbation(A32, steps=5)
+    r64 = ptd_perturbation(A32.astype(np.float64), steps=5)
+    np.testing.assert_array_equal(r32.E, r64.E)
+    np.testing.assert_array_equal(r32.Lambda, r64.Lambda)
+    assert r32.relative_size == r64.relative_size
+
+
+def test_ptd_moves_eigenvalues_the_start_puts_right_of_the_axis_back_to_the_left():
+    """Undamped oscillators (eigenvalues +-i, +-2i) sit on the imaginary axis; the Ginibre start pushes a
+    pair to Re > 0 (measured 2.4e-5). The objective's relu(Re lambda) term (the docstring: it keeps the
+    perturbed spectrum in the closed left half plane) moves it back: without the size penalty (gamma = 0)
+    50 steps end at max Re = -4.2e-5, far from rounding (1e-16), so the sign check is safe."""
+    A = np.zeros((4, 4))
+    A[0, 1], A[1, 0], A[2, 3], A[3, 2] = 1.0, -1.0, 2.0, -2.0
+    start = ptd_perturbation(A, gamma=0.0, steps=0)
+    assert start.Lambda.real.max() > 0
+    r = ptd_perturbation(A, gamma=0.0, steps=50)
+    assert r.Lambda.real.max() < 0
+    assert r.relative_size <= 0.1
+    _check_factorization(A, r)
 
 
 def test_ptd_rejects_nonpositive_eps():
@@ -490,6 +531,20 @@ def test_conjugate_half_keeps_the_slowest_real_modes_in_a_stable_order():
     kept, _, _, c = conjugate_half(Lambda, np.eye(N), np.eye(N))
     np.testing.assert_array_equal(kept, np.concatenate([[-1 + 5j, -1 + 2j], real]))
     assert c.tolist() == [1.0, 1.0] + [0.5] * 40
+
+
+def test_conjugate_half_keeps_pairs_of_equal_frequency_in_their_given_order():
+    """Pairs come largest Im first, by a stable sort: pairs of one frequency (a real system may have several:
+    here 24 pairs on 4 frequencies, each with its own decay, both members in a shuffled order) stay in the
+    order they are given. Oracle: Python's sorted, which is stable; V's columns follow their modes."""
+    rng = np.random.default_rng(1)
+    upper = -np.arange(1.0, 25.0) + 1j * rng.permutation(np.repeat([1.0, 2.0, 3.0, 4.0], 6))
+    Lambda = np.concatenate([upper, np.conj(upper)])[rng.permutation(48)]
+    kept, Vk, _, c = conjugate_half(Lambda, np.eye(48), np.eye(48))
+    expected = sorted((lam for lam in Lambda if lam.imag > 0), key=lambda lam: -lam.imag)
+    np.testing.assert_array_equal(kept, expected)
+    np.testing.assert_array_equal(Lambda[Vk.argmax(axis=0)], expected)
+    assert c.tolist() == [1.0] * 24
 
 
 def test_initialize_head_refuses_an_unknown_init_by_name():
