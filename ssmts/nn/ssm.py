@@ -145,7 +145,6 @@ class SSM(DeltaScaling, nn.Module):
 
         self.d_model, self.d_state, self.d_output, self.heads = H, N, M, int(heads)
         self.d_head_in, self.d_head_out = H // heads, M // heads
-        self.P = N // 2 if conj_sym else N
         self.init, self.discretization, self.alpha = init, discretization, float(alpha)
         self.lambda_enforce, self.conj_sym, self.real_bc = lambda_enforce, bool(conj_sym), bool(real_bc)
         self.bidirectional = "essm" if bidirectional is True else (bidirectional or False)
@@ -313,10 +312,6 @@ class SSM(DeltaScaling, nn.Module):
         """y = factor Re(C x): 2 with conjugate symmetry (each pair's second mode implied), else 1."""
         return 2.0 if self.conj_sym else 1.0
 
-    def _readout(self, x: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
-        """y from states. x: (b, S, P, L) complex, u: (b, H, L) real -> (b, M, L)."""
-        return self._feedthrough(readout(x, self._complex(self.C), self._factor), u)
-
     def _feedthrough(self, y: torch.Tensor, u: torch.Tensor, with_d: bool = True) -> torch.Tensor:
         """y + D u (with_d=False: the kernels already hold an identity or diagonal D), then the mixer."""
         if with_d:
@@ -366,17 +361,14 @@ class SSM(DeltaScaling, nn.Module):
             y = self._feedthrough(y, u)
             return (y, x) if return_state else y
         if mode == "recurrence":
-            Abar, Bbar, _, _ = self.discrete()
-            v = input_projection(u, Bbar)
-            x = self._recurrence(v, Abar, state)
-            if self.bidirectional:
-                Abar_b, _, _, _ = (
-                    self.discrete(backward=True) if self.bidirectional == "ldnn" else (Abar, None, None, None)
-                )
-                x_back = self._recurrence(v.flip(-1), Abar_b, None).flip(-1)
-                x = (x + x_back) / 2 if self.bidirectional == "ldnn" else x + x_back
-            y = self._readout(x, u)
-            return (y, x[..., -1]) if return_state else y
+            if torch.is_autocast_enabled(u.device.type):
+                # As in the FFT mode: the states in the layer's dtype, D and the mixer under autocast.
+                with torch.autocast(u.device.type, enabled=False):
+                    y, x = self._sequential(u.to(self.log_dt.dtype), state)
+            else:
+                y, x = self._sequential(u, state)
+            y = self._feedthrough(y, u)
+            return (y, x) if return_state else y
         if torch.is_autocast_enabled(u.device.type):
             # Mixed precision: kernels, FFTs and states in the layer's dtype, D and the mixer under autocast.
             with torch.autocast(u.device.type, enabled=False):
@@ -407,6 +399,17 @@ class SSM(DeltaScaling, nn.Module):
                 return state_convolution(u, Bbar, C, self._factor, spectrum)[0], None, False
         y, x = self._causal_with_state(u, state, return_state)
         return y, x, False
+
+    def _sequential(self, u: torch.Tensor, state: torch.Tensor | None):
+        """The recurrence-mode SSM part (before D and mixer): -> (y (b, M, L), x_{L-1})."""
+        Abar, Bbar, _, C = self.discrete()
+        v = input_projection(u, Bbar)
+        x = self._recurrence(v, Abar, state)
+        if self.bidirectional:
+            Abar_b = self.discrete(backward=True)[0] if self.bidirectional == "ldnn" else Abar
+            x_back = self._recurrence(v.flip(-1), Abar_b, None).flip(-1)
+            x = (x + x_back) / 2 if self.bidirectional == "ldnn" else x + x_back
+        return readout(x, C, self._factor), x[..., -1]
 
     def _recurrence(self, v: torch.Tensor, Abar: torch.Tensor, state: torch.Tensor | None) -> torch.Tensor:
         """States one step at a time: v (b, S, P, L); Abar (S, P), or (b, S, P, L) per step."""

@@ -305,3 +305,209 @@ def test_step_under_autocast_takes_bfloat16_input():
     y_ref, x_ref = layer.step(u_t.float(), state)
     torch.testing.assert_close(x, x_ref, rtol=1e-6, atol=1e-6)
     torch.testing.assert_close(y, y_ref, rtol=1e-6, atol=1e-6)
+
+
+# ---------------------------------------------------------------- kernels module and dtype contracts
+@pytest.mark.parametrize("n_extra", [0, -1])  # n = 2L (what the layer uses) and the odd n = 2L - 1
+@pytest.mark.parametrize("S, Mh, Hh", [(3, 1, 1), (2, 2, 3)])  # stacked SISO and MIMO heads
+def test_spectral_convolution_is_the_causal_convolution_for_any_n_without_wrap(n_extra, S, Mh, Hh):
+    """spectral_convolution(u, rfft(K, n), n) = the causal convolution sum_l K[l] u[k - l] per head, for every
+    FFT size n that leaves no circular wrap-around (kernels of at most n - L + 1 taps), odd n included.
+    Oracle: a float64 numpy loop over lags; 1e-10 is float64 FFT rounding with margin."""
+    from ssmts.nn.kernels import spectral_convolution
+
+    rng = np.random.default_rng(40)
+    b, L = 2, 6
+    n = 2 * L + n_extra
+    taps = n - L + 1
+    K = rng.standard_normal((S, Mh, Hh, taps))
+    u = rng.standard_normal((b, S * Hh, L))
+    y = spectral_convolution(torch.from_numpy(u), torch.fft.rfft(torch.from_numpy(K), n=n), n)
+    expected = np.zeros((b, S * Mh, L))
+    for k in range(L):
+        for lag in range(min(k + 1, taps)):
+            for s in range(S):
+                expected[:, s * Mh : (s + 1) * Mh, k] += np.einsum(
+                    "mh,bh->bm", K[s, :, :, lag], u[:, s * Hh : (s + 1) * Hh, k - lag]
+                )
+    assert y.shape == (b, S * Mh, L)
+    _close(y.numpy(), expected)
+
+
+@pytest.fixture
+def float64_default_dtype():
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(previous)
+
+
+@pytest.mark.parametrize("bidirectional", [False, "essm", "ldnn"])
+@pytest.mark.parametrize("convolution", ["kernel", "state"])
+@pytest.mark.parametrize("D", ["identity", "diagonal"])
+def test_a_float32_layer_stays_float32_under_a_float64_default_dtype(
+    float64_default_dtype, bidirectional, convolution, D
+):
+    """The layer's dtype, not torch's global default dtype, sets the precision of everything the FFT mode
+    builds (the zero gap of the two-sided kernel, the identity D folded into tap 0): a float32 layer gives
+    float32 outputs equal to the same run under the float32 default. 1e-6: float32 rounding (both runs are
+    float32; only the order of FFT sums could differ)."""
+    layer = SSM(
+        4, 4, D=D, bidirectional=bidirectional, convolution=convolution, generator=torch.Generator().manual_seed(41)
+    )
+    layer = layer.float()
+    u = torch.randn(2, 4, 9, generator=torch.Generator().manual_seed(42)).float()
+    y = layer(u)
+    torch.set_default_dtype(torch.float32)
+    y_ref = layer(u)
+    assert y.dtype == torch.float32
+    torch.testing.assert_close(y, y_ref, rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("autocast_dtype", [torch.bfloat16, torch.float16])
+def test_recurrence_under_autocast_runs_the_ssm_part_in_the_layers_precision(autocast_dtype):
+    """Under CPU autocast the recurrence mode, like the FFT mode, runs the states in the layer's float32 from
+    the given complex64 state (bfloat16 complex numbers do not exist; float16 ones would round the state):
+    y and x_{L-1} equal the float32 run without autocast (no D, no mixer), 1e-6 being float32 rounding."""
+    layer = SSM(4, 4, D="none", generator=torch.Generator().manual_seed(43))
+    u = torch.randn(2, 4, 6, generator=torch.Generator().manual_seed(44)).to(autocast_dtype)
+    state = torch.randn(2, 1, layer.P, dtype=torch.complex64, generator=torch.Generator().manual_seed(45))
+    with torch.autocast("cpu", dtype=autocast_dtype):
+        y, x = layer(u, state, mode="recurrence", return_state=True)
+    y_ref, x_ref = layer(u.float(), state, mode="recurrence", return_state=True)
+    assert y.dtype == torch.float32 and x.dtype == torch.complex64
+    torch.testing.assert_close(x, x_ref, rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(y, y_ref, rtol=1e-6, atol=1e-6)
+
+
+def _random_system(seed: int, S: int = 2, P: int = 3, Hh: int = 2, Mh: int = 2):
+    """log Abar (S, P) with Re < 0, Bbar (S, P, Hh), C (S, Mh, P), complex128."""
+    rng = np.random.default_rng(seed)
+    log_abar = -rng.uniform(0.05, 0.6, (S, P)) + 1j * rng.uniform(-1.0, 1.0, (S, P))
+    Bbar = rng.standard_normal((S, P, Hh)) + 1j * rng.standard_normal((S, P, Hh))
+    C = rng.standard_normal((S, Mh, P)) + 1j * rng.standard_normal((S, Mh, P))
+    return log_abar, Bbar, C
+
+
+def test_state_spectrum_is_the_fft_of_the_causal_or_two_sided_state_kernel():
+    """state_spectrum(log Abar, L) = FFT_2L of [Abar^0 .. Abar^(L-1), 0 ...]; with a backward system the
+    anti-causal taps Abar_back^l sit at index 2L - l and both systems add at lag 0 (the eSSM sum), halved
+    only when average=True (LDNN). Oracle: the kernel written out in numpy, float64 (1e-10: FFT rounding)."""
+    from ssmts.nn.kernels import state_spectrum
+
+    log_abar, _, _ = _random_system(46)
+    log_back, _, _ = _random_system(47)
+    L = 5
+    lags = np.arange(L)
+    causal = np.zeros(log_abar.shape + (2 * L,), complex)
+    causal[..., :L] = np.exp(log_abar[..., None] * lags)
+    two_sided = causal.copy()
+    two_sided[..., 0] += 1.0
+    two_sided[..., 2 * L - lags[1:]] = np.exp(log_back[..., None] * lags[1:])
+    spectrum = state_spectrum(torch.from_numpy(log_abar), L)
+    _close(spectrum.numpy(), np.fft.fft(causal))
+    summed = state_spectrum(torch.from_numpy(log_abar), L, torch.from_numpy(log_back))
+    _close(summed.numpy(), np.fft.fft(two_sided))
+    averaged = state_spectrum(torch.from_numpy(log_abar), L, torch.from_numpy(log_back), average=True)
+    _close(averaged.numpy(), np.fft.fft(two_sided) / 2)
+
+
+def test_state_convolution_gives_the_readout_and_final_state_of_a_loop():
+    """state_convolution: y_k = factor Re(C x_k) with x_k = Abar x_{k-1} + Bbar u_k from x_{-1} = state (the free
+    response through `free` = Abar^(k+1)); x_{L-1} only when want_state=True (else None); without a state the
+    zero-state output. Oracle: a float64 numpy loop over time (1e-10: FFT rounding with margin)."""
+    from ssmts.nn.kernels import powers, state_convolution, state_spectrum
+
+    log_abar, Bbar, C = _random_system(48)
+    S, P, Hh = Bbar.shape
+    rng = np.random.default_rng(49)
+    b, L = 3, 6
+    u = rng.standard_normal((b, S * Hh, L))
+    state = rng.standard_normal((b, S, P)) + 1j * rng.standard_normal((b, S, P))
+    abar = np.exp(log_abar)
+
+    def loop(x):
+        ys = []
+        for k in range(L):
+            x = abar * x + np.einsum("sph,bsh->bsp", Bbar, u[:, :, k].reshape(b, S, Hh))
+            ys.append(2.0 * np.einsum("smp,bsp->bsm", C, x).real.reshape(b, -1))
+        return np.stack(ys, -1), x
+
+    t = torch.from_numpy
+    spectrum = state_spectrum(t(log_abar), L)
+    free = powers(t(log_abar), L, start=1)
+    y, x = state_convolution(t(u), t(Bbar), t(C), 2.0, spectrum, t(state), free, want_state=True)
+    y_ref, x_ref = loop(state)
+    _close(y.numpy(), y_ref)
+    _close(x.numpy(), x_ref)
+    y0, none = state_convolution(t(u), t(Bbar), t(C), 2.0, spectrum)
+    assert none is None
+    _close(y0.numpy(), loop(np.zeros_like(state))[0])
+
+
+@pytest.mark.parametrize("shape", [(4,), (2, 3, 2)])  # one system's modes; a stack of heads over a batch
+def test_powers_take_any_leading_shape(shape):
+    """powers(log Abar, length, start) = Abar^(start + l) for l < length, shape (..., length) for log Abar of any
+    shape (...), built from chunked exponentials. Oracle: numpy exp((start + l) log Abar), float64 (1e-12: the
+    product of two exponentials against one)."""
+    from ssmts.nn.kernels import powers
+
+    rng = np.random.default_rng(50)
+    log_abar = -rng.uniform(0.01, 0.3, shape) + 1j * rng.uniform(-2.0, 2.0, shape)
+    for length, start in [(1, 0), (7, 0), (10, 1)]:
+        got = powers(torch.from_numpy(log_abar), length, start=start)
+        expected = np.exp(log_abar[..., None] * (start + np.arange(length)))
+        assert got.shape == shape + (length,)
+        _close(got.numpy(), expected, tol=1e-12)
+
+
+# ---------------------------------------------------------------- constructor defaults
+def test_default_delta_is_log_uniform_on_1e3_1e1():
+    """Delta = exp(log_dt) starts log-uniform on [dt_min, dt_max] = [1e-3, 1e-1] by default, one per state (the
+    S4/S5 range). Oracle: the range itself, and a Kolmogorov-Smirnov test of the position of log Delta in it
+    against the uniform law (256 states of one fixed seed; p > 1e-3)."""
+    from scipy.stats import kstest
+
+    layer = SSM(8, heads=8, generator=torch.Generator().manual_seed(53))
+    deltas = layer.Delta.detach().double().numpy().ravel()
+    assert deltas.size == 8 * 32
+    assert deltas.min() >= 1e-3 * (1 - 1e-6) and deltas.max() <= 1e-1 * (1 + 1e-6)
+    position = (np.log(deltas) - np.log(1e-3)) / (np.log(1e-1) - np.log(1e-3))
+    assert kstest(position, "uniform").pvalue > 1e-3
+
+
+def test_gbt_without_alpha_is_the_bilinear_transform():
+    """discretization="gbt" with the default alpha is the bilinear (Tustin) transform, per mode:
+    Abar = (1 + Lambda Delta / 2) / (1 - Lambda Delta / 2), Bbar = Delta / (1 - Lambda Delta / 2) B.
+    Oracle: that closed form in numpy, float64 (1e-12: a few roundings)."""
+    layer = SSM(2, 4, discretization="gbt", generator=torch.Generator().manual_seed(54)).double()
+    lam, delta, B, _, _ = _params(layer)
+    half = lam * delta / 2
+    Abar, Bbar, _, _ = layer.discrete()
+    _close(Abar.detach().numpy(), (1 + half) / (1 - half), tol=1e-12)
+    _close(Bbar.detach().numpy(), (delta / (1 - half))[..., None] * B, tol=1e-12)
+
+
+@pytest.mark.parametrize("D", ["diagonal", "full"])
+def test_the_generator_alone_fixes_the_initial_parameters(D):
+    """Without a mixer (heads=1) every initial parameter, D included, is drawn from `generator`: layers built from
+    equal generators are equal whatever state the global random number generator is in."""
+    layers = []
+    for global_seed in (55, 56):
+        with torch.random.fork_rng():
+            torch.manual_seed(global_seed)
+            layers.append(
+                SSM(4, 4, d_output=2 if D == "full" else None, D=D, generator=torch.Generator().manual_seed(57))
+            )
+    first, second = (layer.state_dict() for layer in layers)
+    assert first.keys() == second.keys() and "D" in first
+    assert all(torch.equal(first[key], second[key]) for key in first)
+
+
+def test_bidirectional_true_is_the_essm_layer():
+    """bidirectional=True is another name for "essm": the layer keeps and shows "essm" and gives the "essm" output."""
+    alias = SSM(4, 4, bidirectional=True, generator=torch.Generator().manual_seed(58))
+    essm = SSM(4, 4, bidirectional="essm", generator=torch.Generator().manual_seed(58))
+    assert alias.bidirectional == "essm" and "bidirectional='essm'" in repr(alias)
+    u = torch.randn(2, 4, 7, generator=torch.Generator().manual_seed(59))
+    torch.testing.assert_close(alias(u), essm(u), rtol=0, atol=0)
