@@ -9,9 +9,10 @@
 `run` plants one-line bugs with mutmut (configured in pyproject.toml) and runs the tests that reach
 each one. Workers are forked from the process that ran the tests once, so PyTorch's thread pools are
 limited to one thread (a pool started in the parent deadlocks a forked child; it shows up as a
-timeout). Run again, mutmut checks only the mutants of functions changed since and maps new tests;
-it keeps every other result until asked by name, so `recheck` does that run and then runs every
-mutant not killed once more, with the tests as they are now. `timeouts` runs each mutant reported
+timeout). Run again, mutmut checks only the mutants of functions changed since and maps only new
+tests to functions; it keeps every other result until asked by name. So `recheck` maps every test
+afresh, checks the changed functions, and then runs every mutant not killed once more, with the
+tests as they are now. `timeouts` runs each mutant reported
 as a timeout alone, in a fresh process with a generous limit (a busy machine overruns mutmut's
 limit, which it sets from the unmutated run). `report` counts per module and lists the survivors
 that `scripts/mutation-equivalent.json` does not explain; an explanation names the mutant, the line
@@ -88,6 +89,9 @@ def run(args) -> int:
 
 
 def recheck(args) -> int:
+    # mutmut maps only new tests to functions on a later run, so an old test that reaches a new or
+    # changed function would not run against its mutants: map every test afresh (a few minutes).
+    (MUTANTS / "mutmut-stats.json").unlink(missing_ok=True)
     code = run(argparse.Namespace(max_children=args.max_children, patterns=[]))
     if code:
         return code

@@ -105,6 +105,21 @@ LARGE = {
 }
 
 
+def _assert_every_mode_is_the_loop(layer, u, h0) -> list:
+    """y and the final state of the recurrence, scan and chunked modes against the float64 loop, per
+    sample (1e-12: float64 round-off over a few steps); returns each sample's loop output y and
+    transitions M_1..M_L."""
+    loops = []
+    for mode in ("recurrence", "scan", "chunked"):
+        y, h = layer(u, h0, mode=mode, return_state=True)
+        for n in range(len(u)):
+            y_ref, h_ref, Ms, _ = _oracle(layer, _np(u[n]), _np(h0[n]))
+            np.testing.assert_allclose(_np(y[n]), y_ref, rtol=0, atol=1e-12, err_msg=mode)
+            np.testing.assert_allclose(_np(h[n]), h_ref, rtol=0, atol=1e-12, err_msg=mode)
+            loops.append((y_ref, Ms))
+    return loops[: len(u)]
+
+
 @pytest.mark.parametrize("name", list(LARGE))
 def test_large_transitions_match_the_dense_loop_in_every_mode(name):
     """Oracle: the dense float64 numpy loop of test_lncde (every M_i built as a matrix from the
@@ -115,12 +130,7 @@ def test_large_transitions_match_the_dense_loop_in_every_mode(name):
     g = torch.Generator().manual_seed(3)
     u = torch.randn(2, 3, 9, generator=g, dtype=torch.float64)
     h0 = torch.randn(2, d, generator=g, dtype=torch.float64)
-    for mode in ("recurrence", "scan", "chunked"):
-        y, h = layer(u, h0, mode=mode, return_state=True)
-        for n in range(2):
-            y_ref, h_ref, _, _ = _oracle(layer, _np(u[n]), _np(h0[n]))
-            np.testing.assert_allclose(_np(y[n]), y_ref, rtol=0, atol=1e-12, err_msg=mode)
-            np.testing.assert_allclose(_np(h[n]), h_ref, rtol=0, atol=1e-12, err_msg=mode)
+    _assert_every_mode_is_the_loop(layer, u, h0)
 
 
 @pytest.mark.parametrize("L", [3, 4, 5, 8, 9, 12])
@@ -316,17 +326,14 @@ def test_a_single_state_works_in_every_structure_and_mode(name):
     u = torch.randn(2, 3, 7, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
     h0 = torch.randn(2, 1, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
     product = layer.transition_product(u)
-    for mode in ("recurrence", "scan", "chunked"):
-        y, h = layer(u, h0, mode=mode, return_state=True)
-        for n in range(2):
-            y_ref, h_ref, Ms, _ = _oracle(layer, _np(u[n]), _np(h0[n]))
-            np.testing.assert_allclose(_np(y[n]), y_ref, rtol=0, atol=1e-12, err_msg=mode)
-            np.testing.assert_allclose(_np(h[n]), h_ref, rtol=0, atol=1e-12, err_msg=mode)
-            np.testing.assert_allclose(_np(product[n]), np.linalg.multi_dot(Ms[::-1]), rtol=0, atol=1e-12)
+    loops = _assert_every_mode_is_the_loop(layer, u, h0)
+    for n, (_, Ms) in enumerate(loops):
+        np.testing.assert_allclose(_np(product[n]), np.linalg.multi_dot(Ms[::-1]), rtol=0, atol=1e-12)
+    y_loop = np.stack([y_ref for y_ref, _ in loops])
     state = h0
     for k in range(7):
         y_k, state = layer.step(u[..., k], state)
-        torch.testing.assert_close(y_k, y[..., k], rtol=0, atol=1e-12)
+        np.testing.assert_allclose(_np(y_k), y_loop[..., k], rtol=0, atol=1e-12)
 
 
 @pytest.mark.parametrize("d", [1, 2, 4])
