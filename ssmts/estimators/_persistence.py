@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import numbers
 import platform
 import warnings
@@ -299,14 +300,23 @@ def index_from_layout(layout: dict, values: np.ndarray):
         raise ValueError(f"an index of the header cannot be rebuilt ({type(error).__name__}: {error})") from None
 
 
+def _is_str_dtype(dtype) -> bool:
+    """pandas' string dtype (the default for strings from pandas 3 on)."""
+    import pandas as pd
+
+    return isinstance(dtype, pd.StringDtype)
+
+
 def _index_to_json(index, name: str) -> dict:
     """A pandas Index as plain JSON: labels as a list; a RangeIndex as start, stop and step; any
     other as its layout (index_layout) and its values as a list of numbers."""
     import pandas as pd
 
-    if type(index) is pd.Index and index.dtype == object:
+    if type(index) is pd.Index and (index.dtype == object or _is_str_dtype(index.dtype)):
         spec = {"name": _labels_to_json([index.name], f"the name of {name}")[0], "kind": "labels"}
         spec["values"] = _labels_to_json(index.tolist(), name)
+        if index.dtype != object:
+            spec["dtype"] = "str"  # pandas >= 3 keeps strings in its own dtype
         back = _index_from_json(spec)
         if not same_index(back, index):
             raise TypeError(f"cannot save {name}: its labels do not survive the save format unchanged")
@@ -324,7 +334,7 @@ def same_index(a, b) -> bool:
         return False
     if getattr(a, "freq", None) != getattr(b, "freq", None):
         return False
-    if a.dtype == object:
+    if a.dtype == object or _is_str_dtype(a.dtype):
         kind = lambda v: type(v.item() if isinstance(v, np.generic) else v)  # noqa: E731
         return [kind(v) for v in a] == [kind(v) for v in b]
     return True
@@ -338,10 +348,15 @@ def _index_from_json(spec):
         raise ValueError("an index of the header is not a JSON object")
     kind = spec.get("kind")
     if kind == "labels":
-        if set(spec) != {"kind", "name", "values"}:
+        if set(spec) - {"dtype"} != {"kind", "name", "values"} or spec.get("dtype", "object") not in ("object", "str"):
             raise ValueError(f"an index of the header has an unknown layout (fields {sorted(spec)})")
         (name,) = _labels_from_json([spec["name"]])
-        return pd.Index(_labels_from_json(spec["values"]), dtype=object, name=name)
+        labels = _labels_from_json(spec["values"])
+        if spec.get("dtype") == "str":
+            if not all(isinstance(v, str) or v is None or (isinstance(v, float) and math.isnan(v)) for v in labels):
+                raise ValueError("an index of strings in the header holds labels that are not strings")
+            return pd.Index(labels, dtype="str", name=name)
+        return pd.Index(labels, dtype=object, name=name)
     if kind == "range":
         layout = {k: v for k, v in spec.items() if k not in ("start", "stop")}
         bounds = [spec.get("start"), spec.get("stop"), spec.get("step")]

@@ -609,7 +609,9 @@ INDEXES = {
     "datetime business days": pd.bdate_range("2024-01-01", periods=6),
     "datetime month start, us": pd.date_range("2024-01-01", periods=3, freq="MS", unit="us", tz="UTC"),
     "labels": pd.Index(["a", 3, 2.5, None, True, ("x", 1)], dtype=object, name=("level", 0)),
-    "strings": pd.Index(["sales", "price"]),
+    "strings": pd.Index(["sales", "price"]),  # pandas' string dtype from pandas 3 on, object before
+    "strings as objects": pd.Index(["sales", "price"], dtype=object),
+    "strings with a missing one": pd.Index(["sales", None, "price"], name="column"),
 }
 
 
@@ -620,6 +622,14 @@ def test_indexes_survive_the_header_exactly(index):
     assert _persistence.same_index(back, index)
     pd.testing.assert_index_equal(back, index, exact=True)
     assert getattr(back, "freq", None) == getattr(index, "freq", None)
+
+
+def test_a_string_index_of_the_header_holds_only_strings():
+    spec = {"kind": "labels", "name": None, "values": ["a", 3], "dtype": "str"}
+    with pytest.raises(ValueError, match="^an index of strings in the header holds labels that are not strings$"):
+        _persistence._from_json({"__index__": spec})
+    with pytest.raises(ValueError, match=r"unknown layout \(fields \['dtype', 'kind', 'name', 'values'\]\)"):
+        _persistence._index_from_json({**spec, "values": ["a"], "dtype": "category"})
 
 
 @pytest.mark.parametrize(
