@@ -353,30 +353,25 @@ class SSM(DeltaScaling, nn.Module):
             state = state.to(self._complex_dtype())  # a state of another precision, as `step` takes it
         if dt is not None:
             dt = self._check_dt(dt, u.shape[0], u.shape[-1], u.device)
-            if torch.is_autocast_enabled(u.device.type):
-                with torch.autocast(u.device.type, enabled=False):
-                    y, x = self._irregular(u.to(self.log_dt.dtype), dt, state, mode)
-            else:
-                y, x = self._irregular(u, dt, state, mode)
+            y, x = self._in_layer_precision(self._irregular, u, dt, state, mode)
             y = self._feedthrough(y, u)
             return (y, x) if return_state else y
         if mode == "recurrence":
-            if torch.is_autocast_enabled(u.device.type):
-                # As in the FFT mode: the states in the layer's dtype, D and the mixer under autocast.
-                with torch.autocast(u.device.type, enabled=False):
-                    y, x = self._sequential(u.to(self.log_dt.dtype), state)
-            else:
-                y, x = self._sequential(u, state)
+            y, x = self._in_layer_precision(self._sequential, u, state)
             y = self._feedthrough(y, u)
             return (y, x) if return_state else y
-        if torch.is_autocast_enabled(u.device.type):
-            # Mixed precision: kernels, FFTs and states in the layer's dtype, D and the mixer under autocast.
-            with torch.autocast(u.device.type, enabled=False):
-                y, x, d_done = self._fft_core(u.to(self.log_dt.dtype), state, return_state)
-        else:
-            y, x, d_done = self._fft_core(u, state, return_state)
+        y, x, d_done = self._in_layer_precision(self._fft_core, u, state, return_state)
         y = self._feedthrough(y, u, with_d=not d_done)
         return (y, x) if return_state else y
+
+    def _in_layer_precision(self, ssm_part, u: torch.Tensor, *args):
+        """ssm_part(u, *args), the SSM part of a forward mode (states, kernels, FFTs), in the layer's dtype:
+        under autocast it runs with autocast off on u cast to that dtype (D and the mixer, applied after
+        it by _feedthrough, stay under autocast)."""
+        if not torch.is_autocast_enabled(u.device.type):
+            return ssm_part(u, *args)
+        with torch.autocast(u.device.type, enabled=False):
+            return ssm_part(u.to(self.log_dt.dtype), *args)
 
     def _fft_core(self, u: torch.Tensor, state: torch.Tensor | None, return_state: bool):
         """The FFT-mode SSM part: -> (y before the mixer (b, M, L), final state or None, whether D is in y)."""
