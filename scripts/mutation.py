@@ -12,12 +12,12 @@ limited to one thread (a pool started in the parent deadlocks a forked child; it
 timeout). Run again, mutmut checks only the mutants of functions changed since and maps only new
 tests to functions; it keeps every other result until asked by name. So `recheck` maps every test
 afresh, checks the changed functions, and then runs every mutant not killed once more, with the
-tests as they are now. `timeouts` runs each mutant reported
-as a timeout alone, in a fresh process with a generous limit (a busy machine overruns mutmut's
-limit, which it sets from the unmutated run). `report` counts per module and lists the survivors
-that `scripts/mutation-equivalent.json` does not explain; an explanation names the mutant, the line
-it changes (so that a stale one is noticed when the code moves) and why no test can tell it apart.
-The goal: no survivor left unexplained.
+tests as they are now. `timeouts` runs each mutant reported as a timeout alone, in a fresh process
+with a generous limit (a busy machine overruns mutmut's limit, which it sets from the unmutated
+run). `report` counts per module and lists the survivors that `scripts/mutation-equivalent.json`
+does not explain; an explanation names the mutant, the line it changes (so that a stale one is
+noticed when the code moves) and why no test can tell it apart. The goal: no survivor left
+unexplained.
 """
 
 from __future__ import annotations
