@@ -13,3 +13,13 @@ def fixed_thread_count():
     torch.use_deterministic_algorithms(True, warn_only=True)
     yield
     torch.use_deterministic_algorithms(before)
+
+
+@pytest.fixture
+def float64_default_dtype():
+    """torch's default dtype set to float64 for one test (and restored), to show that a function works
+    in the dtype of its inputs, not in the default one."""
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(previous)

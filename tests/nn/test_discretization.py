@@ -155,7 +155,7 @@ def test_discretize_rejects_unknown_method_and_bad_alpha():
 
 
 @pytest.mark.parametrize("method, alpha", [("zoh", 0.5), ("bilinear", 0.5), ("gbt", 0.3)])
-def test_discretize_dense_works_in_the_dtype_of_a_not_the_default_dtype(method, alpha):
+def test_discretize_dense_works_in_the_dtype_of_a_not_the_default_dtype(float64_default_dtype, method, alpha):
     """float32 (A, B, Delta) give float32 (Abar, Bbar) also when torch's default dtype is float64, with
     the values of scipy's cont2discrete in float64 to float32 accuracy: 1e-5 on entries of order 1 (the
     float32 matrix exponential is measured 3.4e-6 off, some 50 float32 epsilons)."""
@@ -166,18 +166,13 @@ def test_discretize_dense_works_in_the_dtype_of_a_not_the_default_dtype(method, 
     delta = 0.1
     scipy_method = "zoh" if method == "zoh" else "gbt"
     Ad, Bd, *_ = cont2discrete((A, B, np.eye(3), np.zeros((3, 2))), delta, method=scipy_method, alpha=alpha)
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    try:
-        Abar, Bbar = discretize_dense(
-            torch.tensor(A, dtype=torch.float32),
-            torch.tensor(B, dtype=torch.float32),
-            torch.tensor(delta, dtype=torch.float32),
-            method,
-            alpha,
-        )
-    finally:
-        torch.set_default_dtype(previous)
+    Abar, Bbar = discretize_dense(
+        torch.tensor(A, dtype=torch.float32),
+        torch.tensor(B, dtype=torch.float32),
+        torch.tensor(delta, dtype=torch.float32),
+        method,
+        alpha,
+    )
     assert Abar.dtype == Bbar.dtype == torch.float32
     np.testing.assert_allclose(Abar.numpy(), Ad, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(Bbar.numpy(), Bd, rtol=1e-5, atol=1e-5)

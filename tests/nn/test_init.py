@@ -336,8 +336,8 @@ def test_ptd_works_in_float64_for_a_float32_matrix():
 
 def test_ptd_moves_eigenvalues_the_start_puts_right_of_the_axis_back_to_the_left():
     """Undamped oscillators (eigenvalues +-i, +-2i) sit on the imaginary axis; the Ginibre start pushes a
-    pair to Re > 0 (measured 2.4e-5). The objective's relu(Re lambda) term (the docstring: it keeps the
-    perturbed spectrum in the closed left half plane) moves it back: without the size penalty (gamma = 0)
+    pair to Re > 0 (measured 2.4e-5). The objective's relu(Re lambda) term (a penalty on eigenvalues right of
+    the axis, not a guarantee) moves it back here: without the size penalty (gamma = 0)
     50 steps end at max Re = -4.2e-5, far from rounding (1e-16), so the sign check is safe."""
     A = np.zeros((4, 4))
     A[0, 1], A[1, 0], A[2, 3], A[3, 2] = 1.0, -1.0, 2.0, -2.0

@@ -334,14 +334,6 @@ def test_spectral_convolution_is_the_causal_convolution_for_any_n_without_wrap(n
     _close(y.numpy(), expected)
 
 
-@pytest.fixture
-def float64_default_dtype():
-    previous = torch.get_default_dtype()
-    torch.set_default_dtype(torch.float64)
-    yield
-    torch.set_default_dtype(previous)
-
-
 @pytest.mark.parametrize("bidirectional", [False, "essm", "ldnn"])
 @pytest.mark.parametrize("convolution", ["kernel", "state"])
 @pytest.mark.parametrize("D", ["identity", "diagonal"])
