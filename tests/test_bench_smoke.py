@@ -409,3 +409,21 @@ def test_irregular_windows_interpolate_the_context_and_place_the_targets():
     assert np.allclose(irregular[0, 0], [2.0, 3.0, 7.0, 0.0, 0.0]) and np.allclose(irregular[0, 1], [1, 1, 1, 0, 0])
     assert np.allclose(grid_in[0, 0, :3], 2.0 * np.array([2.5, 3.0, 3.5]))  # grid 2.5, 3.0, 3.5 ending at t=3.5
     assert np.allclose(positions[0], (np.array([4.0, 6.0]) - 2.5) / 0.5) and np.allclose(targets[0], [8.0, 12.0])
+
+
+@pytest.mark.slow
+def test_classify_benchmark_runs_multirocket_hydra_on_equal_and_unequal_lengths():
+    """The "mr-hydra" row: aeon's MultiRocket-Hydra; a ragged list is padded to the longest training series."""
+    pytest.importorskip("aeon")
+    from ssmts.bench import classify
+
+    rng = np.random.default_rng(0)
+    y = np.repeat([0, 1], 10)
+    X = rng.standard_normal((20, 1, 40)) + y[:, None, None] * np.sin(np.arange(40) / 3)
+    model = classify.make_model("mr-hydra", False, {}, 0).fit(X, y)
+    assert (model.predict(X) == y).mean() > 0.9
+    ragged = [x[:, : 30 + i % 10] for i, x in enumerate(X)]
+    model = classify.make_model("mr-hydra", False, {}, 0).fit(ragged, y)
+    assert model.length == 39 and model.predict([x[:, :50] for x in X[:3]]).shape == (3,)
+    target = y + 0.1 * rng.standard_normal(20)
+    assert classify.make_model("mr-hydra", True, {}, 0).fit(X, target).predict(X).shape == (20,)
