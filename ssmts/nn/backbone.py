@@ -16,6 +16,7 @@ from torch import nn
 from .batch_invariant import channel_linear
 from .blocks import SSMBlock, make_norm
 from .dense import DenseSSM
+from .features import SSMFeatures
 from .functional import POOLINGS, pool
 from .lncde import LinearCDE
 from .resampling import check_delta_factor
@@ -216,7 +217,7 @@ def parameter_groups(model: nn.Module, lr: float, lr_ssm: float | None = None, w
     ssm_ids = set()
     ssm_params = []
     for module in model.modules():
-        if isinstance(module, (SSM, LinearCDE, DenseSSM)):
+        if isinstance(module, (SSM, LinearCDE, DenseSSM, SSMFeatures)):
             for p in module.ssm_parameters():
                 if id(p) not in ssm_ids:
                     ssm_ids.add(id(p))

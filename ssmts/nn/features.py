@@ -11,7 +11,13 @@ u_m with the kernel K_m[l] = 2 Re( sum_p C[m, p] gamma_p B_p Abar_p^l ), done by
 steps are log-spaced so that the slowest mode remembers about the whole series and the
 fastest a few steps. Every response is pooled into the proportion of steps above a few
 biases (PPV, the biases being quantiles of the responses on training series), its mean
-and its maximum. Nothing is trained: a linear read-out (ridge) goes on top.
+and its maximum. A linear read-out (ridge, in closed form) goes on top.
+
+The bank is also the first stage of a network that can be trained from there: Lambda, the
+steps Delta and the read-outs C are parameters (frozen until `requires_grad_()`), and while
+they carry a gradient PPV is counted exactly but differentiated as a sigmoid of temperature
+`PPV_TEMPERATURE` x the response's spread (a straight-through estimator), so that the
+trained network starts at exactly the features' predictions.
 """
 
 from __future__ import annotations
@@ -26,6 +32,13 @@ from .discretization import discretize
 from .init import initialize_head
 
 _BIAS_BATCH = 16  # training series whose responses fit_biases computes at once
+
+PPV_TEMPERATURE = 0.1
+"""Width of the sigmoid whose gradient stands in for PPV's step, in units of each response's
+standard deviation over the batch."""
+
+MAX_REAL_LAMBDA = -1e-4
+"""Trained real parts of Lambda are kept at or below this, so that every mode stays stable."""
 
 
 def log_spaced_steps(length: int, n_scales: int, shortest: float = 4.0) -> torch.Tensor:
@@ -44,10 +57,12 @@ class SSMFeatures(nn.Module):
 
     forward(u, mask) -> (batch, n_features) with n_features = scales x kernels x
     (n_biases + 2): for every response, PPV at each bias, its mean and its maximum.
-    Call `fit_biases` on training series first.
+    Call `fit_biases` on training series first. Lambda, steps and the read-outs are
+    parameters frozen at their draw; `requires_grad_()` makes them trainable.
 
     u: (batch, channels, length) float; mask: (batch, length) of 1 for real steps (series
-    of unequal lengths padded at the end) or None.
+    of unequal lengths padded at the end) or None. backward=True runs every SSM backward in
+    time (anti-causal: y[t] = sum_l K[l] u[t + l], each step seeing the steps after it).
     """
 
     _delta_factor = 1.0  # set by ssmts.nn.scaled_delta: data at another rate (training rate / new rate)
@@ -62,6 +77,7 @@ class SSMFeatures(nn.Module):
         n_biases: int = 4,
         max_channels: int = 9,
         init: str = "legs",
+        backward: bool = False,
         seed: int = 0,
     ):
         super().__init__()
@@ -77,27 +93,39 @@ class SSMFeatures(nn.Module):
         readout = torch.stack(
             [initialize_head(init, d_state, 1, n_kernels, generator=generator)[2] for _ in range(S)]
         )  # (S, M, P)
-        # Complex buffers kept as (..., 2) real pairs: the save format holds real tensors only.
-        self.register_buffer("Lambda_pairs", torch.view_as_real(Lambda).clone())  # (P, 2)
-        self.register_buffer("steps", steps)  # (S,)
-        self.register_buffer("readout_pairs", torch.view_as_real(readout * B[:, 0]).clone())  # (S, M, P, 2)
+        # Complex parameters kept as (..., 2) real pairs: the save format holds real tensors only.
+        frozen = dict(requires_grad=False)
+        self.Lambda_pairs = nn.Parameter(torch.view_as_real(Lambda).clone(), **frozen)  # (P, 2)
+        self.steps = nn.Parameter(steps, **frozen)  # (S,)
+        self.readout_pairs = nn.Parameter(torch.view_as_real(readout * B[:, 0]).clone(), **frozen)  # (S, M, P, 2)
         self.register_buffer("channel_mix", _channel_mix(S, n_kernels, d_input, max_channels, generator))
         self.register_buffer("biases", torch.zeros(S, n_kernels, n_biases))
         self.register_buffer(
             "bias_levels", torch.rand(S, n_kernels, n_biases, generator=generator, dtype=torch.float64) * 0.8 + 0.1
         )
         self.n_scales, self.n_kernels, self.n_biases, self.d_input = S, n_kernels, n_biases, d_input
+        self.backward = bool(backward)
 
     @property
     def n_features(self) -> int:
         return self.n_scales * self.n_kernels * (self.n_biases + 2)
 
+    def ssm_parameters(self) -> list[nn.Parameter]:
+        """Lambda and Delta: the parameters that set the dynamics (trained at the SSM learning rate)."""
+        return [self.Lambda_pairs, self.steps]
+
+    def _trained(self) -> bool:
+        return torch.is_grad_enabled() and any(p.requires_grad for p in self.parameters())
+
     def modes(self, length: int, scales: slice = slice(None)) -> tuple[torch.Tensor, torch.Tensor]:
         """(weights (s, kernels, 2P), basis (s, 2P, length)) float64 with K = weights @ basis: the
         basis holds Re and Im of gamma_p Abar_p^l (ZOH) for the P modes, so every kernel is a real
         combination of 2P mode responses (weights 2 Re(C B) and -2 Im(C B))."""
-        Lambda, readout = torch.view_as_complex(self.Lambda_pairs), torch.view_as_complex(self.readout_pairs)[scales]
-        Delta = self.steps[scales, None] * self._delta_factor  # (s, 1)
+        Lambda_pairs = self.Lambda_pairs
+        if self.Lambda_pairs.requires_grad:  # a trained real part must not cross into instability
+            Lambda_pairs = torch.stack([Lambda_pairs[:, 0].clamp_max(MAX_REAL_LAMBDA), Lambda_pairs[:, 1]], -1)
+        Lambda, readout = torch.view_as_complex(Lambda_pairs), torch.view_as_complex(self.readout_pairs)[scales]
+        Delta = self.steps[scales, None].clamp_min(torch.finfo(torch.float64).tiny) * self._delta_factor  # (s, 1)
         _, gamma = discretize(Lambda[None, :], Delta)  # (s, P)
         l = torch.arange(length, dtype=torch.float64)
         responses = gamma[:, :, None] * torch.exp(
@@ -125,20 +153,24 @@ class SSMFeatures(nn.Module):
         n_fft = next_fast_len(2 * u.shape[-1] - 1, real=True)
         return torch.fft.rfft(u.float(), n=n_fft), n_fft
 
-    @staticmethod
     def _convolve(
-        u_f: torch.Tensor, n_fft: int, L: int, weights: torch.Tensor, basis: torch.Tensor, mix: torch.Tensor
+        self, u_f: torch.Tensor, n_fft: int, L: int, weights: torch.Tensor, basis: torch.Tensor, mix: torch.Tensor
     ) -> torch.Tensor:
-        """(batch, s, M, L) responses from u_f (b, H, F), weights (s, M, 2P), basis (s, 2P, L), mix (s, M, H)."""
+        """(batch, s, M, L) responses from u_f (b, H, F), weights (s, M, 2P), basis (s, 2P, L), mix (s, M, H).
+        Backward in time, the product with the kernel's conjugate spectrum is a correlation:
+        y[t] = sum_l K[l] u[t + l], which n_fft >= 2 L - 1 keeps free of wrap-around, and which
+        padding after a series' end leaves unchanged on its real steps."""
         (b, H, _), (S, M, two_P) = u_f.shape, weights.shape
         if H * two_P < M:
             # Through the modes: H x 2P convolutions per scale instead of M, then one product
             # combines them into the M responses (5x fewer FFTs for one channel, N=16, M=84).
             basis_f = torch.fft.rfft(basis.float(), n=n_fft)  # (s, 2P, F)
+            basis_f = basis_f.conj() if self.backward else basis_f
             states = torch.fft.irfft(u_f[:, None, :, None, :] * basis_f[None, :, None], n=n_fft)[..., :L]
             combination = (mix[..., None] * weights[:, :, None, :]).reshape(S, M, H * two_P).float()
             return combination @ states.reshape(b, S, H * two_P, L)
         K_f = torch.fft.rfft((weights @ basis).float(), n=n_fft)  # (s, M, F)
+        K_f = K_f.conj() if self.backward else K_f
         if H == 1:
             mixed = u_f[:, None, :, :]  # (b, 1, 1, F): every kernel reads the one channel
         else:
@@ -177,8 +209,11 @@ class SSMFeatures(nn.Module):
     def forward(self, u: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         L = u.shape[-1]
         count = torch.full((len(u), 1), float(L)) if mask is None else mask.sum(-1, keepdim=True).float().clamp_min(1.0)
+        if self.backward and mask is not None:  # what follows a series' end is zero, not its padding's value
+            u = u.masked_fill(mask[:, None, :] == 0, 0.0)
         u_f, n_fft = self._spectrum(u)
         weights, basis = self.modes(L)
+        trained = self._trained()
         out = []
         for s in range(self.n_scales):  # one scale at a time bounds the FFT buffers
             one = slice(s, s + 1)
@@ -194,6 +229,8 @@ class SSMFeatures(nn.Module):
                 -1,
             ).to(y.dtype)
             ppv = above / count[:, :, None]  # (b, M, Q)
+            if trained:
+                ppv = ppv + _ppv_surrogate_gradient(y, self.biases[s], count)
             total = (y if mask is None else y.masked_fill(mask[:, None, :] == 0, 0.0)).sum(-1)
             out.append(torch.cat([ppv, (total / count)[..., None], y.amax(-1, keepdim=True)], dim=-1))  # (b, M, Q + 2)
         return torch.stack(out, 1).reshape(len(u), -1)
@@ -201,7 +238,8 @@ class SSMFeatures(nn.Module):
 
 class FeatureReadout(nn.Module):
     """SSMFeatures of the series (and, with `difference`, of their first difference, with SSMs
-    and biases of its own), then a linear read-out fitted in closed form by the estimators.
+    and biases of its own; with `backward`, of both run backward in time, with their own too),
+    then a linear read-out fitted in closed form by the estimators.
 
     forward(u, mask) -> (batch, d_output); features(u, mask) -> (batch, n_features).
     u: (batch, channels, length); mask: (batch, length) or None.
@@ -214,6 +252,7 @@ class FeatureReadout(nn.Module):
         d_output: int,
         *,
         difference: bool = True,
+        backward: bool = False,
         n_kernels: int = 64,
         d_state: int = 32,
         n_biases: int = 4,
@@ -223,9 +262,20 @@ class FeatureReadout(nn.Module):
         options = dict(n_kernels=n_kernels, d_state=d_state, n_biases=n_biases)
         self.series = SSMFeatures(d_input, steps, seed=seed, **options)
         self.difference = SSMFeatures(d_input, steps, seed=seed + 1, **options) if difference else None
-        n_features = self.series.n_features * (2 if difference else 1)
+        self.series_backward = (
+            SSMFeatures(d_input, steps, seed=seed + 2, backward=True, **options) if backward else None
+        )
+        self.difference_backward = (
+            SSMFeatures(d_input, steps, seed=seed + 3, backward=True, **options) if backward and difference else None
+        )
+        n_features = sum(bank.n_features for _, bank, _ in self._banks())
         # float64: a row's output must not depend on the other rows of its batch (blocked sums).
         self.readout = nn.Linear(n_features, d_output, dtype=torch.float64)
+
+    def _banks(self) -> list[tuple[int, SSMFeatures, bool]]:
+        """(seed offset, bank, whether it reads the first difference) of every bank, in feature order."""
+        banks = (self.series, self.difference, self.series_backward, self.difference_backward)
+        return [(offset, bank, offset % 2 == 1) for offset, bank in enumerate(banks) if bank is not None]
 
     def _differences(self, u: torch.Tensor) -> torch.Tensor:
         """u[t] - u[t-1] per unit of the training step: at another sample rate the differences
@@ -236,19 +286,33 @@ class FeatureReadout(nn.Module):
 
     def fit_biases(self, series, n_series: int, seed: int = 0) -> "FeatureReadout":
         """series(i) -> (channels, length_i): the i-th training series without padding."""
-        self.series.fit_biases(series, n_series, seed)
-        if self.difference is not None:
-            self.difference.fit_biases(lambda i: self._differences(series(i)), n_series, seed + 1)
+        for offset, bank, reads_difference in self._banks():
+            inputs = (lambda i: self._differences(series(i))) if reads_difference else series
+            bank.fit_biases(inputs, n_series, seed + offset)
         return self
 
     def features(self, u: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
-        out = [self.series(u, mask)]
         if self.difference is not None:
-            out.append(self.difference(self._differences(u), None if mask is None else mask[:, 1:]))
-        return torch.cat(out, dim=1)
+            du, dmask = self._differences(u), None if mask is None else mask[:, 1:]
+        return torch.cat(
+            [bank(du, dmask) if reads_difference else bank(u, mask) for _, bank, reads_difference in self._banks()], 1
+        )
 
     def forward(self, u: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         return self.readout(self.features(u, mask).double())
+
+
+def _ppv_surrogate_gradient(y: torch.Tensor, biases: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
+    """Zero in value, the gradient of a sigmoid PPV: (b, M, Q) from responses y (b, M, L) (padded
+    steps at -inf), biases (M, Q) and real steps per series count (b, 1)."""
+    real = torch.isfinite(y)
+    y = torch.where(real, y, 0.0)
+    n_real = real.sum(dim=(0, 2)).clamp_min(2)  # (M,)
+    centred = torch.where(real, y.detach() - (y.detach().sum(dim=(0, 2)) / n_real)[None, :, None], 0.0)
+    spread = ((centred**2).sum(dim=(0, 2)) / (n_real - 1)).sqrt().clamp_min(1e-12)  # (M,): over real steps
+    scaled = (y[:, :, None, :] - biases[None, :, :, None]) / (PPV_TEMPERATURE * spread[None, :, None, None])
+    soft = (torch.sigmoid(scaled) * real[:, :, None, :]).sum(-1) / count[:, :, None]
+    return soft - soft.detach()
 
 
 def _channel_mix(S: int, M: int, H: int, max_channels: int, generator: torch.Generator) -> torch.Tensor:

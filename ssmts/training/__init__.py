@@ -10,7 +10,7 @@ objectives losses and scores shared by the faces and the task runner
 
 from .callbacks import Callback, Checkpoint, EarlyStopping, ProgressBar
 from .config import Configurable, InvalidParameterError, param
-from .fit import FitResult, fit_model, holdout_split, seed_from, start_process_group
+from .fit import FitResult, fit_model, holdout_indices, holdout_split, seed_from, start_process_group
 from .loggers import MLflowLogger, TensorBoardLogger
 from .params import (
     OPTIMIZERS,
@@ -39,6 +39,7 @@ __all__ = [
     "resolve_device",
     "fit_model",
     "FitResult",
+    "holdout_indices",
     "holdout_split",
     "seed_from",
     "start_process_group",

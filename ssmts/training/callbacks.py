@@ -42,14 +42,20 @@ class EarlyStopping(Callback):
     The metric is the validation score when there is one, else minus the validation loss,
     else minus the training loss (larger is better). patience=None never stops early but
     still restores the best epoch's weights (the task runner's "evaluate the best epoch").
+    from_start: the weights the run starts from compete too (scored on the validation data
+    before the first epoch, best_epoch then the run's first epoch minus one): for a network
+    that starts from a solution worth keeping, the run can only end at or above it.
     """
 
-    def __init__(self, patience: int | None = 10, tol: float = 1e-4, restore_best: bool = True):
+    def __init__(
+        self, patience: int | None = 10, tol: float = 1e-4, restore_best: bool = True, from_start: bool = False
+    ):
         if patience is not None and (isinstance(patience, bool) or not isinstance(patience, int) or patience < 1):
             raise ValueError(f"patience must be an int >= 1 or None, got {patience!r}")
         if not (isinstance(tol, (int, float)) and math.isfinite(tol) and tol >= 0):
             raise ValueError(f"tol must be a finite number >= 0, got {tol!r}")
         self.patience, self.tol, self.restore_best = patience, float(tol), bool(restore_best)
+        self.from_start = bool(from_start)
 
     @staticmethod
     def metric(record: dict) -> float:
@@ -61,6 +67,16 @@ class EarlyStopping(Callback):
 
     def on_fit_start(self, trainer) -> None:
         self.best, self.best_epoch, self.best_state, self.stale = -math.inf, None, None, 0
+        if self.from_start:
+            if trainer.validation is None:
+                raise ValueError(
+                    "EarlyStopping(from_start=True) scores the start on validation data, but the run has none"
+                )
+            val_loss, val_score = trainer.evaluate(trainer.validation)
+            start = {"val_loss": val_loss} if val_score is None else {"val_loss": val_loss, "val_score": val_score}
+            self.best, self.best_epoch = self.metric(start), trainer.epochs_done
+            if self.restore_best:
+                self.best_state = copy.deepcopy(trainer.model.state_dict())
 
     def on_epoch_end(self, trainer, record: dict) -> bool:
         value = self.metric(record)

@@ -39,15 +39,21 @@ class FitResult:
     state: dict = field(repr=False)
 
 
-def holdout_split(data: SequenceData, fraction: float, seed: int, stratify=None) -> tuple[SequenceData, SequenceData]:
-    """A seeded random (stratified where every class allows it) hold-out of `fraction` of `data`."""
+def holdout_indices(n: int, fraction: float, seed: int, stratify=None) -> tuple[np.ndarray, np.ndarray]:
+    """(kept, held out) indices of a seeded random hold-out of `fraction` of n samples, stratified
+    by `stratify` where every class allows it."""
     from sklearn.model_selection import train_test_split  # only fits with a hold-out need scikit-learn
 
-    index = np.arange(len(data))
+    index = np.arange(n)
     try:
-        train, val = train_test_split(index, test_size=fraction, random_state=seed, stratify=stratify)
+        return tuple(train_test_split(index, test_size=fraction, random_state=seed, stratify=stratify))
     except ValueError:  # a class too small to stratify: split without it
-        train, val = train_test_split(index, test_size=fraction, random_state=seed)
+        return tuple(train_test_split(index, test_size=fraction, random_state=seed))
+
+
+def holdout_split(data: SequenceData, fraction: float, seed: int, stratify=None) -> tuple[SequenceData, SequenceData]:
+    """A seeded random (stratified where every class allows it) hold-out of `fraction` of `data`."""
+    train, val = holdout_indices(len(data), fraction, seed, stratify)
     return data.take(torch.from_numpy(train)), data.take(torch.from_numpy(val))
 
 

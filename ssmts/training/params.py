@@ -494,15 +494,31 @@ class FeatureParams(Configurable):
         doc="Also featurize the first difference of every series (its own SSMs and biases): doubles the features.",
         constraint=Boolean(),
     )
+    backward: bool = param(
+        default=False,
+        doc="Also run every SSM backward in time (anti-causal: each step sees the steps after it, as the "
+        "centred kernels of MiniRocket do), with read-outs and biases of its own: doubles the features.",
+        constraint=Boolean(),
+    )
+    training_steps: int = param(
+        default=0,
+        doc="Optimizer steps that train the whole network (Lambda, Delta, C and the read-out) from the "
+        "features' ridge solution, on the training data less validation_fraction, keeping the checkpoint "
+        "with the best validation score, the untrained start included; the read-out is then refitted on "
+        "all the data. 0: no training (the features as drawn, the ridge on all the data).",
+        constraint=Integer(0),
+    )
 
 
 class FeatureModelParams(
     FeatureParams,
     params_of(BackboneParams, "d_state"),
-    params_of(OptimizerParams, "batch_size", "device", "random_state"),
+    params_of(OptimizerParams, "batch_size", "lr", "device", "random_state", "verbose"),
+    params_of(EarlyStoppingParams, "validation_fraction", "n_iter_no_change"),
     params_of(ContinuationParams, "sample_rate"),
 ):
-    """The parameters of the SSM-feature estimators: nothing is trained but a ridge read-out."""
+    """The parameters of the SSM-feature estimators: a ridge read-out in closed form, and with
+    training_steps > 0 the whole network trained from there."""
 
     _params_group = "Features"
     normalize: str = param(
@@ -513,7 +529,8 @@ class FeatureModelParams(
         constraint=Options("auto", *NORMALIZATIONS),
     )
 
-    _param_defaults = dict(d_state=16)
+    # lr: training moves a solution already fitted in closed form, in small steps (training_steps > 0).
+    _param_defaults = dict(d_state=16, lr=1e-4, validation_fraction=0.2)
 
 
 __all__ = [

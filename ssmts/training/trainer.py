@@ -299,6 +299,7 @@ class Trainer:
         self._scheduler_state = None
         self._cores: CoreShare | None = None  # during a CPU fit: threads follow the idle cores
         self.plan = ""  # the current run, in words (fit sets it)
+        self.validation: SequenceData | None = None  # the current run's validation data (fit sets it)
 
     @property
     def is_main(self) -> bool:
@@ -369,6 +370,7 @@ class Trainer:
         self._scheduler, self._scheduler_state = scheduler, None
         self.epochs_planned = self.epochs_done + max(0, epochs - self.run_epoch)
         self.plan = self._describe_plan(train, epochs - self.run_epoch, val is not None and len(val) > 0)
+        self.validation = val if val is not None and len(val) else None  # what callbacks may score
         for callback in callbacks:
             callback.on_fit_start(self)
         self._cores = CoreShare() if self.device.type == "cpu" else None

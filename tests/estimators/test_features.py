@@ -82,7 +82,8 @@ def test_gunpoint_accuracy_beats_one_nearest_neighbour():
     X_test, y_test = load_UCR_UEA_dataset("GunPoint", split="test", return_type="numpy3D")
     clf = SSMFeatureClassifier(random_state=0, device="cpu").fit(X, y)
     assert clf.score(X_test, y_test) >= 0.95
-    assert clf.n_features_out_ == 2 * 10 * 84 * 6  # difference x scales x kernels x (4 PPV + mean + max)
+    # (series, difference) x (forward, backward) x scales x kernels x (4 PPV + mean + max)
+    assert clf.n_features_out_ == 2 * 2 * 10 * 84 * 6
 
 
 def test_save_load_reproducibility_and_unequal_lengths(tmp_path):
@@ -98,6 +99,10 @@ def test_save_load_reproducibility_and_unequal_lengths(tmp_path):
     loaded = SSMFeatureClassifier.load(path)
     np.testing.assert_array_equal(loaded.decision_function(series), clf.decision_function(series))
     assert loaded.classes_.tolist() == clf.classes_.tolist() and loaded.alpha_ == clf.alpha_
+    backward = SSMFeatureClassifier(**dict(SMALL, backward=True)).fit(series, y)
+    loaded = SSMFeatureClassifier.load(backward.save(tmp_path / "backward.safetensors"))
+    assert loaded.model_.series_backward is not None
+    np.testing.assert_array_equal(loaded.decision_function(series), backward.decision_function(series))
 
 
 def test_memory_mapped_training_data_gives_the_same_model(tmp_path):

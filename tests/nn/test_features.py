@@ -157,3 +157,46 @@ def test_bad_arguments_are_named():
         ValueError, match=r"^the first difference needs series of at least 2 steps \(difference=True\)$"
     ):
         network.features(torch.zeros(1, 1, 1))
+
+
+@pytest.mark.parametrize("channels, n_kernels, length", [(3, 5, 40), (3, 5, 13), (1, 20, 40)])
+def test_backward_responses_are_the_kernels_run_over_the_steps_after(channels, n_kernels, length):
+    """backward=True: y_m[t] = sum_l K_m[l] u_m[t + l] (a float64 loop over the kernels), through both FFT
+    paths; a series padded with zeros after its end has the same responses on its real steps, and
+    padded steps are above no bias, so a padded batch pools as the series one at a time."""
+    features = SSMFeatures(channels, log_spaced_steps(40, 3), n_kernels=n_kernels, d_state=8, backward=True, seed=1)
+    u = torch.randn(2, channels, length, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    y = features.responses(u).double().numpy()
+    K = features.kernels(length).numpy()
+    drive = np.einsum("smh,bhl->bsml", features.channel_mix.numpy(), u.numpy())
+    expected = np.zeros_like(y)
+    for t in range(length):
+        expected[..., t] = np.einsum("sml,bsml->bsm", K[..., : length - t], drive[..., t:])
+    np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())
+    padded = torch.cat([u, torch.zeros(2, channels, 7, dtype=torch.float64)], -1)
+    np.testing.assert_allclose(features.responses(padded).double().numpy()[..., :length], y, rtol=1e-4, atol=1e-5)
+    features.fit_biases(lambda i: u[i], 2, seed=0)
+    mask = torch.ones(2, length + 7)
+    mask[:, length:] = 0
+    np.testing.assert_allclose(features(padded, mask).numpy(), features(u).numpy(), rtol=1e-5, atol=1e-6)
+    # Whatever the padding holds (standardized zeros are not zero): the mask decides.
+    np.testing.assert_allclose(
+        features(padded + 5.0 * (1 - mask[:, None]), mask).numpy(), features(u).numpy(), rtol=1e-5, atol=1e-6
+    )
+
+
+def test_backward_banks_have_their_own_draws_and_double_the_features():
+    forward_only = FeatureReadout(2, log_spaced_steps(30, 2), 1, n_kernels=4, d_state=8, seed=0)
+    both = FeatureReadout(2, log_spaced_steps(30, 2), 1, n_kernels=4, d_state=8, backward=True, seed=0)
+    assert both.readout.in_features == 2 * forward_only.readout.in_features
+    assert torch.equal(both.series.readout_pairs, forward_only.series.readout_pairs)
+    draws = [
+        bank.readout_pairs for bank in (both.series, both.difference, both.series_backward, both.difference_backward)
+    ]
+    assert all(not torch.equal(a, b) for i, a in enumerate(draws) for b in draws[i + 1 :])
+    assert both.series_backward.backward and both.difference_backward.backward and not both.series.backward
+    u = torch.randn(3, 2, 30, generator=torch.Generator().manual_seed(1))
+    both.fit_biases(lambda i: u[i], 3)
+    forward_only.fit_biases(lambda i: u[i], 3)
+    n = forward_only.readout.in_features
+    torch.testing.assert_close(both.features(u)[:, :n], forward_only.features(u), rtol=0, atol=0)

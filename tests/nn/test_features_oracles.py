@@ -21,8 +21,9 @@ def _legs_normal(N: int) -> tuple[np.ndarray, np.ndarray]:
     return A + np.outer(p, p), r
 
 
-def _buffers(module: torch.nn.Module) -> dict[str, torch.Tensor]:
-    return {name: value.clone() for name, value in module.named_buffers()}
+def _state(module: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Parameters (frozen until trained) and buffers."""
+    return {name: value.clone() for name, value in module.state_dict().items()}
 
 
 def _minirocket_quantile(y: np.ndarray, level: float) -> float:
@@ -94,8 +95,8 @@ def test_defaults_are_64_kernels_of_the_32_state_legs_head_with_4_biases_and_see
     Lambda = torch.view_as_complex(features.Lambda_pairs).numpy()
     Lambda, modes = Lambda[np.argsort(Lambda.imag)], modes[np.argsort(modes.imag)]
     np.testing.assert_allclose(Lambda, modes, atol=1e-8)
-    for name, value in SSMFeatures(1, steps, seed=0).named_buffers():
-        assert torch.equal(_buffers(features)[name], value), name
+    for name, value in SSMFeatures(1, steps, seed=0).state_dict().items():
+        assert torch.equal(_state(features)[name], value), name
 
     network = FeatureReadout(1, steps, 1)
     for module in (network.series, network.difference):
@@ -125,7 +126,7 @@ def test_channel_mix_sizes_are_log_uniform_up_to_9_channels_as_minirocket():
 
 def test_construction_and_fitting_follow_the_seed_and_leave_the_global_rng_alone():
     """Every draw (read-outs, channel mixes, bias levels, the training series of each kernel) comes from the
-    seed: the same seed gives the same buffers, another seed others, and torch's global RNG is not touched."""
+    seed: the same seed gives the same state, another seed another, and torch's global RNG is not touched."""
     data = torch.randn(4, 3, 16, generator=torch.Generator().manual_seed(0))
     steps = log_spaced_steps(16, 2)
     state = torch.get_rng_state()
@@ -133,11 +134,11 @@ def test_construction_and_fitting_follow_the_seed_and_leave_the_global_rng_alone
     assert torch.equal(torch.get_rng_state(), state)
     torch.manual_seed(123)
     second = SSMFeatures(3, steps, n_kernels=6, d_state=8, seed=7).fit_biases(lambda i: data[i], 4, seed=2)
-    for name, value in first.named_buffers():
-        assert torch.equal(value, _buffers(second)[name]), name
+    for name, value in first.state_dict().items():
+        assert torch.equal(value, _state(second)[name]), name
     other = SSMFeatures(3, steps, n_kernels=6, d_state=8, seed=8).fit_biases(lambda i: data[i], 4, seed=3)
     for name in ("readout_pairs", "channel_mix", "bias_levels", "biases"):
-        assert not torch.equal(_buffers(first)[name], _buffers(other)[name]), name
+        assert not torch.equal(_state(first)[name], _state(other)[name]), name
 
 
 def test_a_flat_series_is_above_none_of_its_own_biases():
@@ -186,8 +187,8 @@ def test_readout_features_are_those_of_the_series_and_of_numpy_differences_and_p
     steps = log_spaced_steps(12, 2)
     network = FeatureReadout(2, steps, 3, n_kernels=3, d_state=4, n_biases=2, seed=3)
     alone = SSMFeatures(2, steps, n_kernels=3, d_state=4, n_biases=2, seed=3)
-    for name, value in alone.named_buffers():
-        assert torch.equal(_buffers(network.series)[name], value), name
+    for name, value in alone.state_dict().items():
+        assert torch.equal(_state(network.series)[name], value), name
     assert network.difference.n_features == alone.n_features
     assert not torch.equal(network.difference.readout_pairs, network.series.readout_pairs)
     reseeded = FeatureReadout(2, steps, 3, n_kernels=3, d_state=4, n_biases=2, seed=4)
@@ -242,3 +243,51 @@ def test_readout_without_difference_is_the_series_features_alone():
     torch.testing.assert_close(network(x), network.readout(features.double()))
     one = network.features(series[0][None])
     torch.testing.assert_close(one, network.series(series[0][None]))
+
+
+def test_a_trainable_bank_computes_exactly_the_fixed_features_and_trains_its_dynamics():
+    """requires_grad_() changes no value (PPV still counts steps); Lambda, Delta and C get gradients, and
+    the optimizer's SSM group holds Lambda and Delta."""
+    from ssmts.nn import parameter_groups
+
+    data = torch.randn(5, 2, 40, generator=torch.Generator().manual_seed(0))
+    bank = SSMFeatures(2, log_spaced_steps(40, 3), n_kernels=6, d_state=8, seed=0).fit_biases(lambda i: data[i], 5, 0)
+    mask = torch.ones(5, 40)
+    mask[1, 30:] = 0
+    with torch.no_grad():
+        fixed = bank(data, mask)
+    bank.requires_grad_(True)
+    trained = bank(data, mask)
+    assert torch.equal(trained.detach(), fixed)
+    trained.sum().backward()
+    for p in (bank.Lambda_pairs, bank.steps, bank.readout_pairs):
+        assert p.grad is not None and p.grad.abs().sum() > 0
+    groups = {g["name"]: g["params"] for g in parameter_groups(bank, 1e-3, 1e-4)}
+    assert {id(p) for p in groups["ssm"]} == {id(bank.Lambda_pairs), id(bank.steps)}
+
+
+def test_ppv_gradient_is_that_of_a_sigmoid_of_the_documented_temperature():
+    """Oracle in float64: d PPV_q / d y_t = sigmoid'((y_t - b_q) / tau) / (tau * count) on real steps and 0 on
+    padded ones, tau = PPV_TEMPERATURE x the kernel's standard deviation over the batch's real steps."""
+    from ssmts.nn.features import PPV_TEMPERATURE, _ppv_surrogate_gradient
+
+    g = torch.Generator().manual_seed(1)
+    y = torch.randn(3, 2, 12, generator=g, dtype=torch.float64)
+    y[2, :, 9:] = -math.inf  # padded steps
+    count = torch.tensor([[12.0], [12.0], [9.0]], dtype=torch.float64)
+    biases = torch.randn(2, 3, generator=g, dtype=torch.float64) * 0.5
+    y_leaf = y.clone().requires_grad_(True)
+    surrogate = _ppv_surrogate_gradient(y_leaf, biases, count)
+    assert torch.equal(surrogate.detach(), torch.zeros(3, 2, 3, dtype=torch.float64))
+    weights = torch.randn(3, 2, 3, generator=g, dtype=torch.float64)
+    (surrogate * weights).sum().backward()
+    real = np.isfinite(y.numpy())
+    y_np = np.where(real, y.numpy(), 0.0)
+    expected = np.zeros_like(y_np)
+    for m in range(2):
+        tau = PPV_TEMPERATURE * np.std(y.numpy()[:, m, :][real[:, m, :]], ddof=1)
+        for i in range(3):
+            for q in range(3):
+                s = 1.0 / (1.0 + np.exp(-(y_np[i, m] - biases[m, q].item()) / tau))
+                expected[i, m] += weights[i, m, q].item() * real[i, m] * s * (1 - s) / (tau * count[i, 0].item())
+    np.testing.assert_allclose(y_leaf.grad.numpy(), expected, rtol=1e-10, atol=1e-14)

@@ -291,6 +291,31 @@ def test_early_stopping_restores_the_weights_of_the_best_epoch():
         torch.testing.assert_close(value, snapshots.states[best][key], rtol=0, atol=0)
 
 
+def test_early_stopping_from_the_start_keeps_the_start_when_no_epoch_beats_it():
+    """The start scored on the validation data competes: a run whose every epoch is worse (a learning
+    rate far too large) ends with the starting weights exactly; a run that improves keeps its best epoch."""
+    torch.manual_seed(0)
+    start = _Mean()
+    weights = copy.deepcopy(start.state_dict())
+
+    def run(**settings):
+        stop = EarlyStopping(patience=None, tol=0.0, from_start=True)
+        config = TrainerConfig(max_epochs=4, lr_ssm=None, device="cpu", **settings)
+        result = fit_model(
+            copy.deepcopy(start), _data(), _mse, config, seed=0, validation=_data(seed=1), early_stopping=stop
+        )
+        return stop, result
+
+    stop, result = run(lr=50.0, grad_clip=None, optimizer="sgd")
+    assert stop.best_epoch == 0 and all(r["val_loss"] > -stop.best for r in result.history)
+    for key, value in result.model.state_dict().items():
+        torch.testing.assert_close(value, weights[key], rtol=0, atol=0)
+    stop, _ = run(lr=0.3)
+    assert stop.best_epoch >= 1
+    with pytest.raises(ValueError, match="validation data"):
+        fit_model(_Mean, _data(), _mse, TrainerConfig(max_epochs=1, device="cpu"), seed=0, early_stopping=stop)
+
+
 def test_a_diverged_run_raises_instead_of_returning_a_nan_model():
     def nan_loss(out, y, weight=None):
         return (out * float("nan")).mean()

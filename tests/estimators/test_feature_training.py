@@ -1,0 +1,57 @@
+"""training_steps > 0: the feature network trained from its ridge solution. The untrained start
+competes on the hold-out, so a run that never beats it gives exactly the untrained estimator;
+a run that does keeps its trained bank and refits the ridge on all the data."""
+
+import numpy as np
+import torch
+from sklearn.linear_model import RidgeCV
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+from ssmts import SSMFeatureClassifier, SSMFeatureRegressor
+from ssmts.estimators.features import RIDGE_ALPHAS
+
+from .test_features import SMALL, _training_features, _waves
+
+
+def test_a_run_that_never_beats_the_start_is_the_untrained_classifier():
+    X, y, _ = _waves(40, 60)
+    untrained = SSMFeatureClassifier(**SMALL).fit(X, y)
+    # A step too small to change a prediction: no epoch scores above the start on the hold-out.
+    trained = SSMFeatureClassifier(**SMALL, training_steps=6, batch_size=8, lr=1e-12).fit(X, y)
+    assert trained.best_epoch_ == 0 and trained.n_iter_ >= 1 and len(trained.history_) == trained.n_iter_
+    np.testing.assert_array_equal(trained.decision_function(X), untrained.decision_function(X))
+    for name, value in untrained.model_.state_dict().items():
+        assert torch.equal(trained.model_.state_dict()[name], value), name
+    assert untrained.best_epoch_ == 0 and untrained.n_iter_ == 0 and untrained.history_ == []
+
+
+def test_a_run_that_beats_the_start_keeps_its_bank_and_refits_the_ridge_on_all_the_data(tmp_path):
+    X, _, freq = _waves(60, 50, seed=1)
+    few = dict(SMALL, n_scales=1, n_kernels=4)  # a bank too small to read the frequency well as drawn
+    untrained = SSMFeatureRegressor(**few).fit(X, freq)
+    trained = SSMFeatureRegressor(**few, training_steps=60, batch_size=8, lr=1e-3).fit(X, freq)
+    scores = [record["val_score"] for record in trained.history_]
+    assert trained.best_epoch_ >= 1, scores
+    # The kept epoch is the best on the hold-out (later epochs may be worse: they were not kept).
+    assert scores[trained.best_epoch_ - 1] == max(scores)
+    assert not torch.equal(trained.model_.series.steps, untrained.model_.series.steps)
+    assert not torch.equal(trained.model_.series.readout_pairs, untrained.model_.series.readout_pairs)
+    assert not any(p.requires_grad for p in trained.model_.series.parameters())
+    F = _training_features(trained, X)
+    reference = make_pipeline(StandardScaler(), RidgeCV(alphas=RIDGE_ALPHAS)).fit(F, freq)
+    np.testing.assert_allclose(trained.predict(X), reference.predict(F), rtol=1e-6, atol=1e-9)
+    loaded = SSMFeatureRegressor.load(trained.save(tmp_path / "trained.safetensors"))
+    np.testing.assert_array_equal(loaded.predict(X), trained.predict(X))
+    assert loaded.best_epoch_ == trained.best_epoch_
+
+
+def test_training_is_reproducible_and_shows_progress_when_verbose(capsys):
+    X, y, _ = _waves(30, 40, seed=5)
+    options = dict(SMALL, training_steps=8, batch_size=8, lr=1e-3)
+    first = SSMFeatureClassifier(**options).fit(X, y)
+    second = SSMFeatureClassifier(**options).fit(X, y)
+    np.testing.assert_array_equal(first.decision_function(X), second.decision_function(X))
+    assert [r["val_loss"] for r in first.history_] == [r["val_loss"] for r in second.history_]
+    SSMFeatureClassifier(**options, verbose=1).fit(X, y)
+    assert "SSMFeatureClassifier" in capsys.readouterr().err
