@@ -32,6 +32,7 @@ from .discretization import discretize
 from .init import initialize_head
 
 _BIAS_BATCH = 16  # training series whose responses fit_biases computes at once
+_BIAS_ELEMENTS = 1 << 25  # float64 mode responses fit_biases gathers at once (256 MiB)
 
 PPV_TEMPERATURE = 0.1
 """Width of the sigmoid whose gradient stands in for PPV's step, in units of each response's
@@ -191,18 +192,24 @@ class SSMFeatures(nn.Module):
             by_length.setdefault(row.shape[-1], []).append((i, row))
         for L, rows in by_length.items():
             weights, basis = self.modes(L)
+            block = max(1, _BIAS_ELEMENTS // (basis.shape[1] * L))  # kernels whose modes are gathered at once
             for start in range(0, len(rows), _BIAS_BATCH):  # series of one length go through together
                 chunk = rows[start : start + _BIAS_BATCH]
-                u_f, n_fft = self._spectrum(torch.stack([row for _, row in chunk]))
-                y = self._convolve(u_f, n_fft, L, weights, basis, self.channel_mix)  # (k, S, M, L)
-                for (i, _), y_i in zip(chunk, y):
-                    chosen = pick == i
-                    ordered = y_i[chosen].double().sort(dim=-1).values  # (kernels picked, L)
+                u_f, n_fft = self._spectrum(torch.stack([r for _, r in chunk]))
+                # Only the kernels drawn for a series run on it: one response per kernel in all.
+                drawn = (pick[:, :, None] == torch.tensor([i for i, _ in chunk])).nonzero(as_tuple=True)
+                for first in range(0, len(drawn[0]), block):
+                    scale, kernel, row = (index[first : first + block] for index in drawn)
+                    K = torch.einsum("np,npl->nl", weights[scale, kernel], basis[scale])  # (kernels picked, L)
+                    K_f = torch.fft.rfft(K.float(), n=n_fft)
+                    K_f = K_f.conj() if self.backward else K_f
+                    mixed = torch.einsum("nh,nhf->nf", self.channel_mix[scale, kernel].to(u_f.dtype), u_f[row])
+                    ordered = torch.fft.irfft(mixed * K_f, n=n_fft)[:, :L].double().sort(dim=-1).values
                     # Midway between two neighbouring order statistics: a bias equal to one of the series'
                     # own values would count that step as above or not by rounding (with padding, for instance).
-                    position = (self.bias_levels[chosen] * (L - 1)).floor().long()  # (kernels picked, Q)
+                    position = (self.bias_levels[scale, kernel] * (L - 1)).floor().long()  # (kernels picked, Q)
                     above = (position + 1).clamp_max(L - 1)
-                    biases[chosen] = (0.5 * (ordered.gather(1, position) + ordered.gather(1, above))).float()
+                    biases[scale, kernel] = (0.5 * (ordered.gather(1, position) + ordered.gather(1, above))).float()
         self.biases.copy_(biases)
         return self
 

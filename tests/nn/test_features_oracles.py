@@ -180,6 +180,20 @@ def test_biases_are_minirocket_quantiles_of_responses_to_training_series_drawn_a
     assert (levels >= 0.1).all() and (levels <= 0.9).all()
 
 
+@pytest.mark.parametrize("backward", [False, True])
+def test_biases_of_series_of_unequal_lengths_are_quantiles_of_their_own_responses(backward):
+    """Series of four lengths (each drawn series run alone, unpadded), forward and backward in time; 2 channels
+    x 8 modes < 40 kernels, so the bank's responses go through the mode responses while fit_biases runs only
+    the kernels drawn for each series."""
+    features = SSMFeatures(2, log_spaced_steps(50, 3), n_kernels=40, d_state=8, n_biases=3, backward=backward, seed=5)
+    g = torch.Generator().manual_seed(2)
+    rows = [torch.randn(2, length, generator=g) for length in (50, 37, 50, 20, 9)]
+    features.fit_biases(lambda i: rows[i], len(rows), seed=1)
+    sources = _bias_sources(features, rows)
+    assert all(sources), [m for m, found in enumerate(sources) if not found]
+    assert set().union(*sources) == set(range(len(rows)))
+
+
 def test_readout_features_are_those_of_the_series_and_of_numpy_differences_and_padding_changes_nothing():
     """FeatureReadout's features are SSMFeatures(d_input, steps, options, seed) of the series, then those of its
     own SSMs on numpy's first difference; a padded batch of unequal lengths (down to 2 steps) gives each
