@@ -412,8 +412,8 @@ def test_irregular_windows_interpolate_the_context_and_place_the_targets():
 
 
 @pytest.mark.slow
-def test_classify_benchmark_runs_multirocket_hydra_on_equal_and_unequal_lengths():
-    """The "mr-hydra" row: aeon's MultiRocket-Hydra; a ragged list is padded to the longest training series."""
+def test_classify_benchmark_runs_multirocket_hydra_and_drcif_on_equal_and_unequal_lengths():
+    """The "mr-hydra" and "drcif" rows (aeon's); a ragged list is padded to the longest training series."""
     pytest.importorskip("aeon")
     from ssmts.bench import classify
 
@@ -427,3 +427,6 @@ def test_classify_benchmark_runs_multirocket_hydra_on_equal_and_unequal_lengths(
     assert model.length == 39 and model.predict([x[:, :50] for x in X[:3]]).shape == (3,)
     target = y + 0.1 * rng.standard_normal(20)
     assert classify.make_model("mr-hydra", True, {}, 0).fit(X, target).predict(X).shape == (20,)
+    drcif = classify.make_model("drcif", True, {}, 0)
+    drcif.estimator.set_params(n_estimators=5)
+    assert np.corrcoef(drcif.fit(ragged, target).predict(ragged), target)[0, 1] > 0.5

@@ -4,7 +4,9 @@ SSMClassifier with its defaults ("ssm") and SSMFeatureClassifier with its defaul
 fixed SSMs at many time scales and a ridge read-out) against MiniRocket (sktime's transform + RidgeClassifierCV,
 the usual strong and fast baseline), MultiRocket-Hydra ("mr-hydra", aeon's MultiRocketHydraClassifier /
 Regressor at their defaults, the strongest fast classifier of the 2024 UCR bake-off; series of unequal
-lengths padded with zeros to the longest training series), 1-nearest-neighbour with Euclidean distance (the classic
+lengths padded with zeros to the longest training series; "drcif", aeon's DrCIF at its defaults, the
+interval forest with the best mean rank on the TSER regression archive, runs with --models),
+1-nearest-neighbour with Euclidean distance (the classic
 floor) and SSMClassifier with the defaults of ssmts 0.2 ("previous", pinned in
 PREVIOUS_DEFAULTS), on the development sets of the defaults. Every set is read from the files
 shipped inside the installed packages (sktime's, else aeon's: `pip install ssmts[bench]`);
@@ -247,12 +249,20 @@ def _multirocket_hydra(regression: bool, params: dict, seed: int):
     return _Padded((MultiRocketHydraRegressor if regression else MultiRocketHydraClassifier)(random_state=seed))
 
 
+def _drcif(regression: bool, params: dict, seed: int):
+    from aeon.classification.interval_based import DrCIFClassifier
+    from aeon.regression.interval_based import DrCIFRegressor
+
+    return _Padded((DrCIFRegressor if regression else DrCIFClassifier)(random_state=seed))
+
+
 MODEL_FACTORIES: dict[str, Callable[[bool, dict, int], object]] = {
     "ssm": _ssm,
     "previous": _previous,
     "features": _features,
     "minirocket": lambda regression, params, seed: _MiniRocket(regression, seed),
     "mr-hydra": _multirocket_hydra,
+    "drcif": _drcif,
     "1nn": _one_nn,
     "mean": _mean,
 }
