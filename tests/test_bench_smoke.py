@@ -13,6 +13,7 @@ import time
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from ssmts.bench import layer as bench_layer
 from ssmts.bench import lncde as bench_lncde
@@ -427,6 +428,13 @@ def test_classify_benchmark_runs_multirocket_hydra_and_drcif_on_equal_and_unequa
     assert model.length == 39 and model.predict([x[:, :50] for x in X[:3]]).shape == (3,)
     target = y + 0.1 * rng.standard_normal(20)
     assert classify.make_model("mr-hydra", True, {}, 0).fit(X, target).predict(X).shape == (20,)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)  # --threads 2: every row runs on 2 threads, the numba ones too
+    try:
+        assert classify.make_model("mr-hydra", False, {}, 0).estimator.n_jobs == 2
+        assert classify.make_model("minirocket", False, {}, 0).fit(X, y).transform.n_jobs == 2
+    finally:
+        torch.set_num_threads(threads)
     drcif = classify.make_model("drcif", True, {}, 0)
     drcif.estimator.set_params(n_estimators=5)
     assert np.corrcoef(drcif.fit(ragged, target).predict(ragged), target)[0, 1] > 0.5

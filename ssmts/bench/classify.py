@@ -60,7 +60,8 @@ standard deviation of the fit part's targets (lower is better; the mean scores a
 seconds) so that results pages can be regenerated.
 --threads N sets torch's intra-op threads (default 1, so that fit times compare between rows);
 it is a cap: the estimators' fits may use fewer while other processes keep cores busy. MiniRocket
-runs on numba with N threads too.
+runs on numba with N threads too (sktime's n_jobs=N; its default is 1), and MultiRocket-Hydra and
+DrCIF with aeon's n_jobs=N.
 """
 
 from __future__ import annotations
@@ -242,18 +243,26 @@ def _mean(regression: bool, params: dict, seed: int):
     return _Flat(DummyRegressor() if regression else DummyClassifier())  # the mean, or the majority class
 
 
+def _threads() -> int:
+    """The thread count of every row: torch's, which main sets from --threads."""
+    import torch
+
+    return torch.get_num_threads()
+
+
 def _multirocket_hydra(regression: bool, params: dict, seed: int):
     from aeon.classification.convolution_based import MultiRocketHydraClassifier
     from aeon.regression.convolution_based import MultiRocketHydraRegressor
 
-    return _Padded((MultiRocketHydraRegressor if regression else MultiRocketHydraClassifier)(random_state=seed))
+    model = MultiRocketHydraRegressor if regression else MultiRocketHydraClassifier
+    return _Padded(model(random_state=seed, n_jobs=_threads()))
 
 
 def _drcif(regression: bool, params: dict, seed: int):
     from aeon.classification.interval_based import DrCIFClassifier
     from aeon.regression.interval_based import DrCIFRegressor
 
-    return _Padded((DrCIFRegressor if regression else DrCIFClassifier)(random_state=seed))
+    return _Padded((DrCIFRegressor if regression else DrCIFClassifier)(random_state=seed, n_jobs=_threads()))
 
 
 MODEL_FACTORIES: dict[str, Callable[[bool, dict, int], object]] = {
@@ -334,10 +343,14 @@ class _MiniRocket:
                 MiniRocketMultivariate,
                 MiniRocketMultivariateVariable,
             )
+        threads = _threads()  # sktime's MiniRocket runs on one numba thread unless told otherwise
         if isinstance(X, np.ndarray):
-            transform = (MiniRocketMultivariate if X.shape[1] > 1 else MiniRocket)(random_state=self.seed)
+            kind = MiniRocketMultivariate if X.shape[1] > 1 else MiniRocket
+            transform = kind(random_state=self.seed, n_jobs=threads)
         else:  # unequal lengths: sktime's variable-length MiniRocket reads a nested DataFrame
-            transform = MiniRocketMultivariateVariable(random_state=self.seed, pad_value_short_series=0.0)
+            transform = MiniRocketMultivariateVariable(
+                random_state=self.seed, pad_value_short_series=0.0, n_jobs=threads
+            )
         ridge = (RidgeCV if self.regression else RidgeClassifierCV)(alphas=np.logspace(-3, 3, 10))
         self.transform = transform.fit(_sktime_panel(X))
         self.ridge = make_pipeline(StandardScaler(with_mean=False), ridge).fit(self._features(X), y)
