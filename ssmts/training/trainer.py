@@ -200,14 +200,24 @@ def predict_batches(
     # per-batch outputs sprinkled over the heap between freed batch buffers keeps the heap from
     # shrinking, so memory would grow with the number of rows (a memory map is read for less).
     out, start = None, 0
-    for batch in batches(data, int(batch_size), device=device, order=order):
-        result = call(model, batch.x, batch.mask)
-        if out is None:
-            out = torch.empty((len(data), *result.shape[1:]), dtype=result.dtype)
-        elif result.shape[1:] != out.shape[1:]:
-            raise RuntimeError(f"batch outputs differ in shape: {tuple(result.shape[1:])} after {tuple(out.shape[1:])}")
-        out[start : start + len(result)] = result.cpu()
-        start += len(result)
+    # On a CPU, threads follow the cores other processes leave idle, as in training (ssmts.training.threads).
+    cores = CoreShare() if device.type == "cpu" else None
+    try:
+        for batch in batches(data, int(batch_size), device=device, order=order):
+            if cores is not None:
+                cores.update()
+            result = call(model, batch.x, batch.mask)
+            if out is None:
+                out = torch.empty((len(data), *result.shape[1:]), dtype=result.dtype)
+            elif result.shape[1:] != out.shape[1:]:
+                raise RuntimeError(
+                    f"batch outputs differ in shape: {tuple(result.shape[1:])} after {tuple(out.shape[1:])}"
+                )
+            out[start : start + len(result)] = result.cpu()
+            start += len(result)
+    finally:
+        if cores is not None:
+            cores.close()
     if data.crop_padding and data.mask is not None:  # batched by length: back to the samples' order
         out = out[torch.argsort(torch.cat(order))]
     return out

@@ -92,3 +92,26 @@ def test_system_busy_time_counts_this_process_work():
     spent = time.process_time() - own
     grown = threads._system_busy_seconds() - start
     assert grown >= 0.5 * spent  # other processes only add; clock ticks are 10 ms
+
+
+def test_batched_prediction_takes_the_idle_cores_and_gives_the_count_back(monkeypatch, restore_threads):
+    """predict_batches, the one batched prediction (the feature estimators' featurization among its
+    callers), shares the cores as a fit does: under a busy machine later batches run on fewer threads."""
+    from torch import nn
+
+    from ssmts.training import SequenceData, predict_batches
+
+    clock = FakeClock(monkeypatch)
+    torch.set_num_threads(4)
+    seen = []
+
+    class Busy(nn.Module):
+        def forward(self, x, mask=None):
+            seen.append(torch.get_num_threads())
+            clock.run(0.6, own_cores=1.0, other_cores=3.0)  # three other processes keep cores busy
+            return x.mean(-1)
+
+    out = predict_batches(Busy(), SequenceData(torch.randn(12, 2, 5)), 4, "cpu")
+    assert out.shape == (12, 2)
+    assert seen[0] == 4 and seen[-1] == 1  # the first batch before any measurement, then the idle core
+    assert torch.get_num_threads() == 4
