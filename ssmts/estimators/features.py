@@ -218,7 +218,14 @@ class _FeatureEstimator(SequenceEstimatorMixin, FeatureModelParams):
 
     def _outputs(self, X, sample_rate) -> torch.Tensor:
         ratio = self._rate_ratio(sample_rate)
-        return self._predict_outputs(self._prepare_predict_input(X, ratio), ratio)
+        data = self._prepare_predict_input(X, ratio)
+        short = np.flatnonzero(np.asarray(data.lengths) < 2) if self.difference else []
+        if len(short):
+            raise ValueError(
+                f"series {int(short[0])} of X has {int(data.lengths[short[0]])} time point(s) ({len(short)} series "
+                "shorter than 2): this model reads first differences (difference=True), which need at least 2"
+            )
+        return self._predict_outputs(data, ratio)
 
 
 def _ridge_logits(scores: torch.Tensor, y: torch.Tensor):

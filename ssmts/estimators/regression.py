@@ -15,7 +15,15 @@ from ._base import SSMEstimatorMixin, require_y, target_statistics, transactiona
 
 def check_targets(y) -> tuple[np.ndarray, bool]:
     """(y as (n_samples, n_targets) float64, whether it came 1-D); finite numbers only."""
-    y = check_array(y, ensure_2d=False, allow_nd=True, dtype=np.float64, input_name="y")
+    try:
+        y = check_array(y, ensure_2d=False, allow_nd=True, dtype=np.float64, input_name="y")
+    except ValueError as error:
+        if "could not convert" not in str(error):
+            raise
+        raise ValueError(
+            f"y must hold numbers: a regressor's targets are numeric, but {error} (for class labels use a "
+            "classifier; for numbers stored as text, convert y with y.astype(float))"
+        ) from error
     if y.ndim not in (1, 2):
         raise ValueError(f"y must be 1-D (n_samples,) or 2-D (n_samples, n_targets), got shape {y.shape}")
     return y.reshape(len(y), -1), y.ndim == 1

@@ -146,3 +146,10 @@ def test_bad_input_is_named():
         fitted.predict(np.zeros((2, 2, 20)))
     with pytest.raises(ValueError, match="NaN"):
         fitted.predict(np.full((2, 20), np.nan))
+    # A series too short for its first difference, among others: named by its place, not as divergence.
+    with pytest.raises(ValueError, match="series 1 of X has 1 time point.*difference=True"):
+        fitted.predict([X[0], X[1, :1], X[2, :3]])
+    SSMFeatureClassifier(**SMALL, difference=False).fit(X, y).predict([X[0], X[1, :1]])
+    # Text targets for a regressor: named as y, with the way out.
+    with pytest.raises(ValueError, match="y must hold numbers.*'a'.*classifier"):
+        SSMFeatureRegressor(**SMALL).fit(X, np.array(["a", "b"] * 5))
