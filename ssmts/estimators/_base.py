@@ -190,7 +190,7 @@ class SequenceEstimatorMixin:
                 )
             if rate_ratio != 1.0 and abs(data.n_features - expected) > max(1.0, 0.01 * expected):
                 rate = rate_ratio * float(self.train_sample_rate_)
-                about = f"{expected:.0f}" if expected >= 1 else f"{expected:.2g}"
+                about = f"{expected:.0f}" if 1 <= expected < 1e9 else f"{expected:.3g}"
                 raise ValueError(
                     f"X has {data.n_features} timepoints, but at sample_rate={rate:.6g} {name} expects about "
                     f"{about} ({self.n_features_in_} at the training rate {self.train_sample_rate_}): a series "
@@ -256,7 +256,13 @@ class SequenceEstimatorMixin:
                 f"{type(self).__name__} was fitted without sample_rate, so data at sample_rate={rate} cannot be "
                 "rescaled; set sample_rate before fit"
             )
-        return float(rate) / float(train)
+        ratio = float(rate) / float(train)
+        if not (np.isfinite(ratio) and ratio > 0 and np.isfinite(1.0 / ratio)):
+            raise ValueError(
+                f"sample_rate={rate!r} is too far from the training rate {train} for Delta to be rescaled "
+                f"(their ratio {ratio!r} is outside float64's range)"
+            )
+        return ratio
 
     def _predict_outputs(
         self, data: PreparedInput, rate_ratio: float, forward=None, per_step: bool = False

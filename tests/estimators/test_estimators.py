@@ -315,6 +315,11 @@ def test_bad_input_raises_clear_errors(toy_classification):
         SSMClassifier(**FAST).fit(X[:0], y[:0])
     with pytest.raises(ValueError, match="sample_rate must be a positive number"):
         SSMClassifier(**FAST, sample_rate=100).fit(X, y).predict(X, sample_rate=0)
+    rated = SSMClassifier(**FAST, sample_rate=100).fit(X, y)
+    with pytest.raises(ValueError, match="sample_rate=5e-324 is too far from the training rate 100"):
+        rated.predict(X, sample_rate=5e-324)  # the rate ratio underflows to 0
+    with pytest.raises(ValueError, match=r"expects about 1\.2e\+307 \(12 at the training rate 100\)"):
+        rated.predict(X, sample_rate=1e308)
     with pytest.raises(ValueError, match="fitted without sample_rate"):
         clf.predict(X, sample_rate=50)
     with pytest.raises(ValueError, match="at least 2 classes"):
