@@ -16,6 +16,8 @@ then stays as torch has it.
 
 from __future__ import annotations
 
+import math
+import numbers
 import os
 import time
 
@@ -52,6 +54,11 @@ class CoreShare:
     """
 
     def __init__(self, limit: int | None = None, interval: float = 1.0, first: float = 0.5):
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, numbers.Integral) or limit < 1):
+            raise ValueError(f"CoreShare's limit must be None or a whole number of threads >= 1, got {limit!r}")
+        for name, value in (("interval", interval), ("first", first)):
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0 <= value < math.inf:
+                raise ValueError(f"CoreShare's {name} must be a number of seconds >= 0, got {value!r}")
         self.limit = max(1, int(limit or torch.get_num_threads()))
         self.cores = available_cores()
         self.interval, self.threads = float(interval), self.limit

@@ -115,3 +115,13 @@ def test_batched_prediction_takes_the_idle_cores_and_gives_the_count_back(monkey
     assert out.shape == (12, 2)
     assert seen[0] == 4 and seen[-1] == 1  # the first batch before any measurement, then the idle core
     assert torch.get_num_threads() == 4
+
+
+@pytest.mark.parametrize("bad", ["abc", 0, -1, 2.5, True])
+def test_a_bad_limit_is_named(bad):
+    with pytest.raises(
+        ValueError, match=f"CoreShare's limit must be None or a whole number of threads >= 1, got {bad!r}"
+    ):
+        threads.CoreShare(limit=bad)
+    with pytest.raises(ValueError, match="CoreShare's interval must be a number of seconds >= 0"):
+        threads.CoreShare(interval=-1.0)
