@@ -122,16 +122,14 @@ class _FeatureEstimator(SequenceEstimatorMixin, FeatureModelParams):
         for normalization in candidates:
             self.normalization_ = normalization
             network, features = self._featurize_training_data(data)
-            z, mean, scale = _standardize(features)
-            ridge = ridge_factory().fit(z, targets)
+            ridge, mean, scale = _fit_ridge(ridge_factory, features, targets)
             scores[normalization] = float(np.mean(ridge.best_score_))
-            fits.append((scores[normalization], normalization, network, ridge, mean, scale))
-        _, self.normalization_, network, ridge, mean, scale = max(fits, key=lambda fit: fit[0])
+            fits.append((scores[normalization], normalization, network, features, ridge, mean, scale))
+        _, self.normalization_, network, features, ridge, mean, scale = max(fits, key=lambda fit: fit[0])
         self.normalize_scores_ = scores
         self.history_, self.n_iter_, self.best_epoch_ = [], 0, 0
         if self.training_steps and self._train(network, data, features, targets, ridge_factory, objective):
-            z, mean, scale = _standardize(self._features(network, data))
-            ridge = ridge_factory().fit(z, targets)
+            ridge, mean, scale = _fit_ridge(ridge_factory, self._features(network, data), targets)
         self.alpha_ = float(np.mean(ridge.alpha_))
         self._set_readout(network, ridge.coef_, ridge.intercept_, mean, scale)
 
@@ -143,8 +141,7 @@ class _FeatureEstimator(SequenceEstimatorMixin, FeatureModelParams):
         kept, held_out = holdout_indices(
             len(targets), self.validation_fraction, self._seed_, targets if classification else None
         )
-        z, mean, scale = _standardize(features[kept])
-        ridge = ridge_factory().fit(z, targets[kept])
+        ridge, mean, scale = _fit_ridge(ridge_factory, features[kept], targets[kept])
         self._set_readout(network, ridge.coef_, ridge.intercept_, mean, scale)
         y = torch.from_numpy(targets) if classification else torch.from_numpy(targets).float()
         whole = SequenceData(self._scaled(data), y, data.mask, crop_padding=True)
@@ -243,11 +240,12 @@ def _ridge_logits(scores: torch.Tensor, y: torch.Tensor):
     return lambda outputs: logits(outputs, best)
 
 
-def _standardize(features: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(z, mean, scale) of the training features; constant features keep scale 1."""
+def _fit_ridge(ridge_factory, features: np.ndarray, targets: np.ndarray) -> tuple[object, np.ndarray, np.ndarray]:
+    """(ridge, mean, scale): a ridge (penalty by leave-one-out) fitted on the features standardized by
+    their mean and scale; constant features keep scale 1."""
     mean, scale = features.mean(0), features.std(0)
     scale[scale < 1e-12] = 1.0
-    return (features - mean) / scale, mean, scale
+    return ridge_factory().fit((features - mean) / scale, targets), mean, scale
 
 
 @with_params_doc

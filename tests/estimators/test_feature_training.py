@@ -55,3 +55,20 @@ def test_training_is_reproducible_and_shows_progress_when_verbose(capsys):
     assert [r["val_loss"] for r in first.history_] == [r["val_loss"] for r in second.history_]
     SSMFeatureClassifier(**options, verbose=1).fit(X, y)
     assert "SSMFeatureClassifier" in capsys.readouterr().err
+
+
+def test_with_auto_normalization_training_starts_from_the_chosen_scalings_features():
+    """normalize="auto" keeping "channel" (the target is each series' level, which per-series scaling
+    deletes): training runs exactly as with normalize="channel" (the same start, hold-out scores and
+    model), not from the features of the scaling tried last."""
+    X, _, _ = _waves(60, 50, seed=2)
+    rng = np.random.default_rng(3)
+    level = rng.uniform(-50, 50, (60, 1))
+    X = X * rng.uniform(0.1, 30.0, (60, 1)) + level
+    options = dict(SMALL, training_steps=16, batch_size=8, lr=1e-3)
+    auto = SSMFeatureRegressor(**dict(options, normalize="auto")).fit(X, level[:, 0])
+    channel = SSMFeatureRegressor(**dict(options, normalize="channel")).fit(X, level[:, 0])
+    assert auto.normalization_ == "channel"
+    assert [r["val_loss"] for r in auto.history_] == [r["val_loss"] for r in channel.history_]
+    assert auto.best_epoch_ == channel.best_epoch_
+    np.testing.assert_array_equal(auto.predict(X[:7]), channel.predict(X[:7]))
