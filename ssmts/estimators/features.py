@@ -77,12 +77,18 @@ class _FeatureEstimator(SequenceEstimatorMixin, FeatureModelParams):
         self._seed_ = seed_from(self.random_state)
         require_y(self, y)
         data = self._prepare_fit_input(X)
-        if self.difference and int(data.lengths.min()) < 2:
-            raise ValueError(
-                f"difference=True needs series of at least 2 time points, got series of "
-                f"{int(data.lengths.min())} (n_features = 1 as a 2D X); set difference=False"
-            )
+        self._check_differences(data)
         return data
+
+    def _check_differences(self, data: PreparedInput) -> None:
+        """With difference=True, every series of X must have the 2 time points a first difference needs."""
+        short = np.flatnonzero(np.asarray(data.lengths) < 2) if self.difference else []
+        if len(short):
+            raise ValueError(
+                f"series {int(short[0])} of X has {int(data.lengths[short[0]])} time point(s) ({len(short)} series "
+                "shorter than 2; a 2D X with 1 column has 1): this model reads first differences "
+                "(difference=True), which need series of at least 2 time points; set difference=False"
+            )
 
     def _featurize_training_data(self, data: PreparedInput) -> tuple[FeatureReadout, np.ndarray]:
         """A network with its biases set on the training series, and their features (n, n_features) float64."""
@@ -216,12 +222,7 @@ class _FeatureEstimator(SequenceEstimatorMixin, FeatureModelParams):
     def _outputs(self, X, sample_rate) -> torch.Tensor:
         ratio = self._rate_ratio(sample_rate)
         data = self._prepare_predict_input(X, ratio)
-        short = np.flatnonzero(np.asarray(data.lengths) < 2) if self.difference else []
-        if len(short):
-            raise ValueError(
-                f"series {int(short[0])} of X has {int(data.lengths[short[0]])} time point(s) ({len(short)} series "
-                "shorter than 2): this model reads first differences (difference=True), which need at least 2"
-            )
+        self._check_differences(data)
         return self._predict_outputs(data, ratio)
 
 
