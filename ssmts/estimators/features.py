@@ -86,7 +86,7 @@ class _FeatureEstimator(SequenceEstimatorMixin, FeatureModelParams):
         if len(short):
             raise ValueError(
                 f"series {int(short[0])} of X has {int(data.lengths[short[0]])} time point(s) ({len(short)} series "
-                "shorter than 2; a 2D X with 1 column has 1): this model reads first differences "
+                "shorter than 2; n_features = 1 as a 2D X): this model reads first differences "
                 "(difference=True), which need series of at least 2 time points; set difference=False"
             )
 
