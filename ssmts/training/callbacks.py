@@ -32,7 +32,8 @@ class Callback:
         return None
 
     def on_fit_end(self, trainer) -> None:
-        """After the last epoch (also when a callback stopped the run; not after an exception)."""
+        """After the last epoch, also when a callback stopped the run or the run raised (then
+        `trainer.error` holds the exception, which propagates after the callbacks)."""
 
 
 class EarlyStopping(Callback):

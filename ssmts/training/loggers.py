@@ -44,8 +44,10 @@ class MLflowLogger(Callback):
 
     run_name: the run's name (default: the estimator's class). With an active run (e.g. inside
     `with mlflow.start_run():`), each fit is a nested run under it. The tracking URI and the
-    experiment are MLflow's own settings (mlflow.set_tracking_uri, MLFLOW_TRACKING_URI).
-    A fit that raises leaves its run open, marked by MLflow as running.
+    experiment are MLflow's own settings (mlflow.set_tracking_uri, MLFLOW_TRACKING_URI; by
+    default MLflow 3 writes to ./mlflow.db, which needs SQLAlchemy and Alembic: `pip install
+    "ssmts[logging]"` brings them). A fit that raises ends its run as FAILED (KILLED when
+    interrupted), the exception propagating as before.
     """
 
     def __init__(self, run_name: str | None = None):
@@ -69,7 +71,9 @@ class MLflowLogger(Callback):
         import mlflow
 
         if self._run is not None:
-            mlflow.end_run()
+            error = trainer.error
+            status = "FINISHED" if error is None else "KILLED" if isinstance(error, KeyboardInterrupt) else "FAILED"
+            mlflow.end_run(status=status)
             self._run = None
 
     def __getstate__(self):

@@ -310,6 +310,7 @@ class Trainer:
         self._cores: CoreShare | None = None  # during a CPU fit: threads follow the idle cores
         self.plan = ""  # the current run, in words (fit sets it)
         self.validation: SequenceData | None = None  # the current run's validation data (fit sets it)
+        self.error: BaseException | None = None  # what stopped the current run, if it raised (fit sets it)
 
     @property
     def is_main(self) -> bool:
@@ -381,6 +382,7 @@ class Trainer:
         self.epochs_planned = self.epochs_done + max(0, epochs - self.run_epoch)
         self.plan = self._describe_plan(train, epochs - self.run_epoch, val is not None and len(val) > 0)
         self.validation = val if val is not None and len(val) else None  # what callbacks may score
+        self.error = None
         for callback in callbacks:
             callback.on_fit_start(self)
         self._cores = CoreShare() if self.device.type == "cpu" else None
@@ -389,6 +391,9 @@ class Trainer:
                 record = self._run_epoch(train, val, scheduler)
                 if any([bool(callback.on_epoch_end(self, record)) for callback in callbacks]):
                     break
+        except BaseException as error:  # an interrupt too: the callbacks below must know the run failed
+            self.error = error
+            raise
         finally:
             if self._cores is not None:
                 self._cores.close()

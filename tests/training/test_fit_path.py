@@ -195,7 +195,7 @@ class _Recorder(Callback):
         return self.stop_at is not None and record["epoch"] >= self.stop_at
 
     def on_fit_end(self, trainer):
-        self.ended = True
+        self.ended, self.error = True, trainer.error
 
 
 def test_a_callback_sees_every_record_and_can_stop_the_run():
@@ -203,8 +203,25 @@ def test_a_callback_sees_every_record_and_can_stop_the_run():
     trainer = Trainer(_Mean(), _mse, max_epochs=6, lr_ssm=None, device="cpu", random_state=0, callbacks=[recorder])
     history = trainer.fit(_data(), _data(seed=1))
     assert [r["epoch"] for r in recorder.records] == [1, 2] and len(history) == 2
-    assert recorder.records == history and recorder.ended
+    assert recorder.records == history and recorder.ended and recorder.error is None
     assert {"train_loss", "val_loss", "lr", "seconds"} <= set(history[0])
+
+
+@pytest.mark.parametrize("error", [RuntimeError("diverged"), KeyboardInterrupt()])
+def test_a_run_that_raises_ends_its_callbacks_with_the_error_and_propagates_it(error):
+    class Failing(_Recorder):
+        def on_epoch_end(self, trainer, record):
+            super().on_epoch_end(trainer, record)
+            if record["epoch"] == 2:
+                raise error
+
+    recorder = Failing()
+    trainer = Trainer(_Mean(), _mse, max_epochs=6, lr_ssm=None, device="cpu", random_state=0, callbacks=[recorder])
+    with pytest.raises(type(error)):
+        trainer.fit(_data())
+    assert recorder.ended and recorder.error is error and len(recorder.records) == 2
+    trainer.fit(_data(), epochs=1)  # the next run starts clean
+    assert recorder.error is None
 
 
 def test_callbacks_reach_the_estimators_and_a_pruning_exception_leaves_the_fit_undone():
