@@ -3,12 +3,14 @@
     tensors    the state dict of the forecaster's network (a ForecastEnsemble of direct heads)
     metadata   "ssmts_pretrained": JSON with the parameters that define the network and its inputs
                (backbone, strategy, normalize, quantile grid), the context and horizon it was
-               trained for, and how it was trained (corpus, steps, seed, version)
+               trained for, how it was trained (corpus, steps, seed, version), and the SHA-256
+               of the tensors and of the rest of this JSON (as the estimators' save format)
 
 `SSMForecaster(pretrained=True)` reads it (see ssmts.sktime.forecasting); the script that writes it
 is ssmts.bench.pretrain (`python -m ssmts.bench pretrain`). Reading never runs code from the file:
-safetensors holds tensors only, the metadata is JSON whose keys and types are checked, and the
-tensors must match the network the metadata describes exactly.
+safetensors holds tensors only, the checksum must match (any edit of a weight or of the metadata is
+refused), the metadata is JSON whose keys, types and values are checked, and the tensors must be
+finite and match the network the metadata describes exactly.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..estimators._persistence import filled_network
+from ..estimators._persistence import _checksum, filled_network
 from ..training.params import _same
 
 FORMAT = "ssmts-pretrained-forecaster"
@@ -46,6 +48,7 @@ FIELDS = {
     "quantile_levels": list,
     "window_location": str,
     "training": dict,
+    "sha256": str,
 }
 
 
@@ -76,6 +79,7 @@ def write_pretrained(forecaster, path: str | Path, training: dict) -> Path:
         "training": training,
     }
     state = {name: t.detach().cpu().contiguous() for name, t in forecaster.model_.state_dict().items()}
+    metadata["sha256"] = _checksum(state, metadata)
     path = Path(path)
     save_file(state, str(path), metadata={METADATA_KEY: json.dumps(metadata, sort_keys=True)})
     return path
@@ -106,6 +110,11 @@ def read_pretrained(path: str | Path | None = None) -> tuple[dict, dict[str, tor
         raise ValueError(f"the metadata of {path} is not valid JSON: {error}") from None
     except RecursionError:
         raise ValueError(f"the metadata of {path} is nested too deeply to be pretrained-forecaster metadata") from None
+    if isinstance(metadata, dict) and set(FIELDS) - set(metadata) == {"sha256"} and set(metadata) <= set(FIELDS):
+        raise ValueError(
+            f"{path} has no checksum: it was written before pretrained weights carried one (ssmts 0.1.0 before "
+            "2026-11-27), or altered; write it again with this ssmts (python -m ssmts.bench pretrain)"
+        )
     if not isinstance(metadata, dict) or set(metadata) != set(FIELDS):
         raise ValueError(f"the metadata of {path} must have exactly the fields {sorted(FIELDS)}")
     for name, kind in FIELDS.items():
@@ -113,6 +122,14 @@ def read_pretrained(path: str | Path | None = None) -> tuple[dict, dict[str, tor
             raise ValueError(f"the metadata field {name!r} of {path} must be a {kind.__name__}")
     if metadata["format"] != FORMAT:
         raise ValueError(f"{path} is a {metadata['format']!r} file, not a {FORMAT!r}")
+    if _checksum(state, metadata) != metadata["sha256"]:
+        raise ValueError(
+            f"{path}: the file does not match its checksum (weights or metadata); it was damaged or altered"
+        )
+    for name, tensor in state.items():
+        if tensor.is_floating_point() and not torch.isfinite(tensor).all():
+            raise ValueError(f"{path}: the weight {name!r} holds NaN or infinite values; the file is damaged")
+    _check_levels(path, metadata)
     for old, new in RENAMED_PARAMS.items():
         if old in metadata["params"]:
             if new in metadata["params"]:
@@ -138,6 +155,32 @@ def read_pretrained(path: str | Path | None = None) -> tuple[dict, dict[str, tor
             "file holds; the file was altered"
         )
     return metadata, state
+
+
+def _check_levels(path: Path, metadata: dict) -> None:
+    """The quantile levels the head's outputs stand for: numbers in (0, 1), increasing, holding the
+    median, and exactly those the forecaster derives from the `quantiles` parameter."""
+
+    def levels(values, what):
+        if not isinstance(values, list) or not values:
+            raise ValueError(f"the metadata of {path}: {what} must be a non-empty list of numbers in (0, 1)")
+        for q in values:
+            if isinstance(q, bool) or not isinstance(q, (int, float)) or not 0.0 < q < 1.0:
+                raise ValueError(f"the metadata of {path}: {what} holds {q!r:.40}, not a number in (0, 1)")
+        return np.asarray(values, dtype=np.float64)
+
+    quantile_levels = levels(metadata["quantile_levels"], "quantile_levels")
+    if not (np.diff(quantile_levels) > 0).all() or 0.5 not in quantile_levels:
+        raise ValueError(
+            f"the metadata of {path}: quantile_levels {metadata['quantile_levels']!r:.200} must increase strictly and "
+            "hold 0.5 (the point forecast); the file was altered"
+        )
+    implied = np.unique(np.append(levels(metadata["params"].get("quantiles"), "params.quantiles"), 0.5))
+    if not np.array_equal(implied, quantile_levels):
+        raise ValueError(
+            f"the metadata of {path}: quantile_levels {metadata['quantile_levels']!r:.200} are not those of its "
+            f"quantiles parameter ({implied.tolist()!r:.200}); the file was altered"
+        )
 
 
 class PretrainedMixin:

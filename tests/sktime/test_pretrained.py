@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 import torch
 
+from ssmts.estimators._persistence import _checksum
 from ssmts.sktime import SSMForecaster
 from ssmts.sktime._pretrained import METADATA_KEY, default_weights, read_pretrained, write_pretrained
 
@@ -135,15 +136,63 @@ def test_a_short_series_and_a_panel_forecast_zero_shot(source):
     assert g.predict().shape == (4, 1)
 
 
-def _rewrite(path, tmp_path, metadata=None, state=None):
+def _rewrite(path, tmp_path, metadata=None, state=None, sign=True):
+    """The file with its metadata and/or tensors edited; sign: with the checksum made anew (a forger's file,
+    which only the checks of the metadata's values can refuse), else with the file's own checksum."""
     from safetensors.torch import save_file
 
     meta, tensors = read_pretrained(path)
     meta = metadata(meta) if metadata else meta
     tensors = state(tensors) if state else tensors
+    if sign and isinstance(meta, dict):
+        meta = {**meta, "sha256": _checksum(tensors, meta)}
     out = tmp_path / "changed.safetensors"
     save_file(tensors, str(out), metadata={METADATA_KEY: json.dumps(meta)} if meta is not None else None)
     return str(out)
+
+
+def _params(**changes):
+    return lambda m: {**m, "params": {**m["params"], **changes}}
+
+
+def _flip_exponent_bit(s):
+    name = next(k for k, v in s.items() if v.is_floating_point())
+    flipped = s[name].clone()
+    flipped.view(torch.int32).view(-1)[0] ^= 1 << 30
+    return {**s, name: flipped}
+
+
+@pytest.mark.parametrize(
+    "metadata, state",
+    [
+        # the issue's cases: each would run the network in a way it was not trained for
+        (lambda m: m, lambda s: s),  # the control: the file rewritten unchanged reads
+        (lambda m: {**m, "quantile_levels": m["quantile_levels"][::-1]}, None),
+        (lambda m: {**m, "quantile_levels": [0.1, 0.5, 0.9]}, None),
+        (_params(normalize="mean"), None),
+        (lambda m: {**m, "window_location": "mean", "params": {**m["params"], "normalize": "mean"}}, None),
+        (lambda m: {**m, "context_length": m["context_length"] * 2}, None),
+        (_params(discretization="bilinear"), None),
+        (_params(bidirectional=True), None),
+        (None, _flip_exponent_bit),
+        (None, lambda s: {k: v * 1.01 if v.is_floating_point() else v for k, v in s.items()}),
+    ],
+)
+def test_any_edit_of_weights_or_metadata_breaks_the_checksum(source, tmp_path, metadata, state):
+    _, path = source
+    changed = _rewrite(path, tmp_path, metadata, state, sign=False)
+    if metadata is not None and state is not None:
+        read_pretrained(changed)
+        return
+    with pytest.raises(ValueError, match=r"does not match its checksum \(weights or metadata\); it was damaged"):
+        SSMForecaster(pretrained=True, pretrained_weights=changed).fit(_series(), fh=[1])
+
+
+def test_weights_written_without_a_checksum_are_refused_with_the_way_out(source, tmp_path):
+    _, path = source
+    unsigned = _rewrite(path, tmp_path, lambda m: {k: v for k, v in m.items() if k != "sha256"}, sign=False)
+    with pytest.raises(ValueError, match=r"has no checksum: .* \(python -m ssmts.bench pretrain\)"):
+        read_pretrained(unsigned)
 
 
 @pytest.mark.parametrize(
@@ -160,6 +209,18 @@ def _rewrite(path, tmp_path, metadata=None, state=None):
         # sizes a small file cannot hold are refused before a network is built
         (lambda m: {**m, "params": {**m["params"], "d_model": 10**9}}, None, r"d_model=1000000000 cannot describe"),
         (lambda m: {**m, "horizon": 10**9}, None, r"horizon=1000000000 cannot describe"),
+        # quantile levels that would report one quantile as another, even in a file signed anew
+        (lambda m: {**m, "quantile_levels": m["quantile_levels"][::-1]}, None, r"must increase strictly and hold 0.5"),
+        (lambda m: {**m, "quantile_levels": m["quantile_levels"][:1] * 2}, None, r"must increase strictly"),
+        (lambda m: {**m, "quantile_levels": [0.1, 0.9]}, None, r"must increase strictly and hold 0.5"),
+        (lambda m: {**m, "quantile_levels": [0.1, 0.5, 1.5]}, None, r"holds 1.5, not a number in \(0, 1\)"),
+        (lambda m: {**m, "quantile_levels": ["0.5"]}, None, r"holds '0.5', not a number in \(0, 1\)"),
+        (_params(quantiles=[0.2, 0.8]), None, r"are not those of its quantiles parameter \(\[0.2, 0.5, 0.8\]\)"),
+        (
+            None,
+            lambda s: {k: v.fill_(float("nan")) if v.is_floating_point() else v for k, v in s.items()},
+            r"holds NaN or infinite values; the file is damaged",
+        ),  # fmt: skip
     ],
 )
 def test_a_damaged_weights_file_gets_a_clear_error(source, tmp_path, metadata, state, match):
