@@ -42,7 +42,14 @@ from ..training import (
     seed_from,
 )
 from ..training.fit import pickle_state
-from ._export import ServingModel, check_format, export_metadata, serving_network, write_serving_file
+from ._export import (
+    VALID_NAME,
+    ServingModel,
+    check_format,
+    export_metadata,
+    serving_network,
+    write_serving_file,
+)
 from ._input import PreparedInput, prepare_input
 from ._persistence import load_estimator, save_estimator
 
@@ -350,7 +357,10 @@ class SequenceEstimatorMixin:
         Outputs: SSMClassifier ``probabilities`` (= predict_proba, float32) and ``label_index``
         (int64, the index in ``classes_``; the labels are in the metadata ``classes``, a JSON list);
         SSMRegressor ``predictions`` (= predict, float64, in the units of y); SSMTransformer
-        ``embeddings`` (= transform, float32). The ONNX metadata_props (TorchScript: the extra file
+        ``embeddings`` (= transform, float32); last, for every face, ``valid`` (bool, per row): False
+        where predict would refuse the row (NaN or inf in it, values beyond 1e18 after the training
+        scaling, or outputs that are not finite), whose outputs are then NaN and label_index -1.
+        The ONNX metadata_props (TorchScript: the extra file
         ``ssmts.json``) also record the estimator, max_length, the sample rate and the input layout.
 
         The file holds the fitted input scaling (normalize, any of its forms), the network with every
@@ -371,12 +381,14 @@ class SequenceEstimatorMixin:
         estimators (their pooled counts of steps above thresholds would flip with rounding), and the
         streaming mode (`stream`): the graph reads whole series; its SSM state is complex and a
         step-by-step graph would need its own recurrence. Checks of predict that are not part of the
-        graph: non-finite outputs, ExtrapolationWarning, the 2-D training length.
+        graph: ExtrapolationWarning (values beyond the training range that predict still answers), the
+        2-D training length.
         """
         check_is_fitted(self, "model_")
         name = type(self).__name__
         check_format(format)
         output_names, outputs, extra = self._export_outputs()
+        output_names = (*output_names, VALID_NAME)
         ratio = self._rate_ratio(sample_rate)
         if max_length is None:
             max_length = max(1, math.ceil(self.n_timepoints_in_ * ratio - 1e-9))

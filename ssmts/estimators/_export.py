@@ -21,6 +21,10 @@ EXPORT_FORMATS = ("onnx", "torchscript")
 ONNX_OPSET = 18
 INPUT_NAME = "X"
 INPUT_LAYOUT = "(batch, channels, length)"
+VALID_NAME = "valid"
+SCALED_LIMIT = 1e18
+"""The largest |x| after the training scaling that an exported model answers for: beyond it the
+network's float32 arithmetic overflows (predict computes non-finite outputs there and refuses)."""
 
 
 def check_format(format: str) -> None:
@@ -41,8 +45,12 @@ def serving_network(model: nn.Module, max_length: int, owner: str, delta_factor:
 
 
 class ServingModel(nn.Module):
-    """X (batch, channels, length) float32, length <= max_length -> the estimator's outputs (a tuple):
-    X scaled as fitted, the network in convolution form, then the face's outputs."""
+    """X (batch, channels, length) float32, length <= max_length -> the estimator's outputs and `valid`
+    (a tuple): X scaled as fitted, the network in convolution form, then the face's outputs.
+
+    valid (batch,) bool is False for a row that predict refuses: one holding NaN or inf, one beyond
+    SCALED_LIMIT after the training scaling, or one whose outputs are not finite. Such a row's
+    float outputs are NaN and its integer outputs (label_index) -1, never a label."""
 
     def __init__(
         self,
@@ -58,7 +66,18 @@ class ServingModel(nn.Module):
         self.eval().requires_grad_(False)  # served outputs carry no autograd graph
 
     def forward(self, X: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        return tuple(self._outputs(self.network, self._standardize(self.limit(X))))
+        x = self._standardize(self.limit(X))
+        outputs = tuple(self._outputs(self.network, x))
+        valid = (x.abs() <= SCALED_LIMIT).flatten(1).all(1)  # False for NaN too
+        for out in outputs:
+            if out.is_floating_point():
+                valid = valid & torch.isfinite(out).reshape(out.shape[0], -1).all(1)
+        flagged = []
+        for out in outputs:
+            keep = valid.reshape(-1, *[1] * (out.dim() - 1))
+            invalid = torch.full_like(out, float("nan") if out.is_floating_point() else -1)
+            flagged.append(torch.where(keep, out, invalid))
+        return (*flagged, valid)
 
 
 def _example(n_channels: int, max_length: int) -> torch.Tensor:

@@ -51,13 +51,13 @@ def test_classifier_onnx_gives_predict_proba_at_every_length(ort, tmp_path, norm
     session, metadata = _session(ort, clf.export(tmp_path / "clf.onnx"))
     assert [i.name for i in session.get_inputs()] == ["X"]
     assert session.get_inputs()[0].shape == ["batch", 2, "length"]
-    assert [o.name for o in session.get_outputs()] == ["probabilities", "label_index"]
+    assert [o.name for o in session.get_outputs()] == ["probabilities", "label_index", "valid"]
     classes = np.array(json.loads(metadata["classes"]))
     assert classes.tolist() == clf.classes_.tolist() and metadata["max_length"] == str(LENGTH)
     for length in (1, 2, 11, LENGTH):
         Xt = _inputs(length)
-        probabilities, label_index = session.run(None, {"X": Xt})
-        assert probabilities.dtype == np.float32 and label_index.dtype == np.int64
+        probabilities, label_index, valid = session.run(None, {"X": Xt})
+        assert probabilities.dtype == np.float32 and label_index.dtype == np.int64 and valid.all()
         np.testing.assert_allclose(probabilities, clf.predict_proba(Xt), rtol=0, atol=ATOL)
         np.testing.assert_array_equal(classes[label_index], clf.predict(Xt))
 
@@ -83,11 +83,12 @@ def test_regressor_onnx_gives_predict_in_target_units(ort, tmp_path, multi_outpu
     y = np.stack([TARGET, -TARGET / 7], 1) if multi_output else TARGET
     reg = SSMRegressor(normalize="series", **TINY).fit(X, y)
     session, _ = _session(ort, reg.export(tmp_path / "reg.onnx"))
-    assert [o.name for o in session.get_outputs()] == ["predictions"]
+    assert [o.name for o in session.get_outputs()] == ["predictions", "valid"]
     for length in (3, LENGTH):
         Xt = _inputs(length)
-        (predictions,) = session.run(None, {"X": Xt})
+        predictions, valid = session.run(None, {"X": Xt})
         expected = reg.predict(Xt)
+        assert valid.dtype == bool and valid.all()
         assert predictions.dtype == np.float64 and predictions.shape == expected.shape
         np.testing.assert_allclose(predictions, expected, rtol=0, atol=ATOL * reg.target_scale_.max())
 
@@ -98,7 +99,7 @@ def test_bidirectional_heads_at_another_sample_rate(ort, tmp_path):
     session, metadata = _session(ort, reg.export(tmp_path / "reg.onnx", sample_rate=50))
     assert metadata["max_length"] == str(LENGTH // 2) and metadata["sample_rate"] == "50"
     Xt = RNG.standard_normal((4, 1, LENGTH // 2)).astype(np.float32)
-    (predictions,) = session.run(None, {"X": Xt})
+    predictions, _ = session.run(None, {"X": Xt})
     np.testing.assert_allclose(predictions, reg.predict(Xt, sample_rate=50), rtol=0, atol=ATOL * reg.target_scale_[0])
     assert np.abs(reg.predict(Xt, sample_rate=50) - reg.predict(Xt)).max() > 1e3 * ATOL * reg.target_scale_[0]
 
@@ -107,8 +108,60 @@ def test_transformer_onnx_gives_transform(ort, tmp_path):
     transformer = SSMTransformer(pooling="last", **TINY).fit(X)
     session, _ = _session(ort, transformer.export(tmp_path / "embed.onnx"))
     Xt = _inputs(LENGTH)
-    (embeddings,) = session.run(None, {"X": Xt})
+    embeddings, _ = session.run(None, {"X": Xt})
     np.testing.assert_allclose(embeddings, transformer.transform(Xt), rtol=0, atol=ATOL)
+
+
+def _hostile_rows(length=LENGTH):
+    """5 rows: NaN, +inf, a value 1e30 (predict refuses each), then two ordinary rows."""
+    Xt = _inputs(length)
+    Xt[0, 1, 3], Xt[1, 0, -1], Xt[2] = np.nan, np.inf, Xt[2] * 1e30
+    return Xt
+
+
+def _answers(method, row) -> bool:
+    """Whether the estimator's own method answers for this row (rather than raising)."""
+    try:
+        method(row[None])
+    except (ValueError, FloatingPointError):
+        return False
+    return True
+
+
+@pytest.mark.parametrize("normalize", ["channel", "series"])
+def test_rows_that_predict_refuses_are_flagged_invalid_never_labelled(ort, tmp_path, normalize):
+    """valid is False exactly where predict (transform) refuses the row; a series scaling makes the
+    1e30 row an ordinary one (its own mean and spread), a channel scaling does not."""
+    Xt = _hostile_rows()
+    for estimator, method in [
+        (SSMClassifier(normalize=normalize, **TINY).fit(X, LABELS), "predict"),
+        (SSMRegressor(normalize=normalize, **TINY).fit(X, TARGET), "predict"),
+        (SSMTransformer(normalize=normalize, **TINY).fit(X), "transform"),
+    ]:
+        expected = [_answers(getattr(estimator, method), row) for row in Xt]
+        assert expected[:2] == [False, False] and expected[2] == (normalize == "series") and all(expected[3:])
+        session, _ = _session(ort, estimator.export(tmp_path / "model.onnx"))
+        *outputs, valid = session.run(None, {"X": Xt})
+        assert valid.tolist() == expected, type(estimator).__name__
+        for out in outputs:
+            if out.dtype.kind == "f":
+                assert np.isnan(out[~valid]).all() and np.isfinite(out[valid]).all()
+            else:
+                assert (out[~valid] == -1).all() and (out[valid] >= 0).all()
+        answered = getattr(
+            estimator, "predict_proba" if method == "predict" and hasattr(estimator, "classes_") else method
+        )
+        scale = getattr(estimator, "target_scale_", np.ones(1)).max()
+        np.testing.assert_allclose(outputs[0][valid], answered(Xt[valid]), rtol=0, atol=ATOL * scale)
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated:DeprecationWarning")
+def test_torchscript_flags_invalid_rows_too(tmp_path):
+    clf = SSMClassifier(**TINY).fit(X, LABELS)
+    model = torch.jit.load(str(clf.export(tmp_path / "clf.pt", format="torchscript")))
+    probabilities, label_index, valid = model(torch.from_numpy(_hostile_rows()))
+    assert valid.tolist() == [False, False, False, True, True]
+    assert torch.isnan(probabilities[:3]).all() and (label_index[:3] == -1).all()
 
 
 @pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated:DeprecationWarning")
@@ -120,7 +173,7 @@ def test_torchscript_gives_the_same_outputs(tmp_path):
     assert json.loads(metadata["classes"]) == clf.classes_.tolist()
     for length in (1, 17, LENGTH):
         Xt = _inputs(length)
-        probabilities, label_index = model(torch.from_numpy(Xt))
+        probabilities, label_index, _ = model(torch.from_numpy(Xt))
         np.testing.assert_allclose(probabilities.numpy(), clf.predict_proba(Xt), rtol=0, atol=ATOL)
         np.testing.assert_array_equal(clf.classes_[label_index.numpy()], clf.predict(Xt))
     with pytest.raises(Exception, match="out of (range|bounds)"):
