@@ -51,6 +51,8 @@ class MLflowLogger(Callback):
     """
 
     def __init__(self, run_name: str | None = None):
+        if run_name is not None and not isinstance(run_name, str):
+            raise TypeError(f"MLflowLogger: run_name must be a string or None, got {type(run_name).__name__}")
         self.run_name = run_name
         self._run = None
 
@@ -86,6 +88,10 @@ class TensorBoardLogger(Callback):
     the time and a counter, so the runs of a grid search sit side by side in TensorBoard."""
 
     def __init__(self, log_dir: str | os.PathLike = "runs"):
+        if not isinstance(log_dir, (str, os.PathLike)) or not str(log_dir):
+            raise TypeError(f"TensorBoardLogger: log_dir must be a non-empty path, got {log_dir!r:.80}")
+        if Path(log_dir).exists() and not Path(log_dir).is_dir():
+            raise ValueError(f"TensorBoardLogger: log_dir {str(log_dir)!r} exists and is not a directory")
         self.log_dir = log_dir
         self._writer = None
         self.run_dir: Path | None = None

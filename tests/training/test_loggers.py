@@ -105,3 +105,22 @@ def test_tensorboard_run_holds_one_scalar_per_epoch(tmp_path):
     assert [s.step for s in scalars] == [1, 2, 3]
     np.testing.assert_allclose([s.value for s in scalars], [r["train_loss"] for r in clf.history_], rtol=1e-6)
     assert "parameters/text_summary" in events.Tags()["tensors"]
+
+
+@pytest.mark.parametrize(
+    "make, error, match",
+    [
+        (lambda tmp: MLflowLogger(run_name=3), TypeError, r"MLflowLogger: run_name must be a string or None, got int"),
+        (
+            lambda tmp: TensorBoardLogger(log_dir=None),
+            TypeError,
+            r"TensorBoardLogger: log_dir must be a non-empty path",
+        ),
+        (lambda tmp: TensorBoardLogger(log_dir=""), TypeError, r"log_dir must be a non-empty path, got ''"),
+        (lambda tmp: TensorBoardLogger(log_dir=tmp / "file.txt"), ValueError, r"exists and is not a directory"),
+    ],
+)
+def test_bad_logger_arguments_are_named_when_the_logger_is_made(tmp_path, make, error, match):
+    (tmp_path / "file.txt").write_text("not a directory")
+    with pytest.raises(error, match=match):
+        make(tmp_path)
