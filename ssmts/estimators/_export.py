@@ -13,6 +13,7 @@ from typing import Callable
 import torch
 from torch import nn
 
+from .._files import replacing
 from .._version import __version__
 from ..nn.export import LengthLimit, convolution_form
 from ..nn.resampling import scaled_delta
@@ -110,12 +111,12 @@ def write_onnx(
             f"format='onnx' needs the onnx and onnxscript packages ({error}); install them with "
             "pip install 'ssmts[export]' (onnxruntime runs the file)"
         ) from None
-    with warnings.catch_warnings():
+    with replacing(path, "the exported model") as tmp, warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the exporter's progress notes (and torchvision's absence)
         torch.onnx.export(
             model,
             (example,),
-            str(path),
+            str(tmp),
             dynamo=True,
             input_names=[input_name],
             output_names=list(output_names),
@@ -124,14 +125,14 @@ def write_onnx(
             external_data=False,
             verbose=False,
         )
-    graph = onnx.load(str(path))
-    for node in graph.graph.node:  # the exporter's provenance notes: stack traces with local paths
-        del node.metadata_props[:]
-    for key, value in metadata.items():
-        entry = graph.metadata_props.add()
-        entry.key, entry.value = key, value
-    graph.doc_string = metadata.get("description", "")
-    onnx.save(graph, str(path))
+        graph = onnx.load(str(tmp))
+        for node in graph.graph.node:  # the exporter's provenance notes: stack traces with local paths
+            del node.metadata_props[:]
+        for key, value in metadata.items():
+            entry = graph.metadata_props.add()
+            entry.key, entry.value = key, value
+        graph.doc_string = metadata.get("description", "")
+        onnx.save(graph, str(tmp))
 
 
 def write_torchscript(model: nn.Module, path: Path, example: torch.Tensor, metadata: dict[str, str]) -> None:
@@ -141,7 +142,8 @@ def write_torchscript(model: nn.Module, path: Path, example: torch.Tensor, metad
         warnings.filterwarnings("ignore", category=DeprecationWarning)
         warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
         traced = torch.jit.trace(model, (example,), check_trace=False)
-        torch.jit.save(traced, str(path), _extra_files={"ssmts.json": json.dumps(metadata)})
+    with replacing(path, "the exported model") as tmp:
+        torch.jit.save(traced, str(tmp), _extra_files={"ssmts.json": json.dumps(metadata)})
 
 
 def write_serving_file(model: ServingModel, path: Path, format: str, n_channels: int, output_names, metadata) -> None:

@@ -35,6 +35,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .._files import replacing
 from .._warnings import caller_stacklevel
 
 FORMAT = "ssmts-estimator"
@@ -452,17 +453,8 @@ def save_estimator(estimator, path: str | Path) -> Path:
     }
     header["sha256"] = _checksum(tensors, header)
     path = Path(path)
-    if path.is_dir():
-        raise IsADirectoryError(
-            f"cannot save {name} to {path}: it is a directory; give a file name such as {path / 'model.safetensors'}"
-        )
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    try:
+    with replacing(path, f"{name} (save)") as tmp:
         save_file(tensors, str(tmp), metadata={"ssmts": json.dumps(header)})
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)  # a failed write leaves nothing behind
     return path
 
 

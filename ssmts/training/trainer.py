@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from .._files import replacing
 from ..nn.backbone import parameter_groups
 from .callbacks import Callback, Checkpoint, ProgressBar
 from .params import TrainerConfig, resolve_device
@@ -539,11 +540,8 @@ class Trainer:
         if not self.is_main:
             _barrier(self.world_size)
             return
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        torch.save(self.state_dict(), tmp)
-        tmp.replace(path)
+        with replacing(path, "the checkpoint") as tmp:
+            torch.save(self.state_dict(), tmp)
         _barrier(self.world_size)
 
     def load_checkpoint(self, path: str | Path) -> int:

@@ -180,6 +180,22 @@ def test_torchscript_gives_the_same_outputs(tmp_path):
         model(torch.from_numpy(_inputs(LENGTH + 1)))
 
 
+@pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated:DeprecationWarning")
+@pytest.mark.parametrize("format", ["onnx", "torchscript"])
+def test_export_replaces_a_link_at_the_destination_and_names_a_directory(ort, tmp_path, format):
+    """As save does: a symbolic link at the path is replaced by the file, its target left as it was."""
+    clf = SSMClassifier(**TINY).fit(X, LABELS)
+    target = tmp_path / "precious.bin"
+    target.write_bytes(b"keep me")
+    link = tmp_path / "model.file"
+    link.symlink_to(target)
+    clf.export(link, format=format)
+    assert target.read_bytes() == b"keep me" and not link.is_symlink() and link.stat().st_size > 1000
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+    with pytest.raises(IsADirectoryError, match=rf"cannot write the exported model to {tmp_path}: it is a directory"):
+        clf.export(tmp_path, format=format)
+
+
 def test_what_does_not_export_says_so(tmp_path):
     with pytest.raises(NotFittedError):
         SSMClassifier().export(tmp_path / "m.onnx")
