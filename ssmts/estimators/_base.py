@@ -70,8 +70,15 @@ class ExtrapolationWarning(UserWarning):
     """X lies far outside the values the estimator was trained on."""
 
 
-def _channel_range(x: torch.Tensor, mask: torch.Tensor | None) -> np.ndarray:
-    """(2, C) float64: the smallest and largest real value of every channel of x (n, C, L)."""
+def _channel_range(x: torch.Tensor | LazyRows, mask: torch.Tensor | None) -> np.ndarray:
+    """(2, C) float64: the smallest and largest real value of every channel of x (n, C, L); rows of
+    a memory-mapped array are read a few MB at a time, never all at once."""
+    if isinstance(x, LazyRows):
+        step = max(1, (4 << 20) // max(1, 4 * int(np.prod(x.shape[1:]))))
+        parts = [
+            _channel_range(x[np.arange(s, min(s + step, len(x)))].materialize(), None) for s in range(0, len(x), step)
+        ]
+        return np.stack([np.min([p[0] for p in parts], axis=0), np.max([p[1] for p in parts], axis=0)])
     if mask is not None:
         real = mask[:, None, :].bool()
         low = x.masked_fill(~real, math.inf).amin(dim=(0, 2))
@@ -151,9 +158,8 @@ class SequenceEstimatorMixin:
         else:  # "series" standardizes each series at every call; "none" leaves the values
             self.input_mean_ = np.zeros(self.n_channels_in_)
             self.input_scale_ = np.ones(self.n_channels_in_)
-        # Where the training values lie, per channel (2, C): predictions far outside warn. Not taken of
-        # memory-mapped data, which would cost another pass over it.
-        self.input_range_ = None if isinstance(data.x, LazyRows) else _channel_range(data.x, data.mask)
+        # Where the training values lie, per channel (2, C): predictions far outside warn.
+        self.input_range_ = _channel_range(data.x, data.mask) if len(data.x) else None
         return data
 
     def _warn_if_far_outside_training(self, data: PreparedInput) -> None:
@@ -161,7 +167,7 @@ class SequenceEstimatorMixin:
         values far outside the training range by extrapolation: say so instead of returning such
         predictions without a word (per-series scaling removes levels and spreads, so it never warns)."""
         fitted = getattr(self, "input_range_", None)
-        if fitted is None or self.normalization_ == "series" or isinstance(data.x, LazyRows) or not len(data.x):
+        if fitted is None or self.normalization_ == "series" or not len(data.x):
             return
         low, high = np.asarray(fitted)
         span = np.maximum(high - low, 1e-12)

@@ -49,3 +49,21 @@ def test_padding_of_unequal_series_is_not_part_of_the_range():
     regressor = SSMFeatureRegressor(**FEATURES, normalize="channel").fit(ragged, np.arange(18.0))
     assert not _warned(regressor, ragged)
     assert _warned(regressor, [series - 50.0 for series in ragged])  # around 0: far below the training values
+
+
+@pytest.mark.parametrize(
+    "make",
+    [lambda: SSMFeatureRegressor(**FEATURES, normalize="channel"), lambda: SSMClassifier(**TINY)],
+    ids=["features", "network"],
+)
+def test_memory_mapped_x_is_checked_as_the_same_array_in_memory(make, tmp_path):
+    """A memmap is fitted and predicted batch by batch; its range is read in chunks, so the check holds."""
+    y = Y if isinstance(make(), SSMFeatureRegressor) else (Y > 0).astype(int)
+    np.save(tmp_path / "train.npy", X[:, None, :])
+    np.save(tmp_path / "far.npy", X[:, None, :] * 100.0)
+    train, far = (np.load(tmp_path / f"{name}.npy", mmap_mode="r") for name in ("train", "far"))
+    estimator = make().fit(train, y)
+    np.testing.assert_array_equal(estimator.input_range_, make().fit(X[:, None, :], y).input_range_)
+    assert not _warned(estimator, train)
+    (warning,) = _warned(estimator, far)
+    assert "times the training range beyond it (channel 0" in str(warning.message)
