@@ -247,6 +247,7 @@ def test_classify_benchmark_markdown_shows_mean_and_std_and_writes_json(capsys, 
 
 def test_classify_benchmark_loads_the_development_sets():
     """The development sets, read from sktime's and aeon's package data (no download)."""
+    pytest.importorskip("aeon", reason="PickupGestureWiimoteZ and CardanoSentiment ship with aeon (the bench extra)")
     from ssmts.bench import classify
 
     def check(name, n_train, n_test, channels, lengths, n_classes=None, regression=False):

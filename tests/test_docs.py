@@ -217,7 +217,7 @@ def test_headline_results_link_to_every_detail_page(site):
 # and docs/hooks/params_tables.py turns it into a link).
 DOCS_REFERENCE = re.compile(r"\bdocs/([\w./-]+\.md)(?:#([\w-]+))?")
 # Where the project's text lives: these folders (their text files) and the top-level files.
-CITING_DIRS = ("ssmts", "tests", "docs", "notebooks", "docs_snippets", "datasets", ".ci")
+CITING_DIRS = ("ssmts", "tests", "docs", "notebooks", "docs_snippets", "scripts", ".ci")
 CITING_SUFFIXES = {".py", ".md", ".ipynb", ".yml", ".yaml", ".toml", ".txt", ".cfg", ".ini", ".sh", ""}
 
 

@@ -175,7 +175,7 @@ def load_lra_listops(root: str | Path, max_length: int = LISTOPS_MAX_LENGTH) -> 
     """
     root = Path(root).expanduser()
     directory = _task_dir(root, LISTOPS_DIR, LISTOPS_FILES["train"])
-    how = _LRA_HOW_TO_GET + " Or generate a stand-in with `python datasets/make_listops.py --out DIR`."
+    how = _LRA_HOW_TO_GET + " Or generate a stand-in with `python -m ssmts.data.make_listops --out DIR`."
     require_files(directory, list(LISTOPS_FILES.values()), how)
     splits = {}
     for name, filename in LISTOPS_FILES.items():
@@ -512,7 +512,7 @@ def load_lra_pathfinder(
         require_files(
             root,
             [f"{folder}/{difficulty}/metadata", f"{folder}/{difficulty}/imgs"],
-            _LRA_HOW_TO_GET + " Or generate a stand-in with `python datasets/make_pathfinder.py --out DIR`.",
+            _LRA_HOW_TO_GET + " Or generate a stand-in with `python -m ssmts.data.make_pathfinder --out DIR`.",
         )
     entries = read_pathfinder_metadata(directory)
     if not entries:

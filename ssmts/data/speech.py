@@ -10,13 +10,14 @@ The directory format is the one of the public data set (Warden, 2018)::
       testing_list.txt               same; every other clip is training data
 
 Clips are zero-padded at the end to 1 s. The same format is written by
-`ssmts.data.speech_synth`, and a compact synthesized copy ships in the repository
+`ssmts.data.speech_synth`, and a compact synthesized copy is installed with the package
 (`default_spoken_commands_dir()`), so everything here also runs offline.
 """
 
 from __future__ import annotations
 
 import warnings
+from importlib import resources
 from pathlib import Path
 from typing import Sequence
 
@@ -42,7 +43,7 @@ _HOW_TO_GET = (
     "Download Speech Commands v0.02 from "
     "http://download.tensorflow.org/data/speech_commands_v0.02.tar.gz and extract it "
     "into this directory, or synthesize an offline stand-in with "
-    "`python datasets/make_spoken_commands.py --out DIR` (needs espeak-ng), "
+    "`python -m ssmts.data.make_spoken_commands --out DIR` (needs espeak-ng), "
     "or use the shipped copy at ssmts.data.speech.default_spoken_commands_dir()."
 )
 
@@ -52,21 +53,18 @@ _CHUNK = 2048
 
 
 def default_spoken_commands_dir() -> Path:
-    """Directory of the compact spoken-commands copy shipped with the repository.
+    """Directory of the compact spoken-commands copy installed with the package.
 
-    It is `<repo>/datasets/spoken_commands_mini`, synthesized with espeak-ng in the
-    Speech Commands format (SC10 words, splits by voice). It is not part of an
-    installed wheel: there, pass your own directory or regenerate it.
+    240 espeak-ng clips of the SC10 words in the Speech Commands format (splits by voice),
+    package data of `ssmts.data` (`spoken_commands_mini/`, its README says how it was made).
     """
-    repo_root = Path(__file__).resolve().parents[2]
-    directory = repo_root / "datasets" / "spoken_commands_mini"
-    if not (directory / SPLIT_LISTS[0]).is_file():
+    directory = resources.files("ssmts.data") / "spoken_commands_mini"
+    # An installed package is a folder on disk; only an import from a zip archive is not.
+    if not isinstance(directory, Path) or not (directory / SPLIT_LISTS[0]).is_file():
         raise DataNotFoundError(
-            f"the shipped spoken-commands copy is not at {directory} (it lives in the source "
-            "repository and is not installed with the package). Pass a Speech Commands "
-            "directory explicitly, or generate the copy with "
-            f"`python datasets/make_spoken_commands.py --out {directory}` from a repository "
-            "checkout (needs espeak-ng: apt-get install espeak-ng)."
+            f"the spoken-commands copy installed with ssmts is missing ({directory}): reinstall the "
+            "package, pass a Speech Commands directory explicitly, or synthesize a copy with "
+            "ssmts.data.speech_synth.synthesize_spoken_commands (needs espeak-ng: apt-get install espeak-ng)."
         )
     return directory
 

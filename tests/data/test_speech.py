@@ -164,7 +164,7 @@ def test_missing_directory_says_what_to_do(tmp_path):
         load_speech_commands(tmp_path / "nowhere")
     message = str(error.value)
     assert str(tmp_path / "nowhere") in message and "validation_list.txt" in message
-    assert "speech_commands_v0.02" in message and "make_spoken_commands.py" in message
+    assert "speech_commands_v0.02" in message and "python -m ssmts.data.make_spoken_commands" in message
 
 
 def test_shipped_mini_copy_loads():

@@ -2,11 +2,11 @@
 
 Example (the LRA sizes; a few minutes):
 
-    python datasets/make_listops.py --out data/listops-1000 --n-train 96000 --n-val 2000 --n-test 2000
+    python -m ssmts.data.make_listops --out data/listops-1000 --n-train 96000 --n-val 2000 --n-test 2000
 
 A small, shorter stand-in for quick experiments:
 
-    python datasets/make_listops.py --out data/listops-small --n-train 2000 --min-length 50 --max-length 500
+    python -m ssmts.data.make_listops --out data/listops-small --n-train 2000 --min-length 50 --max-length 500
 
 Load the result with ssmts.data.lra.load_lra_listops(OUT, max_length=...).
 """
@@ -17,11 +17,6 @@ import argparse
 import sys
 from collections import Counter
 from pathlib import Path
-
-try:
-    import ssmts  # noqa: F401
-except ImportError:  # run from a source checkout without installing the package
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ssmts.data.listops_synth import generate_listops, write_listops
 

@@ -1,8 +1,8 @@
 """Synthesize a Speech Commands-format data set of spoken commands with espeak-ng.
 
-Example (the shipped compact copy, datasets/spoken_commands_mini):
+Example (the compact copy installed with the package, ssmts/data/spoken_commands_mini):
 
-    python datasets/make_spoken_commands.py --out datasets/spoken_commands_mini --seed 0
+    python -m ssmts.data.make_spoken_commands --out ssmts/data/spoken_commands_mini --seed 0
 
 Load the result with ssmts.data.speech.load_speech_commands(OUT).
 """
@@ -12,11 +12,6 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-
-try:
-    import ssmts  # noqa: F401
-except ImportError:  # run from a source checkout without installing the package
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ssmts.data.speech import SC10_WORDS, SC35_WORDS
 from ssmts.data.speech_synth import DEFAULT_VOICES, espeak_version, synthesize_spoken_commands

@@ -3,7 +3,7 @@
 Writes OUT/pathfinder<res>/curv_contour_length_14/{imgs/<k>/sample_<n>.png, metadata/<k>.npy}.
 Example (a 32x32 set of 20000 images; about 20 minutes on one core):
 
-    python datasets/make_pathfinder.py --out data/lra_synth --n-samples 20000 --resolution 32
+    python -m ssmts.data.make_pathfinder --out data/lra_synth --n-samples 20000 --resolution 32
 
 Path-X-like 128x128 images: --resolution 128. Load the result with
 ssmts.data.lra.load_lra_pathfinder(OUT, resolution=RES).
@@ -14,11 +14,6 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-
-try:
-    import ssmts  # noqa: F401
-except ImportError:  # run from a source checkout without installing the package
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from ssmts.data.pathfinder_synth import PathfinderStyle, write_pathfinder
 
