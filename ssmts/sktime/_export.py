@@ -23,7 +23,7 @@ from .._version import __version__
 from ..estimators._export import check_format, serving_network, write_onnx, write_torchscript
 
 INPUT_NAME = "y"
-OUTPUT_NAMES = ("forecast", "quantiles")
+OUTPUT_NAMES = ("forecast", "quantiles", "valid")
 
 
 class ForecastServingModel(nn.Module):
@@ -31,8 +31,9 @@ class ForecastServingModel(nn.Module):
     forecast (batch, horizon, n_targets) float64 (the median, = predict at fh 1..horizon) and
     quantiles (batch, horizon, n_targets, Q) float64 at the fitted quantile levels.
 
-    A series whose context has no observed value of a target gets NaN forecasts of that target
-    (predict refuses such a context)."""
+    valid (batch,) bool is False for a series whose context predict refuses: one holding inf, one
+    whose forecasts are not finite (values so large that the window statistics overflow, or a
+    target with no observed value in the context). Its forecasts and quantiles are then all NaN."""
 
     def __init__(
         self,
@@ -95,7 +96,7 @@ class ForecastServingModel(nn.Module):
             shift = shift + slope * (self.steps - final)
         return shift, scale
 
-    def forward(self, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         c, H = self.context_length, self.horizon
         if y.shape[-1] != c:
             raise ValueError(f"this forecaster reads the last {c} observations, got {y.shape[-1]}")
@@ -111,9 +112,9 @@ class ForecastServingModel(nn.Module):
         shift_t = (shift if shift.shape[-1] == 1 else shift[..., c:]).transpose(1, 2)  # (n, 1 or H, C)
         grid = grid * scale.transpose(1, 2)[..., None] + shift_t[..., None]
         # the model cannot tell a context without observations: its forecasts are NaN, not a number
-        empty = (~observed).all(-1)[:, None, :]  # (n, 1, C)
-        grid = torch.where(empty[..., None], torch.full_like(grid, float("nan")), grid)
-        return grid[..., self.median], grid
+        valid = ~torch.isinf(y).flatten(1).any(1) & torch.isfinite(grid).flatten(1).all(1)  # (n,)
+        grid = torch.where(valid[:, None, None, None], grid, torch.full_like(grid, float("nan")))
+        return grid[..., self.median], grid, valid
 
 
 class ForecasterExportMixin:

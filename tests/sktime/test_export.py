@@ -95,7 +95,8 @@ def test_onnx_gives_predict_and_predict_quantiles(ort, tmp_path, params):
         str(H),
         ["sales"],
     )
-    point, quantiles = session.run(None, {"y": _contexts(PANEL)})
+    point, quantiles, valid = session.run(None, {"y": _contexts(PANEL)})
+    assert valid.dtype == bool and valid.all()
     expected_point, expected_quantiles = _expected(forecaster, levels)
     atol = 1e-6 * np.nanstd(PANEL.to_numpy())
     np.testing.assert_allclose(point, expected_point, rtol=1e-6, atol=atol)
@@ -111,14 +112,28 @@ def test_torchscript_gives_the_same_outputs_and_empty_contexts_give_nan(tmp_path
         module = torch.jit.load(str(path), _extra_files=metadata)
     assert json.loads(metadata["ssmts.json"])["horizon"] == str(H)
     contexts = _contexts(PANEL)
-    point, quantiles = (t.numpy() for t in module(torch.as_tensor(contexts)))
+    point, quantiles, valid = (t.numpy() for t in module(torch.as_tensor(contexts)))
+    assert valid.all()
     expected_point, expected_quantiles = _expected(forecaster, forecaster.quantile_levels_)
     np.testing.assert_allclose(point, expected_point, rtol=1e-6, atol=1e-6 * np.nanstd(PANEL.to_numpy()))
     assert quantiles.shape == expected_quantiles.shape
     # predict refuses a context without observations; the file cannot, so it answers NaN, not a number
     contexts[1] = np.nan
-    point, quantiles = (t.numpy() for t in module(torch.as_tensor(contexts)))
+    point, quantiles, valid = (t.numpy() for t in module(torch.as_tensor(contexts)))
     assert np.isnan(point[1]).all() and np.isnan(quantiles[1]).all() and np.isfinite(point[[0, 2]]).all()
+    assert valid.tolist() == [True, False, True]
+
+
+@pytest.mark.parametrize("value", [np.inf, -np.inf, 1e300])
+def test_a_context_predict_refuses_is_flagged_invalid_with_nan_forecasts(ort, tmp_path, value):
+    """inf, or values whose window statistics overflow: predict raises; the file flags the series."""
+    forecaster = _fit()
+    session = ort.InferenceSession(str(forecaster.export(tmp_path / "f.onnx")), providers=["CPUExecutionProvider"])
+    contexts = _contexts(PANEL)
+    contexts[0, 0, -3] = value
+    point, quantiles, valid = session.run(None, {"y": contexts})
+    assert valid.tolist() == [False] + [True] * (len(contexts) - 1)
+    assert np.isnan(point[0]).all() and np.isnan(quantiles[0]).all() and np.isfinite(point[1:]).all()
 
 
 @pytest.mark.parametrize(
