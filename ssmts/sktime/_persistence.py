@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import numbers
 import uuid
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -98,6 +99,13 @@ class SaveLoadMixin:
         only for files you trust.
         """
         if format == "safetensors":
+            zipped = path.filename if isinstance(path, zipfile.ZipFile) else f"{path}.zip"
+            if isinstance(path, zipfile.ZipFile) or (not Path(path).exists() and Path(zipped).is_file()):
+                raise ValueError(
+                    f"{zipped} is in sktime's format, which save(path) writes for a path not ending in {SUFFIX}: "
+                    f"load it with {cls.__name__}.load(..., format='sktime') (it unpickles, so it runs code from "
+                    f"the file: only for files you trust), or save to a path ending in {SUFFIX}"
+                )
             return load_estimator(cls, path)
         if format != "sktime":
             raise ValueError(f"unknown format {format!r}; choose one of {', '.join(map(repr, FORMATS))}")

@@ -355,6 +355,10 @@ def test_sktimes_own_save_stays_and_the_format_is_chosen_by_suffix_or_name(fitte
         SSMPanelClassifier.load(plain)
     with pytest.raises(ValueError, match="not a readable ssmts save file"):
         SSMForecaster.load(tmp_path / "zipped.zip")  # a pickle is never read as the safetensors format
+    # the path given to save, or the ZipFile save returned: the way to read it is named, nothing is unpickled
+    for given in (tmp_path / "zipped", f.save(tmp_path / "zipped")):
+        with pytest.raises(ValueError, match=r"zipped.zip is in sktime's format, .* format='sktime'"):
+            SSMForecaster.load(given)
 
 
 def test_sktime_conformance_of_save_and_load():
