@@ -437,6 +437,12 @@ class Trainer:
         self.epochs_done += 1
         self.run_epoch += 1
         if not math.isfinite(train_loss):
+            if self.config.precision == "16-mixed":
+                raise FloatingPointError(
+                    f"the training loss became {train_loss} at epoch {self.epochs_done} under precision='16-mixed': "
+                    "float16 holds magnitudes up to 65504 only, and inputs or activations beyond overflow; use "
+                    "precision='bf16-mixed' (float32's range) or '32', or scale the inputs (normalize)"
+                )
             raise FloatingPointError(
                 f"the training loss became {train_loss} at epoch {self.epochs_done}: the model diverged "
                 "(try a lower lr or lr_ssm, or check the inputs for extreme values)"

@@ -72,6 +72,15 @@ def test_float16_scales_the_loss_and_a_continued_fit_keeps_the_scale():
     assert clf.training_state_["grad_scaler"]["_growth_tracker"] == 28
 
 
+def test_float16_overflow_is_blamed_on_the_precision_not_the_learning_rate():
+    """Inputs kept at 1e6 (normalize="none") overflow float16's 65504 in the forward: the loss is not
+    finite, and the message names the precision and the way out; float32 trains on the same data."""
+    big = X * 1e6
+    with pytest.raises(FloatingPointError, match=r"precision='16-mixed': float16 holds magnitudes up to 65504"):
+        SSMClassifier(**TINY, normalize="none", precision="16-mixed").fit(big, Y)
+    SSMClassifier(**TINY, normalize="none", precision="32").fit(big, Y)
+
+
 def test_compile_trains_through_torch_compile(monkeypatch):
     """compile=True hands the training forward to torch.compile (here a recording stand-in: compiling
     costs tens of seconds, see test_compiled_training_follows_eager) and predicts eagerly."""
