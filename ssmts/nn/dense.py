@@ -29,6 +29,7 @@ from torch import nn
 from .._warnings import caller_stacklevel
 from .discretization import check_discretization, discretize_dense
 from .feedthrough import add_feedthrough, feedthrough_mode, initial_feedthrough
+from .functional import require_tensor
 from .init import hippo_legs, ptd_perturbation
 from .resampling import DeltaScaling
 from .ssm import SSM
@@ -108,6 +109,7 @@ class DenseSSM(DeltaScaling, nn.Module):
 
     # ------------------------------------------------------------ compute
     def _check_input(self, u: torch.Tensor) -> None:
+        require_tensor(u, type(self).__name__)
         if u.dim() != 3 or u.shape[1] != self.d_model:
             raise ValueError(f"expected u of shape (batch, {self.d_model}, L), got {tuple(u.shape)}")
         if u.dtype != self.A.dtype:

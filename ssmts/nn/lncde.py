@@ -22,6 +22,7 @@ from torch import nn
 from .._warnings import caller_stacklevel
 from .batch_invariant import matmul_each_sample
 from .feedthrough import add_feedthrough, feedthrough_mode, initial_feedthrough
+from .functional import require_tensor
 from .scan import associative_scan
 
 LNCDE_STRUCTURES = ("diagonal", "block_diagonal", "dplr", "walsh_hadamard", "dense")
@@ -563,6 +564,7 @@ class LinearCDE(nn.Module):
 
     # ------------------------------------------------------------ forward
     def _check_input(self, u: torch.Tensor) -> None:
+        require_tensor(u, type(self).__name__)
         if u.dim() != 3:
             raise ValueError(f"LinearCDE expects input of shape (batch, {self.d_model}, length), got {tuple(u.shape)}")
         if u.shape[1] != self.d_model:

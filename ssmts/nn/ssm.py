@@ -29,6 +29,7 @@ from torch import nn
 from .batch_invariant import channel_linear, per_sample_mv
 from .discretization import check_discretization, discretize, log_transition
 from .feedthrough import add_feedthrough, feedthrough_mode, initial_feedthrough
+from .functional import require_tensor
 from .init import INITS, initialize_head
 from .kernels import (
     final_state,
@@ -283,6 +284,7 @@ class SSM(DeltaScaling, nn.Module):
 
     # ------------------------------------------------------------ helpers
     def _check_input(self, u: torch.Tensor) -> None:
+        require_tensor(u, type(self).__name__)
         if u.dim() != 3:
             raise ValueError(f"SSM expects input of shape (batch, {self.d_model}, length), got {tuple(u.shape)}")
         if u.shape[1] != self.d_model:

@@ -683,3 +683,14 @@ def test_state_first_in_sample_chunks_equals_the_recurrence(samples_per_chunk, b
         torch.testing.assert_close(x_chunked, x_whole, rtol=1e-12, atol=1e-13)
     for g_chunked, g_whole in zip(grads_chunked, grads_whole):
         torch.testing.assert_close(g_chunked, g_whole, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("layer", ["SSM", "DenseSSM", "LinearCDE"])
+@pytest.mark.parametrize("given", [np.zeros((2, 4, 8), np.float32), [[[0.0] * 8] * 4] * 2])
+def test_a_layer_given_something_else_than_a_tensor_names_it_and_the_conversion(layer, given):
+    import ssmts.nn as snn
+    from ssmts.nn.dense import DenseSSM
+
+    module = DenseSSM(4, 4) if layer == "DenseSSM" else getattr(snn, layer)(4, 4)
+    with pytest.raises(TypeError, match=rf"{layer} takes a torch.Tensor .* got (numpy.ndarray|builtins.list); "):
+        module(given)
