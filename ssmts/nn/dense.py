@@ -27,9 +27,9 @@ import torch
 from torch import nn
 
 from .._warnings import caller_stacklevel
+from .checks import require_tensor
 from .discretization import check_discretization, discretize_dense
 from .feedthrough import add_feedthrough, feedthrough_mode, initial_feedthrough
-from .functional import require_tensor
 from .init import hippo_legs, ptd_perturbation
 from .resampling import DeltaScaling
 from .ssm import SSM

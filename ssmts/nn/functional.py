@@ -8,16 +8,6 @@ import torch
 POOLINGS = ("mean", "last")
 
 
-def require_tensor(u, layer: str) -> None:
-    """A layer's input must be a torch.Tensor: anything else (a numpy array, a list) is named, with the
-    conversion, instead of failing on a tensor method deep inside."""
-    if not isinstance(u, torch.Tensor):
-        raise TypeError(
-            f"{layer} takes a torch.Tensor of shape (batch, channels, length), got {type(u).__module__}."
-            f"{type(u).__qualname__}; convert it with torch.as_tensor(u, dtype=torch.float32)"
-        )
-
-
 def pool(x: torch.Tensor, mask: torch.Tensor | None = None, how: str = "mean") -> torch.Tensor:
     """(batch, d, L) -> (batch, d), ignoring padded steps. how: "mean" or "last" (the last real step)."""
     if how not in POOLINGS:

@@ -21,8 +21,8 @@ from torch import nn
 
 from .._warnings import caller_stacklevel
 from .batch_invariant import matmul_each_sample
+from .checks import require_tensor
 from .feedthrough import add_feedthrough, feedthrough_mode, initial_feedthrough
-from .functional import require_tensor
 from .scan import associative_scan
 
 LNCDE_STRUCTURES = ("diagonal", "block_diagonal", "dplr", "walsh_hadamard", "dense")

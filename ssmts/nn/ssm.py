@@ -27,9 +27,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from .batch_invariant import channel_linear, per_sample_mv
+from .checks import require_tensor
 from .discretization import check_discretization, discretize, log_transition
 from .feedthrough import add_feedthrough, feedthrough_mode, initial_feedthrough
-from .functional import require_tensor
 from .init import INITS, initialize_head
 from .kernels import (
     final_state,

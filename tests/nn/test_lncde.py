@@ -415,10 +415,10 @@ def test_defaults_float32_and_pure_torch_module():
     tree = ast.parse(Path(lncde_module.__file__).read_text())
     imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
-    # Its siblings are what it shares with the SSM layer: the scan, the batch-invariant products and
-    # the feed-through, each torch only; and ssmts' helper that names the user's line in a warning,
+    # Its siblings are what it shares with the SSM layer: the scan, the batch-invariant products, the
+    # feed-through and the input check, each torch only; and ssmts' helper that names the user's line in a warning,
     # standard library only. (Under `mutmut run` the mutated copies also import mutmut's trampoline.)
-    siblings = {"scan", "batch_invariant", "feedthrough"}
+    siblings = {"scan", "batch_invariant", "feedthrough", "checks"}
     helper = Path(lncde_module.__file__).parent.parent / "_warnings.py"
     assert imported - {"mutmut"} <= {"__future__", "math", "warnings", "torch", "_warnings"} | siblings, imported
     for path in [Path(lncde_module.__file__).parent / f"{sibling}.py" for sibling in siblings] + [helper]:
