@@ -53,6 +53,31 @@ def _float64(X, input_name: str, **kwargs) -> np.ndarray:
         ) from None
 
 
+def _check_list_items(X) -> None:
+    """A list of series holds one series per item, (timepoints,) or (channels, timepoints): an item
+    that is None, a scalar, a 3-D or deeper array, or not rectangular is named by its place (numpy
+    would only say "inhomogeneous shape"). A list of numbers (one 1-D row) is left to the rank checks."""
+    kinds = []
+    for item in X:
+        try:
+            kinds.append(None if item is None else np.ndim(item))
+        except ValueError:  # nested lists of unequal lengths
+            kinds.append("ragged")
+    if not any(isinstance(k, int) and k >= 1 for k in kinds):
+        return
+    for i, kind in enumerate(kinds):
+        if kind in (1, 2):
+            continue
+        if kind is None or kind == "ragged":
+            what = "None" if kind is None else "not a rectangular array (nested lists of unequal lengths)"
+        else:
+            what = f"a scalar ({type(X[i]).__name__})" if kind == 0 else f"a {kind}-D array of shape {np.shape(X[i])}"
+        raise ValueError(
+            f"X[{i}] is {what}, not a series: a list X holds one series per item, each of shape (timepoints,) "
+            "or (channels, timepoints)"
+        )
+
+
 def _is_ragged_list(X) -> bool:
     if not isinstance(X, (list, tuple)) or len(X) == 0:
         return False
@@ -95,6 +120,8 @@ def prepare_input(X) -> PreparedInput:
         return _prepare_memmap(X)
     if isinstance(X, (list, tuple)) and len(X) == 0:
         raise ValueError("X is empty: need at least one series (0 samples given)")
+    if isinstance(X, (list, tuple)):
+        _check_list_items(X)
     if _is_ragged_list(X):
         series = []
         for i, item in enumerate(X):

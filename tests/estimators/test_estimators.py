@@ -342,3 +342,22 @@ def test_label_smoothing_reaches_the_classifier():
     assert np.all(smoothed < 0.9) and np.median(smoothed) > 0.7  # the optimum is 1 - 0.4 + 0.4 / 2 = 0.8
     with pytest.raises(ValueError, match="label_smoothing"):
         SSMClassifier(**FAST, label_smoothing=1.0).fit(X, y)
+
+
+@pytest.mark.parametrize(
+    "item, named",
+    [
+        (3.0, r"X\[1\] is a scalar \(float\), not a series"),
+        (None, r"X\[1\] is None, not a series"),
+        (np.zeros((2, 2, 5)), r"X\[1\] is a 3-D array of shape \(2, 2, 5\), not a series"),
+        ([[1.0, 2.0], [3.0]], r"X\[1\] is not a rectangular array \(nested lists of unequal lengths\), not a series"),
+    ],
+)
+def test_a_list_item_that_is_no_series_is_named_by_its_place(item, named):
+    """numpy alone says 'inhomogeneous shape'; the list's own item is named, at fit and at predict."""
+    X = [np.zeros(6), item, np.ones(4)]
+    with pytest.raises(ValueError, match=named + r": a list X holds one series per item"):
+        SSMClassifier(**FAST).fit(X, [0, 1, 0])
+    fitted = SSMClassifier(**FAST).fit([np.zeros(6), np.ones(5)], [0, 1])
+    with pytest.raises(ValueError, match=named):
+        fitted.predict(X)
