@@ -196,19 +196,21 @@ def oldest_python() -> str:
     """An interpreter of the oldest Python the pyproject claims (requires-python), or stop."""
     text = (REPOSITORY / "pyproject.toml").read_text()
     oldest = re.search(r'requires-python\s*=\s*">=\s*(3\.\d+)"', text).group(1)
-    candidates = [shutil.which(f"python{oldest}"), *sorted(Path.home().glob(f".pyenv/versions/{oldest}.*/bin/python"))]
+    # pyenv's own interpreters first: its shim on PATH answers only for the globally selected version
+    candidates = [*sorted(Path.home().glob(f".pyenv/versions/{oldest}.*/bin/python")), shutil.which(f"python{oldest}")]
     for candidate in candidates:
-        if candidate:
+        if candidate and subprocess.run([str(candidate), "--version"], capture_output=True).returncode == 0:
             return str(candidate)
     raise SystemExit(f"check_install: no Python {oldest} found (the pyproject claims >= {oldest}); install one")
 
 
-def check_lowest(tmp: Path, wheel: Path) -> None:
+def check_lowest(tmp: Path) -> None:
     python = fresh_environment(tmp / "venv-lowest", oldest_python())
     run([str(python), "--version"])
     # The quick tests use the vitals extra's packages too; lowest-direct takes every package named in the
-    # project's requirements at its lower bound, and what those need at the newest version that fits.
-    install(python, f"{wheel}[test,vitals]", "--resolution", "lowest-direct")
+    # project's requirements at its lower bound, and what those need at the newest version that fits. The
+    # project is named by its source tree: uv counts a local project's requirements as direct, a wheel's not.
+    install(python, f"{REPOSITORY}[test,vitals]", "--resolution", "lowest-direct")
     # The tests import the repository's ssmts, the same code as the wheel; the environment gives the versions.
     run([str(python), "-m", "pytest", "-q", "-p", "no:cacheprovider", *QUICK_TESTS], cwd=REPOSITORY)
 
@@ -223,12 +225,10 @@ def main(argv: list[str] | None = None) -> int:
         tmp = Path(folder)
         if args.what in ("wheel", "all"):
             wheel = check_wheel(tmp)
-        else:
-            wheel = build(tmp / "dist")
         if args.what in ("extras", "all"):
-            check_extras(tmp, wheel, args.extras)
+            check_extras(tmp, wheel if args.what == "all" else build(tmp / "dist"), args.extras)
         if args.what in ("lowest", "all"):
-            check_lowest(tmp, wheel)
+            check_lowest(tmp)
     print(f"\ncheck_install {args.what}: passed in {time.perf_counter() - start:.0f} s")
     return 0
 
