@@ -20,15 +20,23 @@ from ._base import SSMEstimatorMixin, require_y, transactional
 from ._export import labels_json
 
 
+def _no_label(label) -> bool:
+    """None, a float NaN, or pandas' NA (named by its type: no pandas import for a label check)."""
+    return label is None or (isinstance(label, float) and label != label) or type(label).__name__ == "NAType"
+
+
 def check_labels(y, n_samples: int) -> np.ndarray:
     """y as a 1D array of class labels, one per sample; clear errors for missing labels."""
     y = column_or_1d(y, warn=True)
     if len(y) != n_samples:
         raise ValueError(f"X has {n_samples} samples but y has {len(y)}")
-    missing = np.flatnonzero([label is None for label in y]) if y.dtype == object else []
+    if y.dtype == object:  # None, NaN and pandas' NA all mean "no label"
+        missing = np.flatnonzero([_no_label(label) for label in y])
+    else:
+        missing = np.flatnonzero(np.isnan(y)) if y.dtype.kind == "f" else []
     if len(missing):
         raise ValueError(
-            f"y has no label (None) for {len(missing)} sample(s), e.g. index {int(missing[0])}; "
+            f"y has no label (None or NaN) for {len(missing)} sample(s), e.g. index {int(missing[0])}; "
             "every sample needs a class label"
         )
     if y.dtype == object:

@@ -133,7 +133,25 @@ PROBES = [
         "input",
         "None labels",
         lambda f, t: SSMClassifier(**TINY).fit(X, np.array([None, 1] * 12, dtype=object)),
-        error(ValueError, "no label (None)"),
+        error(ValueError, "no label (None or NaN) for 12 sample(s), e.g. index 0"),
+    ),
+    (
+        "input",
+        "NaN labels among strings (a pandas column with gaps)",
+        lambda f, t: SSMClassifier(**TINY).fit(X, np.array(["a", np.nan] * 12, dtype=object)),
+        error(ValueError, "no label (None or NaN) for 12 sample(s), e.g. index 1"),
+    ),
+    (
+        "input",
+        "NaN labels among numbers",
+        lambda f, t: SSMClassifier(**TINY).fit(X, np.array([0.0, 1.0, np.nan] * 8)),
+        error(ValueError, "no label (None or NaN) for 8 sample(s), e.g. index 2"),
+    ),
+    (
+        "input",
+        "pandas' NA labels",
+        lambda f, t: SSMClassifier(**TINY).fit(X, pd.array(["a", None] * 12, dtype="string")),
+        error(ValueError, "no label (None or NaN) for 12 sample(s), e.g. index 1"),
     ),
     (
         "input",
