@@ -48,7 +48,7 @@ from ..estimators._persistence import (
     restore_network_state,
     save_estimator,
 )
-from ._windows import window_location
+from ._windows import quantile_levels, window_location
 
 SUFFIX = ".safetensors"
 FORMATS = ("safetensors", "sktime")
@@ -482,7 +482,7 @@ class ForecasterPersistenceMixin(SaveLoadMixin):
         C, n_exog, H, c = fitted["n_targets_"], fitted["n_exog_"], fitted["horizon_"], fitted["context_length_"]
         if fitted["window_location_"] != window_location(spec._normalize):
             raise _altered(path, f"window_location_={fitted['window_location_']!r:.80} contradicts normalize")
-        levels = np.unique(np.append(np.asarray(spec.quantiles, dtype=np.float64).ravel(), 0.5))
+        levels = quantile_levels(spec.quantiles)
         grid = _check_array(path, "quantile_levels_", fitted["quantile_levels_"], "f", levels.shape)
         if not np.array_equal(grid, levels):
             raise _altered(path, "quantile_levels_ contradicts quantiles")

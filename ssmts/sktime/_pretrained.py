@@ -160,6 +160,7 @@ def read_pretrained(path: str | Path | None = None) -> tuple[dict, dict[str, tor
 def _check_levels(path: Path, metadata: dict) -> None:
     """The quantile levels the head's outputs stand for: numbers in (0, 1), increasing, holding the
     median, and exactly those the forecaster derives from the `quantiles` parameter."""
+    from ._windows import quantile_levels
 
     def levels(values, what):
         if not isinstance(values, list) or not values:
@@ -169,14 +170,14 @@ def _check_levels(path: Path, metadata: dict) -> None:
                 raise ValueError(f"the metadata of {path}: {what} holds {q!r:.40}, not a number in (0, 1)")
         return np.asarray(values, dtype=np.float64)
 
-    quantile_levels = levels(metadata["quantile_levels"], "quantile_levels")
-    if not (np.diff(quantile_levels) > 0).all() or 0.5 not in quantile_levels:
+    declared = levels(metadata["quantile_levels"], "quantile_levels")
+    if not (np.diff(declared) > 0).all() or 0.5 not in declared:
         raise ValueError(
             f"the metadata of {path}: quantile_levels {metadata['quantile_levels']!r:.200} must increase strictly and "
             "hold 0.5 (the point forecast); the file was altered"
         )
-    implied = np.unique(np.append(levels(metadata["params"].get("quantiles"), "params.quantiles"), 0.5))
-    if not np.array_equal(implied, quantile_levels):
+    implied = quantile_levels(levels(metadata["params"].get("quantiles"), "params.quantiles"))
+    if not np.array_equal(implied, declared):
         raise ValueError(
             f"the metadata of {path}: quantile_levels {metadata['quantile_levels']!r:.200} are not those of its "
             f"quantiles parameter ({implied.tolist()!r:.200}); the file was altered"

@@ -81,6 +81,12 @@ def window_location(normalize) -> str | None:
     return normalize
 
 
+def quantile_levels(quantiles) -> np.ndarray:
+    """The levels the forecaster's quantile head outputs: those of `quantiles` and the median 0.5
+    (the point forecast), sorted, each once; float64."""
+    return np.unique(np.append(np.asarray(quantiles, dtype=np.float64).ravel(), 0.5))
+
+
 def window_scaling(
     context: np.ndarray,
     location: str | None,

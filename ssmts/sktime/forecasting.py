@@ -64,6 +64,7 @@ from ._windows import (
     make_windows,
     merge,
     pad_front,
+    quantile_levels,
     seasonal_period,
     split_instances,
     time_differences,
@@ -438,7 +439,7 @@ class SSMForecaster(
                 f"to the requested times: it needs strategy='recursive' and layer='ssm', got "
                 f"strategy={self.strategy!r}, layer={self.layer!r}"
             )
-        if np.unique(np.append(np.asarray(self.quantiles, dtype=np.float64).ravel(), 0.5)).size < 2:
+        if quantile_levels(self.quantiles).size < 2:
             raise ValueError("quantiles needs at least one level besides 0.5, to give intervals")
 
     # ------------------------------------------------------------ data
@@ -535,7 +536,7 @@ class SSMForecaster(
             self.quantile_levels_ = np.asarray(pretrained[0]["quantile_levels"], dtype=np.float64)
         else:
             self.window_location_ = window_location(self._normalize)
-            self.quantile_levels_ = np.unique(np.append(np.asarray(self.quantiles, dtype=np.float64).ravel(), 0.5))
+            self.quantile_levels_ = quantile_levels(self.quantiles)
         parts = self._split_xy(y, X)
         self.n_targets_ = y.shape[1]
         self.n_exog_ = 0 if X is None else X.shape[1]
