@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from .._files import replacing
 from ..estimators._persistence import _checksum, filled_network
 from ..training.params import _same
 
@@ -81,7 +82,8 @@ def write_pretrained(forecaster, path: str | Path, training: dict) -> Path:
     state = {name: t.detach().cpu().contiguous() for name, t in forecaster.model_.state_dict().items()}
     metadata["sha256"] = _checksum(state, metadata)
     path = Path(path)
-    save_file(state, str(path), metadata={METADATA_KEY: json.dumps(metadata, sort_keys=True)})
+    with replacing(path, "pretrained weights") as tmp:
+        save_file(state, str(tmp), metadata={METADATA_KEY: json.dumps(metadata, sort_keys=True)})
     return path
 
 
