@@ -70,15 +70,12 @@ class ExtrapolationWarning(UserWarning):
     """X lies far outside the values the estimator was trained on."""
 
 
-def _channel_range(x: torch.Tensor | LazyRows, mask: torch.Tensor | None) -> np.ndarray:
-    """(2, C) float64: the smallest and largest real value of every channel of x (n, C, L); rows of
-    a memory-mapped array are read a few MB at a time, never all at once."""
-    if isinstance(x, LazyRows):
-        step = max(1, (4 << 20) // max(1, 4 * int(np.prod(x.shape[1:]))))
-        parts = [
-            _channel_range(x[np.arange(s, min(s + step, len(x)))].materialize(), None) for s in range(0, len(x), step)
-        ]
-        return np.stack([np.min([p[0] for p in parts], axis=0), np.max([p[1] for p in parts], axis=0)])
+def _channel_range(data: PreparedInput) -> np.ndarray:
+    """(2, C) float64: the smallest and largest real value of every channel of data.x (n, C, L); a
+    memory-mapped array's was taken as it was validated (prepare_input), without another pass."""
+    if data.channel_range is not None:
+        return data.channel_range
+    x, mask = data.x, data.mask
     if mask is not None:
         real = mask[:, None, :].bool()
         low = x.masked_fill(~real, math.inf).amin(dim=(0, 2))
@@ -159,7 +156,7 @@ class SequenceEstimatorMixin:
             self.input_mean_ = np.zeros(self.n_channels_in_)
             self.input_scale_ = np.ones(self.n_channels_in_)
         # Where the training values lie, per channel (2, C): predictions far outside warn.
-        self.input_range_ = _channel_range(data.x, data.mask) if len(data.x) else None
+        self.input_range_ = _channel_range(data) if len(data.x) else None
         return data
 
     def _warn_if_far_outside_training(self, data: PreparedInput) -> None:
@@ -171,7 +168,7 @@ class SequenceEstimatorMixin:
             return
         low, high = np.asarray(fitted)
         span = np.maximum(high - low, 1e-12)
-        now_low, now_high = _channel_range(data.x, data.mask)
+        now_low, now_high = _channel_range(data)
         beyond = np.maximum((low - now_low) / span, (now_high - high) / span)  # in training spans
         if (beyond > EXTRAPOLATION_SPANS).any():
             channel = int(np.argmax(beyond))

@@ -25,6 +25,7 @@ class PreparedInput:
     ragged: bool  # came as a list of unequal lengths
     n_features: int  # X.shape[1] of the array form (timepoints for 2D, channels for 3D)
     ndim: int  # 2 or 3 (ragged lists count as 3)
+    channel_range: np.ndarray | None = None  # (2, C) float64 min and max of a memmap's float32 values per channel
 
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
@@ -101,16 +102,22 @@ def _prepare_memmap(X: np.memmap) -> PreparedInput:
         raise ValueError(f"a memory-mapped X must hold real numbers, got dtype {X.dtype}")
     if X.shape[0] < 1 or X.shape[-1] < 1 or (X.ndim == 3 and X.shape[1] < 1):
         raise ValueError(f"X has shape {X.shape}: need at least one sample, channel and timepoint")
+    view = X[:, None, :] if X.ndim == 2 else X
+    # The one pass over the file: every value checked, and each channel's range taken (for the
+    # extrapolation check) in float32, as the rows reach the network.
+    low, high = np.full(view.shape[1], np.inf), np.full(view.shape[1], -np.inf)
     rows = max(1, (1 << 20) // max(1, X[0].nbytes))  # about 1 MB at a time
     for start in range(0, X.shape[0], rows):
-        chunk = np.asarray(X[start : start + rows])
+        chunk = np.asarray(view[start : start + rows])
         if not np.isfinite(chunk).all():
             bad = start + int(np.flatnonzero(~np.isfinite(chunk.reshape(len(chunk), -1)).all(axis=1))[0])
             raise ValueError(f"X contains NaN or infinity (first in sample {bad})")
         if np.abs(chunk).max() > FLOAT32_MAX:
             raise ValueError(f"X has values beyond the float32 range (|x| > {FLOAT32_MAX:.3g}); rescale the data first")
-    view = X[:, None, :] if X.ndim == 2 else X
-    return PreparedInput(LazyRows(view), None, np.full(X.shape[0], X.shape[-1]), False, X.shape[1], X.ndim)
+        values = chunk.astype(np.float32)
+        low, high = np.minimum(low, values.min(axis=(0, 2))), np.maximum(high, values.max(axis=(0, 2)))
+    lengths = np.full(X.shape[0], X.shape[-1])
+    return PreparedInput(LazyRows(view), None, lengths, False, X.shape[1], X.ndim, np.stack([low, high]))
 
 
 def prepare_input(X) -> PreparedInput:
