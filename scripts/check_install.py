@@ -156,8 +156,8 @@ def readme_snippets() -> list[str]:
     return re.findall(r"```python\n(.*?)```", (REPOSITORY / "README.md").read_text(), flags=re.S)
 
 
-def outside(workdir: Path) -> dict:
-    """An environment for commands run from `workdir`: nothing points back into the repository."""
+def outside() -> dict:
+    """The environment of the commands run outside the checkout: nothing points back into the repository."""
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV") and not k.startswith("MLFLOW")}
     env["MPLBACKEND"] = "Agg"
     return env
@@ -169,7 +169,7 @@ def check_wheel(tmp: Path) -> Path:
     install(python, str(wheel))
     work = tmp / "work-wheel"
     work.mkdir()
-    env = outside(work)
+    env = outside()
     run([str(python), "-I", str(REPOSITORY / "scripts" / "install_smoke.py"), str(REPOSITORY)], cwd=work, env=env)
     cli = str(python.parent / "ssmts")
     run([cli, "tasks", "list"], cwd=work, env=env)
@@ -189,7 +189,7 @@ def check_extras(tmp: Path, wheel: Path, names: list[str] | None = None) -> None
         work = tmp / f"work-{extra}"
         work.mkdir()
         executable = str(python) if command[0] == "python" else str(python.parent / command[0])
-        run([executable, *command[1:]], cwd=work, env=outside(work))
+        run([executable, *command[1:]], cwd=work, env=outside())
 
 
 def oldest_python() -> str:
