@@ -330,15 +330,16 @@ class SequenceEstimatorMixin:
         raise ValueError(f"unknown format {format!r}; choose 'safetensors' or 'joblib'")
 
     @classmethod
-    def load(cls, path: str | Path, *, format: str = "safetensors"):
+    def load(cls, path: str | Path, *, format: str = "safetensors", allow_format_1: bool = False):
         """Load an estimator written by `save`, checking that it is an instance of this class.
 
         format="safetensors" executes no code from the file, refuses a damaged or altered file
-        (checksum) and warns when it was written by other ssmts/torch versions.
+        (checksum) and warns when it was written by other ssmts/torch versions. Files of the first
+        save format, whose checksum does not cover the header, load only with allow_format_1=True.
         format="joblib" unpickles, which RUNS CODE from the file: only for files you trust.
         """
         if format == "safetensors":
-            return load_estimator(cls, path)
+            return load_estimator(cls, path, allow_format_1)
         if format != "joblib":
             raise ValueError(f"unknown format {format!r}; choose 'safetensors' or 'joblib'")
         obj = joblib.load(path)

@@ -40,7 +40,9 @@ from .._warnings import caller_stacklevel
 
 FORMAT = "ssmts-estimator"
 FORMAT_VERSION = 2
-"""2: the checksum covers the header as well as the tensors (1: the tensors only; still read)."""
+"""2: the checksum covers the header as well as the tensors (1: the tensors only; read only when the
+caller allows it, and not at all from LAST_VERSION_READING_FORMAT_1 on)."""
+LAST_VERSION_READING_FORMAT_1 = "0.2"
 READABLE_VERSIONS = (1, 2)
 DATA_PREFIX = "data:"
 """Tensors whose names start with this are a face's data (not network weights): no module name holds ':'."""
@@ -458,8 +460,9 @@ def save_estimator(estimator, path: str | Path) -> Path:
     return path
 
 
-def read_header(path: str | Path) -> tuple[dict, dict[str, torch.Tensor]]:
-    """(header, tensors) of a saved estimator; clear errors for anything that is not one."""
+def read_header(path: str | Path, allow_format_1: bool = False) -> tuple[dict, dict[str, torch.Tensor]]:
+    """(header, tensors) of a saved estimator; clear errors for anything that is not one. A file of
+    format 1, whose header no checksum covers, is refused unless allow_format_1."""
     from safetensors import SafetensorError
     from safetensors.torch import safe_open
 
@@ -494,9 +497,20 @@ def read_header(path: str | Path) -> tuple[dict, dict[str, torch.Tensor]]:
     if _checksum(tensors, header if version >= 2 else None) != header.get("sha256"):
         raise ValueError(f"{path}: the file does not match its checksum (weights or header); it was damaged or altered")
     if version < 2:
-        warnings.warn(
+        # An edited header (reversed classes_, say) would load without a trace: the caller must vouch for it.
+        unchecked = (
             f"{path} was saved in format {version}, whose checksum covers the weights but not the header "
-            "(classes, scaling statistics, parameters); save it again to protect both",
+            "(classes, scaling statistics, parameters), so an edit of the header cannot be detected"
+        )
+        if not allow_format_1:
+            raise ValueError(
+                f"{unchecked}. If you wrote this file and trust it, load it with load(path, allow_format_1=True) and "
+                f"save it again (format 2 protects both); ssmts {LAST_VERSION_READING_FORMAT_1} is the last version "
+                "that reads format 1"
+            )
+        warnings.warn(
+            f"{unchecked}; save it again to protect both (ssmts {LAST_VERSION_READING_FORMAT_1} is the last "
+            "version that reads format 1)",
             stacklevel=caller_stacklevel(),
         )
     return header, tensors
@@ -541,9 +555,11 @@ def n_weights(tensors: dict[str, torch.Tensor]) -> int:
     return sum(t.numel() for name, t in tensors.items() if not name.startswith(DATA_PREFIX))
 
 
-def load_estimator(cls, path: str | Path):
+def load_estimator(cls, path: str | Path, allow_format_1: bool = False):
     """Rebuild an estimator of class `cls` from a file written by save_estimator."""
-    header, tensors = read_header(path)
+    if not isinstance(allow_format_1, bool):
+        raise TypeError(f"allow_format_1 must be True or False, got {allow_format_1!r}")
+    header, tensors = read_header(path, allow_format_1)
     if header.get("class") != cls.__name__:
         raise TypeError(f"{path} holds a {header.get('class')}, not a {cls.__name__}")
     try:

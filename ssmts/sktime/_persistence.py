@@ -89,12 +89,13 @@ class SaveLoadMixin:
         return save_estimator(self, path)
 
     @classmethod
-    def load(cls, path, *, format: str = "safetensors"):
+    def load(cls, path, *, format: str = "safetensors", allow_format_1: bool = False):
         """Load an estimator written by `save`, checking that it is an instance of this class.
 
         format="safetensors" executes no code from the file, refuses a damaged or altered file
         (checksum, and the consistency of everything it holds) and warns when it was written by
-        other ssmts/torch versions. format="sktime": `sktime.base.load` of what sktime's save
+        other ssmts/torch versions; files of the first save format, whose checksum does not cover
+        the header, load only with allow_format_1=True. format="sktime": `sktime.base.load` of what sktime's save
         wrote (a path, or the in-memory result), which unpickles and so RUNS CODE from it:
         only for files you trust.
         """
@@ -106,7 +107,7 @@ class SaveLoadMixin:
                     f"load it with {cls.__name__}.load(..., format='sktime') (it unpickles, so it runs code from "
                     f"the file: only for files you trust), or save to a path ending in {SUFFIX}"
                 )
-            return load_estimator(cls, path)
+            return load_estimator(cls, path, allow_format_1)
         if format != "sktime":
             raise ValueError(f"unknown format {format!r}; choose one of {', '.join(map(repr, FORMATS))}")
         from sktime.base import load

@@ -54,8 +54,9 @@ def test_an_edited_header_is_refused(saved, tmp_path, edit):
         SSMClassifier.load(_rewrite(path, tmp_path / "edited.safetensors", edit))
 
 
-def test_format_1_files_still_load_with_a_warning(saved, tmp_path):
-    """Files of format 1 (checksum of the tensors only) load as before and say how to protect their header."""
+def test_format_1_files_load_only_when_the_caller_vouches_for_them(saved, tmp_path):
+    """Files of format 1 (checksum of the tensors only) cannot show an edited header: they are refused
+    with the way out, and with allow_format_1=True load as before, warning how to protect the header."""
     path, proba, _ = saved
 
     def as_format_1(header):
@@ -65,10 +66,29 @@ def test_format_1_files_still_load_with_a_warning(saved, tmp_path):
         header["sha256"] = _persistence._checksum(tensors)
 
     old = _rewrite(path, tmp_path / "v1.safetensors", as_format_1)
+    with pytest.raises(ValueError, match=r"format 1.*allow_format_1=True.*last version that reads format 1"):
+        SSMClassifier.load(old)
     with pytest.warns(UserWarning, match="format 1") as record:
-        loaded = SSMClassifier.load(old)
+        loaded = SSMClassifier.load(old, allow_format_1=True)
     assert record[0].filename == __file__  # the caller's line, not ssmts'
     np.testing.assert_array_equal(loaded.predict_proba(X), proba)
+    with pytest.raises(TypeError, match="allow_format_1 must be True or False"):
+        SSMClassifier.load(old, allow_format_1="yes")
+
+
+def test_a_format_1_file_with_reversed_classes_is_refused(saved, tmp_path):
+    """The attack format 1 allowed: reversed classes_ with a weights-only checksum inverted every label."""
+    path, _, _ = saved
+
+    def reversed_format_1(header):
+        with safe_open(str(path), framework="pt") as f:
+            tensors = {k: f.get_tensor(k) for k in f.keys()}
+        header["format_version"] = 1
+        header["sha256"] = _persistence._checksum(tensors)
+        header["fitted"]["classes_"]["__ndarray__"].reverse()
+
+    with pytest.raises(ValueError, match="cannot be detected"):
+        SSMClassifier.load(_rewrite(path, tmp_path / "v1.safetensors", reversed_format_1))
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
