@@ -33,6 +33,8 @@ WEIGHTS_FILE = "forecaster-small.safetensors"
 # pretrained="fine-tune": a smaller learning rate and budget than training from scratch. On the
 # development panels the defaults' lr 1e-3 and 16000 steps drifted far from the pretrained weights
 # (MASE macrodata 1.54, fertility 2.94, zero-shot 1.30 and 2.08); lr 1e-4 for 2000 steps: 1.24, 2.07.
+MAX_CONTEXT_LENGTH = 1 << 16
+"""The longest context_length pretrained weights may declare (the shipped weights: 48 steps)."""
 FINE_TUNE = {"lr": 1e-4, "lr_ssm": 1e-4, "max_steps": 2000}
 
 # The forecaster parameters a pretrained network fixes, besides the backbone group.
@@ -139,6 +141,13 @@ def read_pretrained(path: str | Path | None = None) -> tuple[dict, dict[str, tor
             metadata["params"][new] = metadata["params"].pop(old)
     if not (metadata["context_length"] >= 1 and metadata["horizon"] >= 1):
         raise ValueError(f"{path} declares context_length and horizon that are not positive")
+    if metadata["context_length"] > MAX_CONTEXT_LENGTH:
+        # No weight depends on the context length, so the tensors cannot bound it as they bound the sizes below.
+        raise ValueError(
+            f"{path} declares context_length={metadata['context_length']}, beyond {MAX_CONTEXT_LENGTH}, the longest "
+            "context a pretrained forecaster may have (every series is padded to it: a fit would allocate "
+            "context_length values per window); the file was altered"
+        )
     normalize = metadata["params"].get("normalize", True)
     if metadata["window_location"] != window_location(normalize):
         # forecasts would be mapped back from another location than the network was trained with
