@@ -159,27 +159,31 @@ class SequenceEstimatorMixin:
         self.input_range_ = _channel_range(data) if len(data.x) else None
         return data
 
-    def _warn_if_far_outside_training(self, data: PreparedInput) -> None:
-        """A model whose inputs keep their levels (normalize 'channel', 'none', 'series+stats') reads
-        values far outside the training range by extrapolation: say so instead of returning such
-        predictions without a word (per-series scaling removes levels and spreads, so it never warns)."""
+    def _far_outside_training(self, data: PreparedInput) -> str | None:
+        """What to warn of when X goes far beyond the training values: a model whose inputs keep their
+        levels (normalize 'channel', 'none', 'series+stats') reads them by extrapolation (per-series
+        scaling removes levels and spreads, so it never warns). None when X is within bounds."""
         fitted = getattr(self, "input_range_", None)
         if fitted is None or self.normalization_ == "series" or not len(data.x):
-            return
+            return None
         low, high = np.asarray(fitted)
         span = np.maximum(high - low, 1e-12)
         now_low, now_high = _channel_range(data)
         beyond = np.maximum((low - now_low) / span, (now_high - high) / span)  # in training spans
-        if (beyond > EXTRAPOLATION_SPANS).any():
-            channel = int(np.argmax(beyond))
-            warnings.warn(
-                f"{type(self).__name__}: X reaches {beyond[channel]:.3g} times the training range beyond it (channel "
-                f"{channel}: training values {low[channel]:.4g} to {high[channel]:.4g}, X {now_low[channel]:.4g} to "
-                f"{now_high[channel]:.4g}); the model extrapolates there and its predictions are not to be trusted. "
-                "normalize='series' compares shapes only, if levels are nuisance",
-                ExtrapolationWarning,
-                stacklevel=caller_stacklevel(),
-            )
+        if not (beyond > EXTRAPOLATION_SPANS).any():
+            return None
+        channel = int(np.argmax(beyond))
+        return (
+            f"{type(self).__name__}: X reaches {beyond[channel]:.3g} times the training range beyond it (channel "
+            f"{channel}: training values {low[channel]:.4g} to {high[channel]:.4g}, X {now_low[channel]:.4g} to "
+            f"{now_high[channel]:.4g}); the model extrapolates there and its predictions are not to be trusted. "
+            "normalize='series' compares shapes only, if levels are nuisance"
+        )
+
+    def _warn_if_far_outside_training(self, data: PreparedInput) -> None:
+        message = self._far_outside_training(data)
+        if message is not None:
+            warnings.warn(message, ExtrapolationWarning, stacklevel=caller_stacklevel())
 
     def _prepare_predict_input(self, X, rate_ratio: float) -> PreparedInput:
         check_is_fitted(self, "model_")

@@ -278,6 +278,11 @@ class FeatureReadout(nn.Module):
         n_features = sum(bank.n_features for _, bank, _ in self._banks())
         # float64: a row's output must not depend on the other rows of its batch (blocked sums).
         self.readout = nn.Linear(n_features, d_output, dtype=torch.float64)
+        # Where the training series' features lie and how far the training outputs spread, set by
+        # `set_training_range`; until then (and in files saved before they existed) nothing is beyond.
+        self.register_buffer("feature_low", torch.full((n_features,), -math.inf))
+        self.register_buffer("feature_high", torch.full((n_features,), math.inf))
+        self.register_buffer("output_spread", torch.ones(d_output, dtype=torch.float64))
 
     def _banks(self) -> list[tuple[int, SSMFeatures, bool]]:
         """(seed offset, bank, whether it reads the first difference) of every bank, in feature order."""
@@ -307,6 +312,35 @@ class FeatureReadout(nn.Module):
 
     def forward(self, u: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         return self.readout(self.features(u, mask).double())
+
+    def set_training_range(self, features: torch.Tensor) -> None:
+        """Record the range of the training series' features (n, n_features) and the spread of the
+        read-out's outputs on them, against which `forward_with_extrapolation` measures new series."""
+        features = torch.as_tensor(features)
+        self.feature_low.copy_(features.amin(0))
+        self.feature_high.copy_(features.amax(0))
+        with torch.no_grad():
+            outputs = self.readout(features.double())
+        # Assigned, not copied: the read-out set by the estimators may have more outputs than at build.
+        spread = outputs.std(0, correction=0).clamp_min(1e-12) if len(features) > 1 else torch.ones_like(outputs[0])
+        self.output_spread = spread
+
+    def forward_with_extrapolation(self, u: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        """(batch, d_output + 1): the outputs and, last, how far each row's outputs rest on features
+        beyond the training range: the largest change of an output when its features are clipped to
+        that range, in units of the spread of the training outputs (0 for a row within the range)."""
+        features = self.features(u, mask).double()
+        outputs = self.readout(features)
+        clipped = self.readout(torch.minimum(torch.maximum(features, self.feature_low), self.feature_high))
+        beyond = ((outputs - clipped).abs() / self.output_spread).amax(1, keepdim=True)
+        return torch.cat([outputs, beyond], 1)
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys, *args):
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys, *args)
+        # Files written before the training range was kept load without it (no extrapolation check).
+        for name in ("feature_low", "feature_high", "output_spread"):
+            if prefix + name in missing_keys:
+                missing_keys.remove(prefix + name)
 
 
 def _ppv_surrogate_gradient(y: torch.Tensor, biases: torch.Tensor, count: torch.Tensor) -> torch.Tensor:

@@ -6,7 +6,7 @@ import warnings
 import numpy as np
 import pytest
 
-from ssmts import SSMClassifier, SSMFeatureRegressor
+from ssmts import SSMClassifier, SSMFeatureClassifier, SSMFeatureRegressor
 from ssmts.estimators import ExtrapolationWarning
 
 RNG = np.random.default_rng(0)
@@ -67,3 +67,67 @@ def test_memory_mapped_x_is_checked_as_the_same_array_in_memory(make, tmp_path):
     assert not _warned(estimator, train)
     (warning,) = _warned(estimator, far)
     assert "times the training range beyond it (channel 0" in str(warning.message)
+
+
+# ---------------------------------------------------------------- the feature estimators' read-out
+# Shifts well within the channel check's 2 spans still move a linear read-out of pooled responses
+# (means, maxima) far: the feature estimators check the features themselves.
+LEVELS = RNG.uniform(-1.0, 1.0, 40)
+SHIFTED = RNG.standard_normal((40, 30)) * 0.2 + LEVELS[:, None]  # series around their own level
+
+
+def _feature_warnings(estimator, X):
+    return [w for w in _warned(estimator, X) if "rest on features beyond the range" in str(w.message)]
+
+
+@pytest.mark.parametrize("kind", ["regressor", "classifier"])
+def test_a_shift_within_the_channel_bound_warns_when_the_read_out_extrapolates(kind, tmp_path):
+    if kind == "regressor":
+        estimator = SSMFeatureRegressor(**FEATURES, normalize="channel").fit(SHIFTED, LEVELS)
+    else:
+        estimator = SSMFeatureClassifier(**FEATURES).fit(SHIFTED, (LEVELS > 0).astype(int))
+    assert not _warned(estimator, SHIFTED)  # the training series themselves
+    span = SHIFTED.max() - SHIFTED.min()
+    moved = SHIFTED + span  # one training range: the channel check (2 ranges) stays quiet
+    (warning,) = _warned(estimator, moved)
+    assert "rest on features beyond the range of the training series" in str(warning.message)
+    assert warning.filename == __file__
+    loaded = type(estimator).load(estimator.save(tmp_path / "m.safetensors"))
+    assert len(_feature_warnings(loaded, moved)) == 1  # the range is saved with the model
+
+
+def test_per_series_scaling_removes_the_shift_so_the_features_do_not_warn():
+    regressor = SSMFeatureRegressor(**FEATURES, normalize="series").fit(SHIFTED, LEVELS)
+    assert not _warned(regressor, SHIFTED + 0.5 * (SHIFTED.max() - SHIFTED.min()))
+
+
+def test_forward_with_extrapolation_against_clipping_by_hand():
+    """The last column is max_k |f.w_k - clip(f).w_k| / spread_k (float64, numpy as the oracle)."""
+    import torch
+
+    regressor = SSMFeatureRegressor(**FEATURES, normalize="channel").fit(SHIFTED, np.stack([LEVELS, -LEVELS], 1))
+    network = regressor.model_
+    u = torch.from_numpy(SHIFTED[:6, None, :] * 1.5 + 0.3).float()
+    out = network.forward_with_extrapolation(u).detach().double().numpy()
+    features = network.features(u).double().numpy()
+    low, high = network.feature_low.double().numpy(), network.feature_high.double().numpy()
+    weight, bias = network.readout.weight.detach().numpy(), network.readout.bias.detach().numpy()
+    outputs, clipped = features @ weight.T + bias, np.clip(features, low, high) @ weight.T + bias
+    scaled = (SHIFTED[:, None, :] - regressor.input_mean_[0]) / regressor.input_scale_[0]  # as fit scaled them
+    training = network.readout(network.features(torch.from_numpy(scaled).float()).double())
+    spread = training.detach().numpy().std(0)
+    np.testing.assert_allclose(out[:, :2], outputs, rtol=1e-12)
+    np.testing.assert_allclose(out[:, 2], (np.abs(outputs - clipped) / spread).max(1), rtol=1e-6, atol=1e-9)
+    assert out[:, 2].max() > 0
+
+
+def test_a_model_saved_before_the_training_range_loads_and_does_not_check():
+    import torch
+
+    regressor = SSMFeatureRegressor(**FEATURES, normalize="channel").fit(SHIFTED, LEVELS)
+    state = {k: v for k, v in regressor.model_.state_dict().items() if not k.startswith(("feature_", "output_"))}
+    network = regressor._rebuild_network()
+    network.load_state_dict(state, strict=True)  # the keys older files lack are not required
+    assert torch.isinf(network.feature_low).all() and torch.isinf(network.feature_high).all()
+    u = torch.from_numpy(SHIFTED[:, None, :] + 10.0).float()
+    assert (network.forward_with_extrapolation(u)[:, -1] == 0).all()
