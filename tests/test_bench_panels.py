@@ -44,13 +44,42 @@ def test_scores_equal_sktimes_mase_and_smape(season):
     assert smape == pytest.approx(100 * mean_absolute_percentage_error(truth, pred, symmetric=True), rel=1e-12)
 
 
+def _lines(n_series: int, length: int) -> pd.DataFrame:
+    """A quarterly panel of straight lines, y_i(t) = 50 + 10 i + (0.5 + i) t: an easy panel whose
+    naive forecast's MASE is known exactly."""
+    times = pd.period_range("2000Q1", periods=length, freq="Q")
+    return pd.concat(
+        {
+            f"s{i}": pd.DataFrame({"y": 50 + 10 * i + (0.5 + i) * np.arange(length, dtype=float)}, index=times)
+            for i in range(n_series)
+        },
+        names=["series", "time"],
+    )
+
+
 def test_a_panel_backtest_scores_every_model_on_every_series():
-    panel = _random_walks(n_series=3, length=24, seed=0)
-    task = PanelTask("toy", 4, 4, 2, 2)
-    tiny = dict(d_model=8, d_state=4, n_layers=1, max_epochs=2, context_length="auto", device="cpu", random_state=0)
-    rows = {r["model"]: r for r in panel_backtest(task, panel, tiny)}
+    """On straight lines (season 1, h = 4) the last value misses step k by k slopes while the in-sample
+    scale is one slope, so the naive MASE is (1 + 2 + 3 + 4) / 4 = 2.5 exactly, on every series and
+    origin; a trend model (AutoETS) and a trained network extrapolate the lines far better."""
+    panel = _lines(n_series=3, length=24)
+    task = PanelTask("toy", 1, 4, 2, 2)
+    ssm = dict(
+        d_model=8, d_state=4, n_layers=1, max_epochs=60, lr=1e-2, context_length="auto", device="cpu", random_state=0
+    )
+    rows = {r["model"]: r for r in panel_backtest(task, panel, ssm)}
     assert set(rows) == {"naive", "theta", "ets", "median", "ssm"}
-    assert all(r["series"] == 3 and np.isfinite(r["mase"]) and r["smape"] > 0 for r in rows.values())
+    assert all(r["series"] == 3 and r["panel"] == "toy" for r in rows.values())
+    assert rows["naive"]["mase"] == pytest.approx(2.5, rel=1e-9)
+    # the naive sMAPE, from the same misses: 2 |k b| / (|y + k b| + |y|), averaged by hand
+    smape = []
+    for i in range(3):
+        for origin in (18, 20):  # the last forecast ends at the end of the panel, origins 2 steps apart
+            b, last = 0.5 + i, 50 + 10 * i + (0.5 + i) * (origin - 1)
+            smape += [200 * k * b / (2 * last + k * b) for k in range(1, 5)]
+    assert rows["naive"]["smape"] == pytest.approx(np.mean(smape), rel=1e-9)
+    # measured: AutoETS 0.10, the SSM 0.001 (seeds 0 to 3 at these settings, 0.0008 each)
+    assert rows["ets"]["mase"] < 0.5 and rows["ssm"]["mase"] < 0.25
+    assert 0.0 <= rows["ssm"]["cov80"] <= rows["ssm"]["cov90"] <= 100.0
     assert PANEL_TASKS["fertility"].h == 6 and PANEL_TASKS["macrodata"].h == 8
 
 

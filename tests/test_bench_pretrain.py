@@ -29,8 +29,55 @@ def test_the_same_seed_gives_the_same_weights_and_another_seed_others(tmp_path):
     assert packaged and not any(name.startswith("m1_yearly:") for name in packaged)
 
 
-def test_the_weights_forecast_zero_shot(tmp_path):
-    _run(tmp_path / "w.safetensors")
+def test_a_short_run_trains_and_the_file_records_it(tmp_path, monkeypatch):
+    """Two epochs: the training loss goes down, every weight moves from its initial value, and the
+    file holds the trained network with the command and what the run did."""
+    import ssmts.sktime._pretrained as pretrained
+
+    seen = {}
+    build, write = SSMForecaster._build_network, pretrained.write_pretrained
+
+    def build_and_keep(self, spec=None):  # the network before its first step
+        network = build(self, spec)
+        seen["initial"] = {k: v.detach().clone() for k, v in network.state_dict().items()}
+        return network
+
+    def write_and_keep(forecaster, path, training):
+        seen["forecaster"] = forecaster
+        return write(forecaster, path, training)
+
+    def count_steps(step):  # the optimizer steps taken, counted where they are taken
+        def counted(self, *args, **kwargs):
+            seen["steps"] = seen.get("steps", 0) + 1
+            return step(self, *args, **kwargs)
+
+        return counted
+
+    monkeypatch.setattr(SSMForecaster, "_build_network", build_and_keep)
+    monkeypatch.setattr(torch.optim.AdamW, "step", count_steps(torch.optim.AdamW.step))
+    monkeypatch.setattr(pretrained, "write_pretrained", write_and_keep)
+    argv = ["--series", "40", "--steps", "300", "--context", "12", "--horizon", "4", "--seed", "0", "--threads", "1"]
+    assert main([*argv, "--out", str(tmp_path / "w.safetensors")]) == 0
+    metadata, stored = read_pretrained(tmp_path / "w.safetensors")
+    training, history = metadata["training"], seen["forecaster"].history_
+
+    # measured: 2 epochs of 118 batches, train loss 0.851 -> 0.833
+    assert len(history) == training["epochs"] >= 2
+    assert history[-1]["train_loss"] < history[0]["train_loss"]
+    assert training["final_loss"] == history[-1]["train_loss"]
+    # --steps bounds the run in whole epochs: as many as fit within 300 steps
+    steps, per_epoch = seen["steps"], seen["steps"] // training["epochs"]
+    assert training["optimizer_steps"] == steps == training["epochs"] * per_epoch
+    assert 300 - per_epoch < steps <= 300
+    assert training["steps"] == 300 and training["threads"] == 1
+    assert training["command"] == "python -m ssmts.bench pretrain " + " ".join(argv[:-2])
+    assert metadata["context_length"] == 12 and metadata["horizon"] == 4
+
+    initial = seen["initial"]
+    assert initial.keys() == stored.keys()
+    assert all(not torch.equal(initial[k], stored[k]) for k in stored)  # every tensor trained
+    trained = seen["forecaster"].model_.state_dict()
+    assert all(torch.equal(trained[k], stored[k]) for k in stored)  # the file holds the trained network
     y = pd.Series(np.linspace(1, 30, 30), index=pd.period_range("2000", periods=30, freq="Y"))
     f = SSMForecaster(pretrained=True, pretrained_weights=str(tmp_path / "w.safetensors")).fit(y, fh=[1, 2, 3, 4])
     assert f.n_iter_ == 0 and np.isfinite(f.predict().to_numpy()).all()

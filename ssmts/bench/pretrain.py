@@ -10,7 +10,10 @@ written with its metadata to a .safetensors file (ssmts.sktime._pretrained), whi
 `SSMForecaster(pretrained=True)` reads.
 
 The run is reproducible: the corpus and the training are fixed by --seed (on CPU, one thread gives
-the same weights on every run). The defaults reproduce the shipped file.
+the same weights on every run). The defaults reproduce the shipped file. --steps bounds the optimizer
+steps: the run takes as many whole epochs as fit within it, at least one (the defaults: 10 epochs of
+5596 batches, 55960 steps); the metadata records the bound ("steps") and the steps taken
+("optimizer_steps").
 """
 
 from __future__ import annotations
@@ -47,10 +50,18 @@ def corpus_panel(n_series: int, seed: int) -> tuple[pd.DataFrame, list[str]]:
     return panel, sorted(packaged)
 
 
+def _optimizer_steps(forecaster) -> int:
+    """The optimizer steps the fit took (AdamW counts them per parameter)."""
+    state = forecaster.training_state_["optimizer"]["state"]
+    return int(max(float(s["step"]) for s in state.values()))
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m ssmts.bench pretrain", description=__doc__.splitlines()[0])
     p.add_argument("--series", type=int, default=DEFAULTS["series"], help="synthetic series in the corpus")
-    p.add_argument("--steps", type=int, default=DEFAULTS["steps"], help="optimizer steps")
+    p.add_argument(
+        "--steps", type=int, default=DEFAULTS["steps"], help="most optimizer steps (whole epochs, at least one)"
+    )
     p.add_argument("--context", type=int, default=DEFAULTS["context"], help="context length of the network")
     p.add_argument("--horizon", type=int, default=DEFAULTS["horizon"], help="longest horizon it forecasts")
     p.add_argument("--seed", type=int, default=DEFAULTS["seed"], help="seed of the corpus and of the training")
@@ -89,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         synthetic_series=args.series,
         packaged_series=packaged,
         steps=args.steps,
+        optimizer_steps=_optimizer_steps(forecaster),
         epochs=int(forecaster.n_iter_),
         final_loss=float(forecaster.history_[-1]["train_loss"]),
         seconds=round(seconds, 1),
