@@ -743,7 +743,7 @@ class SSMForecaster(
             raise ValueError(f"y has {y.shape[1]} columns, but {type(self).__name__} was fitted with {self.n_targets_}")
 
     # ------------------------------------------------------------ many origins, streaming
-    def historical_forecasts(self, y, X=None, cutoffs=None, fh=None, alpha=None) -> pd.DataFrame:
+    def historical_forecasts(self, y, X=None, cutoffs=None, fh=None, alpha=None, pad_contexts=False) -> pd.DataFrame:
         """Forecasts from many origins of y with the fitted weights, in one batched forward.
 
         Forecast k of the result equals ``update(y up to cutoffs[k], update_params=False)``
@@ -752,15 +752,21 @@ class SSMForecaster(
         strategy="recursive", their roll) go through the network as one batch.
 
         y: a series or panel like fit's, with the observations up to the last cutoff (a
-        series' context is its last context_length points at or before a cutoff). X: its
-        exogenous X, covering the contexts and the forecast steps after each cutoff.
-        cutoffs: time points (None: every point of each series with a full context before it).
+        series' context is its last context_length points at or before a cutoff); a numpy
+        array is a series with a RangeIndex, as sktime reads it. X: its exogenous X, covering
+        the contexts and the forecast steps after each cutoff, indexed like y.
+        cutoffs: time points of y's index, or on a PeriodIndex or DatetimeIndex int positions
+        (0: a series' first observation), as sktime's splitters read them (None: every point
+        of each series with a full context before it). A cutoff needs context_length
+        observations at or before it, unless pad_contexts=True: then a context from the first
+        observation on is padded at the front with missing values, as predict pads a series
+        shorter than context_length.
         fh: relative steps (None: the fitted fh). alpha: quantile levels (None: point forecasts).
 
         Returns a frame indexed by (instance levels..., "cutoff", time): y's columns, or with
         alpha the columns of predict_quantiles.
         """
-        return historical_forecasts(self, y, X, cutoffs, fh, alpha)
+        return historical_forecasts(self, y, X, cutoffs, fh, alpha, pad_contexts)
 
     def stream(self, instance=None, fh=None) -> "ForecastStream":
         """A streaming forecaster from the current cutoff: one observation at a time, the

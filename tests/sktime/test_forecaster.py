@@ -560,12 +560,14 @@ def test_series_shorter_than_the_context_are_padded_with_missing_values():
 
 def test_a_panel_of_short_and_long_series_forecasts_every_series():
     """The short series starts late (9 points against 60): trained, forecast, and backtested from
-    cutoffs that leave it 3 and 7 observations."""
+    cutoffs that leave it 3 and 7 observations (contexts padded as predict pads them, on request)."""
     y = pd.concat({"long": seasonal(60), "short": seasonal(60).iloc[-9:]}, names=["series", "time"]).to_frame()
     f = forecaster(context_length=24).fit(y, fh=[1, 2, 3])
     assert f.predict().groupby(level=0).size().to_dict() == {"long": 3, "short": 3}
     cutoffs = seasonal(60).index[[53, 57]]
-    backtest = f.historical_forecasts(y, cutoffs=cutoffs)
+    with pytest.raises(ValueError, match="too early for series 'short': 3 of its observations"):
+        f.historical_forecasts(y, cutoffs=cutoffs)
+    backtest = f.historical_forecasts(y, cutoffs=cutoffs, pad_contexts=True)
     assert len(backtest) == 2 * 2 * 3 and np.isfinite(backtest.to_numpy()).all()
     with pytest.raises(ValueError, match="is after the last observation of series 'short'"):
         f.historical_forecasts(y.drop(index=y.index[-1]), cutoffs=seasonal(60).index[[59]])
