@@ -11,6 +11,7 @@ import numpy as np
 from sktime.classification.base import BaseClassifier
 
 from ..estimators import SSMClassifier
+from ..estimators._base import transactional
 from ..training import ClassifierParams, SequenceModelParams
 from ..training.config import with_params_doc
 from ._persistence import PanelPersistenceMixin
@@ -80,6 +81,12 @@ class SSMPanelClassifier(SequenceModelParams, ClassifierParams, PanelPersistence
         "property:randomness": "derandomized",
     }
     _sklearn_class = SSMClassifier  # what save/load rebuild estimator_ as
+
+    @transactional  # sktime's fit resets the estimator first: a failed refit would leave it unfitted
+    def fit(self, X, y):
+        """Fit to the panel X and labels y; on any failure or interruption the classifier is left as it
+        was (the previous fit, or none)."""
+        return super().fit(X, y)
 
     def _fit(self, X, y):
         self.estimator_ = SSMClassifier(**self.get_params(deep=False)).fit(panel_to_sklearn(X), y)

@@ -10,6 +10,7 @@ import numpy as np
 from sktime.regression.base import BaseRegressor
 
 from ..estimators import SSMRegressor
+from ..estimators._base import transactional
 from ..training import SequenceModelParams
 from ..training.config import with_params_doc
 from ._persistence import PanelPersistenceMixin
@@ -61,6 +62,12 @@ class SSMPanelRegressor(SequenceModelParams, PanelPersistenceMixin, BaseRegresso
         "property:randomness": "derandomized",
     }
     _sklearn_class = SSMRegressor  # what save/load rebuild estimator_ as
+
+    @transactional  # sktime's fit resets the estimator first: a failed refit would leave it unfitted
+    def fit(self, X, y):
+        """Fit to the panel X and targets y; on any failure or interruption the regressor is left as it
+        was (the previous fit, or none)."""
+        return super().fit(X, y)
 
     def _fit(self, X, y):
         y = np.asarray(y, dtype=np.float64)
