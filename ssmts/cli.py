@@ -261,6 +261,16 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_input_paths(args: argparse.Namespace) -> None:
+    """A --data-dir or --cache-dir in a symlink loop, refused by name before any work (a loader would
+    call it missing, pathlib a 'Symlink loop' of no option). --out is checked by the runners."""
+    from ssmts.tasks.paths import check_input_path
+
+    for attribute, option in (("data_dir", "--data-dir"), ("cache_dir", "--cache-dir")):
+        if getattr(args, attribute, None) is not None:
+            check_input_path(getattr(args, attribute), option)
+
+
 def _user_errors() -> tuple[type[BaseException], ...]:
     """Exceptions that mean bad input or missing data, reported without a traceback."""
     from ssmts.tasks.registry import SyntheticUnavailableError, UnknownTaskError
@@ -295,6 +305,7 @@ def main(argv: list[str] | None = None) -> int:
             "one of the arguments --data-dir --synthetic is required (the ptd-* experiments need neither)"
         )
     try:
+        _check_input_paths(args)
         if args.command == "demo":
             return _demo(args)
         if args.tasks_command == "list":
@@ -308,8 +319,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ssmts: error: {error}", file=sys.stderr)
         return EXIT_USAGE
     except (OSError, RuntimeError) as error:
-        # Files and directories the user named: an unwritable --out, a file where a directory is
-        # expected, a symlink loop in --data-dir (pathlib raises RuntimeError for it before Python 3.13).
+        # Files and directories that cannot be read or written: the options checked up front
+        # (ssmts.tasks.paths, whose message names the option), or a path met later, such as a symlink
+        # loop inside --data-dir (pathlib raises RuntimeError for one before Python 3.13).
         if os.environ.get("SSMTS_DEBUG") or (isinstance(error, RuntimeError) and "Symlink loop" not in str(error)):
             raise
         where = f": {error.filename}" if getattr(error, "filename", None) else ""

@@ -52,6 +52,7 @@ from ssmts.training.objectives import accuracy_of_logits, mse_loss, weighted_cro
 
 from .._version import __version__
 from .data_utils import json_safe
+from .paths import check_output_files
 from .presets import PRESET_NAMES, ParameterGroups, validated_backbone
 from .registry import PTD_EXPERIMENTS
 
@@ -638,6 +639,7 @@ def run_ptd(
     out = Path(out) if out is not None else default_ptd_out(experiment, preset)
     if out.suffix != ".json":
         raise ValueError(f"out must name a .json file, got {out}")
+    check_output_files([out])  # before the training: it must not fail at its first write
     data_dir = None if data_dir is None else Path(data_dir).expanduser()
     start = time.perf_counter()
     if experiment == "ptd-sinusoids":

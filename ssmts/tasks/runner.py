@@ -46,6 +46,7 @@ from .._version import __version__
 from . import zero_shot
 from .data_utils import json_safe, limit_task_data, to_sequence_data
 from .models import build_model
+from .paths import check_output_files
 from .presets import Preset, get_preset
 from .registry import SyntheticUnavailableError, Task, get_task
 
@@ -146,6 +147,8 @@ def run_task(
         raise ValueError(f"limit must be >= 1, got {limit}")
     torch_device = resolve_device(device)
     paths = output_paths(out if out is not None else default_out(name, preset, synthetic))
+    if main_process:  # before the data are loaded: a long run must not fail at its first write
+        check_output_files(list(paths.values()))
     if synthetic and not task.can_synthesize:
         raise SyntheticUnavailableError(f"task {name!r} has no synthetic stand-in: {task.no_synthetic_reason}")
 

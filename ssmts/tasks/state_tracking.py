@@ -41,6 +41,7 @@ from ssmts.training.objectives import accuracy_of_step_logits, weighted_cross_en
 
 from .._version import __version__
 from .data_utils import json_safe
+from .paths import check_output_files
 from .presets import STATE_TRACKING_PRESETS, ParameterGroups, validated_backbone
 
 MODELS = ("ssm", "diagonal", "block_diagonal", "dplr", "walsh_hadamard", "dense")
@@ -327,6 +328,7 @@ def run_state_tracking(
     out = Path(out) if out is not None else Path("ssmts-runs") / f"state-tracking-{config.name}" / "results.json"
     if out.suffix != ".json":
         raise ValueError(f"--out must name a .json file, got {out}")
+    check_output_files([out])  # before the trainings: they must not fail at their first write
     echo(f"[state-tracking] {config.describe()}; device {torch_device}")
     runs = []
     for problem in config.problems:

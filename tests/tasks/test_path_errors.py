@@ -1,0 +1,135 @@
+"""Paths the user names that cannot be used (a symlink loop, an --out that cannot be written): one
+clear message naming the option and the path, before any work."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from ssmts.cli import EXIT_IO, main
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+def _loop(tmp_path: Path) -> Path:
+    (tmp_path / "loop_a").symlink_to(tmp_path / "loop_b")
+    (tmp_path / "loop_b").symlink_to(tmp_path / "loop_a")
+    return tmp_path / "loop_a"
+
+
+def _a_file(tmp_path: Path) -> Path:
+    path = tmp_path / "a_file"
+    path.write_text("not a directory")
+    return path
+
+
+def _unwritable_dir() -> Path | None:
+    """A directory that refuses new files even to root (sysfs), or None where there is none."""
+    try:
+        handle, name = tempfile.mkstemp(dir="/sys")
+    except OSError:
+        return Path("/sys") if Path("/sys").is_dir() else None
+    os.close(handle)
+    os.unlink(name)
+    return None
+
+
+RUN = ["tasks", "run", "bidmc-rr", "--preset", "tiny", "--quiet"]
+
+
+@pytest.mark.parametrize(
+    "args, option",
+    [
+        (lambda loop, tmp: [*RUN, "--data-dir", str(loop)], "--data-dir"),
+        (lambda loop, tmp: [*RUN, "--data-dir", str(loop / "inside")], "--data-dir"),
+        (lambda loop, tmp: ["tasks", "list", "--data-dir", str(loop)], "--data-dir"),
+        (lambda loop, tmp: ["demo", "--quick", "--quiet", "--data-dir", str(loop)], "--data-dir"),
+        (
+            lambda loop, tmp: [*RUN, "--synthetic", "--cache-dir", str(loop), "--out", str(tmp / "r.json")],
+            "--cache-dir",
+        ),
+        (lambda loop, tmp: [*RUN, "--synthetic", "--out", str(loop / "results.json")], "--out"),
+        (lambda loop, tmp: [*RUN, "--synthetic", "--out", str(loop.parent / "loop_b" / "deeper" / "r.json")], "--out"),
+        (
+            lambda loop, tmp: ["tasks", "run", "ptd-sinusoids", "--preset", "tiny", "--out", str(loop / "r.json")],
+            "--out",
+        ),
+    ],
+    ids=[
+        "run --data-dir",
+        "a path under the loop",
+        "list --data-dir",
+        "demo --data-dir",
+        "--cache-dir",
+        "--out",
+        "--out deeper",
+        "ptd --out",
+    ],
+)
+def test_a_symlink_loop_is_named_with_its_option(args, option, tmp_path, capsys):
+    loop = _loop(tmp_path)
+    assert main(args(loop, tmp_path)) == EXIT_IO
+    captured = capsys.readouterr()
+    assert option in captured.err and "symbolic link loop" in captured.err, captured.err
+    assert str(tmp_path / "loop_") in captured.err  # the link in the loop, by its path
+    assert "building the synthetic stand-in" not in captured.out  # refused before any work
+
+
+@pytest.mark.parametrize("task", [["bidmc-rr", "--synthetic"], ["ptd-sinusoids"], ["state-tracking", "--synthetic"]])
+def test_an_out_under_a_file_is_refused_before_the_data_are_built(task, tmp_path, capsys):
+    a_file = _a_file(tmp_path)
+    out = a_file / "run" / "results.json"
+    assert main(["tasks", "run", *task, "--preset", "tiny", "--quiet", "--out", str(out)]) == EXIT_IO
+    captured = capsys.readouterr()
+    assert f"--out {out}" in captured.err and f"{a_file} is a file, not a directory" in captured.err, captured.err
+    assert "building the synthetic stand-in" not in captured.out and "[state-tracking]" not in captured.out
+    assert a_file.read_text() == "not a directory"
+
+
+def test_an_out_that_is_a_directory_is_refused_before_training(tmp_path, capsys):
+    out = tmp_path / "results.json"
+    out.mkdir()
+    assert main([*RUN, "--synthetic", "--out", str(out)]) == EXIT_IO
+    captured = capsys.readouterr()
+    assert f"--out {out} is a directory" in captured.err and "building" not in captured.out, captured.err
+
+
+def test_a_checkpoint_path_taken_by_a_directory_is_refused_before_training(tmp_path, capsys):
+    """The files written next to --out (checkpoint, history, config) are checked too."""
+    (tmp_path / "results_checkpoint.pt").mkdir()
+    assert main([*RUN, "--synthetic", "--out", str(tmp_path / "results.json")]) == EXIT_IO
+    captured = capsys.readouterr()
+    assert f"{tmp_path / 'results_checkpoint.pt'} is a directory" in captured.err and "--out" in captured.err
+    assert "building" not in captured.out
+
+
+@pytest.mark.skipif(_unwritable_dir() is None, reason="no directory here refuses new files to this user")
+def test_an_out_in_a_directory_that_refuses_new_files(tmp_path, capsys):
+    out = _unwritable_dir() / "ssmts-run" / "results.json"
+    assert main([*RUN, "--synthetic", "--out", str(out)]) == EXIT_IO
+    captured = capsys.readouterr()
+    assert f"--out {out}" in captured.err and "cannot create files in /sys" in captured.err, captured.err
+    assert "building" not in captured.out and not out.parent.exists()
+
+
+def test_an_out_without_write_permission_is_refused(tmp_path, capsys, monkeypatch):
+    """Permission bits (which root ignores, hence the patched probe) give the same message."""
+    import ssmts.tasks.paths as paths
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(paths.tempfile, "mkstemp", refuse)
+    assert main([*RUN, "--synthetic", "--out", str(tmp_path / "runs" / "results.json")]) == EXIT_IO
+    err = capsys.readouterr().err
+    assert f"cannot create files in {tmp_path} (Permission denied)" in err and "--out" in err, err
+
+
+def test_a_good_out_leaves_no_trace_of_the_check(tmp_path):
+    from ssmts.tasks.paths import check_output_files
+
+    check_output_files([tmp_path / "new" / "results.json"])
+    assert list(tmp_path.iterdir()) == []
