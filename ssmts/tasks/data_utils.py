@@ -101,6 +101,7 @@ def load_task_arrays(directory: str | Path, mmap: bool = True) -> TaskData:
                 np.load(lengths, allow_pickle=False) if lengths.exists() else None,
             )
         )
+    _check_class_count(directory, header, splits)
     return TaskData(
         *splits,
         n_classes=header["n_classes"],
@@ -110,6 +111,45 @@ def load_task_arrays(directory: str | Path, mmap: bool = True) -> TaskData:
         source=header["source"],
         meta=dict(header["meta"], cached_dir=str(directory)),
     )
+
+
+def _check_class_count(directory: Path, header: dict, splits: list[Split]) -> None:
+    """The header's n_classes against the labels and class names the cache holds: the network's
+    output layer has n_classes units, so a damaged count would be a crash in the loss or an
+    allocation of any size."""
+    n_classes = header.get("n_classes")
+    if n_classes is None:  # regression
+        return
+    where = directory / "header.json"
+    fix = f"the cache is damaged: delete {directory} and run again (the stand-in is rebuilt)"
+    if not isinstance(n_classes, int) or isinstance(n_classes, bool):
+        raise ValueError(f"{where} declares n_classes={n_classes!r}, not a whole number of classes; {fix}")
+    labels = {}
+    for name, split in zip(("train", "val", "test"), splits):
+        y = np.asarray(split.y)
+        if y.dtype.kind not in "iu":
+            raise ValueError(f"{directory / f'{name}_y.npy'} holds {y.dtype} labels, not class numbers; {fix}")
+        labels[name] = y.reshape(-1)
+    n_labels = sum(y.size for y in labels.values())
+    highest = max((int(y.max()) for y in labels.values() if y.size), default=None)
+    if n_classes < 2:
+        held = "" if highest is None else f" (its labels go up to {highest})"
+        raise ValueError(f"{where} declares n_classes={n_classes}: a classifier needs 2 or more{held}; {fix}")
+    names = header.get("classes")
+    if isinstance(names, list) and len(names) != n_classes:
+        raise ValueError(f"{where} declares n_classes={n_classes}, but names {len(names)} classes; {fix}")
+    if n_classes > max(n_labels, (highest or 0) + 1):
+        raise ValueError(
+            f"{where} declares n_classes={n_classes}, but its {n_labels} labels go up to {highest}: "
+            f"more classes than labelled samples; {fix}"
+        )
+    for name, y in labels.items():
+        outside = np.flatnonzero((y < 0) | (y >= n_classes))
+        if outside.size:
+            raise ValueError(
+                f"{directory / f'{name}_y.npy'} holds the label {y[outside[0]]} at position {outside[0]}, "
+                f"outside the classes 0..{n_classes - 1} of {where} (n_classes={n_classes}); {fix}"
+            )
 
 
 def length_mask(lengths: np.ndarray | None, length: int) -> torch.Tensor | None:

@@ -11,9 +11,11 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+from ssmts._warnings import caller_stacklevel
 from ssmts.data.layouts import (
     AAN_DIR,
     AAN_FILES,
@@ -409,8 +411,13 @@ def cached_task(cache: Path, key: str, build: Callable[[], TaskData], use_cache:
     if (path / "header.json").is_file():
         try:
             return load_task_arrays(path)
-        except (OSError, ValueError, KeyError):
-            shutil.rmtree(path, ignore_errors=True)  # unreadable (interrupted write): build it again
+        except (OSError, ValueError, KeyError) as error:
+            # Unreadable or refused (an interrupted write, a damaged header): the stand-in is rebuilt,
+            # and the user told why, as a slow stand-in takes a while.
+            warnings.warn(
+                f"building the task cache {path} again, as it cannot be used: {error}", stacklevel=caller_stacklevel()
+            )
+            shutil.rmtree(path, ignore_errors=True)
     data = build()
     cache.mkdir(parents=True, exist_ok=True)
     save_task_arrays(data, path)
