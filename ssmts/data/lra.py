@@ -105,22 +105,41 @@ def read_listops_tsv(path: str | Path) -> tuple[list[str], list[int]]:
     path = Path(path)
     sources: list[str] = []
     targets: list[int] = []
-    with open(path, encoding="utf-8", newline="") as f:
-        header = f.readline().rstrip("\r\n").split("\t")
-        if header != ["Source", "Target"]:
-            raise DataNotFoundError(f"{path}:1: expected the header 'Source<TAB>Target', found {header}")
-        for line_number, line in enumerate(f, start=2):
-            line = line.rstrip("\r\n")
-            if not line:
-                continue
-            fields = line.split("\t")
-            if len(fields) != 2 or not fields[1].strip().isdigit():
-                raise DataNotFoundError(
-                    f"{path}:{line_number}: expected '<expression><TAB><digit>', found {line[:80]!r}"
-                )
-            sources.append(fields[0])
-            targets.append(int(fields[1]))
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            header = f.readline().rstrip("\r\n").split("\t")
+            if header != ["Source", "Target"]:
+                raise DataNotFoundError(f"{path}:1: expected the header 'Source<TAB>Target', found {header}")
+            for line_number, line in enumerate(f, start=2):
+                line = line.rstrip("\r\n")
+                if not line:
+                    continue
+                fields = line.split("\t")
+                if len(fields) != 2 or not fields[1].strip().isdigit():
+                    raise DataNotFoundError(
+                        f"{path}:{line_number}: expected '<expression><TAB><digit>', found {line[:80]!r}"
+                    )
+                sources.append(fields[0])
+                targets.append(int(fields[1]))
+    except UnicodeDecodeError:
+        raise _not_utf8(path) from None
     return sources, targets
+
+
+def _not_utf8(path: Path) -> DataNotFoundError:
+    """Where the first byte that is not UTF-8 lies: the text reader decodes in chunks, so the line it
+    was reading says nothing; the file is read again as bytes, line by line."""
+    with open(path, "rb") as f:
+        for line_number, line in enumerate(f, start=1):
+            try:
+                line.decode("utf-8")
+            except UnicodeDecodeError as error:
+                return DataNotFoundError(
+                    f"{path}:{line_number}: byte 0x{line[error.start]:02x} (column {error.start + 1}) is not "
+                    "UTF-8 text; the released ListOps files are plain ASCII, so this one is damaged or not a "
+                    f"ListOps TSV. {_LRA_HOW_TO_GET}"
+                )
+    return DataNotFoundError(f"{path} is not UTF-8 text. {_LRA_HOW_TO_GET}")  # changed since it was read
 
 
 def _task_dir(root: Path, subdir: str, marker: str) -> Path:

@@ -116,6 +116,17 @@ def _read_idx(path: Path, expected_magic: int) -> np.ndarray:
     return np.frombuffer(raw, dtype=np.uint8).reshape(dims)
 
 
+def _check_labels(labels: np.ndarray, path: Path, how_to_get: str) -> None:
+    """Every label one of the 10 classes: a label beyond would reach the loss as an index error,
+    far from the file that holds it."""
+    outside = np.flatnonzero((labels < 0) | (labels > 9))
+    if outside.size:
+        raise DataNotFoundError(
+            f"{path} holds the label {labels[outside[0]]} at position {outside[0]} ({outside.size} labels in all "
+            f"lie outside the classes 0..9); the file is damaged or not from the release. {how_to_get}"
+        )
+
+
 def _mnist_dir(root: Path) -> Path:
     for candidate in (root, root / "MNIST" / "raw"):
         name = MNIST_FILES["train_images"]
@@ -145,8 +156,11 @@ def read_mnist(root: str | Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
     directory = _mnist_dir(root)
     arrays = {}
     for key, name in MNIST_FILES.items():
+        path = _mnist_file(directory, name)
         magic = IDX_IMAGES_MAGIC if key.endswith("images") else IDX_LABELS_MAGIC
-        arrays[key] = _read_idx(_mnist_file(directory, name), magic)
+        arrays[key] = _read_idx(path, magic)
+        if key.endswith("labels"):
+            _check_labels(arrays[key], path, _MNIST_HOW_TO_GET)
     for split in ("train", "test"):
         images, labels = arrays[f"{split}_images"], arrays[f"{split}_labels"]
         if len(images) != len(labels):
@@ -278,6 +292,7 @@ def _read_cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
             f"{path}: b'data' should be (n, 3072) uint8 with one label per row, found "
             f"{data.shape} {data.dtype} and {len(labels)} labels. {_CIFAR_HOW_TO_GET}"
         )
+    _check_labels(labels, path, _CIFAR_HOW_TO_GET)
     return data, labels
 
 
