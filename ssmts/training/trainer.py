@@ -312,6 +312,7 @@ class Trainer:
         self.plan = ""  # the current run, in words (fit sets it)
         self.validation: SequenceData | None = None  # the current run's validation data (fit sets it)
         self.error: BaseException | None = None  # what stopped the current run, if it raised (fit sets it)
+        self._nonfinite_inputs: str | None = None  # an epoch's non-finite loss traced to its inputs (_train_epoch)
 
     @property
     def is_main(self) -> bool:
@@ -437,6 +438,12 @@ class Trainer:
         self.epochs_done += 1
         self.run_epoch += 1
         if not math.isfinite(train_loss):
+            if self._nonfinite_inputs:
+                raise FloatingPointError(
+                    f"the training loss became {train_loss} at epoch {self.epochs_done} because the input data "
+                    f"hold NaN or infinity: {self._nonfinite_inputs}. The model did not diverge (a lower "
+                    "learning rate will not help): replace or drop those rows and fit again"
+                )
             if self.config.precision == "16-mixed":
                 raise FloatingPointError(
                     f"the training loss became {train_loss} at epoch {self.epochs_done} under precision='16-mixed': "
@@ -452,10 +459,15 @@ class Trainer:
     def _train_epoch(self, data: SequenceData, scheduler) -> float:
         self.model.train()
         total, count = 0.0, 0
-        for batch in batches(data, self.config.batch_size, shuffle_generator=self.shuffle_generator):
+        self._nonfinite_inputs = None  # where the first batch with a non-finite loss holds non-finite inputs
+        seen_nonfinite = False
+        order = batch_order(data, self.config.batch_size, self.shuffle_generator)
+        for number, (index, batch) in enumerate(zip(order, batches(data, self.config.batch_size, order=order)), 1):
             n_global = len(batch)
             if self.world_size > 1:
                 batch, weight = _shard(batch, self.rank, self.world_size)
+                index = None  # the shard's rows of the global batch are not traced
+            source = batch.x
             batch = batch.to(self.device)
             with self._autocast():
                 outputs = self._forward_model(batch.x, batch.mask)
@@ -482,7 +494,14 @@ class Trainer:
                 scheduler.step()
             if self._cores is not None:
                 self._cores.update()
-            total += float(loss.detach()) * n_global
+            value = float(loss.detach())
+            if not seen_nonfinite and not math.isfinite(value):
+                # Looked at only once a loss is not finite, so a healthy run pays nothing: NaN or
+                # infinity in the inputs (a memory-mapped file written during the fit) is the data's
+                # fault, not a divergence.
+                seen_nonfinite = True
+                self._nonfinite_inputs = _nonfinite_input_rows(batch.x, source, index, number)
+            total += value * n_global
             count += n_global
         return total / count
 
@@ -554,6 +573,31 @@ class Trainer:
         """Restore a checkpoint (no code runs: weights_only); returns the epoch of the run it reached."""
         self.load_state_dict(read_checkpoint(path))
         return self.run_epoch
+
+
+def _nonfinite_input_rows(x: torch.Tensor, source, index: torch.Tensor | None, number: int) -> str | None:
+    """Where batch `number`'s inputs x hold NaN or infinity, in the rows the user knows (those of a
+    memory-mapped X, or of the training data); None when they are finite.
+
+    source: the batch's x before it was read (LazyRows know their rows); index: the batch's rows of
+    the training data (None when not known).
+    """
+    if not x.is_floating_point():
+        return None
+    bad = torch.nonzero((~torch.isfinite(x)).flatten(1).any(1)).flatten().cpu().numpy()
+    if not bad.size:
+        return None
+    if isinstance(source, LazyRows) and source.index is not None:
+        rows, of = source.index[bad], "X"
+        filename = getattr(source.array, "filename", None)
+        if filename:
+            of += f" (the memory-mapped file {filename}: was it written to while the fit read it?)"
+    elif index is not None:
+        rows, of = index.cpu().numpy()[bad], "the training data"
+    else:
+        return f"{len(bad)} series of batch {number} of the epoch"
+    shown = ", ".join(str(int(r)) for r in sorted(rows)[:5]) + (f" and {len(rows) - 5} more" if len(rows) > 5 else "")
+    return f"row{'s' if len(rows) > 1 else ''} {shown} of {of}, in batch {number} of the epoch"
 
 
 def _process_group(distributed: bool) -> tuple[int, int]:
