@@ -122,8 +122,8 @@ def _check_labels(labels: np.ndarray, path: Path, how_to_get: str) -> None:
     outside = np.flatnonzero((labels < 0) | (labels > 9))
     if outside.size:
         raise DataNotFoundError(
-            f"{path} holds the label {labels[outside[0]]} at position {outside[0]} ({outside.size} labels in all "
-            f"lie outside the classes 0..9); the file is damaged or not from the release. {how_to_get}"
+            f"{path} holds the label {labels[outside[0]]} at position {outside[0]} ({outside.size} in all outside "
+            f"the classes 0..9); the file is damaged or not from the release. {how_to_get}"
         )
 
 
