@@ -295,39 +295,18 @@ def test_classify_benchmark_loads_the_development_sets():
         classify.load_classification("NoSuchSet")
 
 
-def test_classify_benchmark_rows_are_pluggable_and_previous_is_pinned(monkeypatch, capsys):
-    """A row is one MODEL_FACTORIES entry (regression, params, seed) -> estimator; "previous" pins the
-    defaults of ssmts 0.2 whatever the current ones are."""
+def test_classify_benchmark_rows_are_pluggable_and_the_default_rows_are_distinct_models(monkeypatch, capsys):
+    """A row is one MODEL_FACTORIES entry (regression, params, seed) -> estimator; no two rows that run
+    without --models build the same estimator with the same parameters (a row pinning "earlier"
+    defaults equal to today's trained the slowest model twice)."""
     from ssmts.bench import classify
 
-    previous = classify.make_model("previous", False, {"d_model": 4}, 0).get_params()
-    assert {
-        k: previous[k]
-        for k in (
-            "d_model",
-            "d_state",
-            "n_layers",
-            "min_steps",
-            "max_epochs",
-            "label_smoothing",
-            "lr",
-            "lr_ssm",
-            "scheduler",
-            "normalize",
-        )
-    } == dict(
-        d_model=64,
-        d_state=64,
-        n_layers=2,
-        min_steps=500,
-        max_epochs=50,
-        label_smoothing=0.1,
-        lr=3e-3,
-        lr_ssm=1e-3,
-        scheduler="cosine",
-        normalize="channel",
-    )
-    assert "label_smoothing" not in classify.make_model("previous", True, {}, 0).get_params()
+    for regression, rows in ((False, classify.MODELS), (True, classify.REGRESSION_MODELS)):
+        built = [classify.make_model(kind, regression, {}, 0) for kind in rows if kind != "mr-hydra"]  # aeon's
+        estimators = [
+            repr((type(m).__name__, sorted(m.get_params().items()))) for m in built if hasattr(m, "get_params")
+        ]
+        assert len(estimators) >= 2 and len(set(estimators)) == len(estimators)
     assert classify.make_model("ssm", False, json.loads(TINY), 3).get_params()["d_model"] == 4
 
     calls = []

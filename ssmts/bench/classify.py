@@ -7,8 +7,8 @@ Regressor at their defaults, the strongest fast classifier of the 2024 UCR bake-
 lengths padded with zeros to the longest training series; "drcif", aeon's DrCIF at its defaults, the
 interval forest with the best mean rank on the TSER regression archive, runs with --models),
 1-nearest-neighbour with Euclidean distance (the classic
-floor) and SSMClassifier with the defaults of ssmts 0.2 ("previous", pinned in
-PREVIOUS_DEFAULTS), on the development sets of the defaults. Every set is read from the files
+floor), on the development sets of the defaults. Earlier defaults run as the "ssm" row with --params
+(docs/results/classification.md gives the JSON of each). Every set is read from the files
 shipped inside the installed packages (sktime's, else aeon's: `pip install ssmts[bench]`);
 nothing is downloaded.
 
@@ -55,7 +55,7 @@ only, against MiniRocket + RidgeCV, 1-NN and the training mean; the score is the
 standard deviation of the fit part's targets (lower is better; the mean scores about 1).
 
 --params '{"name": value}' overrides parameters of the "ssm" row, --feature-params those of the
-"features" row (the "previous" row is always ssmts 0.2's defaults); --models picks rows
+"features" row; --models picks rows
 (MODEL_FACTORIES); --json PATH writes every score and fit time (model, set, resample, score,
 seconds) so that results pages can be regenerated.
 --threads N sets torch's intra-op threads (default 1, so that fit times compare between rows);
@@ -72,7 +72,7 @@ import os
 import sys
 import time
 import warnings
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
@@ -89,40 +89,6 @@ REGRESSION_SETS = ("CardanoSentiment", "Covid3Month", "Tecator")
 
 # Share of the training split scored in each --resamples resample.
 RESAMPLE_TEST_SIZE = 0.3
-
-# The defaults of ssmts 0.2 (the ones measured in the issue that chose the defaults on the
-# development protocol), every parameter of SSMClassifier/SSMRegressor pinned so that the row
-# stays the same whatever the defaults become.
-PREVIOUS_DEFAULTS: dict[str, Any] = dict(
-    # backbone
-    layer="ssm",
-    d_model=64,
-    d_state=64,
-    n_layers=2,
-    heads=1,
-    bidirectional=False,
-    init="legs",
-    discretization="zoh",
-    dropout=0.0,
-    norm="layer",
-    prenorm=True,
-    activation="gated_gelu",
-    dt_min=1e-3,
-    dt_max=1e-1,
-    pooling="mean",
-    # training
-    normalize="channel",
-    max_epochs=50,
-    min_steps=500,
-    batch_size=32,
-    lr=3e-3,
-    lr_ssm=1e-3,
-    weight_decay=0.01,
-    optimizer="adamw",
-    scheduler="cosine",
-    early_stopping=False,
-)
-PREVIOUS_CLASSIFIER_DEFAULTS: dict[str, Any] = dict(label_smoothing=0.1, class_weight=None)
 
 
 def load_classification(name: str):
@@ -214,15 +180,6 @@ def _ssm(regression: bool, params: dict, seed: int):
     return (SSMRegressor if regression else SSMClassifier)(**dict(params, device="cpu", random_state=seed))
 
 
-def _previous(regression: bool, params: dict, seed: int):
-    from ssmts.estimators import SSMClassifier, SSMRegressor
-
-    settings = dict(PREVIOUS_DEFAULTS, device="cpu", random_state=seed)
-    if not regression:
-        settings.update(PREVIOUS_CLASSIFIER_DEFAULTS)
-    return (SSMRegressor if regression else SSMClassifier)(**settings)
-
-
 def _features(regression: bool, params: dict, seed: int):
     from ssmts.estimators import SSMFeatureClassifier, SSMFeatureRegressor
 
@@ -267,7 +224,6 @@ def _drcif(regression: bool, params: dict, seed: int):
 
 MODEL_FACTORIES: dict[str, Callable[[bool, dict, int], object]] = {
     "ssm": _ssm,
-    "previous": _previous,
     "features": _features,
     "minirocket": lambda regression, params, seed: _MiniRocket(regression, seed),
     "mr-hydra": _multirocket_hydra,
@@ -276,8 +232,8 @@ MODEL_FACTORIES: dict[str, Callable[[bool, dict, int], object]] = {
     "mean": _mean,
 }
 # The rows run without --models.
-MODELS = ("ssm", "features", "previous", "minirocket", "mr-hydra", "1nn")
-REGRESSION_MODELS = ("ssm", "features", "previous", "minirocket", "mr-hydra", "1nn", "mean")
+MODELS = ("ssm", "features", "minirocket", "mr-hydra", "1nn")
+REGRESSION_MODELS = ("ssm", "features", "minirocket", "mr-hydra", "1nn", "mean")
 # The rows that take overrides, and the option that gives them.
 PARAMS_OPTION = {"ssm": "params", "features": "feature_params"}
 
