@@ -15,7 +15,7 @@ from torch import nn
 
 from .._files import replacing
 from .._version import __version__
-from ..nn.export import LengthLimit, convolution_form
+from ..nn.export import LENGTH_TABLE, LengthLimit, convolution_form
 from ..nn.resampling import scaled_delta
 
 EXPORT_FORMATS = ("onnx", "torchscript")
@@ -128,6 +128,10 @@ def write_onnx(
         graph = onnx.load(str(tmp))
         for node in graph.graph.node:  # the exporter's provenance notes: stack traces with local paths
             del node.metadata_props[:]
+            if node.op_type == "Gather" and node.input and node.input[0].endswith(LENGTH_TABLE):
+                # onnxruntime names the failing node in its message: an input longer than max_length
+                # is the only way this Gather goes out of range, so its name says so.
+                node.name = f"input_longer_than_max_length_{metadata.get('max_length', '')}"
         for key, value in metadata.items():
             entry = graph.metadata_props.add()
             entry.key, entry.value = key, value
@@ -136,11 +140,17 @@ def write_onnx(
 
 
 def write_torchscript(model: nn.Module, path: Path, example: torch.Tensor, metadata: dict[str, str]) -> None:
-    """model traced on `example` (torch.jit.trace) to `path`, with `metadata` as the extra file ssmts.json."""
+    """model traced on `example` (torch.jit.trace) to `path`, with `metadata` as the extra file ssmts.json.
+    Its length checks are scripted, so that the traced file keeps their message (a trace keeps no `if`)."""
     with warnings.catch_warnings():
         # PyTorch 2.11 marks torch.jit deprecated (in favour of torch.export); ONNX is the lasting format.
         warnings.filterwarnings("ignore", category=DeprecationWarning)
         warnings.filterwarnings("ignore", category=torch.jit.TracerWarning)
+        model = copy.deepcopy(model)
+        for parent in list(model.modules()):
+            for name, child in list(parent.named_children()):
+                if isinstance(child, LengthLimit):
+                    setattr(parent, name, torch.jit.script(child))
         traced = torch.jit.trace(model, (example,), check_trace=False)
     with replacing(path, "the exported model") as tmp:
         torch.jit.save(traced, str(tmp), _extra_files={"ssmts.json": json.dumps(metadata)})

@@ -80,20 +80,26 @@ class KernelConvolution(nn.Module):
         return f"d_output={out}, d_model={per_group * self.groups}, heads={self.groups}, taps={taps}"
 
 
+LENGTH_TABLE = "steps"
+"""The buffer of LengthLimit that the exported check indexes (exporters find its Gather by this name)."""
+
+
 class LengthLimit(nn.Module):
     """x (batch, channels, L) unchanged when L <= max_length; an error otherwise, also in an exported
     graph: the check indexes a table of max_length entries at L - 1 (an ONNX Gather, which onnxruntime
-    refuses out of range; an index error in TorchScript), where a convolution would silently cut the
-    kernels short."""
+    refuses out of range; scripted, the check keeps its message in TorchScript), where a convolution
+    would silently cut the kernels short."""
 
     def __init__(self, max_length: int):
         super().__init__()
         self.max_length = int(max_length)
-        self.register_buffer("steps", torch.arange(self.max_length, dtype=torch.int64), persistent=False)
+        self.register_buffer(LENGTH_TABLE, torch.arange(self.max_length, dtype=torch.int64), persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.shape[-1] > self.max_length:
-            raise ValueError(f"this model takes up to {self.max_length} steps, got {x.shape[-1]}")
+            raise ValueError(
+                "this model takes series of up to max_length={} steps, got {}".format(self.max_length, x.shape[-1])
+            )
         last = self.steps[x.shape[-1] - 1]  # out of range beyond max_length
         return x * (last >= 0).to(x.dtype)  # times 1: keeps the check in the graph
 
@@ -123,4 +129,4 @@ def convolution_form(model: nn.Module, max_length: int) -> nn.Module:
     return copy_
 
 
-__all__ = ["KernelConvolution", "LengthLimit", "convolution_form"]
+__all__ = ["KernelConvolution", "LENGTH_TABLE", "LengthLimit", "convolution_form"]

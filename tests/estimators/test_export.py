@@ -66,8 +66,19 @@ def test_longer_input_is_refused_at_run_time(ort, tmp_path):
     clf = SSMClassifier(**TINY).fit(X, LABELS)
     session, _ = _session(ort, clf.export(tmp_path / "clf.onnx", max_length=12))
     session.run(None, {"X": _inputs(12)})
-    with pytest.raises(Exception, match="out of data bounds"):
+    # onnxruntime's message names the failing node: the node's name says what went wrong
+    with pytest.raises(Exception, match="input_longer_than_max_length_12.*out of data bounds"):
         session.run(None, {"X": _inputs(13)})
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated:DeprecationWarning")
+def test_longer_input_is_refused_by_torchscript_naming_max_length(tmp_path):
+    clf = SSMClassifier(**TINY).fit(X, LABELS)
+    model = torch.jit.load(str(clf.export(tmp_path / "clf.pt", format="torchscript", max_length=12)))
+    local = np.random.default_rng(1)  # not the module's RNG: the later tests' inputs stay as they were
+    model(torch.from_numpy(local.standard_normal((2, 2, 12)).astype(np.float32)))
+    with pytest.raises(Exception, match="up to max_length=12 steps, got 13"):
+        model(torch.from_numpy(local.standard_normal((2, 2, 13)).astype(np.float32)))
 
 
 def test_a_ragged_list_is_served_one_series_at_a_time(ort, tmp_path):

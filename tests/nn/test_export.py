@@ -97,7 +97,7 @@ def test_longer_input_is_refused():
         conv(torch.zeros(1, 3, MAX_LENGTH + 1, dtype=torch.float64))
     limit = LengthLimit(4)
     assert torch.equal(limit(torch.ones(2, 3, 4)), torch.ones(2, 3, 4))
-    with pytest.raises(ValueError, match="up to 4 steps"):
+    with pytest.raises(ValueError, match="up to max_length=4 steps"):
         limit(torch.ones(2, 3, 5))
 
 
@@ -126,7 +126,7 @@ def test_traces_to_torchscript_at_every_length():
 def test_error_messages_give_the_length_received():
     with pytest.raises(ValueError, match=f"takes up to {MAX_LENGTH} steps, got {MAX_LENGTH + 1}$"):
         convolution_form(_network(), MAX_LENGTH)(torch.zeros(1, 3, MAX_LENGTH + 1, dtype=torch.float64))
-    with pytest.raises(ValueError, match="takes up to 4 steps, got 5$"):
+    with pytest.raises(ValueError, match="takes series of up to max_length=4 steps, got 5$"):
         LengthLimit(4)(torch.ones(2, 3, 5))
 
 
