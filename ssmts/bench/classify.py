@@ -488,8 +488,9 @@ def main(argv: list[str] | None = None) -> int:
 
     # MiniRocket runs on numba: its default OpenMP layer leaves threads spinning after each call,
     # which slows every later torch fit of this process several-fold; the workqueue layer does not.
+    # (No NUMBA_NUM_THREADS: it caps numba's pool for the whole process, so a later row asking for more
+    # threads would fail; each row's n_jobs sets the threads it uses.)
     os.environ.setdefault("NUMBA_THREADING_LAYER", "workqueue")
-    os.environ.setdefault("NUMBA_NUM_THREADS", str(args.threads))
     import torch
 
     torch.set_num_threads(args.threads)  # the estimators' fits use at most this many
