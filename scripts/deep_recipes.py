@@ -37,16 +37,9 @@ import time
 
 import numpy as np
 
-CLASSIFICATION = (
-    "ArrowHead",
-    "ACSF1",
-    "PickupGestureWiimoteZ",
-    "PickupGestureWiimoteZ_eq",
-    "digits",
-    "ItalyPowerDemand",
-    "GunPoint",
-)
-REGRESSION = ("CardanoSentiment", "Covid3Month", "Tecator")
+from ssmts.bench.classify import CLASSIFICATION_SETS as CLASSIFICATION  # the bench's development sets
+from ssmts.bench.classify import REGRESSION_SETS as REGRESSION
+
 RECIPES = ("base", "base-s1", "base-s2", "slice-jitter", "mixup", "multires")
 FOLDS, REPEATS = 5, 2
 

@@ -58,14 +58,7 @@ def test_format_1_files_load_only_when_the_caller_vouches_for_them(saved, tmp_pa
     """Files of format 1 (checksum of the tensors only) cannot show an edited header: they are refused
     with the way out, and with allow_format_1=True load as before, warning how to protect the header."""
     path, proba, _ = saved
-
-    def as_format_1(header):
-        with safe_open(str(path), framework="pt") as f:
-            tensors = {k: f.get_tensor(k) for k in f.keys()}
-        header["format_version"] = 1
-        header["sha256"] = _persistence._checksum(tensors)
-
-    old = _rewrite(path, tmp_path / "v1.safetensors", as_format_1)
+    old = _rewrite(path, tmp_path / "v1.safetensors", _as_format_1(path))
     with pytest.raises(ValueError, match=r"format 1.*allow_format_1=True.*last version that reads format 1"):
         SSMClassifier.load(old)
     with pytest.warns(UserWarning, match="format 1") as record:
@@ -79,16 +72,22 @@ def test_format_1_files_load_only_when_the_caller_vouches_for_them(saved, tmp_pa
 def test_a_format_1_file_with_reversed_classes_is_refused(saved, tmp_path):
     """The attack format 1 allowed: reversed classes_ with a weights-only checksum inverted every label."""
     path, _, _ = saved
+    reversed_classes = _as_format_1(path, lambda h: h["fitted"]["classes_"]["__ndarray__"].reverse())
+    with pytest.raises(ValueError, match="cannot be detected"):
+        SSMClassifier.load(_rewrite(path, tmp_path / "v1.safetensors", reversed_classes))
 
-    def reversed_format_1(header):
+
+def _as_format_1(path, edit=lambda header: None):
+    """A header edit that makes the file format 1 (the checksum of its tensors only), then applies `edit`."""
+
+    def as_format_1(header):
         with safe_open(str(path), framework="pt") as f:
             tensors = {k: f.get_tensor(k) for k in f.keys()}
         header["format_version"] = 1
         header["sha256"] = _persistence._checksum(tensors)
-        header["fitted"]["classes_"]["__ndarray__"].reverse()
+        edit(header)
 
-    with pytest.raises(ValueError, match="cannot be detected"):
-        SSMClassifier.load(_rewrite(path, tmp_path / "v1.safetensors", reversed_format_1))
+    return as_format_1
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
