@@ -221,20 +221,14 @@ class SSMFeatures(nn.Module):
         u_f, n_fft = self._spectrum(u)
         weights, basis = self.modes(L)
         trained = self._trained()
+        comparisons = _comparison_buffer(len(u), self.n_kernels, self.n_biases, L)
         out = []
         for s in range(self.n_scales):  # one scale at a time bounds the FFT buffers
             one = slice(s, s + 1)
             y = self._convolve(u_f, n_fft, L, weights[one], basis[one], self.channel_mix[one])[:, 0]  # (b, M, L)
             if mask is not None:
                 y = y.masked_fill(mask[:, None, :] == 0, -math.inf)  # padded steps are above no bias
-            # Summing the comparison's bytes is the fastest count (1.6x a float sum, 3x a bool sum).
-            above = torch.stack(
-                [
-                    (y > self.biases[s, None, :, q, None]).view(torch.uint8).sum(-1, dtype=torch.int32)
-                    for q in range(self.n_biases)
-                ],
-                -1,
-            ).to(y.dtype)
+            above = _count_above(y, self.biases[s], comparisons).to(y.dtype)
             ppv = above / count[:, :, None]  # (b, M, Q)
             if trained:
                 ppv = ppv + _ppv_surrogate_gradient(y, self.biases[s], count)
@@ -341,6 +335,27 @@ class FeatureReadout(nn.Module):
         for name in ("feature_low", "feature_high", "output_spread"):
             if prefix + name in missing_keys:
                 missing_keys.remove(prefix + name)
+
+
+_COUNT_CHUNK = 128
+"""Steps whose comparisons are summed as bytes before a wider sum (at most 255 fit in a byte)."""
+
+
+def _comparison_buffer(b: int, M: int, Q: int, L: int) -> torch.Tensor:
+    """(b, M, Q, L rounded up to _COUNT_CHUNK) bool of False: _count_above writes its comparisons in the
+    first L steps of the last axis; the rest stays False, so it counts nothing."""
+    return torch.zeros(b, M, Q, -(-L // _COUNT_CHUNK) * _COUNT_CHUNK, dtype=torch.bool)
+
+
+def _count_above(y: torch.Tensor, biases: torch.Tensor, buffer: torch.Tensor) -> torch.Tensor:
+    """(b, M, Q) int32: the steps at which each response y (b, M, L) exceeds each of its biases (M, Q).
+    The comparisons' bytes are summed in chunks of _COUNT_CHUNK steps as bytes, then the chunk sums as
+    int32: a sum of the bytes as int32 would first copy every comparison into 4 bytes (1.5x slower)."""
+    b, M, Q, padded = buffer.shape
+    L = y.shape[-1]
+    torch.gt(y[:, :, None, :], biases[None, :, :, None], out=buffer[..., :L])
+    chunks = buffer.view(torch.uint8).view(b, M, Q, padded // _COUNT_CHUNK, _COUNT_CHUNK)
+    return chunks.sum(-1, dtype=torch.uint8).sum(-1, dtype=torch.int32)
 
 
 def _ppv_surrogate_gradient(y: torch.Tensor, biases: torch.Tensor, count: torch.Tensor) -> torch.Tensor:

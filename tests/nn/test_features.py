@@ -1,6 +1,8 @@
 """SSMFeatures against independent oracles: the recurrence run step by step, numpy's pooling,
 unpadded series one at a time, and the continuous-time meaning of Delta (zero-shot rates)."""
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -200,3 +202,20 @@ def test_backward_banks_have_their_own_draws_and_double_the_features():
     forward_only.fit_biases(lambda i: u[i], 3)
     n = forward_only.readout.in_features
     torch.testing.assert_close(both.features(u)[:, :n], forward_only.features(u), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("L", [1, 127, 128, 300, 1461])
+def test_count_above_equals_a_count_by_comparison(L):
+    """The chunked byte count against numpy's count, with padded steps at -inf and ties at a bias
+    (a tie is not above), beyond a byte's 255 and across chunk ends."""
+    from ssmts.nn.features import _comparison_buffer, _count_above
+
+    rng = np.random.default_rng(L)
+    y = torch.from_numpy(rng.standard_normal((3, 5, L)).astype(np.float32))
+    y[0, :, L // 2 :] = -math.inf
+    biases = torch.from_numpy(rng.standard_normal((5, 4)).astype(np.float32))
+    biases[1, 2] = y[2, 1, 0]  # a response step equal to its bias
+    counts = _count_above(y, biases, _comparison_buffer(3, 5, 4, L))
+    expected = (y.numpy()[:, :, None, :] > biases.numpy()[None, :, :, None]).sum(-1)
+    assert counts.dtype == torch.int32
+    np.testing.assert_array_equal(counts.numpy(), expected)
