@@ -42,6 +42,7 @@ from ..training.fit import pickle_state
 from ..training.objectives import pinball_loss
 from ..training.params import _same
 from ._backtest import historical_forecasts
+from ._combine import RULES, CombinationMixin
 from ._covariates import CovariatesMixin
 from ._export import ForecasterExportMixin
 from ._persistence import ForecasterPersistenceMixin
@@ -230,6 +231,30 @@ class ForecasterParams(BackboneParams, OptimizerParams, EarlyStoppingParams):
         "needs no future values of them); strategy='direct' only.",
         constraint=Satisfies(_is_names, "a list of X column names"),
     )
+    combine: Literal["none", "validation"] = param(
+        default="none",
+        doc="'none': the network's forecasts. 'validation': the network combined, per series, with AutoETS and "
+        "Theta fitted to that series, weighted by how each forecast the series' own last combine_windows "
+        "windows of max(fh) steps (held out in fit: a copy of the network trained on the data before them, "
+        "the classical models refitted at each window's origin); the quantiles combined with the same weights "
+        "and widened by split-conformal calibration on those windows where they under-cover. Needs "
+        "statsmodels. See validation_errors_, combination_weights_.",
+        constraint=Options("none", "validation"),
+    )
+    combine_rule: Literal["inverse_error", "select", "median"] = param(
+        default="inverse_error",
+        doc="combine='validation': 'inverse_error' (weights proportional to 1 / each forecast's MAE on the "
+        "held-out windows), 'select' (all weight to the lowest MAE) or 'median' (the median of the three "
+        "forecasts and quantile grids; the windows then only calibrate the intervals).",
+        constraint=Options(*RULES),
+    )
+    combine_windows: int = param(
+        default=2,
+        doc="combine='validation': windows of max(fh) steps held out at the end of each series (fewer where "
+        "a series is too short to keep 8 observations, and a horizon, before them; none: the series takes "
+        "the weights of the panel's other series pooled, or equal weights).",
+        constraint=Integer(1),
+    )
     static_covariates: tuple = param(
         default=(),
         doc="Columns of X constant within each series (one value per series, remembered from fit/update, "
@@ -241,6 +266,7 @@ class ForecasterParams(BackboneParams, OptimizerParams, EarlyStoppingParams):
 @with_params_doc
 class SSMForecaster(
     ForecasterParams,
+    CombinationMixin,
     NetworkFitMixin,
     CovariatesMixin,
     ForecasterPersistenceMixin,
@@ -299,6 +325,28 @@ class SSMForecaster(
     refuses them. Columns named in static_covariates are constant within each series (one
     value per series, checked); they are remembered from fit/update, so predict's X may
     leave them out, and are fed as constant input channels.
+
+    Combination with classical forecasts (combine="validation"). A network trained on a few
+    hundred points wins some series by a wide margin and loses others to exponential smoothing;
+    the series' own recent past says which. fit holds out each series' last combine_windows
+    windows of max(fh) steps, trains a copy of the network (validation_network_) on the data
+    before them (purged: every series is cut before its own first held-out window) and forecasts
+    each window from its origin with those weights; AutoETS and Theta (sktime's, seasonal with
+    period sp_ where a series holds two seasons) are refitted at each origin. Each forecast's MAE
+    on the windows (validation_errors_) sets per-series weights (combination_weights_) by
+    combine_rule; series too short to hold out a window take the weights of the panel's pooled,
+    MASE-scaled errors (equal weights for a lone short series). The point forecast is the weighted
+    sum of the three; the quantiles are averaged with the same weights around each forecast's
+    point (a component without intervals lends the network's spread), then each central interval
+    is widened by split-conformal calibration on the held-out windows where it under-covers them
+    (combination_widening_: the widening of each level, in units of the interval's width; never
+    narrower). Then the network (this forecaster's own, as with combine="none") and the classical
+    models are fitted on all the data. update passes the new observations to the classical models
+    (sktime's update) and keeps the weights. The route of M4's winner (ES-RNN, exponential
+    smoothing and a recurrent network in one model) and of FFORMA (per-series weights of classical
+    forecasts), simplified: the weights come from each series' own held-out windows, not from a
+    learned model. historical_forecasts, stream, export and the safetensors format hold the
+    network alone and refuse a combining forecaster.
 
     Missing values (NaN) in y and X. y: the normalization of each window uses its observed
     values only (the last observed value, their mean and spread); the gaps of its input are
@@ -441,6 +489,11 @@ class SSMForecaster(
             )
         if quantile_levels(self.quantiles).size < 2:
             raise ValueError("quantiles needs at least one level besides 0.5, to give intervals")
+        if self.combine != "none" and self.irregular == "time_deltas":
+            raise ValueError(
+                "combine='validation' combines with AutoETS and Theta, which need a regular time index; with "
+                "irregular='time_deltas' use combine='none'"
+            )
 
     # ------------------------------------------------------------ data
     def _update_y_X(self, y, X):
@@ -565,6 +618,8 @@ class SSMForecaster(
             self.horizon_ = len(fh)  # training windows: this many observations ahead
         else:
             self.horizon_ = int(max(horizon_steps(fh, y_part.index).max() for _, y_part, _ in parts))
+        requested_horizon = self.horizon_  # max(fh) in steps (a pretrained network's horizon may be longer)
+        self._classical = None  # combine="validation": the classical models, set once the network is fitted
         self.sp_ = self.sp if self.sp is not None else seasonal_period(parts[0][1].index)
         if pretrained is not None:
             meta = pretrained[0]
@@ -625,12 +680,16 @@ class SSMForecaster(
                 0,
             )
             self.interval_widening_ = None
+            if self.combine != "none":
+                self._fit_combination(y, X, requested_horizon)
             return self
         train, val = self._train_val(data, windows)
         network = self._build_network if pretrained is None else self._pretrained_network(*pretrained)
         # epochs: max_epochs within min_steps..max_steps
         self._train_network(network, train, self._loss(), validation=val, settings=self._fine_tune_settings())
         self.interval_widening_ = self._conformal_widening(val)
+        if self.combine != "none":
+            self._fit_combination(y, X, requested_horizon)
         return self
 
     def _conformal_widening(self, held_out: SequenceData | None) -> np.ndarray | None:
@@ -735,6 +794,8 @@ class SSMForecaster(
                 continue_training=True,
                 seed=self._seed_ + len(self.history_),
             )
+        if self._combining:
+            self._update_combination(y, update_params)
         return self
 
     # ------------------------------------------------------------ predict
@@ -766,6 +827,7 @@ class SSMForecaster(
         Returns a frame indexed by (instance levels..., "cutoff", time): y's columns, or with
         alpha the columns of predict_quantiles.
         """
+        self._refuse_combined("historical_forecasts")
         return historical_forecasts(self, y, X, cutoffs, fh, alpha, pad_contexts)
 
     def stream(self, instance=None, fh=None) -> "ForecastStream":
@@ -775,6 +837,7 @@ class SSMForecaster(
         from ._streaming import ForecastStream
 
         self.check_is_fitted()
+        self._refuse_combined("stream")
         return ForecastStream(self, instance, fh)
 
     # ------------------------------------------------------------ persistence
@@ -784,8 +847,10 @@ class SSMForecaster(
     # ------------------------------------------------------------ testing
     @classmethod
     def get_test_params(cls, parameter_set="default"):
-        """Three tiny configurations (direct / recursive ensemble of two / recursive on a diagonal-plus-low-rank
-        LinearCDE block, which rolls forward with the layer's `step`) that fit in well under a second."""
+        """Four tiny configurations (direct / recursive ensemble of two / recursive on a diagonal-plus-low-rank
+        LinearCDE block, which rolls forward with the layer's `step` / direct combined with AutoETS and Theta
+        by validation, without a season so that AutoETS tries few models) that fit in well under a second
+        (the combination in about one)."""
         tiny = dict(
             d_model=8,
             d_state=4,
@@ -816,4 +881,5 @@ class SSMForecaster(
                 "layer": "lncde",
                 "lncde_structure": "dplr",
             },
+            {**tiny, "context_length": 4, "combine": "validation", "combine_windows": 1, "sp": 1, "random_state": 3},
         ]

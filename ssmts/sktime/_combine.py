@@ -1,0 +1,615 @@
+"""SSMForecaster(combine="validation"): the network combined per series with AutoETS and Theta, the
+weights set by each series' own last windows.
+
+    fit:  each series' last k windows of max(fh) steps held out (k = combine_windows, fewer for a short
+          series); a copy of the network trained on the data before them (every series cut before its
+          own first held-out window: purged), forecasting every held-out window from its origin with
+          those weights; AutoETS and Theta refitted at each origin on the data up to it
+       -> validation_errors_: the MAE of each component over the held-out windows, per series
+       -> per-series weights by combine_rule; a series too short to hold out a window takes the weights
+          of the panel's pooled (scaled) errors, or equal weights when nothing was validated
+       -> split-conformal widening of the combined intervals on the held-out windows (pooled over the
+          series, steps and windows, in units of each interval's width; only ever wider)
+       -> the network as trained on all the data (the forecaster's own), AutoETS and Theta refitted on it
+    predict: per series, the weighted point forecasts; the quantile grids averaged with the same weights
+    (quantile averaging around each component's point forecast), widened, interpolated at alpha.
+
+The forecaster's own network state (model_, the stored tails) is the network's as with combine="none";
+this module adds the classical models and the weights.
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from contextlib import contextmanager
+
+import numpy as np
+import pandas as pd
+
+from ._export import ForecasterExportMixin
+from ._strategies import interpolate_quantiles, quantile_probabilities
+from ._windows import key_name
+
+COMPONENTS = ("network", "ets", "theta")
+RULES = ("inverse_error", "select", "median")
+MIN_PREFIX = 8  # observations before the first held-out window (or a full horizon, if longer)
+SIMULATIONS = 500  # sample paths of an ETS model whose intervals sktime cannot compute
+
+
+# ---------------------------------------------------------------------------- classical components
+def classical_models(season: int, y: pd.DataFrame) -> dict:
+    """Unfitted AutoETS and Theta for one series, as ssmts.bench builds its baselines: seasonal only
+    with two seasons of data (Theta's multiplicative deseasonalization also needs positive values)."""
+    from sktime.forecasting.ets import AutoETS
+    from sktime.forecasting.theta import ThetaForecaster
+
+    seasonal = season > 1 and len(y) >= 2 * season
+    positive = bool((y.to_numpy() > 0).all())
+    return {
+        "ets": AutoETS(auto=True, sp=season if seasonal else 1, n_jobs=1),
+        "theta": ThetaForecaster(sp=season if seasonal and positive else 1, deseasonalize=seasonal and positive),
+    }
+
+
+def fit_classical(season: int, y: pd.DataFrame) -> dict:
+    """{name: fitted sktime forecaster, or None where it cannot fit this series} (statsmodels takes no
+    missing values; a failure leaves that component out of the series' combination)."""
+    models = dict.fromkeys(COMPONENTS[1:])
+    if len(y) < 3 or y.isna().to_numpy().any():
+        return models
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # statsmodels' convergence chatter, sktime's FutureWarnings
+        for name, model in classical_models(season, y).items():
+            try:
+                models[name] = model.fit(y)
+            except Exception:  # noqa: BLE001 - a classical fit that fails leaves the component out
+                models[name] = None
+    return models
+
+
+def _simulated_quantiles(model, fh, levels: np.ndarray, n_columns: int, seed: int) -> np.ndarray | None:
+    """(k, C, Q) quantiles of an AutoETS model from simulated paths (sktime's interval code fails for
+    the ETS models that need simulation with some statsmodels versions); None if not possible."""
+    inner = getattr(model, "forecasters_", None)
+    fitted = [inner.iloc[0, j] for j in range(n_columns)] if inner is not None else [model]
+    steps = np.asarray(fh.to_relative(model.cutoff).to_pandas(), dtype=np.int64)
+    out = []
+    for f in fitted:
+        results = getattr(f, "_fitted_forecaster", None)
+        if results is None or not hasattr(results, "simulate"):
+            return None
+        paths = np.asarray(
+            results.simulate(int(steps.max()), anchor="end", repetitions=SIMULATIONS, rng=np.random.default_rng(seed)),
+            dtype=np.float64,
+        ).reshape(int(steps.max()), -1)
+        out.append(np.quantile(paths[steps - 1], levels, axis=1).T)  # (k, Q)
+    return np.stack(out, axis=1)
+
+
+def classical_forecast(model, fh, levels: np.ndarray, n_columns: int, quantiles: bool, seed: int):
+    """(point (k, C), grid (k, C, Q) or None) of a fitted classical model at fh; the grid None where its
+    quantiles cannot be computed (the combination then lends it the network's spread). Raises if the
+    point forecast fails. The model is not changed (sktime's predict stores fh: a copy predicts)."""
+    model = copy.copy(model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        point = np.asarray(model.predict(fh=fh), dtype=np.float64).reshape(len(fh), n_columns)
+        if not np.isfinite(point).all():
+            raise FloatingPointError("non-finite classical forecast")
+        if not quantiles:
+            return point, None
+        grid = None
+        try:
+            grid = np.asarray(model.predict_quantiles(fh=fh, alpha=list(levels)), dtype=np.float64)
+            grid = grid.reshape(len(fh), n_columns, len(levels))
+        except Exception:  # noqa: BLE001 - sktime's ETS intervals fail for some models and versions
+            try:
+                grid = _simulated_quantiles(model, fh, levels, n_columns, seed)
+            except Exception:  # noqa: BLE001
+                grid = None
+    if grid is not None and not np.isfinite(grid).all():
+        grid = None
+    return point, None if grid is None else np.sort(grid, axis=-1)
+
+
+# ---------------------------------------------------------------------------- weights and grids
+def rule_weights(errors: np.ndarray, rule: str) -> np.ndarray | None:
+    """Weights (M,) of the components from their errors (M,) (NaN: not available); None for 'median'."""
+    if rule == "median":
+        return None
+    available = np.isfinite(errors)
+    w = np.zeros(len(errors))
+    if not available.any():
+        return w
+    e = errors[available]
+    if rule == "select":
+        w[np.flatnonzero(available)[np.argmin(e)]] = 1.0
+        return w
+    # inverse_error: w ~ 1 / error; an exact component (error 0) takes all of the weight
+    exact = e <= 1e-12 * max(float(e.max()), 1e-300)
+    inverse = exact.astype(float) if exact.any() else 1.0 / e
+    w[available] = inverse / inverse.sum()
+    return w
+
+
+def _point_weights(points: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """weights (M,) renormalized over the components with a forecast (the network alone if none)."""
+    M = len(points)
+    present = np.array([np.isfinite(points[m]).all() for m in range(M)])
+    w = np.where(present, np.nan_to_num(weights, nan=0.0), 0.0)
+    if w.sum() <= 0:  # every weighted component is missing here: the network alone
+        w = np.eye(M)[0]
+    return w / w.sum()
+
+
+def combine_point(points: np.ndarray, weights: np.ndarray | None) -> np.ndarray:
+    """points (M, ...) -> the combined point forecast (weights (M,), or None: the median of those present)."""
+    if weights is None:
+        present = [m for m in range(len(points)) if np.isfinite(points[m]).all()]
+        return np.median(points[present], axis=0)
+    w = _point_weights(points, weights)
+    return sum(w[m] * points[m] for m in range(len(points)) if w[m] > 0)
+
+
+def combine_grid(points: np.ndarray, grids: list, weights: np.ndarray | None, median: int):
+    """points (M, ...), grids: M arrays (..., Q) or None (that component lends the first's spread: the
+    network's), weights (M,) (None: the median of the components) -> (point (...), grid (..., Q)).
+    Components whose weight is NaN or whose point is NaN are left out; each grid is centred on its
+    component's point forecast."""
+    M = len(points)
+    spread0 = grids[0] - grids[0][..., median : median + 1]
+    centred = []
+    for m in range(M):
+        spread = spread0 if grids[m] is None else grids[m] - grids[m][..., median : median + 1]
+        centred.append(points[m][..., None] + spread)
+    present = np.array([np.isfinite(points[m]).all() for m in range(M)])
+    if weights is None:
+        keep = np.flatnonzero(present)
+        point = np.median(np.stack([points[m] for m in keep]), axis=0)
+        grid = np.median(np.stack([centred[m] for m in keep]), axis=0)
+        return point, np.sort(grid, axis=-1)
+    w = _point_weights(points, weights)
+    point = sum(w[m] * points[m] for m in range(M) if w[m] > 0)
+    grid = sum(w[m] * centred[m] for m in range(M) if w[m] > 0)
+    return point, np.sort(grid, axis=-1)
+
+
+def widen_grid(grid: np.ndarray, factors: np.ndarray) -> np.ndarray:
+    """grid (..., Q) sorted, factors (Q,): each symmetric pair of levels moved apart by factor x its
+    interval's width (on either side); sorted again."""
+    Q = grid.shape[-1]
+    out = grid.copy()
+    for low in range(Q // 2):
+        high = Q - 1 - low
+        if factors[low] > 0:
+            width = grid[..., high] - grid[..., low]
+            out[..., low] = grid[..., low] - factors[low] * width
+            out[..., high] = grid[..., high] + factors[low] * width
+    return np.sort(out, axis=-1)
+
+
+def conformal_factors(grids: list, truths: list, levels: np.ndarray) -> np.ndarray:
+    """Split-conformal widening (Q,) of combined grids on held-out windows: grids [(n_i, Q)], truths
+    [(n_i,)] pooled; for each symmetric pair (l, 1 - l) the conformal quantile of the scores
+    max(q_l - y, y - q_(1-l)) / (q_(1-l) - q_l) (scale-free, so that series of any size pool), kept
+    only where positive (the intervals under-cover: they are widened, never narrowed); 0 where there are
+    too few points to calibrate the pair ((n + 1)(1 - 2l) > n)."""
+    Q = len(levels)
+    factors = np.zeros(Q)
+    if not grids:
+        return factors
+    grid, truth = np.concatenate(grids), np.concatenate(truths)
+    observed = np.isfinite(truth)
+    grid, truth = grid[observed], truth[observed]
+    for low in range(Q // 2):
+        high = Q - 1 - low
+        if not np.isclose(levels[high], 1 - levels[low]):
+            continue
+        lo, hi = grid[:, low], grid[:, high]
+        scale = np.maximum(np.abs(lo) + np.abs(hi), 1e-12) * 1e-9
+        score = np.sort(np.maximum(lo - truth, truth - hi) / np.maximum(hi - lo, scale))
+        rank = int(np.ceil((len(score) + 1) * (1 - 2 * levels[low])))
+        if len(score) and rank <= len(score):
+            factors[low] = factors[high] = max(0.0, float(score[rank - 1]))
+    return factors
+
+
+def _naive_scale(values: np.ndarray, season: int) -> float:
+    """In-sample MAE of the seasonal naive forecast (the MASE scale) of one column's history."""
+    values = values[np.isfinite(values)]
+    lag = season if len(values) > season else 1
+    if len(values) <= lag:
+        return float("nan")
+    scale = float(np.mean(np.abs(values[lag:] - values[:-lag])))
+    return scale if scale > 0 else float("nan")
+
+
+def _join(frames: dict, names: list) -> pd.DataFrame:
+    """{key: frame indexed by time} -> one frame (a MultiIndex with the keys' levels for a panel)."""
+    if list(frames) == [()]:
+        return frames[()]
+    joined = pd.concat(list(frames.values()), keys=list(frames), names=names)
+    return joined
+
+
+# ---------------------------------------------------------------------------- the mixin
+class CombinationMixin:
+    """fit, predict and update of SSMForecaster(combine="validation"); see the module docstring."""
+
+    @property
+    def _combining(self) -> bool:
+        if getattr(self, "_variant", None) == "network":
+            return False
+        return getattr(self, "_classical", None) is not None
+
+    @contextmanager
+    def _as_variant(self, variant: str):
+        """Forecast, for the time of the block, as the network alone ("network") or by another rule of
+        RULES, from this fit (what `python -m ssmts.bench forecast` compares): nothing is refitted."""
+        if variant not in ("network", *RULES):
+            raise ValueError(f"unknown variant {variant!r}; choose 'network' or one of {RULES}")
+        self._variant = variant
+        try:
+            yield self
+        finally:
+            del self._variant
+
+    def _validation_clone(self):
+        """The network's parameters, combine="none", a fixed seed (this fit's), the context fixed at
+        context_length_ (so that the network validated has the full fit's shape)."""
+        params = self.get_params(deep=False)
+        params.update(
+            combine="none",
+            random_state=int(self._seed_),
+            callbacks=None,
+            sp=int(self.sp_),
+        )
+        if self.pretrained is False:
+            params["context_length"] = int(self.context_length_)
+        return type(self)(**params)
+
+    def _fit_combination(self, y: pd.DataFrame, X: pd.DataFrame | None, horizon: int) -> None:
+        """Validation, weights, calibration and the classical models on all of y (see the module doc)."""
+        try:
+            import statsmodels  # noqa: F401
+        except ImportError:  # pragma: no cover - statsmodels comes with the test and notebook extras
+            raise ImportError(
+                "combine='validation' fits AutoETS and Theta (sktime's, on statsmodels): pip install statsmodels"
+            ) from None
+        H, season, levels = int(horizon), int(self.sp_), self.quantile_levels_
+        median = int(np.flatnonzero(np.isclose(levels, 0.5))[0])
+        parts = self._split_xy(y, X)
+        min_prefix = max(MIN_PREFIX, H)
+        plan = {}
+        for key, yp, _ in parts:
+            fits = (len(yp) - min_prefix) // H
+            plan[key] = int(max(0, min(self.combine_windows, fits)))
+        C = self.n_targets_
+        # per series: truth (k, H, C); per component: points (k, H, C) and grids (k, H, C, Q) or None
+        validation = {}
+        validated = [(key, yp, xp) for key, yp, xp in parts if plan[key] > 0]
+        network = self._validate_network(validated, plan, H) if validated else {}
+        for key, yp, _ in validated:
+            if key not in network:
+                continue
+            k, n = plan[key], len(yp)
+            values = yp.to_numpy()
+            truth = np.stack([values[n - j * H : n - (j - 1) * H] for j in range(k, 0, -1)])
+            comps = {"network": network[key]}
+            for name in COMPONENTS[1:]:
+                comps[name] = ([], [])
+            for j in range(k, 0, -1):
+                prefix = yp.iloc[: n - j * H]
+                models = fit_classical(season, prefix)
+                fh = _relative(H)
+                for name in COMPONENTS[1:]:
+                    result = None
+                    if models[name] is not None:
+                        try:
+                            result = classical_forecast(models[name], fh, levels, C, True, int(self._seed_))
+                        except Exception:  # noqa: BLE001 - that component is left out of this series
+                            result = None
+                    if comps[name] is not None:
+                        if result is None:
+                            comps[name] = None
+                        else:
+                            comps[name][0].append(result[0])
+                            comps[name][1].append(result[1])
+            for name in COMPONENTS[1:]:
+                if comps[name] is not None:
+                    points, grids = comps[name]
+                    comps[name] = (np.stack(points), None if any(g is None for g in grids) else np.stack(grids))
+            validation[key] = (truth, comps)
+        self._validation = validation
+        self._validation_plan = plan
+        self._validation_horizon = H
+
+        # errors per series and column: MAE over the held-out windows; scales for pooling
+        errors, scales = {}, {}
+        for key, yp, _ in parts:
+            e = np.full((C, len(COMPONENTS)), np.nan)
+            if key in validation:
+                truth, comps = validation[key]
+                for m, name in enumerate(COMPONENTS):
+                    if comps[name] is not None:
+                        e[:, m] = np.nanmean(np.abs(truth - comps[name][0]), axis=(0, 1))
+            errors[key] = e
+            prefix = yp.to_numpy()[: len(yp) - plan[key] * H]
+            scales[key] = np.array([_naive_scale(prefix[:, c], season) for c in range(C)])
+        self._errors, self._scales = errors, scales
+        self._weights, self._pooled, self._factors = {}, {}, {}
+        for rule in RULES:
+            self._weights[rule], self._pooled[rule] = self._rule_weights(rule)
+            self._factors[rule] = self._calibrate(rule, median)
+
+        # the classical models on all the data
+        self._classical = {key: fit_classical(season, yp) for key, yp, _ in parts}
+        self._classical_cache = {key: self._classical_forecasts(models) for key, models in self._classical.items()}
+        self._set_combination_attributes()
+
+    def _validate_network(self, validated: list, plan: dict, H: int) -> dict:
+        """{key: (points (k, H, C), grids (k, H, C, Q))} of the network trained on each series' data
+        before its first held-out window, forecasting each held-out window from its origin."""
+        names = self._index_names[:-1]
+        prefix_y = _join({key: yp.iloc[: len(yp) - plan[key] * H] for key, yp, _ in validated}, names)
+        prefix_x = None
+        if self.n_exog_:
+            prefix_x = _join({key: xp.reindex(yp.index[: len(yp) - plan[key] * H]) for key, yp, xp in validated}, names)
+        clone = self._validation_clone()
+        levels = self.quantile_levels_
+        C, Q = self.n_targets_, len(levels)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                x_input = None if prefix_x is None else _as_input(prefix_x, self)
+                clone.fit(_as_input(prefix_y, self), X=x_input, fh=_relative(H))
+        except Exception as error:  # noqa: BLE001 - too little data before the windows: nothing validated
+            warnings.warn(
+                f"combine='validation': the network could not be trained on the data before the held-out "
+                f"windows ({type(error).__name__}: {error}); the series are combined with equal weights",
+                UserWarning,
+                stacklevel=3,
+            )
+            return {}
+        self.validation_network_ = clone
+        # one historical_forecasts call per set of series sharing their cutoffs (an aligned panel: one)
+        groups: dict = {}
+        for key, yp, xp in validated:
+            n, k = len(yp), plan[key]
+            labels = yp.index[[n - j * H - 1 for j in range(k, 0, -1)]]
+            groups.setdefault(tuple(labels), []).append((key, yp, xp))
+        out = {}
+        for labels, members in groups.items():
+            y_group = _join({key: yp for key, yp, _ in members}, names)
+            x_group = _join({key: xp.reindex(yp.index) for key, yp, xp in members}, names) if self.n_exog_ else None
+            cutoffs = members[0][1].index[[members[0][1].index.get_loc(label) for label in labels]]
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                grids = clone.historical_forecasts(y_group, x_group, cutoffs=cutoffs, alpha=levels, pad_contexts=True)
+                points = clone.historical_forecasts(y_group, x_group, cutoffs=cutoffs, pad_contexts=True)
+            k = len(labels)
+            g = np.sort(grids.to_numpy(dtype=np.float64).reshape(len(members), k, H, C, Q), axis=-1)
+            p = points.to_numpy(dtype=np.float64).reshape(len(members), k, H, C)
+            for i, (key, _, _) in enumerate(members):
+                out[key] = (p[i], g[i])
+        return out
+
+    def _rule_weights(self, rule: str) -> tuple[dict, np.ndarray | None]:
+        """({key: (C, M) weights, or None for 'median'}, the pooled weights): each validated series and
+        column by its own errors; the others by the errors of the validated ones pooled in units of their
+        MASE scales (equal weights when nothing was validated). The pooled weights also serve series
+        first seen in update."""
+        if rule == "median":
+            return dict.fromkeys(self._errors), None
+        rows = [e / self._scales[key][:, None] for key, e in self._errors.items()]
+        scaled = np.concatenate(rows) if rows else np.zeros((0, len(COMPONENTS)))
+        scaled = scaled[np.isfinite(scaled).all(1)]
+        M = len(COMPONENTS)
+        pooled = rule_weights(scaled.mean(0), rule) if len(scaled) else np.full(M, 1 / M)
+        weights = {
+            key: np.stack([rule_weights(row, rule) if np.isfinite(row).all() else pooled for row in e])
+            for key, e in self._errors.items()
+        }
+        return weights, pooled
+
+    def _calibrate(self, rule: str, median: int) -> np.ndarray:
+        """Conformal widening factors (Q,) of the rule's combined grids on the held-out windows."""
+        grids, truths = [], []
+        for key, (truth, comps) in self._validation.items():
+            weights = self._weights[rule][key]
+            for c in range(self.n_targets_):
+                points = [
+                    comps[name][0][..., c] if comps[name] is not None else np.full(truth.shape[:2], np.nan)
+                    for name in COMPONENTS
+                ]
+                comp_grids = [
+                    None if comps[name] is None or comps[name][1] is None else comps[name][1][..., c, :]
+                    for name in COMPONENTS
+                ]
+                _, grid = combine_grid(np.stack(points), comp_grids, None if weights is None else weights[c], median)
+                grids.append(grid.reshape(-1, grid.shape[-1]))
+                truths.append(truth[..., c].ravel())
+        return conformal_factors(grids, truths, self.quantile_levels_)
+
+    def _row_index(self, keys: list) -> pd.Index:
+        """One row per series (and per target column when y has several)."""
+        C = self.n_targets_
+        names = self._index_names[:-1]
+        columns = list(self._y_columns)
+        if keys == [()]:
+            return pd.Index(columns, name="variable")
+        if C == 1:
+            if len(names) == 1:
+                return pd.Index([key[0] for key in keys], name=names[0])
+            return pd.MultiIndex.from_tuples(keys, names=names)
+        return pd.MultiIndex.from_tuples([(*key, col) for key in keys for col in columns], names=[*names, "variable"])
+
+    def _set_combination_attributes(self) -> None:
+        keys = list(self._errors)
+        index = self._row_index(keys)
+        errors = np.concatenate([self._errors[key] for key in keys])
+        self.validation_errors_ = pd.DataFrame(errors, index=index, columns=list(COMPONENTS))
+        weights = self._weights[self.combine_rule]
+        if self.combine_rule == "median":
+            values = np.full(errors.shape, np.nan)
+        else:
+            values = np.concatenate([weights[key] for key in keys])
+        self.combination_weights_ = pd.DataFrame(values, index=index, columns=list(COMPONENTS))
+        self.validation_windows_ = pd.Series(
+            np.repeat([self._validation_plan.get(key, 0) for key in keys], self.n_targets_), index=index, name="windows"
+        )
+        self.combination_widening_ = dict(zip(self.quantile_levels_.tolist(), self._factors[self.combine_rule]))
+
+    # ------------------------------------------------------------------------ predict
+    def _predict(self, fh, X=None):
+        if not self._combining:
+            return super()._predict(fh, X)
+        results = self._combined_forecast(fh, X, None)
+        return self._assemble([(key, times, point) for key, times, point, _ in results], self._y_columns)
+
+    def _predict_quantiles(self, fh, X, alpha):
+        if not self._combining:
+            return super()._predict_quantiles(fh, X, alpha)
+        alpha = quantile_probabilities(alpha)
+        results = self._combined_forecast(fh, X, alpha)
+        frames = [(key, times, q.reshape(len(times), -1)) for key, times, _, q in results]
+        return self._assemble(frames, self._get_columns(method="predict_quantiles", alpha=list(alpha)))
+
+    def _combined_forecast(self, fh, X, alpha, rule: str | None = None):
+        """[(key, times, point (k, C), quantiles (k, C, A) or None)], as _forecast, of the combination."""
+        rule = rule or getattr(self, "_variant", None) or self.combine_rule
+        levels = self.quantile_levels_
+        median = int(np.flatnonzero(np.isclose(levels, 0.5))[0])
+        want_q = alpha is not None
+        network = self._forecast(fh, X, alpha=levels if want_q else None)
+        factors = self._factors[rule]
+        C = self.n_targets_
+        out = []
+        for key, times, point, grid in network:
+            from sktime.forecasting.base import ForecastingHorizon
+
+            fh_abs = ForecastingHorizon(times, is_relative=False)
+            models = self._classical.get(key) or dict.fromkeys(COMPONENTS[1:])
+            cache = self._classical_cache.get(key, {})
+            points, grids = [point], [None if grid is None else np.sort(grid, axis=-1)]
+            for name in COMPONENTS[1:]:
+                result = None
+                cached = cache.get(name)
+                where = cached[0].get_indexer(times) if cached is not None and len(cached[0]) else None
+                if where is not None and (where >= 0).all():  # the steps forecast once after fit or update
+                    result = (cached[1][where], None if cached[2] is None else cached[2][where])
+                elif models.get(name) is not None:
+                    try:
+                        result = classical_forecast(models[name], fh_abs, levels, C, want_q, int(self._seed_))
+                    except Exception:  # noqa: BLE001 - a failing component is left out of this forecast
+                        result = None
+                points.append(np.full_like(point, np.nan) if result is None else result[0])
+                grids.append(None if result is None else result[1])
+            if key in self._weights[rule]:
+                weights = self._weights[rule][key]
+            else:  # a series first seen in update
+                weights = None if self._pooled[rule] is None else np.tile(self._pooled[rule], (C, 1))
+            combined_point = np.empty_like(point)
+            combined_q = np.empty((len(times), C, len(alpha))) if want_q else None
+            for c in range(C):
+                w = None if weights is None else weights[c]
+                p = np.stack([pts[:, c] for pts in points])
+                if not want_q:
+                    combined_point[:, c] = combine_point(p, w)
+                    continue
+                cp, cg = combine_grid(p, [None if gr is None else gr[:, c, :] for gr in grids], w, median)
+                combined_point[:, c] = cp
+                combined_q[:, c, :] = interpolate_quantiles(widen_grid(cg, factors), levels, alpha)
+            out.append((key, times, combined_point, combined_q))
+        return out
+
+    # ------------------------------------------------------------------------ update
+    def _update_combination(self, y: pd.DataFrame, update_params: bool) -> None:
+        """The classical models take the new observations (sktime's update: refitted with update_params,
+        else their states only where the model can); series first seen here are fitted on what they
+        bring and take the pooled weights. The weights stay those of fit."""
+        classical = dict(self._classical)
+        for key, yp, _ in self._split_xy(y, None):
+            models = classical.get(key)
+            if models is None:
+                tail = self._store[key][0] if key in self._store else yp
+                classical[key] = fit_classical(int(self.sp_), tail)
+                continue
+            updated = {}
+            for name, model in models.items():
+                if model is None:
+                    updated[name] = None
+                    continue
+                model = copy.deepcopy(model)
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        model.update(yp, update_params=update_params)
+                    updated[name] = model
+                except Exception:  # noqa: BLE001 - that component is left out of this series from now on
+                    updated[name] = None
+            classical[key] = updated
+        cache = dict(self._classical_cache)
+        for key, _, _ in self._split_xy(y, None):
+            cache[key] = self._classical_forecasts(classical[key])
+        self._classical, self._classical_cache = classical, cache
+
+    def _classical_forecasts(self, models: dict) -> dict:
+        """{name: (times, point (H, C), grid (H, C, Q) or None), or None} of a series' classical models at
+        steps 1..max(fh) after its last observation: predict reads them from here (an sktime predict per
+        series and model costs milliseconds: a panel's predict would take seconds)."""
+        from sktime.forecasting.base import ForecastingHorizon
+
+        H, C, levels = self._validation_horizon, self.n_targets_, self.quantile_levels_
+        fh = ForecastingHorizon(list(range(1, H + 1)), is_relative=True)
+        out = {}
+        for name, model in models.items():
+            out[name] = None
+            if model is None:
+                continue
+            try:
+                point, grid = classical_forecast(model, fh, levels, C, True, int(self._seed_))
+                out[name] = (fh.to_absolute_index(model.cutoff), point, grid)
+            except Exception:  # noqa: BLE001 - computed at predict time instead (and left out if it fails there)
+                out[name] = None
+        return out
+
+    # ------------------------------------------------------------------------ refusals
+    def _refuse_combined(self, what: str) -> None:
+        if self._combining:
+            raise ValueError(
+                f"{what} uses the network alone, but this {type(self).__name__} combines it with AutoETS and "
+                "Theta (combine='validation'); fit with combine='none' for it"
+            )
+
+    def _save_state(self):
+        if self._combining:
+            raise ValueError(
+                "the safetensors format holds the network, not the classical models of combine='validation'; "
+                "save with format='sktime' (a pickle)"
+            )
+        return super()._save_state()
+
+    def export(self, path, format: str = "onnx"):
+        self._refuse_combined("export")
+        return super().export(path, format)
+
+    export.__doc__ = ForecasterExportMixin.export.__doc__
+
+
+def _relative(H: int):
+    from sktime.forecasting.base import ForecastingHorizon
+
+    return ForecastingHorizon(list(range(1, H + 1)), is_relative=True)
+
+
+def _as_input(frame: pd.DataFrame, owner) -> pd.DataFrame:
+    """A frame of the forecaster's inner mtypes, with the level names fit saw."""
+    if isinstance(frame.index, pd.MultiIndex):
+        frame = frame.copy()
+        frame.index = frame.index.set_names(owner._index_names)
+    return frame
+
+
+__all__ = ["CombinationMixin", "COMPONENTS", "RULES", "key_name"]
