@@ -53,7 +53,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .panels import PANEL_TASKS, PanelTask, load_panel, panel_backtest, panel_summary
+from .panels import MIN_TRAIN, PANEL_TASKS, PanelTask, load_panel, panel_backtest, panel_summary, validation_panel
 
 MODELS = ("ssm", "naive", "theta", "ets")
 SERIES = ("airline", "lynx", "shampoo", "uschange")
@@ -130,7 +130,14 @@ def make_model(name: str, task: Task, shortest_train: int, ssm_overrides: dict):
     if name == "ssm":
         from ssmts.sktime import SSMForecaster
 
-        params = {**SSM_SETTINGS, "context_length": context_length_for(task, shortest_train), **ssm_overrides}
+        # sp: the season of the baselines (it sets the classical models of combine="validation"; the
+        # network reads it only for context_length="auto", which this benchmark does not use)
+        params = {
+            **SSM_SETTINGS,
+            "context_length": context_length_for(task, shortest_train),
+            "sp": task.season,
+            **ssm_overrides,
+        }
         return SSMForecaster(**params)
     if name == "naive":
         return NaiveForecaster(strategy="last", sp=task.season)
@@ -143,15 +150,29 @@ def make_model(name: str, task: Task, shortest_train: int, ssm_overrides: dict):
     raise ValueError(f"unknown model {name!r}; choose from {MODELS}")
 
 
+def combination_variants(model) -> list[str]:
+    """The forecasts compared from one fit of an SSMForecaster with combine="validation": the network
+    alone and every combination rule (the configured one is the "ssm" row itself); none otherwise."""
+    from ssmts.sktime._combine import RULES
+
+    if getattr(model, "combine", "none") == "none" or not getattr(model, "_combining", False):
+        return []
+    return ["network", *RULES]
+
+
 def backtest(
     model_name: str, task: Task, y, X, ssm_overrides: dict, use_x: bool | str = False, coverage: tuple = ()
 ) -> dict:
     """Mean MASE, sMAPE (%) and fit seconds over the folds of `task` on y; with `coverage`
     levels, also the empirical coverage of each central interval (share of the fold's test
     points inside it, pooled over folds) as cov<level in %>. use_x: False, True (X known
-    ahead: fit and predict get it) or "past" (every X column past-only: predict gets none)."""
+    ahead: fit and predict get it) or "past" (every X column past-only: predict gets none).
+    With combine="validation" in the SSM's settings, the result also holds "variants": {label:
+    result} of the network alone and of each combination rule, from the same fits."""
     if use_x == "past":
         ssm_overrides = {**ssm_overrides, "past_covariates": list(X.columns)}
+    from contextlib import nullcontext
+
     from sktime.performance_metrics.forecasting import (
         mean_absolute_percentage_error,
         mean_absolute_scaled_error,
@@ -159,8 +180,8 @@ def backtest(
 
     ends = cutoffs(len(y), task)
     fh = list(range(1, task.h + 1))
-    mase, smape, seconds = [], [], []
-    inside = {level: [] for level in coverage}
+    scores = {}  # variant (None: the model as configured) -> {"mase": [...], "smape": [...], level: [...]}
+    seconds = []
     for end in ends:
         y_train, y_test = y.iloc[:end], y.iloc[end : end + task.h]
         # per fold: some lazily imported modules re-enable FutureWarnings on import
@@ -168,37 +189,49 @@ def backtest(
             warnings.simplefilter("ignore")  # sktime FutureWarnings, statsmodels convergence chatter
             model = make_model(model_name, task, ends[0], ssm_overrides)
             start = time.perf_counter()
+            X_future = None
             if use_x:
                 model.fit(y_train, X=X.iloc[:end], fh=fh)
-                seconds.append(time.perf_counter() - start)
-                y_pred = model.predict(X=None if use_x == "past" else X.iloc[end : end + task.h])
+                X_future = None if use_x == "past" else X.iloc[end : end + task.h]
             else:
                 model.fit(y_train, fh=fh)
-                seconds.append(time.perf_counter() - start)
-                y_pred = model.predict()
-            bounds = None
-            if coverage:
-                X_future = X.iloc[end : end + task.h] if use_x is True else None
-                try:
-                    bounds = model.predict_interval(X=X_future, coverage=list(coverage))
-                except Exception as error:  # a baseline's interval code failing must not end the run
-                    print(
-                        f"  {model_name} on {task.name}: no intervals ({type(error).__name__}: {error})",
-                        file=sys.stderr,
-                    )
+            seconds.append(time.perf_counter() - start)
+            for variant in [None, *combination_variants(model)]:
+                with model._as_variant(variant) if variant else nullcontext():
+                    y_pred = model.predict(X=X_future)
+                    bounds = None
+                    if coverage:
+                        try:
+                            bounds = model.predict_interval(
+                                X=X.iloc[end : end + task.h] if use_x is True else None, coverage=list(coverage)
+                            )
+                        except Exception as error:  # a baseline's interval code failing must not end the run
+                            print(
+                                f"  {model_name} on {task.name}: no intervals ({type(error).__name__}: {error})",
+                                file=sys.stderr,
+                            )
+                record = scores.setdefault(variant, {"mase": [], "smape": [], **{lv: [] for lv in coverage}})
+                for level in coverage:
+                    if bounds is None:
+                        record[level].append(np.nan)
+                        continue
+                    lower = bounds.iloc[:, bounds.columns.get_level_values(1) == level]
+                    lo, hi = lower.iloc[:, 0].to_numpy(dtype=float), lower.iloc[:, 1].to_numpy(dtype=float)
+                    truth = y_test.to_numpy().ravel()
+                    record[level].extend(((truth >= lo) & (truth <= hi)).tolist())
+                record["mase"].append(mean_absolute_scaled_error(y_test, y_pred, y_train=y_train, sp=task.season))
+                record["smape"].append(100 * mean_absolute_percentage_error(y_test, y_pred, symmetric=True))
+
+    def summarize(record):
+        result = dict(mase=float(np.mean(record["mase"])), smape=float(np.mean(record["smape"])))
+        result["fit_s"] = float(np.mean(seconds))
         for level in coverage:
-            if bounds is None:
-                inside[level].append(np.nan)
-                continue
-            lower = bounds.iloc[:, bounds.columns.get_level_values(1) == level]
-            lo, hi = lower.iloc[:, 0].to_numpy(dtype=float), lower.iloc[:, 1].to_numpy(dtype=float)
-            truth = y_test.to_numpy().ravel()
-            inside[level].extend(((truth >= lo) & (truth <= hi)).tolist())
-        mase.append(mean_absolute_scaled_error(y_test, y_pred, y_train=y_train, sp=task.season))
-        smape.append(100 * mean_absolute_percentage_error(y_test, y_pred, symmetric=True))
-    result = dict(mase=float(np.mean(mase)), smape=float(np.mean(smape)), fit_s=float(np.mean(seconds)))
-    for level in coverage:
-        result[f"cov{round(100 * level)}"] = 100 * float(np.mean(inside[level]))
+            result[f"cov{round(100 * level)}"] = 100 * float(np.mean(record[level]))
+        return result
+
+    result = summarize(scores.pop(None))
+    if scores:
+        result["variants"] = {variant: summarize(record) for variant, record in scores.items()}
     return result
 
 
@@ -306,12 +339,21 @@ def backtest_timing(args) -> list[dict]:
     ]
 
 
+def write_json(path: str | None, rows: list[dict]) -> None:
+    if path:
+        with open(path, "w") as handle:
+            json.dump(rows, handle, indent=1)
+
+
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="python -m ssmts.bench forecast", description=__doc__.split("\n\n")[0])
     p.add_argument("--series", default=",".join(SERIES), help=f"comma-separated subset of {','.join(SERIES)}")
     p.add_argument("--models", default=",".join(MODELS), help=f"comma-separated subset of {','.join(MODELS)}")
     p.add_argument(
-        "--validation", action="store_true", help="run on the data before the first test cutoff (for choosing settings)"
+        "--validation",
+        action="store_true",
+        help="run on the data before the first test cutoff (for choosing settings); with --panels, on each "
+        "panel less its test span",
     )
     p.add_argument(
         "--uschange-exog",
@@ -366,6 +408,7 @@ def parse_args(argv):
         "comma-separated m (an ensemble over context lengths, the N-BEATS recipe), e.g. 2,3,4",
     )
     p.add_argument("--quick", action="store_true", help="smoke test: 5 epochs, one fold per series, 1 thread")
+    p.add_argument("--json", default=None, metavar="PATH", help="also write the table's rows to this JSON file")
     args = p.parse_args(argv)
     args.panels = [s.strip() for s in args.panels.split(",") if s.strip()] if args.panels else []
     try:
@@ -444,13 +487,17 @@ def run(args) -> list[dict]:
         for label, model_name, use_x in runs:
             extra = {"coverage": args.coverage} if args.coverage else {}
             result = backtest(model_name, task, y, X, args.ssm_params, use_x=use_x, **extra)
+            variants = result.pop("variants", {})
             rows.append(dict(series=name, model=label, **result))
             print(f"  done {name:9s} {label:6s} MASE {result['mase']:.3f}", file=sys.stderr, flush=True)
+            for variant, values in variants.items():  # the same fits, forecast another way
+                rows.append(dict(series=name, model=f"{label}/{variant}", **values))
     return rows
 
 
 def summary(rows: list[dict]) -> tuple[str, list[str]]:
-    """The table and the closing lines (ratio to the best baseline, naive check)."""
+    """The table and the closing lines (ratio to the best baseline, naive check), for the SSM row and
+    for each of its variants (ssm/...: the same fits forecast another way)."""
     import pandas as pd
 
     df = pd.DataFrame(rows)
@@ -458,30 +505,33 @@ def summary(rows: list[dict]) -> tuple[str, list[str]]:
     formatters.update({c: "{:.1f}".format for c in df.columns if c.startswith("cov")})
     table = df.to_string(index=False, formatters=formatters)
     lines = []
-    ratios, beats_naive = [], []
-    for name, group in df.groupby("series", sort=False):
-        by_model = group.set_index("model")
-        if "ssm" not in by_model.index:
-            continue
-        baselines = by_model.loc[[m for m in ("naive", "theta", "ets") if m in by_model.index]]
-        if baselines.empty:
-            continue
-        best = baselines.mase.idxmin()
-        ratio = by_model.mase["ssm"] / baselines.mase[best]
-        ratios.append(ratio)
-        line = f"{name}: MASE(SSM)/MASE({best}) = {ratio:.3f}"
-        if "naive" in by_model.index:
-            beats = by_model.mase["ssm"] < by_model.mase["naive"]
-            beats_naive.append(beats)
-            line += f"; SSM {'beats' if beats else 'does not beat'} seasonal naive"
-        lines.append(line)
-    if ratios:
-        geo = math.exp(float(np.mean(np.log(ratios))))
-        lines.append(
-            f"geometric mean over {len(ratios)} series of MASE(SSM)/MASE(best statistical baseline) = {geo:.3f}"
-        )
-    if beats_naive:
-        lines.append(f"SSM beats seasonal naive on {sum(beats_naive)}/{len(beats_naive)} series")
+    labels = [m for m in dict.fromkeys(df.model) if m == "ssm" or m.startswith("ssm/")]
+    for label in labels:
+        shown = "SSM" if label == "ssm" else label
+        ratios, beats_naive = [], []
+        for name, group in df.groupby("series", sort=False):
+            by_model = group.set_index("model")
+            if label not in by_model.index:
+                continue
+            baselines = by_model.loc[[m for m in ("naive", "theta", "ets") if m in by_model.index]]
+            if baselines.empty:
+                continue
+            best = baselines.mase.idxmin()
+            ratio = by_model.mase[label] / baselines.mase[best]
+            ratios.append(ratio)
+            line = f"{name}: MASE({shown})/MASE({best}) = {ratio:.3f}"
+            if "naive" in by_model.index:
+                beats = by_model.mase[label] < by_model.mase["naive"]
+                beats_naive.append(beats)
+                line += f"; {shown} {'beats' if beats else 'does not beat'} seasonal naive"
+            lines.append(line)
+        if ratios:
+            geo = math.exp(float(np.mean(np.log(ratios))))
+            lines.append(
+                f"geometric mean over {len(ratios)} series of MASE({shown})/MASE(best statistical baseline) = {geo:.3f}"
+            )
+        if beats_naive:
+            lines.append(f"{shown} beats seasonal naive on {sum(beats_naive)}/{len(beats_naive)} series")
     return table, lines
 
 
@@ -520,19 +570,28 @@ def main(argv: list[str] | None = None) -> int:
         print(f"SSM settings: {settings}")
         if args.context_multiples:
             print(f"SSM row: median of forecasters with context_length = m x h, m in {args.context_multiples}")
+        if args.validation:
+            print(
+                "protocol: validation (each panel's test span removed; series with fewer than "
+                f"{MIN_TRAIN} observations before the first origin left out)"
+            )
         rows = []
         for name in args.panels:
             task = PANEL_TASKS[name]
+            panel = load_panel(name)
+            if args.validation:
+                panel = validation_panel(panel, task)
             if args.quick:
                 task = PanelTask(task.name, task.season, task.h, 1, task.step)
             rows += panel_backtest(
                 task,
-                load_panel(name),
-                settings if "ssm" in args.models else None,
+                panel,
+                {"sp": task.season, **settings} if "ssm" in args.models else None,
                 verbose=True,
                 context_multiples=args.context_multiples,
             )
         print(panel_summary(rows))
+        write_json(args.json, rows)
         return 0
     protocol = "validation (data before the first test cutoff)" if args.validation else "test"
     print(f"ssmts forecast benchmark: protocol={protocol} threads={args.threads} torch={torch.__version__}")
@@ -543,6 +602,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {name}: season {t.season}, h {t.h}, {t.folds} fold(s), step {t.step}")
     start = time.perf_counter()
     rows = run(args)
+    write_json(args.json, rows)
     table, lines = summary(rows)
     print(table)
     for line in lines:

@@ -98,6 +98,19 @@ def load_panel(name: str) -> pd.DataFrame:
     raise ValueError(f"unknown panel {name!r}; choose from {sorted(PANEL_TASKS)}")
 
 
+def validation_panel(panel: pd.DataFrame, task: PanelTask) -> pd.DataFrame:
+    """The panel less the span of its test origins (the validation protocol: the same backtest on the
+    data before the first test origin), keeping the series with MIN_TRAIN observations before the
+    first origin of that backtest."""
+    times = panel.index.get_level_values("time").unique().sort_values()
+    span = task.h + (task.folds - 1) * task.step
+    kept = panel[panel.index.get_level_values("time") <= times[-span - 1]]
+    first_origin = times[len(times) - span - span - 1]  # the validation backtest's first cutoff
+    before = kept[kept.index.get_level_values("time") <= first_origin]
+    counts = before.groupby(level="series").size()
+    return kept[kept.index.get_level_values("series").isin(counts.index[counts >= MIN_TRAIN])]
+
+
 def _baseline(name: str, season: int, y_train: pd.Series):
     from sktime.forecasting.ets import AutoETS
     from sktime.forecasting.naive import NaiveForecaster
@@ -127,6 +140,13 @@ def _ssm_forecasts(task: PanelTask, train: pd.DataFrame, fh, ssm_params: dict, c
     """(point forecast, interval bounds at every COVERAGE level) frames of the SSM row: one forecaster,
     or with context_multiples (m_1, m_2, ...) one forecaster per context_length = m_k x h, the median
     of their point forecasts and the mean of their interval bounds (quantile averaging)."""
+    return _ssm_forecast_variants(task, train, fh, ssm_params, context_multiples)[:2]
+
+
+def _ssm_forecast_variants(task: PanelTask, train: pd.DataFrame, fh, ssm_params: dict, context_multiples) -> tuple:
+    """_ssm_forecasts' frames and {variant: (point, bounds)}: with combine="validation" (one forecaster),
+    those of the network alone and of every combination rule, from the same fit; else empty."""
+    from ssmts.bench.forecast import combination_variants
     from ssmts.sktime import SSMForecaster
 
     multiples = context_multiples or (None,)
@@ -137,11 +157,15 @@ def _ssm_forecasts(task: PanelTask, train: pd.DataFrame, fh, ssm_params: dict, c
     points = [member.predict() for member in members]
     intervals = [member.predict_interval(coverage=list(COVERAGE)) for member in members]
     if len(members) == 1:
-        return points[0], intervals[0]
+        variants = {}
+        for variant in combination_variants(members[0]):
+            with members[0]._as_variant(variant):
+                variants[variant] = (members[0].predict(), members[0].predict_interval(coverage=list(COVERAGE)))
+        return points[0], intervals[0], variants
     point, bounds = points[0].copy(), intervals[0].copy()
     point.iloc[:, :] = np.median(np.stack([p.to_numpy() for p in points]), axis=0)
     bounds.iloc[:, :] = np.mean(np.stack([i.to_numpy() for i in intervals]), axis=0)
-    return point, bounds
+    return point, bounds, {}
 
 
 def panel_backtest(
@@ -159,7 +183,7 @@ def panel_backtest(
     fh = list(range(1, task.h + 1))
     models = [*BASELINES, "median"] + ([] if ssm_params is None else ["ssm"])
     scores = {m: [] for m in models}
-    inside = {level: [] for level in COVERAGE}  # the SSM's central intervals
+    inside = {}  # the SSM's (and its variants') central intervals: {model: {level: [...]}}
     seconds = {m: 0.0 for m in models}
     for origin in origins:
         cut, test_times = times[origin - 1], times[origin : origin + task.h]
@@ -179,14 +203,23 @@ def panel_backtest(
             forecasts["median"][key] = np.median([forecasts[n][key] for n in BASELINES], axis=0)
         if ssm_params is not None:
             start = time.perf_counter()
-            predicted, bounds = _ssm_forecasts(task, train, fh, ssm_params, context_multiples)
+            predicted, bounds, variants = _ssm_forecast_variants(task, train, fh, ssm_params, context_multiples)
             seconds["ssm"] += time.perf_counter() - start
-            for key in series:
-                forecasts["ssm"][key] = predicted.loc[key, "y"].to_numpy(dtype=float)
-                truth = panel.loc[key, "y"].reindex(test_times).to_numpy(dtype=float)
-                for level in COVERAGE:
-                    lo, hi = (bounds.loc[key, ("y", level, side)].to_numpy(dtype=float) for side in ("lower", "upper"))
-                    inside[level].extend((truth >= lo) & (truth <= hi))
+            for variant, (v_point, v_bounds) in {None: (predicted, bounds), **variants}.items():
+                label = "ssm" if variant is None else f"ssm/{variant}"
+                if label not in scores:
+                    models.append(label)
+                    scores[label], forecasts[label] = [], {}
+                forecasts[label] = forecasts.get(label, {})
+                cover = inside.setdefault(label, {level: [] for level in COVERAGE})
+                for key in series:
+                    forecasts[label][key] = v_point.loc[key, "y"].to_numpy(dtype=float)
+                    truth = panel.loc[key, "y"].reindex(test_times).to_numpy(dtype=float)
+                    for level in COVERAGE:
+                        lo, hi = (
+                            v_bounds.loc[key, ("y", level, side)].to_numpy(dtype=float) for side in ("lower", "upper")
+                        )
+                        cover[level].extend((truth >= lo) & (truth <= hi))
         for key in series:
             truth = panel.loc[key, "y"].reindex(test_times).to_numpy(dtype=float)
             history = train.loc[key, "y"].to_numpy(dtype=float)
@@ -203,9 +236,9 @@ def panel_backtest(
                 model=m,
                 mase=float(values[:, 0].mean()),
                 smape=float(values[:, 1].mean()),
-                fit_s=seconds[m] / len(origins),
+                fit_s=seconds.get(m, seconds.get("ssm", 0.0)) / len(origins),
                 series=len(values) // len(origins),
-                **({f"cov{round(100 * v)}": 100 * float(np.mean(inside[v])) for v in COVERAGE} if m == "ssm" else {}),
+                **{f"cov{round(100 * v)}": 100 * float(np.mean(inside[m][v])) for v in COVERAGE if m in inside},
             )
         )
     return rows
@@ -225,10 +258,11 @@ def panel_summary(rows: list[dict]) -> str:
         )
     for panel in dict.fromkeys(r["panel"] for r in rows):
         by = {r["model"]: r["mase"] for r in rows if r["panel"] == panel}
-        if "ssm" in by:
-            best = min(BASELINES, key=by.get)
+        best = min(BASELINES, key=by.get)
+        for label in [m for m in by if m == "ssm" or m.startswith("ssm/")]:
             lines.append(
-                f"\n{panel}: SSM MASE / best baseline ({best}) = {by['ssm'] / by[best]:.3f}; "
-                f"/ median ensemble = {by['ssm'] / by['median']:.3f}; / naive = {by['ssm'] / by['naive']:.3f}"
+                f"\n{panel}: {label.upper() if label == 'ssm' else label} MASE / best baseline ({best}) = "
+                f"{by[label] / by[best]:.3f}; / median ensemble = {by[label] / by['median']:.3f}; / naive = "
+                f"{by[label] / by['naive']:.3f}"
             )
     return "\n".join(lines)

@@ -245,3 +245,30 @@ def test_a_series_too_short_to_hold_out_a_window_takes_equal_weights():
     assert int(f.validation_windows_.iloc[0]) == 0
     np.testing.assert_allclose(f.combination_weights_.to_numpy(), 1 / 3)
     assert np.isfinite(f.predict().to_numpy()).all()
+
+
+# ---------------------------------------------------------------- the benchmark's protocol
+def test_the_benchmark_forecasts_every_variant_from_one_fit_and_its_panel_validation_drops_the_test_span():
+    from ssmts.bench.panels import PanelTask, _ssm_forecast_variants, validation_panel
+    from ssmts.sktime._combine import RULES
+
+    frames = []
+    for key, seed in (("a", 0), ("b", 1)):
+        series = noisy(40, seed)
+        index = pd.MultiIndex.from_product([[key], series.index], names=["series", "time"])
+        frames.append(pd.DataFrame({"y": series.to_numpy()}, index=index))
+    panel = pd.concat(frames)
+    task = PanelTask("toy", 1, 3, 2, 3)
+    point, bounds, variants = _ssm_forecast_variants(task, panel, [1, 2, 3], {**TINY, "combine": "validation"}, ())
+    assert list(variants) == ["network", *RULES]
+    pd.testing.assert_frame_equal(variants[TINY.get("combine_rule", "inverse_error")][0], point)
+    plain = SSMForecaster(**TINY).fit(panel, fh=[1, 2, 3])
+    np.testing.assert_allclose(variants["network"][0].to_numpy(), plain.predict().to_numpy(), rtol=1e-5)
+    assert bounds.shape == variants["median"][1].shape
+    # validation: the last h + (folds - 1) * step = 6 times go; a series needs 10 observations before the
+    # validation backtest's first origin (another 6 back)
+    short = panel[panel.index.get_level_values("time") >= panel.index.get_level_values("time")[25]]
+    kept = validation_panel(pd.concat([panel.loc[["a"]], short.loc[["b"]]]), task)
+    times = kept.index.get_level_values("time")
+    assert times.max() == panel.index.get_level_values("time").unique()[-7]
+    assert list(kept.index.get_level_values("series").unique()) == ["a"]
