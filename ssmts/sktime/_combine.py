@@ -27,6 +27,7 @@ from contextlib import contextmanager
 import numpy as np
 import pandas as pd
 
+from .._warnings import caller_stacklevel
 from ._export import ForecasterExportMixin
 from ._strategies import interpolate_quantiles, quantile_probabilities
 from ._windows import key_name
@@ -369,7 +370,7 @@ class CombinationMixin:
                 f"combine='validation': the network could not be trained on the data before the held-out "
                 f"windows ({type(error).__name__}: {error}); the series are combined with equal weights",
                 UserWarning,
-                stacklevel=3,
+                stacklevel=caller_stacklevel(),
             )
             return {}
         self.validation_network_ = clone
