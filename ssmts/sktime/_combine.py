@@ -33,7 +33,7 @@ from ._strategies import interpolate_quantiles, quantile_probabilities
 from ._windows import key_name
 
 COMPONENTS = ("network", "ets", "theta")
-RULES = ("inverse_error", "select", "median")
+RULES = ("inverse_error", "select", "median", "calibrate")
 MIN_PREFIX = 8  # observations before the first held-out window (or a full horizon, if longer)
 SIMULATIONS = 500  # sample paths of an ETS model whose intervals sktime cannot compute
 
@@ -116,9 +116,12 @@ def classical_forecast(model, fh, levels: np.ndarray, n_columns: int, quantiles:
 
 # ---------------------------------------------------------------------------- weights and grids
 def rule_weights(errors: np.ndarray, rule: str) -> np.ndarray | None:
-    """Weights (M,) of the components from their errors (M,) (NaN: not available); None for 'median'."""
+    """Weights (M,) of the components from their errors (M,) (NaN: not available); None for 'median';
+    the network alone for 'calibrate' (the windows then only calibrate its intervals)."""
     if rule == "median":
         return None
+    if rule == "calibrate":
+        return np.eye(len(errors))[0]
     available = np.isfinite(errors)
     w = np.zeros(len(errors))
     if not available.any():
@@ -496,6 +499,10 @@ class CombinationMixin:
             points, grids = [point], [None if grid is None else np.sort(grid, axis=-1)]
             for name in COMPONENTS[1:]:
                 result = None
+                if rule == "calibrate":  # weight 0: not forecast
+                    points.append(np.full_like(point, np.nan))
+                    grids.append(None)
+                    continue
                 cached = cache.get(name)
                 where = cached[0].get_indexer(times) if cached is not None and len(cached[0]) else None
                 if where is not None and (where >= 0).all():  # the steps forecast once after fit or update

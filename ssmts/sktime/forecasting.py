@@ -241,11 +241,12 @@ class ForecasterParams(BackboneParams, OptimizerParams, EarlyStoppingParams):
         "statsmodels. See validation_errors_, combination_weights_.",
         constraint=Options("none", "validation"),
     )
-    combine_rule: Literal["inverse_error", "select", "median"] = param(
+    combine_rule: Literal["inverse_error", "select", "median", "calibrate"] = param(
         default="inverse_error",
         doc="combine='validation': 'inverse_error' (weights proportional to 1 / each forecast's MAE on the "
-        "held-out windows), 'select' (all weight to the lowest MAE) or 'median' (the median of the three "
-        "forecasts and quantile grids; the windows then only calibrate the intervals).",
+        "held-out windows), 'select' (all weight to the lowest MAE), 'median' (the median of the three "
+        "forecasts and quantile grids; the windows then only calibrate the intervals) or 'calibrate' (the "
+        "network's own forecasts; the windows only widen its intervals where they under-cover).",
         constraint=Options(*RULES),
     )
     combine_windows: int = param(

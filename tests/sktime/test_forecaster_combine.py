@@ -67,6 +67,7 @@ def test_rule_weights_by_hand():
     errors = np.array([1.0, 2.0, 4.0])
     np.testing.assert_allclose(rule_weights(errors, "inverse_error"), [4 / 7, 2 / 7, 1 / 7])
     np.testing.assert_array_equal(rule_weights(errors, "select"), [1.0, 0.0, 0.0])
+    np.testing.assert_array_equal(rule_weights(np.array([9.0, 1.0, 2.0]), "calibrate"), [1.0, 0.0, 0.0])
     assert rule_weights(errors, "median") is None
     # an exact component takes all the weight; a missing one takes none
     np.testing.assert_array_equal(rule_weights(np.array([0.5, 0.0, 1.0]), "inverse_error"), [0.0, 1.0, 0.0])
@@ -161,7 +162,25 @@ def test_the_network_alone_is_the_forecaster_without_combination():
 
 
 # ---------------------------------------------------------------- intervals
-@pytest.mark.parametrize("rule", ["inverse_error", "select", "median"])
+@pytest.mark.usefixtures("fixed_thread_count")
+def test_calibrate_keeps_the_networks_forecast_and_widens_its_intervals_by_the_windows_conformal_factors():
+    y = noisy()
+    f = combined(combine_rule="calibrate").fit(y, fh=FH)
+    levels = f.quantile_levels_
+    with f._as_variant("network"):
+        point, raw = f.predict(), f.predict_quantiles(alpha=list(levels)).to_numpy()
+    pd.testing.assert_series_equal(f.predict(), point)
+    # the oracle: the conformal factors of the validation network's own grids on the held-out windows,
+    # applied to the full network's grid by hand
+    truth, comps = f._validation[next(iter(f._validation))]
+    grid = np.sort(comps["network"][1][..., 0, :], axis=-1).reshape(-1, len(levels))
+    factors = conformal_factors([grid], [truth[..., 0].ravel()], levels)
+    np.testing.assert_allclose(list(f.combination_widening_.values()), factors)
+    np.testing.assert_allclose(f.predict_quantiles(alpha=list(levels)).to_numpy(), widen_grid(np.sort(raw, 1), factors))
+    assert (f.combination_weights_[["ets", "theta"]].to_numpy() == 0).all()
+
+
+@pytest.mark.parametrize("rule", ["inverse_error", "select", "median", "calibrate"])
 def test_quantiles_are_ordered_and_hold_the_point_forecast(rule):
     y = noisy()
     f = combined(combine_rule=rule).fit(y, fh=FH)
