@@ -109,10 +109,12 @@ def test_bidirectional_heads_at_another_sample_rate(ort, tmp_path):
     reg = SSMRegressor(bidirectional="ldnn", heads=4, sample_rate=100, **TINY).fit(X[:, :1], TARGET)
     session, metadata = _session(ort, reg.export(tmp_path / "reg.onnx", sample_rate=50))
     assert metadata["max_length"] == str(LENGTH // 2) and metadata["sample_rate"] == "50"
-    Xt = RNG.standard_normal((4, 1, LENGTH // 2)).astype(np.float32)
+    # its own generator (the module's RNG gives this test another draw whenever a test before it draws
+    # more); over 30 draws the rate moved the predictions by 700-1300x the export tolerance
+    Xt = np.random.default_rng(11).standard_normal((4, 1, LENGTH // 2)).astype(np.float32)
     predictions, _ = session.run(None, {"X": Xt})
     np.testing.assert_allclose(predictions, reg.predict(Xt, sample_rate=50), rtol=0, atol=ATOL * reg.target_scale_[0])
-    assert np.abs(reg.predict(Xt, sample_rate=50) - reg.predict(Xt)).max() > 1e3 * ATOL * reg.target_scale_[0]
+    assert np.abs(reg.predict(Xt, sample_rate=50) - reg.predict(Xt)).max() > 100 * ATOL * reg.target_scale_[0]
 
 
 def test_transformer_onnx_gives_transform(ort, tmp_path):
