@@ -49,6 +49,7 @@ import os
 import sys
 import time
 import warnings
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 import numpy as np
@@ -171,8 +172,6 @@ def backtest(
     result} of the network alone and of each combination rule, from the same fits."""
     if use_x == "past":
         ssm_overrides = {**ssm_overrides, "past_covariates": list(X.columns)}
-    from contextlib import nullcontext
-
     from sktime.performance_metrics.forecasting import (
         mean_absolute_percentage_error,
         mean_absolute_scaled_error,
@@ -202,9 +201,7 @@ def backtest(
                     bounds = None
                     if coverage:
                         try:
-                            bounds = model.predict_interval(
-                                X=X.iloc[end : end + task.h] if use_x is True else None, coverage=list(coverage)
-                            )
+                            bounds = model.predict_interval(X=X_future, coverage=list(coverage))
                         except Exception as error:  # a baseline's interval code failing must not end the run
                             print(
                                 f"  {model_name} on {task.name}: no intervals ({type(error).__name__}: {error})",

@@ -112,18 +112,14 @@ def validation_panel(panel: pd.DataFrame, task: PanelTask) -> pd.DataFrame:
 
 
 def _baseline(name: str, season: int, y_train: pd.Series):
-    from sktime.forecasting.ets import AutoETS
     from sktime.forecasting.naive import NaiveForecaster
-    from sktime.forecasting.theta import ThetaForecaster
+
+    from ssmts.sktime._combine import classical_models
 
     if name == "naive":
         return NaiveForecaster(strategy="last", sp=season)
-    if name == "theta":
-        # the multiplicative deseasonalization needs positive values and a few seasons
-        seasonal = season > 1 and bool((y_train > 0).all()) and len(y_train) >= 2 * season
-        return ThetaForecaster(sp=season if seasonal else 1, deseasonalize=seasonal)
-    if name == "ets":
-        return AutoETS(auto=True, sp=season if len(y_train) >= 2 * season else 1, n_jobs=1)
+    if name in ("theta", "ets"):  # the models SSMForecaster(combine="validation") combines with
+        return classical_models(season, y_train)[name]
     raise ValueError(name)
 
 
@@ -207,10 +203,9 @@ def panel_backtest(
             seconds["ssm"] += time.perf_counter() - start
             for variant, (v_point, v_bounds) in {None: (predicted, bounds), **variants}.items():
                 label = "ssm" if variant is None else f"ssm/{variant}"
-                if label not in scores:
+                if label not in scores:  # a variant's first origin
                     models.append(label)
                     scores[label], forecasts[label] = [], {}
-                forecasts[label] = forecasts.get(label, {})
                 cover = inside.setdefault(label, {level: [] for level in COVERAGE})
                 for key in series:
                     forecasts[label][key] = v_point.loc[key, "y"].to_numpy(dtype=float)

@@ -233,8 +233,7 @@ def _join(frames: dict, names: list) -> pd.DataFrame:
     """{key: frame indexed by time} -> one frame (a MultiIndex with the keys' levels for a panel)."""
     if list(frames) == [()]:
         return frames[()]
-    joined = pd.concat(list(frames.values()), keys=list(frames), names=names)
-    return joined
+    return pd.concat(list(frames.values()), keys=list(frames), names=names)
 
 
 # ---------------------------------------------------------------------------- the mixin
@@ -303,10 +302,10 @@ class CombinationMixin:
             comps = {"network": network[key]}
             for name in COMPONENTS[1:]:
                 comps[name] = ([], [])
+            fh = _relative(H)
             for j in range(k, 0, -1):
                 prefix = yp.iloc[: n - j * H]
                 models = fit_classical(season, prefix)
-                fh = _relative(H)
                 for name in COMPONENTS[1:]:
                     result = None
                     if models[name] is not None:
@@ -538,7 +537,8 @@ class CombinationMixin:
         else their states only where the model can); series first seen here are fitted on what they
         bring and take the pooled weights. The weights stay those of fit."""
         classical = dict(self._classical)
-        for key, yp, _ in self._split_xy(y, None):
+        parts = self._split_xy(y, None)
+        for key, yp, _ in parts:
             models = classical.get(key)
             if models is None:
                 tail = self._store[key][0] if key in self._store else yp
@@ -559,7 +559,7 @@ class CombinationMixin:
                     updated[name] = None
             classical[key] = updated
         cache = dict(self._classical_cache)
-        for key, _, _ in self._split_xy(y, None):
+        for key, _, _ in parts:
             cache[key] = self._classical_forecasts(classical[key])
         self._classical, self._classical_cache = classical, cache
 
@@ -567,10 +567,8 @@ class CombinationMixin:
         """{name: (times, point (H, C), grid (H, C, Q) or None), or None} of a series' classical models at
         steps 1..max(fh) after its last observation: predict reads them from here (an sktime predict per
         series and model costs milliseconds: a panel's predict would take seconds)."""
-        from sktime.forecasting.base import ForecastingHorizon
-
         H, C, levels = self._validation_horizon, self.n_targets_, self.quantile_levels_
-        fh = ForecastingHorizon(list(range(1, H + 1)), is_relative=True)
+        fh = _relative(H)
         out = {}
         for name, model in models.items():
             out[name] = None
