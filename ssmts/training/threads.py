@@ -1,17 +1,13 @@
-"""How many threads a CPU fit uses: the cores other processes leave idle, re-measured as it runs.
+"""How many workers a CPU fit runs: the cores other processes leave idle, re-measured as it runs.
 
-torch's intra-op threads meet at a barrier after every operation. When another process keeps
-a core busy, one of our threads waits for that core at every barrier, and a fit with as many
-threads as cores runs several times slower than with one thread fewer (measured: GunPoint,
-2 cores, one busy process beside: 11.9 s with 2 threads, 6.1 s with 1; alone 3.6 s and 5.5 s).
-So a fit takes at most the threads torch is allowed (OMP_NUM_THREADS, torch.set_num_threads,
-threadpoolctl.threadpool_limits, a Dask worker's share) and, while it runs, only as many as
-there are cores that other processes leave idle.
-
-A thread count changes how torch splits its sums, so two fits with the same `random_state` can
-differ in the last bits (about 1e-8 in a probability) when the load changed between them. Where
-results must match bit for bit, turn on `torch.use_deterministic_algorithms(True)`: the count
-then stays as torch has it.
+Threads that work on one task meet at barriers. When another process keeps a core busy, one of
+them waits for that core at every barrier, and a fit with as many threads as cores ran several
+times slower than with one thread fewer (measured with torch's threads: GunPoint, 2 cores, one
+busy process beside: 11.9 s with 2 threads, 6.1 s with 1; alone 3.6 s and 5.5 s). So a fit runs
+at most as many workers as the threads torch is allowed (OMP_NUM_THREADS, torch.set_num_threads,
+threadpoolctl.threadpool_limits, a Dask worker's share) and, while it runs, only as many as there
+are cores that other processes leave idle. The workers run fixed shards of every batch on one
+torch thread each (ssmts.training.parallel), so their number changes the time, not the result.
 """
 
 from __future__ import annotations
@@ -45,12 +41,11 @@ def available_cores() -> int:
 
 
 class CoreShare:
-    """Sets torch's intra-op threads to the cores that other processes leave idle, at most `limit`.
+    """The cores that other processes leave idle, at most `limit` (default: torch's thread count).
 
     `update()` is cheap and called often (every optimizer step); it re-measures once `interval`
     seconds have passed, from the CPU time the whole machine spent busy minus this process's
-    own. `close()` puts the thread count back. Where /proc/stat is missing, or torch's
-    deterministic algorithms are on, it does nothing.
+    own. Where /proc/stat is missing it always answers `limit`.
     """
 
     def __init__(self, limit: int | None = None, interval: float = 1.0, first: float = 0.5):
@@ -62,10 +57,8 @@ class CoreShare:
         self.limit = max(1, int(limit or torch.get_num_threads()))
         self.cores = available_cores()
         self.interval, self.threads = float(interval), self.limit
-        self._restore = torch.get_num_threads()
         self._next = time.perf_counter() + float(first)
-        deterministic = torch.are_deterministic_algorithms_enabled()
-        self._sample = None if deterministic else self._measure()
+        self._sample = self._measure()
 
     @staticmethod
     def _measure() -> tuple[float, float, float] | None:
@@ -73,7 +66,7 @@ class CoreShare:
         return None if busy is None else (time.perf_counter(), busy, time.process_time())
 
     def update(self) -> int:
-        """The thread count in force (changed when a measurement is due)."""
+        """The idle cores, at most `limit` and at least 1 (re-measured when a measurement is due)."""
         if self._sample is None or self.limit == 1 or time.perf_counter() < self._next:
             return self.threads
         now = self._measure()
@@ -81,12 +74,8 @@ class CoreShare:
         if wall > 0:
             others = max(0.0, (busy - own) / wall)  # cores busy with other processes' work
             self.threads = max(1, min(self.limit, int(self.cores - others + 0.5)))
-            torch.set_num_threads(self.threads)
         self._sample, self._next = now, now[0] + self.interval
         return self.threads
-
-    def close(self) -> None:
-        torch.set_num_threads(self._restore)
 
 
 __all__ = ["CoreShare", "available_cores"]

@@ -27,8 +27,8 @@ from torch import nn
 from .._files import replacing
 from ..nn.backbone import parameter_groups
 from .callbacks import Callback, Checkpoint, ProgressBar
+from .parallel import ShardWorkers, concatenate, shard_bounds, shard_count, sharded_gradients
 from .params import TrainerConfig, resolve_device
-from .threads import CoreShare
 
 
 def seed_from(random_state) -> int:
@@ -185,11 +185,19 @@ def _float32(outputs):
 
 @torch.no_grad()
 def predict_batches(
-    model: nn.Module, data: SequenceData, batch_size: int, device: torch.device | str, forward: Callable | None = None
+    model: nn.Module,
+    data: SequenceData,
+    batch_size: int,
+    device: torch.device | str,
+    forward: Callable | None = None,
+    *,
+    workers: ShardWorkers | None = None,
 ) -> torch.Tensor:
     """The one batched prediction: model outputs for all of `data`, in eval mode, concatenated on the CPU.
 
-    forward(model, x, mask) overrides model(x, mask) (e.g. per-step features of a head).
+    forward(model, x, mask) overrides model(x, mask) (e.g. per-step features of a head); it must give
+    a sample's output from that sample alone, and may run on several threads at once.
+    workers: the ShardWorkers of a running fit (by default a CPU prediction opens its own).
     """
     if len(data) == 0:
         raise ValueError("no samples to predict")
@@ -201,13 +209,24 @@ def predict_batches(
     # per-batch outputs sprinkled over the heap between freed batch buffers keeps the heap from
     # shrinking, so memory would grow with the number of rows (a memory map is read for less).
     out, start = None, 0
-    # On a CPU, threads follow the cores other processes leave idle, as in training (ssmts.training.threads).
-    cores = CoreShare() if device.type == "cpu" else None
+    # On a CPU, every batch runs in shards on workers of one thread each that follow the cores other
+    # processes leave idle, as in training (ssmts.training.parallel); a sample's output does not
+    # depend on its batch, so neither shards nor workers change the result.
+    own_workers = workers is None and device.type == "cpu"
+    if own_workers:
+        workers = ShardWorkers(shard_count(torch.get_num_threads()))
+
+    def forward(part: SequenceData) -> torch.Tensor:
+        with torch.no_grad():
+            return call(model, part.x, part.mask)
+
     try:
         for batch in batches(data, int(batch_size), device=device, order=order):
-            if cores is not None:
-                cores.update()
-            result = call(model, batch.x, batch.mask)
+            if workers is None:
+                result = forward(batch)
+            else:
+                bounds = shard_bounds(len(batch), min(len(batch), workers.shards))
+                result = concatenate(workers.map(forward, [batch.take(torch.arange(a, b)) for a, b in bounds]))
             if out is None:
                 out = torch.empty((len(data), *result.shape[1:]), dtype=result.dtype)
             elif result.shape[1:] != out.shape[1:]:
@@ -217,8 +236,8 @@ def predict_batches(
             out[start : start + len(result)] = result.cpu()
             start += len(result)
     finally:
-        if cores is not None:
-            cores.close()
+        if own_workers:
+            workers.close()
     if data.crop_padding and data.mask is not None:  # batched by length: back to the samples' order
         out = out[torch.argsort(torch.cat(order))]
     return out
@@ -308,7 +327,8 @@ class Trainer:
         self.epochs_planned = 0
         self._scheduler = None
         self._scheduler_state = None
-        self._cores: CoreShare | None = None  # during a CPU fit: threads follow the idle cores
+        self._workers: ShardWorkers | None = None  # during a CPU fit: shards of every batch (training.parallel)
+        self._train_shards = 1
         self.plan = ""  # the current run, in words (fit sets it)
         self.validation: SequenceData | None = None  # the current run's validation data (fit sets it)
         self.error: BaseException | None = None  # what stopped the current run, if it raised (fit sets it)
@@ -387,7 +407,7 @@ class Trainer:
         self.error = None
         for callback in callbacks:
             callback.on_fit_start(self)
-        self._cores = CoreShare() if self.device.type == "cpu" else None
+        self._workers = self._shard_workers()
         try:
             while self.run_epoch < epochs:
                 record = self._run_epoch(train, val, scheduler)
@@ -397,17 +417,34 @@ class Trainer:
             self.error = error
             raise
         finally:
-            if self._cores is not None:
-                self._cores.close()
-                self._cores = None
+            if self._workers is not None:
+                self._workers.close()
+                self._workers = None
             for callback in callbacks:
                 callback.on_fit_end(self)
         return self.history
 
+    def _shard_workers(self) -> ShardWorkers | None:
+        """The workers of a CPU fit: every batch in shard_count shards, each on one thread, so that the
+        result does not depend on how many threads run (ssmts.training.parallel). A GPU, a
+        distributed, compiled or float16 run keeps torch's own parallelism."""
+        c = self.config
+        if self.device.type != "cpu" or self.world_size > 1 or c.compile or self._scaler is not None:
+            return None
+        self._train_shards = shard_count(torch.get_num_threads(), self.model)
+        return ShardWorkers(shard_count(torch.get_num_threads()))  # predictions (validation) always run in shards
+
     def _describe_plan(self, train: SequenceData, epochs: int, validated: bool) -> str:
         """What the run will do, in the units its cost grows with (shown by the progress bar)."""
         per_epoch = steps_per_epoch(len(train), self.config.batch_size)
-        where = f"{self.device}" + (f", {torch.get_num_threads()} threads" if self.device.type == "cpu" else "")
+        shards = shard_count(torch.get_num_threads(), self.model)
+        where = f"{self.device}" + (
+            f", every batch in {shards} shards on up to {shards} threads"
+            if shards > 1
+            else ", 1 thread"
+            if self.device.type == "cpu" and not self.config.compile and self.world_size == 1
+            else ""
+        )
         return (
             f"{epochs} epochs x {per_epoch} batches of up to {self.config.batch_size} = {epochs * per_epoch} steps "
             f"on {len(train)} series of {train.x.shape[-1]} steps"
@@ -469,17 +506,18 @@ class Trainer:
                 index = None  # the shard's rows of the global batch are not traced
             source = batch.x
             batch = batch.to(self.device)
-            with self._autocast():
-                outputs = self._forward_model(batch.x, batch.mask)
-            loss = self.loss_fn(_float32(outputs), batch.y, batch.weight)
             self.optimizer.zero_grad(set_to_none=True)
             scale = (lambda value: value) if self._scaler is None else self._scaler.scale
-            if self.world_size > 1:
+            if self._workers is not None:
+                loss = self._sharded_step(batch)
+            elif self.world_size > 1:
                 # DDP averages gradients over the ranks; weighting each rank's mean loss by its
                 # share of the global batch makes that the gradient of the global batch's mean.
+                loss = self._loss(batch)
                 scale(loss * weight * self.world_size).backward()
                 loss = _all_reduce_sum(loss.detach() * weight)
             else:
+                loss = self._loss(batch)
                 scale(loss).backward()
             if self._scaler is not None:
                 self._scaler.unscale_(self.optimizer)  # clipping reads the true gradients
@@ -492,8 +530,6 @@ class Trainer:
                 self._scaler.update()
             if scheduler is not None:
                 scheduler.step()
-            if self._cores is not None:
-                self._cores.update()
             value = float(loss.detach())
             if not seen_nonfinite and not math.isfinite(value):
                 # Looked at only once a loss is not finite, so a healthy run pays nothing: NaN or
@@ -504,6 +540,32 @@ class Trainer:
             total += value * n_global
             count += n_global
         return total / count
+
+    def _loss(self, batch: SequenceData) -> torch.Tensor:
+        """The loss of one batch, its forward pass recorded for the backward."""
+        with self._autocast():
+            outputs = self._forward_model(batch.x, batch.mask)
+        return self.loss_fn(_float32(outputs), batch.y, batch.weight)
+
+    def _sharded_step(self, batch: SequenceData) -> torch.Tensor:
+        """The loss of one batch run in fixed shards on the workers (ssmts.training.parallel), with the
+        gradients written to the parameters: the loss is that of the whole batch (weights, class
+        weights and label smoothing as without shards), only the passes through the network are split."""
+        n = len(batch)
+        parts = [batch.take(torch.arange(start, stop)) for start, stop in shard_bounds(n, min(n, self._train_shards))]
+
+        def forward(part: SequenceData):
+            with self._autocast():
+                return self._forward_model(part.x, part.mask)
+
+        parameters = [p for p in self.model.parameters() if p.requires_grad]
+        return sharded_gradients(
+            self._workers,
+            forward,
+            lambda outputs: self.loss_fn(_float32(outputs), batch.y, batch.weight),
+            parts,
+            parameters,
+        )
 
     def _autocast(self):
         """The mixed-precision context of a training step ("bf16-mixed", "16-mixed"), else none."""
@@ -522,7 +584,9 @@ class Trainer:
         self, data: SequenceData, batch_size: int | None = None, forward: Callable | None = None
     ) -> torch.Tensor:
         """Model outputs for all of `data` (predict_batches with this trainer's model and device)."""
-        return predict_batches(self.model, data, batch_size or self.config.batch_size, self.device, forward)
+        return predict_batches(
+            self.model, data, batch_size or self.config.batch_size, self.device, forward, workers=self._workers
+        )
 
     # ------------------------------------------------------------ state
     def state_dict(self, *, model: bool = True) -> dict:
@@ -618,11 +682,9 @@ def _shard(batch: SequenceData, rank: int, world_size: int) -> tuple[SequenceDat
     """This rank's contiguous part of a global batch and its share of the batch. A rank left
     without samples (a batch smaller than the group) takes one with weight 0, since every
     rank must run the backward pass for the gradient average."""
-    n = len(batch)
-    bounds = [n * r // world_size for r in range(world_size + 1)]
-    start, stop = bounds[rank], bounds[rank + 1]
+    start, stop = shard_bounds(len(batch), world_size)[rank]
     if stop > start:
-        return batch.take(torch.arange(start, stop)), (stop - start) / n
+        return batch.take(torch.arange(start, stop)), (stop - start) / len(batch)
     return batch.take(torch.arange(0, 1)), 0.0
 
 

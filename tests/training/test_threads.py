@@ -1,4 +1,5 @@
-"""CoreShare: a CPU fit takes the cores other processes leave idle, never more than torch allows."""
+"""CoreShare: a CPU fit runs as many workers as the cores other processes leave idle, never more than
+torch allows."""
 
 import time
 
@@ -36,7 +37,7 @@ def test_threads_follow_the_cores_that_other_processes_leave_idle(monkeypatch, r
     share = threads.CoreShare(limit=4, interval=1.0, first=0.5)
     assert share.update() == 4  # nothing measured yet: the limit
     clock.run(0.6, own_cores=2.0, other_cores=1.0)  # one other process keeps a core busy
-    assert share.update() == 3 and torch.get_num_threads() == 3
+    assert share.update() == 3
     clock.run(0.5, own_cores=3.0, other_cores=3.0)  # not due yet (interval 1 s)
     assert share.update() == 3
     clock.run(0.6, own_cores=1.0, other_cores=3.0)  # over the last 1.1 s: (0.5*3 + 0.6*3) / 1.1 = 3 cores busy
@@ -47,7 +48,7 @@ def test_threads_follow_the_cores_that_other_processes_leave_idle(monkeypatch, r
     assert share.update() == 1
 
 
-def test_the_limit_is_never_exceeded_and_close_restores_the_count(monkeypatch, restore_threads):
+def test_the_limit_is_never_exceeded(monkeypatch, restore_threads):
     clock = FakeClock(monkeypatch)
     torch.set_num_threads(2)
     share = threads.CoreShare(interval=1.0, first=0.0)  # limit: torch's current count
@@ -55,30 +56,14 @@ def test_the_limit_is_never_exceeded_and_close_restores_the_count(monkeypatch, r
     clock.run(1.0, own_cores=1.0, other_cores=0.0)  # 3 idle cores, but torch was allowed 2
     assert share.update() == 2
     clock.run(1.0, own_cores=1.0, other_cores=2.6)  # 1.4 idle cores round to 1
-    assert share.update() == 1 and torch.get_num_threads() == 1
-    share.close()
-    assert torch.get_num_threads() == 2
+    assert share.update() == 1
 
 
 def test_without_proc_stat_nothing_changes(monkeypatch, restore_threads):
     monkeypatch.setattr(threads, "_system_busy_seconds", lambda: None)
     torch.set_num_threads(2)
     share = threads.CoreShare(first=0.0)
-    assert share.update() == 2 and torch.get_num_threads() == 2
-
-
-def test_deterministic_mode_keeps_the_thread_count(monkeypatch, restore_threads):
-    """Bitwise-reproducible fits: a changed count would change how torch splits its sums."""
-    clock = FakeClock(monkeypatch)
-    torch.set_num_threads(2)
-    before = torch.are_deterministic_algorithms_enabled()
-    torch.use_deterministic_algorithms(True)
-    try:
-        share = threads.CoreShare(first=0.0)
-    finally:
-        torch.use_deterministic_algorithms(before)
-    clock.run(1.0, own_cores=1.0, other_cores=3.5)  # would drop to 1 thread
-    assert share.update() == 2 and torch.get_num_threads() == 2
+    assert share.update() == 2
 
 
 def test_system_busy_time_counts_this_process_work():
@@ -94,26 +79,36 @@ def test_system_busy_time_counts_this_process_work():
     assert grown >= 0.5 * spent  # other processes only add; clock ticks are 10 ms
 
 
-def test_batched_prediction_takes_the_idle_cores_and_gives_the_count_back(monkeypatch, restore_threads):
+def test_batched_prediction_runs_shards_on_the_idle_cores_and_gives_the_count_back(monkeypatch, restore_threads):
     """predict_batches, the one batched prediction (the feature estimators' featurization among its
-    callers), shares the cores as a fit does: under a busy machine later batches run on fewer threads."""
+    callers), runs every batch in shards on workers of one torch thread each, as a fit does: under a
+    busy machine later batches run on fewer workers, with the same result."""
+    import threading
+
     from torch import nn
 
     from ssmts.training import SequenceData, predict_batches
 
     clock = FakeClock(monkeypatch)
     torch.set_num_threads(4)
-    seen = []
+    seen = []  # (shard size, worker thread, torch threads) of every shard
+    workers = []  # workers of each batch
+    update = threads.CoreShare.update
+    monkeypatch.setattr(threads.CoreShare, "update", lambda self: workers.append(update(self)) or workers[-1])
 
     class Busy(nn.Module):
         def forward(self, x, mask=None):
-            seen.append(torch.get_num_threads())
+            seen.append((len(x), threading.get_ident(), torch.get_num_threads()))
             clock.run(0.6, own_cores=1.0, other_cores=3.0)  # three other processes keep cores busy
             return x.mean(-1)
 
-    out = predict_batches(Busy(), SequenceData(torch.randn(12, 2, 5)), 4, "cpu")
-    assert out.shape == (12, 2)
-    assert seen[0] == 4 and seen[-1] == 1  # the first batch before any measurement, then the idle core
+    x = torch.randn(12, 2, 5)
+    out = predict_batches(Busy(), SequenceData(x), 4, "cpu")
+    torch.testing.assert_close(out, x.mean(-1), rtol=0, atol=0)
+    assert [size for size, _, _ in seen] == [1] * 12  # 3 batches of 4 shards
+    assert workers[0] == 4 and workers[-1] == 1  # the first batch before any measurement, then the idle core
+    assert len({thread for _, thread, _ in seen}) > 1  # shards ran on worker threads
+    assert {count for _, _, count in seen} == {1}  # of one torch thread each
     assert torch.get_num_threads() == 4
 
 
