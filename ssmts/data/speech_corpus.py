@@ -163,11 +163,9 @@ def make_corpus(
         snr_db_range,
         noise_kinds,
     )
+    plan = _plan(settings, corpus_voice_pool(tuple(settings["words"])))
     out_dir = Path(out_dir)
     _claim_directory(out_dir, settings)
-
-    pool = corpus_voice_pool(tuple(settings["words"]))
-    plan = _plan(settings, pool)
     done = _finished_rows(out_dir)
     todo = [clip for clip in plan if clip["file"] not in done]
     partial_path = out_dir / _PARTIAL_MANIFEST_NAME

@@ -6,6 +6,7 @@ reading the English word, i.e. foreign accents), with random pitch, speed,
 loudness, position inside the 1 s window and white noise. Validation and test
 clips come from voices never heard in training, like the speaker-disjoint
 splits of the real data. The result loads with `ssmts.data.speech.load_speech_commands`.
+For corpora of thousands of clips, from thousands of voices, see `ssmts.data.speech_corpus`.
 
 Needs the espeak-ng program (Debian/Ubuntu: apt-get install espeak-ng). The audio
 depends on the espeak-ng version, so record it with the data (the CLI does).

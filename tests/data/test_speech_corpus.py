@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import json
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,19 @@ from ssmts.data.speech import SC35_WORDS, load_speech_commands
 RATE = 16000
 needs_espeak = pytest.mark.skipif(not speech_synth.espeak_available(), reason="espeak-ng is not installed")
 TINY = dict(words=["yes", "stop"], train_per_word=3, val_per_word=2, test_per_word=2, seed=5, progress=False)
+_SETTINGS = dict(
+    words="sc10",
+    train_per_word=300,
+    val_per_word=30,
+    test_per_word=50,
+    seed=0,
+    english_fraction=0.75,
+    pitch_range=(20, 80),
+    speed_range=(130, 230),
+    level_dbfs_range=(-24.0, -3.0),
+    snr_db_range=(5.0, 30.0),
+    noise_kinds=speech_synth.NOISE_KINDS,
+)
 
 
 def _manifest(directory: Path) -> list[dict]:
@@ -121,6 +135,28 @@ def test_voice_pool_keeps_voices_that_read_the_words():
     variants = speech_synth.espeak_variants()
     assert "en-us" in english and {f"en-us+{variant}" for variant in variants} <= english
     assert pool == speech_corpus.corpus_voice_pool(tuple(SC35_WORDS)), "the pool is a function of the words"
+
+
+@needs_espeak
+@pytest.mark.parametrize("train_per_word", [1, 100, 1000, 10_000])
+def test_training_voices_grow_with_the_corpus_and_stay_balanced(train_per_word):
+    settings = speech_corpus._settings(**{**_SETTINGS, "train_per_word": train_per_word})
+    pool = speech_corpus.corpus_voice_pool(tuple(settings["words"]))
+    plan = speech_corpus._plan(settings, pool)  # draws the settings only: nothing is synthesized
+    voices = {split: {clip["voice"] for clip in plan if clip["split"] == split} for split in speech_corpus.SPLITS}
+    assert (len(voices["val"]), len(voices["test"])) == (30, 50)
+    assert not voices["val"] & voices["test"] and not voices["train"] & (voices["val"] | voices["test"])
+    n_pool = len(pool["english"]) + len(pool["other"])
+    assert len(voices["train"]) == min(train_per_word, n_pool - 80)
+    said = {(split, word): Counter() for split in speech_corpus.SPLITS for word in settings["words"]}
+    for clip in plan:
+        said[clip["split"], clip["word"]][clip["voice"]] += 1
+    for (split, _), counts in said.items():  # every voice of a split says each word as often, give or take one
+        assert set(counts) == voices[split] and sum(counts.values()) == settings[f"{split}_per_word"]
+        assert max(counts.values()) - min(counts.values()) <= 1
+    if 100 <= train_per_word <= 1000:  # beyond, the English voices run out and the others fill in
+        assert np.mean([voice.startswith("en") for voice in voices["train"]]) == pytest.approx(0.75, abs=0.01)
+    assert len({clip["file"] for clip in plan}) == len(plan), "file names are unique"
 
 
 @pytest.fixture(scope="module")
