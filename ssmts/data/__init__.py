@@ -40,6 +40,7 @@ _EXPORTS = {
     "change_rate": "speech",
     "default_spoken_commands_dir": "speech",
     "load_speech_commands": "speech",
+    "make_corpus": "speech_corpus",
     "synthesize_spoken_commands": "speech_synth",
     "load_heartpy_ppg": "vitals_synth",
     "make_synthetic_vitals": "vitals_synth",
@@ -61,6 +62,7 @@ if TYPE_CHECKING:  # what IDEs and type checkers see
     from .pathfinder_synth import generate_pathfinder, make_pathfinder_task
     from .pixels import load_digits_permuted, load_digits_sequential, load_psmnist, load_scifar, load_smnist
     from .speech import change_rate, default_spoken_commands_dir, load_speech_commands
+    from .speech_corpus import make_corpus
     from .speech_synth import synthesize_spoken_commands
     from .vitals_synth import load_heartpy_ppg, make_synthetic_vitals
 
@@ -90,6 +92,7 @@ __all__ = [
     "load_speech_commands",
     "change_rate",
     "default_spoken_commands_dir",
+    "make_corpus",
     "synthesize_spoken_commands",
     "load_bidmc",
     "make_synthetic_vitals",

@@ -43,7 +43,7 @@ _HOW_TO_GET = (
     "Download Speech Commands v0.02 from "
     "http://download.tensorflow.org/data/speech_commands_v0.02.tar.gz and extract it "
     "into this directory, or synthesize an offline stand-in with "
-    "`python -m ssmts.data.make_spoken_commands --out DIR` (needs espeak-ng), "
+    "`python -m ssmts.data.make_spoken_commands --out DIR --train-per-word 300` (needs espeak-ng), "
     "or use the shipped copy at ssmts.data.speech.default_spoken_commands_dir()."
 )
 

@@ -6,6 +6,7 @@ reading the English word, i.e. foreign accents), with random pitch, speed,
 loudness, position inside the 1 s window and white noise. Validation and test
 clips come from voices never heard in training, like the speaker-disjoint
 splits of the real data. The result loads with `ssmts.data.speech.load_speech_commands`.
+For corpora of thousands of clips, from thousands of voices, see `ssmts.data.speech_corpus`.
 
 Needs the espeak-ng program (Debian/Ubuntu: apt-get install espeak-ng). The audio
 depends on the espeak-ng version, so record it with the data (the CLI does).
@@ -63,6 +64,12 @@ DEFAULT_VOICES = (
 """24 espeak-ng voices ("language" or "language+variant"); all exist in espeak-ng 1.51."""
 
 MANIFEST_NAME = "synthesis_manifest.csv"
+
+NOISE_KINDS = ("white", "pink", "brown", "hum")
+"""Background noises `background_noise` makes."""
+
+HUM_HARMONICS = 8
+_COLOURED_NOISE_LOW_HZ = 20.0
 
 _VOICE_PATTERN = re.compile(r"^[A-Za-z0-9-]+(\+[A-Za-z0-9-]+)?$")
 _WORD_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9' -]*$")
@@ -236,15 +243,56 @@ def espeak_version() -> str:
     return _run_espeak(["--version"]).stdout.strip().splitlines()[0]
 
 
-def _place_with_noise(speech: np.ndarray, offset: int, snr_db: float, rng: np.random.Generator) -> np.ndarray:
-    """Put `speech` at `offset` in a 1 s window and add white noise at `snr_db`. Returns (16000,) float32."""
+def background_noise(kind: str, n: int, rng: np.random.Generator) -> np.ndarray:
+    """`n` samples at 16 kHz of background noise of expected power 1. Returns (n,) float64.
+
+    kind: "white" (flat spectrum); "pink" (power spectral density ~ 1/f) and "brown"
+    (~ 1/f^2), both between 20 Hz and the Nyquist frequency so that the power is
+    audible rather than a sub-audible drift; "hum" (mains hum: a 50 or 60 Hz
+    fundamental and its first HUM_HARMONICS harmonics, amplitudes ~ 1/h times a
+    random factor in [0.5, 1], random phases).
+    """
+    if kind not in NOISE_KINDS:
+        raise ValueError(f"noise kind must be one of {NOISE_KINDS}, got {kind!r}")
+    if kind == "white":
+        return rng.standard_normal(n)
+    if kind == "hum":
+        fundamental = float(rng.choice((50.0, 60.0)))
+        harmonics = np.arange(1, HUM_HARMONICS + 1)
+        amplitudes = rng.uniform(0.5, 1.0, HUM_HARMONICS) / harmonics
+        phases = rng.uniform(0.0, 2 * np.pi, HUM_HARMONICS)
+        t = np.arange(n) / SPEECH_COMMANDS_RATE
+        hum = (amplitudes[:, None] * np.sin(2 * np.pi * fundamental * harmonics[:, None] * t + phases[:, None])).sum(0)
+        # A sine of amplitude a has power a^2 / 2 (over whole periods: 1 s holds 50 or 60 of them).
+        return hum / np.sqrt(np.sum(amplitudes**2) / 2)
+    # Coloured noise: shape the spectrum of white noise with the amplitude response
+    # f^(-exponent / 2). The n-point DFT of unit white noise has E|X_k|^2 = n, so the
+    # shaped signal has expected power mean_k |H_k|^2 over all n bins (both halves).
+    exponent = {"pink": 1.0, "brown": 2.0}[kind]
+    frequencies = np.fft.rfftfreq(n, d=1.0 / SPEECH_COMMANDS_RATE)
+    response = np.zeros_like(frequencies)
+    audible = frequencies >= _COLOURED_NOISE_LOW_HZ
+    response[audible] = frequencies[audible] ** (-exponent / 2)
+    # Bins other than DC and (for even n) Nyquist stand for two bins of the full spectrum.
+    weights = np.full(len(frequencies), 2.0)
+    weights[0] = 1.0
+    if n % 2 == 0:
+        weights[-1] = 1.0
+    response /= np.sqrt(np.sum(weights * response**2) / n)
+    return np.fft.irfft(response * np.fft.rfft(rng.standard_normal(n)), n)
+
+
+def _place_with_noise(
+    speech: np.ndarray, offset: int, snr_db: float, rng: np.random.Generator, noise: str = "white"
+) -> np.ndarray:
+    """Put `speech` at `offset` in a 1 s window and add `noise` at `snr_db`. Returns (16000,) float32."""
     clip = np.zeros(CLIP_SAMPLES, dtype=np.float64)
     clip[offset : offset + len(speech)] = speech
     # SNR against the power of the speech itself, not of the mostly silent window,
     # so the same SNR sounds alike for short and long words.
     speech_power = float(np.mean(np.square(speech, dtype=np.float64)))
     noise_std = np.sqrt(speech_power / 10.0 ** (snr_db / 10.0))
-    clip += noise_std * rng.standard_normal(CLIP_SAMPLES)
+    clip += noise_std * background_noise(noise, CLIP_SAMPLES, rng)
     peak = np.abs(clip).max()
     if peak > 0.99:  # scale down rather than clip: clipping would add distortion the SNR does not describe
         clip *= 0.99 / peak
