@@ -17,6 +17,7 @@ BENCHMARKS = {
     "peers": "ssmts.bench.peers",
     "irregular": "ssmts.bench.irregular",
     "pretrain": "ssmts.bench.pretrain",
+    "scale": "ssmts.bench.scale",
 }
 
 

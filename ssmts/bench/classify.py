@@ -222,12 +222,20 @@ def _drcif(regression: bool, params: dict, seed: int):
     return _Padded((DrCIFRegressor if regression else DrCIFClassifier)(random_state=seed, n_jobs=_threads()))
 
 
+def _quant(regression: bool, params: dict, seed: int):
+    from aeon.classification.interval_based import QUANTClassifier
+    from aeon.regression.interval_based import QUANTRegressor
+
+    return _Padded((QUANTRegressor if regression else QUANTClassifier)(random_state=seed))
+
+
 MODEL_FACTORIES: dict[str, Callable[[bool, dict, int], object]] = {
     "ssm": _ssm,
     "features": _features,
     "minirocket": lambda regression, params, seed: _MiniRocket(regression, seed),
     "mr-hydra": _multirocket_hydra,
     "drcif": _drcif,
+    "quant": _quant,
     "1nn": _one_nn,
     "mean": _mean,
 }

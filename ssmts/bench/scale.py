@@ -1,0 +1,442 @@
+"""Learning curves where deep SSMs should win: `python -m ssmts.bench scale [options]`.
+
+Long sequences and growing training sets, generated offline: the deep network (`SSMClassifier`
+with a preset per task) against the training-free classifiers, `SSMFeatureClassifier`, MiniRocket,
+MultiRocket-Hydra and QUANT, at n = 100, 300, 1,000, 3,000 and 10,000 training series.
+
+Tasks (TASKS):
+
+    speech      spoken words (the 10 SC10 words) from raw audio at 4 kHz, 4,000 steps; also
+                scored zero-shot at 2 kHz: the SSM rows rescale Delta (nothing retrained), the
+                others get the 2 kHz clips resampled back to 4 kHz. Read from --speech-dir, a
+                directory in the Speech Commands layout; an empty or missing one is first filled
+                by ssmts.data.speech_corpus.make_corpus (espeak-ng voices, voice-disjoint splits,
+                max(--sizes) / 10 training clips a word, 50 test clips a word; cached).
+    listops     ListOps (the Long Range Arena generator, ssmts.data.listops_synth), expressions of
+                --listops-length tokens at most (LRA: 2,000), one-hot channels of the 15 tokens
+                (padding all zeros), 10 classes.
+    pathfinder  Pathfinder at 32 x 32 (ssmts.data.pathfinder_synth), 1,024 steps, 2 classes.
+
+Protocol: the training series are a seeded, class-stratified subset of n of the task's training
+pool; the test set is the same for every n and model. The network's preset is fixed per task
+(PRESETS: its settings and where they come from); nothing is tuned on the test set. Every (task,
+model, n, seed) is a row of the JSON-lines file --out: accuracy (and zero-shot accuracy), fit and
+predict seconds, torch threads and the machine's load average before and after. Rows already in the
+file are skipped, so an interrupted run continues where it stopped, and several commands can fill
+one file. `--report` prints the table and the crossovers and `--plot PATH` draws the curves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+SIZES = (100, 300, 1000, 3000, 10000)
+MODELS = ("ssm", "features", "minirocket", "mr-hydra", "quant")
+TRAINING_FREE = ("features", "minirocket", "mr-hydra", "quant")
+SPEECH_RATE = 4000
+LISTOPS_TOKENS = 15  # ids 1..15 of ssmts.data.lra's ListOps vocabulary (0 is padding)
+
+
+@dataclass(frozen=True)
+class Preset:
+    """The network of one task: SSMClassifier parameters, and why these."""
+
+    params: dict
+    why: str
+
+
+PRESETS = {
+    "speech": Preset(
+        dict(
+            d_model=32,
+            d_state=32,
+            n_layers=3,
+            norm="batch",
+            prenorm=False,
+            batch_size=16,
+            lr=1e-2,
+            lr_ssm=1e-3,
+            max_epochs=30,
+            max_steps=3000,
+            sample_rate=SPEECH_RATE,
+        ),
+        "the demo's network (ssmts.tasks.demo.DEMO: chosen on the shipped clips' validation voices), "
+        "30 epochs as there, at most 3,000 steps",
+    ),
+    "listops": Preset(
+        dict(d_model=64, d_state=32, n_layers=4, batch_size=32, lr=3e-3, max_epochs=30, min_steps=300, max_steps=3000),
+        "4 blocks of the library's defaults (ListOps needs depth: LRA presets use 4-6 blocks), at most 3,000 steps",
+    ),
+    "pathfinder": Preset(
+        dict(d_model=64, d_state=32, n_layers=4, batch_size=32, lr=3e-3, max_epochs=30, min_steps=300, max_steps=3000),
+        "as listops",
+    ),
+}
+
+
+@dataclass
+class ScaleData:
+    """A task's training pool and fixed test set; `extra_tests` are further scored conditions."""
+
+    X_pool: np.ndarray
+    y_pool: np.ndarray
+    X_test: np.ndarray
+    y_test: np.ndarray
+    extra_tests: dict = field(default_factory=dict)  # name -> (X, y, rate or None)
+    rate: int | None = None
+
+
+def _one_hot_tokens(X: np.ndarray) -> np.ndarray:
+    """(n, L) int64 token ids (0 = padding) -> (n, 15, L) float32 one-hot, padding all zeros."""
+    out = np.zeros((len(X), LISTOPS_TOKENS, X.shape[-1]), dtype=np.float32)
+    rows, steps = np.nonzero(X > 0)
+    out[rows, X[rows, steps] - 1, steps] = 1.0
+    return out
+
+
+def load_speech(directory: str | Path, n_max: int) -> ScaleData:
+    """SC10 words at 4 kHz (band-limited from the 16 kHz clips); zero-shot test at 2 kHz. A directory
+    without clips is synthesized first (ssmts.data.speech_corpus.make_corpus)."""
+    from ssmts.data.speech import SPEECH_COMMANDS_RATE, load_speech_commands
+    from ssmts.nn.resampling import change_rate
+
+    directory = Path(directory)
+    if not (directory / "testing_list.txt").exists():
+        from ssmts.data.speech_corpus import make_corpus
+
+        print(f"speech: synthesizing the spoken-words corpus into {directory} (cached for later runs)", flush=True)
+        make_corpus(directory, "sc10", train_per_word=-(-n_max // 10), val_per_word=30, test_per_word=50)
+
+    data = load_speech_commands(directory, words="sc10")
+    to_rate = lambda X, rate: change_rate(X, SPEECH_COMMANDS_RATE, rate, method="resample")  # noqa: E731
+    test = data.test
+    half = SPEECH_RATE // 2
+    return ScaleData(
+        to_rate(data.train.X, SPEECH_RATE),
+        np.asarray(data.train.y),
+        to_rate(test.X, SPEECH_RATE),
+        np.asarray(test.y),
+        {"test_half_rate": (to_rate(test.X, half), np.asarray(test.y), half)},
+        SPEECH_RATE,
+    )
+
+
+def load_listops(n_max: int, max_length: int, n_test: int = 2000, seed: int = 0) -> ScaleData:
+    from ssmts.data.listops_synth import make_listops_task
+
+    task = make_listops_task(
+        n_max, 0, n_test, min_length=max_length // 4, max_length=max_length, pad_to=max_length, random_state=seed
+    )
+    return ScaleData(
+        _one_hot_tokens(np.asarray(task.train.X)),
+        np.asarray(task.train.y),
+        _one_hot_tokens(np.asarray(task.test.X)),
+        np.asarray(task.test.y),
+    )
+
+
+def load_pathfinder(n_max: int, n_test: int = 2000, seed: int = 0) -> ScaleData:
+    from ssmts.data.pathfinder_synth import generate_pathfinder
+
+    samples = generate_pathfinder(n_max + n_test, random_state=seed)
+    X = np.stack([s.image.reshape(1, -1) for s in samples]).astype(np.float32) / np.float32(255.0)
+    y = np.asarray([s.label for s in samples], dtype=np.int64)
+    return ScaleData(X[:n_max], y[:n_max], X[n_max:], y[n_max:])
+
+
+def subset(y_pool: np.ndarray, n: int, seed: int) -> np.ndarray:
+    """Indices of n training series, stratified by class (as equal per class as the pool allows), seeded."""
+    if n > len(y_pool):
+        raise ValueError(f"asked for {n} training series but the task's pool has {len(y_pool)}")
+    rng = np.random.default_rng(seed)
+    classes = np.unique(y_pool)
+    by_class = [rng.permutation(np.flatnonzero(y_pool == c)) for c in classes]
+    chosen, k = [], 0
+    while len(chosen) < n:  # round robin over the classes: stratified, and exact n
+        members = by_class[k % len(classes)]
+        taken = k // len(classes)
+        if taken < len(members):
+            chosen.append(members[taken])
+        k += 1
+        if k > len(classes) * (len(y_pool) + 1):
+            break
+    return np.sort(np.asarray(chosen[:n]))
+
+
+def _load_average() -> float | None:
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return None
+
+
+def _predict_at(model, kind: str, X: np.ndarray, rate: int | None, train_rate: int | None) -> np.ndarray:
+    """Predictions for X at `rate`: the SSM rows are told the rate (Delta rescaled); the others get X
+    resampled back to the training rate (what they need to see the same signal)."""
+    if rate is None or rate == train_rate:
+        return model.predict(X)
+    if kind in ("ssm", "features"):
+        return model.predict(X, sample_rate=rate)
+    from ssmts.nn.resampling import change_rate
+
+    return model.predict(change_rate(X, rate, train_rate, method="resample"))
+
+
+def run_row(task: str, kind: str, data: ScaleData, n: int, seed: int, overrides: dict | None = None) -> dict:
+    """Fit one model on n training series and score it; the row written to the results file.
+    overrides: parameters of the ssm row that replace its preset's (recorded in the row)."""
+    import torch
+
+    from .classify import make_model
+
+    index = subset(data.y_pool, n, seed)
+    params = dict(PRESETS[task].params, **(overrides or {})) if kind == "ssm" else {}
+    if kind == "features" and data.rate is not None:
+        params["sample_rate"] = data.rate
+    model = make_model(kind, False, params, seed)
+    load_before = _load_average()
+    started = time.perf_counter()
+    model.fit(data.X_pool[index], data.y_pool[index])
+    fit_seconds = time.perf_counter() - started
+    started = time.perf_counter()
+    accuracy = float(np.mean(_predict_at(model, kind, data.X_test, None, data.rate) == data.y_test))
+    predict_seconds = time.perf_counter() - started
+    row = dict(
+        task=task,
+        model=kind,
+        n=int(n),
+        seed=int(seed),
+        accuracy=accuracy,
+        fit_seconds=round(fit_seconds, 2),
+        predict_seconds=round(predict_seconds, 2),
+        n_test=int(len(data.y_test)),
+        threads=torch.get_num_threads(),
+        load_before=load_before,
+        load_after=_load_average(),
+    )
+    for name, (X, y, rate) in data.extra_tests.items():
+        row[name] = float(np.mean(_predict_at(model, kind, X, rate, data.rate) == y))
+    if kind == "ssm":
+        row["params"] = params
+    return row
+
+
+def read_rows(path: str | Path) -> list[dict]:
+    path = Path(path)
+    if not path.exists():
+        return []
+    rows = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as error:
+                raise ValueError(f"{path}, line {number}: not a JSON row ({error}); remove or fix that line") from error
+    return rows
+
+
+def _key(row: dict) -> tuple:
+    return row["task"], row["model"], row["n"], row["seed"]
+
+
+def summarize(rows: list[dict]) -> dict:
+    """{(task, model, n): (mean accuracy, spread over seeds (max - min), seeds, mean fit seconds, extras)}."""
+    groups: dict = {}
+    for row in rows:
+        groups.setdefault((row["task"], row["model"], row["n"]), []).append(row)
+    out = {}
+    for key, members in sorted(groups.items()):
+        accuracy = np.array([m["accuracy"] for m in members])
+        extras = {
+            name: float(np.mean([m[name] for m in members]))
+            for name in members[0]
+            if name.startswith("test_") and all(name in m for m in members)
+        }
+        out[key] = dict(
+            accuracy=float(accuracy.mean()),
+            spread=float(accuracy.max() - accuracy.min()),
+            seeds=len(members),
+            fit_seconds=float(np.mean([m["fit_seconds"] for m in members])),
+            **extras,
+        )
+    return out
+
+
+def crossovers(summary: dict) -> dict:
+    """{task: the smallest n from which the network is ahead of every training-free row measured at
+    that n and at every larger n measured (None: never; absent: nothing to compare)}."""
+    result = {}
+    for task in sorted({key[0] for key in summary}):
+        sizes = sorted({key[2] for key in summary if key[0] == task and key[1] == "ssm"})
+        ahead = []
+        for n in sizes:
+            others = [summary[(task, m, n)]["accuracy"] for m in TRAINING_FREE if (task, m, n) in summary]
+            if others:
+                ahead.append((n, summary[(task, "ssm", n)]["accuracy"] > max(others)))
+        if not ahead:
+            continue
+        first = None
+        for i, (n, is_ahead) in enumerate(ahead):
+            if all(a for _, a in ahead[i:]):
+                first = n
+                break
+        result[task] = first
+    return result
+
+
+def format_report(rows: list[dict]) -> str:
+    summary = summarize(rows)
+    lines = [
+        "| task | model | n | seeds | accuracy | spread | zero-shot half rate | fit s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for (task, model, n), s in summary.items():
+        half = f"{s['test_half_rate']:.3f}" if "test_half_rate" in s else ""
+        lines.append(
+            f"| {task} | {model} | {n} | {s['seeds']} | {s['accuracy']:.3f} | {s['spread']:.3f} | {half} | "
+            f"{s['fit_seconds']:.1f} |"
+        )
+    lines.append("")
+    for task, n in crossovers(summary).items():
+        lines.append(
+            f"{task}: the network is ahead of every training-free row "
+            + (f"from n = {n} on (among the sizes measured)" if n is not None else "at no size measured")
+        )
+    return "\n".join(lines)
+
+
+def plot(rows: list[dict], path: str | Path) -> None:
+    """Accuracy against n (log axis), one panel a task, one line a model, seeds' range as bars."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    summary = summarize(rows)
+    tasks = sorted({key[0] for key in summary})
+    fig, axes = plt.subplots(1, len(tasks), figsize=(4.5 * len(tasks), 3.6), squeeze=False)
+    for ax, task in zip(axes[0], tasks):
+        for model in MODELS:
+            points = sorted((n, s) for (t, m, n), s in summary.items() if t == task and m == model)
+            if not points:
+                continue
+            ns = [n for n, _ in points]
+            acc = [s["accuracy"] for _, s in points]
+            half = [s["spread"] / 2 for _, s in points]
+            style = dict(lw=2.4, color="black") if model == "ssm" else dict(lw=1.2)
+            ax.errorbar(ns, acc, yerr=half, marker="o", ms=4, capsize=2, label=model, **style)
+            if model == "ssm" and all("test_half_rate" in s for _, s in points):
+                ax.plot(
+                    ns,
+                    [s["test_half_rate"] for _, s in points],
+                    ls="--",
+                    color="black",
+                    lw=1.2,
+                    label="ssm, zero-shot half rate",
+                )
+        ax.set_xscale("log")
+        ax.set_xlabel("training series n")
+        ax.set_title(task)
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("test accuracy")
+    axes[0][-1].legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m ssmts.bench scale", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--tasks", nargs="+", default=["speech", "listops", "pathfinder"], choices=sorted(PRESETS))
+    parser.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
+    parser.add_argument("--sizes", nargs="+", type=int, default=list(SIZES), help="training series n")
+    parser.add_argument("--seeds", nargs="+", type=int, default=[0, 1])
+    parser.add_argument(
+        "--out", default="scale.jsonl", help="JSON-lines results file, appended to (default %(default)s)"
+    )
+    parser.add_argument("--speech-dir", default=None, help="spoken-commands directory (Speech Commands layout)")
+    parser.add_argument("--listops-length", type=int, default=1000, help="longest ListOps expression (tokens)")
+    parser.add_argument("--test-size", type=int, default=2000, help="test series of the generated tasks")
+    parser.add_argument(
+        "--params", default="{}", help="JSON of parameters of the ssm row that replace its preset's (kept in the rows)"
+    )
+    parser.add_argument("--threads", type=int, default=None, help="torch's and the baselines' threads (default: all)")
+    parser.add_argument("--report", action="store_true", help="print the table of --out and exit")
+    parser.add_argument("--plot", default=None, metavar="PATH", help="draw the curves of --out to PATH and exit")
+    args = parser.parse_args(argv)
+
+    if args.report or args.plot:
+        rows = read_rows(args.out)
+        if not rows:
+            parser.error(f"{args.out} holds no rows yet")
+        if args.report:
+            print(format_report(rows))
+        if args.plot:
+            plot(rows, args.plot)
+            print(f"wrote {args.plot}")
+        return 0
+    if any(n < 10 for n in args.sizes):
+        parser.error("--sizes must be at least 10 (one series a class)")
+    if "speech" in args.tasks and args.speech_dir is None:
+        parser.error(
+            "the speech task reads a spoken-commands directory: give --speech-dir (an empty one is filled "
+            "with synthesized clips), or leave speech out of --tasks"
+        )
+    os.environ.setdefault("NUMBA_THREADING_LAYER", "workqueue")  # see ssmts.bench.classify
+    import torch
+
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    overrides = json.loads(args.params)
+    if not isinstance(overrides, dict):
+        parser.error(f"--params must be a JSON object of parameters, got {args.params!r}")
+    done = {_key(row) for row in read_rows(args.out)}
+    loaders: dict[str, Callable[[int], ScaleData]] = {
+        "speech": lambda n: load_speech(args.speech_dir, n),
+        "listops": lambda n: load_listops(n, args.listops_length, args.test_size),
+        "pathfinder": lambda n: load_pathfinder(n, args.test_size),
+    }
+    n_max = max(args.sizes)
+    for task in args.tasks:
+        todo = [
+            (m, n, s)
+            for n in sorted(args.sizes)
+            for s in args.seeds
+            for m in args.models
+            if (task, m, n, s) not in done
+        ]
+        if not todo:
+            continue
+        print(f"{task}: loading (pool of up to {n_max} training series)", flush=True)
+        data = loaders[task](n_max)
+        sizes = [n for n in sorted(args.sizes) if n <= len(data.y_pool)]
+        if len(sizes) < len(args.sizes):
+            print(f"{task}: the pool has {len(data.y_pool)} training series; sizes above it are skipped", flush=True)
+        for model, n, seed in todo:
+            if n not in sizes:
+                continue
+            row = run_row(task, model, data, n, seed, overrides)
+            with open(args.out, "a") as f:
+                f.write(json.dumps(row) + "\n")
+            extra = f", half rate {row['test_half_rate']:.3f}" if "test_half_rate" in row else ""
+            print(
+                f"{task} {model} n={n} seed={seed}: accuracy {row['accuracy']:.3f}{extra}, "
+                f"fit {row['fit_seconds']:.1f} s ({row['threads']} threads, load {row['load_before']})",
+                flush=True,
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,97 @@
+"""`python -m ssmts.bench scale`: stratified subsets, resumable rows, the report's crossovers, the plot."""
+
+import json
+
+import numpy as np
+import pytest
+
+from ssmts.bench import scale
+
+TINY = '{"max_epochs": 1, "min_steps": 0, "d_model": 8, "d_state": 4, "n_layers": 1}'
+
+
+def test_subsets_are_stratified_exact_and_seeded():
+    y = np.repeat(np.arange(4), [50, 30, 10, 10])
+    index = scale.subset(y, 20, seed=0)
+    assert len(index) == 20 and len(set(index)) == 20
+    assert np.bincount(y[index]).tolist() == [5, 5, 5, 5]
+    small = scale.subset(y, 90, seed=0)  # the small classes run out: the rest from the others
+    assert np.bincount(y[small]).tolist() == [40, 30, 10, 10]
+    np.testing.assert_array_equal(scale.subset(y, 20, seed=0), index)
+    assert not np.array_equal(scale.subset(y, 20, seed=1), index)
+    with pytest.raises(ValueError, match="asked for 200 training series but the task's pool has 100"):
+        scale.subset(y, 200, seed=0)
+
+
+def test_one_hot_tokens_leave_padding_at_zero():
+    X = np.array([[3, 1, 15, 0, 0]])
+    out = scale._one_hot_tokens(X)
+    assert out.shape == (1, 15, 5)
+    assert out[0, 2, 0] == 1 and out[0, 0, 1] == 1 and out[0, 14, 2] == 1
+    assert out[0, :, 3:].sum() == 0 and out.sum() == 3
+
+
+def _row(task, model, n, seed, accuracy, **extra):
+    return dict(task=task, model=model, n=n, seed=seed, accuracy=accuracy, fit_seconds=1.0, **extra)
+
+
+def test_crossover_is_the_first_size_from_which_the_network_stays_ahead():
+    rows = []
+    for n, ssm, best_other in [
+        (100, 0.5, 0.6),
+        (300, 0.7, 0.65),
+        (1000, 0.6, 0.7),
+        (3000, 0.9, 0.8),
+        (10000, 0.95, 0.8),
+    ]:
+        for seed in (0, 1):
+            rows += [_row("t", "ssm", n, seed, ssm), _row("t", "quant", n, seed, best_other)]
+            rows.append(_row("t", "minirocket", n, seed, best_other - 0.1))
+    summary = scale.summarize(rows)
+    assert scale.crossovers(summary) == {"t": 3000}  # ahead at 300, behind again at 1000
+    rows_behind = [r for r in rows if r["n"] == 100]
+    assert scale.crossovers(scale.summarize(rows_behind)) == {"t": None}
+
+
+def test_summary_averages_seeds_and_gives_their_spread():
+    rows = [_row("t", "ssm", 100, 0, 0.5, test_half_rate=0.4), _row("t", "ssm", 100, 1, 0.7, test_half_rate=0.6)]
+    s = scale.summarize(rows)[("t", "ssm", 100)]
+    assert s["accuracy"] == pytest.approx(0.6) and s["spread"] == pytest.approx(0.2) and s["seeds"] == 2
+    assert s["test_half_rate"] == pytest.approx(0.5)
+
+
+def test_a_run_writes_a_row_per_fit_resumes_and_reports(tmp_path, capsys):
+    out = tmp_path / "rows.jsonl"
+    argv = [
+        "--tasks", "pathfinder", "--sizes", "12", "--seeds", "0", "--models", "features", "ssm",
+        "--test-size", "10", "--params", TINY, "--threads", "1", "--out", str(out),
+    ]  # fmt: skip
+    assert scale.main(argv) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(r["task"], r["model"], r["n"], r["seed"]) for r in rows] == [
+        ("pathfinder", "features", 12, 0),
+        ("pathfinder", "ssm", 12, 0),
+    ]
+    for row in rows:
+        assert 0 <= row["accuracy"] <= 1 and row["n_test"] == 10 and row["threads"] == 1
+    assert rows[1]["params"]["d_model"] == 8  # the override is recorded
+    assert scale.main(argv) == 0  # resumed: nothing left to run
+    assert len(out.read_text().splitlines()) == 2
+    capsys.readouterr()
+    assert scale.main(["--out", str(out), "--report", "--plot", str(tmp_path / "curves.png")]) == 0
+    report = capsys.readouterr().out
+    assert "| pathfinder | ssm | 12 | 1 |" in report and "pathfinder: the network is ahead" in report
+    assert (tmp_path / "curves.png").stat().st_size > 1000
+
+
+def test_bad_requests_are_refused(tmp_path):
+    with pytest.raises(SystemExit):
+        scale.main(["--tasks", "speech", "--out", str(tmp_path / "x.jsonl")])  # no --speech-dir
+    with pytest.raises(SystemExit):
+        scale.main(["--sizes", "5", "--tasks", "listops", "--out", str(tmp_path / "x.jsonl")])
+    with pytest.raises(SystemExit):
+        scale.main(["--report", "--out", str(tmp_path / "empty.jsonl")])
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"task": "t"}\nnot json\n')
+    with pytest.raises(ValueError, match="line 2: not a JSON row"):
+        scale.read_rows(bad)
