@@ -35,8 +35,10 @@ Regression (REGRESSION_SETS, --regression; targets float64):
     Tecator                   172 / 43       1 x 100                                 sktime
 
 BasicMotions (40 / 40, 6 x 100, 4 classes) and UnitTest (20 / 22, 1 x 24, 2 classes) still load
-by name (--sets). Official train/test splits except digits. Unequal-length sets are lists of
-(channels, length_i) float64 arrays, the others (n, channels, length) float64 arrays.
+by name (--sets), and so does SpokenWords4k: the demo's spoken-word clips shipped with ssmts
+(ssmts/data/spoken_commands_mini, training and test splits, voice-disjoint) resampled to 4 kHz as
+`ssmts demo` trains on them, 1 x 4000, 10 classes. Official train/test splits except digits.
+Unequal-length sets are lists of (channels, length_i) float64 arrays, the others (n, channels, length) float64 arrays.
 
 Protocols (one model per row; the same model seed --seed in every fit):
   test (default)   fit on the training split, score on the test split (one fit per row);
@@ -104,7 +106,19 @@ def load_classification(name: str):
             X, digits.target, test_size=0.5, stratify=digits.target, random_state=0
         )
         return X_train, y_train, X_test, y_test
+    if name == "SpokenWords4k":
+        return _spoken_words(4000)
     return _load_shipped(name)
+
+
+def _spoken_words(rate: int):
+    """The shipped spoken-word clips at `rate` (band-limited from 16 kHz, as the demo makes them)."""
+    from ssmts.data.speech import SPEECH_COMMANDS_RATE, default_spoken_commands_dir, load_speech_commands
+    from ssmts.nn.resampling import change_rate
+
+    data = load_speech_commands(default_spoken_commands_dir())
+    to_rate = lambda X: change_rate(X, SPEECH_COMMANDS_RATE, rate, method="resample").astype(np.float64)  # noqa: E731
+    return to_rate(data.train.X), np.asarray(data.train.y), to_rate(data.test.X), np.asarray(data.test.y)
 
 
 def load_regression(name: str):
