@@ -3,6 +3,7 @@ clear message naming the option and the path, before any work."""
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from pathlib import Path
@@ -133,3 +134,26 @@ def test_a_good_out_leaves_no_trace_of_the_check(tmp_path):
 
     check_output_files([tmp_path / "new" / "results.json"])
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_symlink_loop_on_a_file_inside_a_good_data_dir_is_named_not_called_missing(tmp_path, capsys):
+    from ssmts.data.layouts import bidmc_file_names
+
+    train, test = bidmc_file_names("rr")
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / train).write_text("@problemName BIDMC32RR\n")
+    (data / test).symlink_to(data / "other")
+    (data / "other").symlink_to(data / test)
+    assert main(["tasks", "run", "bidmc-rr", "--preset", "tiny", "--quiet", "--data-dir", str(data)]) == EXIT_IO
+    err = capsys.readouterr().err
+    assert f"{data / test} is a symbolic link loop" in err and "missing" not in err, err
+
+
+def test_a_symlink_loop_on_a_folder_on_the_way_to_a_data_file_is_named(tmp_path):
+    from ssmts.data.base import require_files
+
+    (tmp_path / "sub").symlink_to(tmp_path / "sub")
+    with pytest.raises(OSError, match=r"sub is a symbolic link loop .* so sub/train\.csv cannot be read") as raised:
+        require_files(tmp_path, ["present.txt", "sub/train.csv"], "")
+    assert raised.value.errno == errno.ELOOP and str(tmp_path / "sub") in str(raised.value)
