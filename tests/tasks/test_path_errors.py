@@ -79,6 +79,26 @@ def test_a_symlink_loop_is_named_with_its_option(args, option, tmp_path, capsys)
     assert "building the synthetic stand-in" not in captured.out  # refused before any work
 
 
+@pytest.mark.parametrize("task", ["bidmc-rr", "lra-pathfinder"])
+def test_a_symlink_loop_in_the_cache_dir_variable_is_named_like_the_option(task, tmp_path, capsys, monkeypatch):
+    loop = _loop(tmp_path)
+    monkeypatch.setenv("SSMTS_CACHE_DIR", str(loop / "cache"))
+    args = ["tasks", "run", task, "--synthetic", "--preset", "tiny", "--quiet", "--out", str(tmp_path / "r.json")]
+    assert main(args) == EXIT_IO
+    captured = capsys.readouterr()
+    assert f"$SSMTS_CACHE_DIR {loop / 'cache'}: {loop} is a symbolic link loop" in captured.err, captured.err
+    assert "point $SSMTS_CACHE_DIR at the real location" in captured.err
+    assert "building the synthetic stand-in" not in captured.out  # refused before any work, as --cache-dir is
+
+
+def test_the_cache_dir_option_overrides_the_variable(tmp_path, monkeypatch):
+    """A --cache-dir replaces $SSMTS_CACHE_DIR, so a loop in the variable is not in the way."""
+    monkeypatch.setenv("SSMTS_CACHE_DIR", str(_loop(tmp_path)))
+    out = tmp_path / "r.json"
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    assert main([*RUN, "--synthetic", *cache, "--out", str(out)]) == 0 and out.is_file()
+
+
 @pytest.mark.parametrize("task", [["bidmc-rr", "--synthetic"], ["ptd-sinusoids"], ["state-tracking", "--synthetic"]])
 def test_an_out_under_a_file_is_refused_before_the_data_are_built(task, tmp_path, capsys):
     a_file = _a_file(tmp_path)
