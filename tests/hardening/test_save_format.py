@@ -16,6 +16,7 @@ from ssmts import SSMClassifier
 from ssmts.estimators import _persistence
 
 TINY = dict(d_model=4, d_state=4, n_layers=1, max_epochs=2, min_steps=0, batch_size=8, device="cpu", random_state=0)
+_FEATURES = dict(n_scales=2, n_kernels=4, n_biases=2, device="cpu", random_state=0)
 RNG = np.random.default_rng(0)
 X = RNG.standard_normal((24, 10))
 Y = np.array(["low", "mid", "high"] * 8)
@@ -69,12 +70,51 @@ def test_format_1_files_load_only_when_the_caller_vouches_for_them(saved, tmp_pa
         SSMClassifier.load(old, allow_format_1="yes")
 
 
-def test_a_format_1_file_with_reversed_classes_is_refused(saved, tmp_path):
-    """The attack format 1 allowed: reversed classes_ with a weights-only checksum inverted every label."""
+def _reverse_classes(header):
+    header["fitted"]["classes_"]["__ndarray__"].reverse()
+
+
+def test_reversed_classes_in_a_format_2_file_are_refused_even_with_a_recomputed_checksum(saved, tmp_path):
+    """The attack format 1 allowed, reversed classes_ (every prediction's label swapped), in format 2:
+    refused by the checksum, and, where the checksum was recomputed (anyone can: it is not a signature),
+    because fit writes classes_ sorted, as LabelEncoder's search needs them."""
     path, _, _ = saved
-    reversed_classes = _as_format_1(path, lambda h: h["fitted"]["classes_"]["__ndarray__"].reverse())
-    with pytest.raises(ValueError, match="cannot be detected"):
-        SSMClassifier.load(_rewrite(path, tmp_path / "v1.safetensors", reversed_classes))
+    with safe_open(str(path), framework="pt") as f:
+        tensors = {k: f.get_tensor(k) for k in f.keys()}
+    with pytest.raises(ValueError, match="does not match its checksum"):
+        SSMClassifier.load(_rewrite(path, tmp_path / "edited.safetensors", _reverse_classes))
+
+    def reversed_and_resigned(header):
+        _reverse_classes(header)
+        _with_valid_checksum(header, tensors)
+
+    resigned = _rewrite(path, tmp_path / "resigned.safetensors", reversed_and_resigned)
+    with pytest.raises(ValueError, match=r"classes_ \['mid' 'low' 'high'\] are not distinct labels in sorted order"):
+        SSMClassifier.load(resigned)
+    # The same rewrite without the reversal loads: the refusal is the order's.
+    untouched = _rewrite(path, tmp_path / "untouched.safetensors", lambda h: _with_valid_checksum(h, tensors))
+    assert SSMClassifier.load(untouched).classes_.tolist() == ["high", "low", "mid"]
+
+
+@pytest.mark.parametrize("estimator", ["SSMFeatureClassifier", "SSMTransformer"])
+def test_reversed_classes_are_refused_by_every_face_that_saves_classes(estimator, tmp_path):
+    import ssmts
+
+    cls = getattr(ssmts, estimator)
+    kwargs = {"objective": "classification"} if estimator == "SSMTransformer" else {}
+    fitted = cls(**{**TINY, **kwargs}).fit(X, Y) if estimator == "SSMTransformer" else cls(**_FEATURES).fit(X, Y)
+    path = fitted.save(tmp_path / "fitted.safetensors")
+    with safe_open(str(path), framework="pt") as f:
+        tensors = {k: f.get_tensor(k) for k in f.keys()}
+    name = "_label_classes" if estimator == "SSMTransformer" else "classes_"
+
+    def reversed_and_resigned(header):
+        header["fitted"][name]["__ndarray__"].reverse()
+        _with_valid_checksum(header, tensors)
+
+    with pytest.raises(ValueError, match="not distinct labels in sorted order"):
+        cls.load(_rewrite(path, tmp_path / "resigned.safetensors", reversed_and_resigned))
+    cls.load(path)
 
 
 def _as_format_1(path, edit=lambda header: None):
