@@ -240,3 +240,81 @@ def test_a_header_nested_beyond_the_json_parser_is_a_clear_error(saved, tmp_path
     (tmp_path / "cache" / "header.json").write_text(deep)
     with pytest.raises(ValueError, match="nested too deeply"):
         load_task_arrays(tmp_path / "cache")
+
+
+KEY = b"a secret shared by who saves and who loads"
+
+
+def _scale_edit(header):
+    """A deliberate edit that swaps no label but changes every prediction: a scaling statistic."""
+    header["fitted"]["input_mean_"]["__ndarray__"][0] = 3.0
+
+
+def test_a_signed_file_loads_with_its_key_only(tmp_path):
+    clf = SSMClassifier(**TINY).fit(X, Y)
+    signed = clf.save(tmp_path / "signed.safetensors", key=KEY)
+    np.testing.assert_array_equal(SSMClassifier.load(signed, key=KEY).predict_proba(X), clf.predict_proba(X))
+    np.testing.assert_array_equal(SSMClassifier.load(signed, key=KEY.decode()).predict_proba(X), clf.predict_proba(X))
+    with pytest.raises(ValueError, match="signed with a key .*load it with key="):
+        SSMClassifier.load(signed)
+    with pytest.raises(ValueError, match="the signature does not match the key"):
+        SSMClassifier.load(signed, key=b"another key")
+    unsigned = clf.save(tmp_path / "unsigned.safetensors")
+    with pytest.raises(ValueError, match=r"carries no signature \(it was saved without a key\)"):
+        SSMClassifier.load(unsigned, key=KEY)
+
+
+def test_the_checksum_catches_corruption_and_the_signature_a_re_signed_edit(saved, tmp_path):
+    """The plain checksum has no secret: an edit that recomputes it loads unseen without a key (the
+    limit the docs state), and only the key's signature refuses it. A corrupted byte is refused by the
+    checksum, key or not."""
+    path, proba, _ = saved
+    signed = SSMClassifier.load(path).save(tmp_path / "signed.safetensors", key=KEY)
+    with safe_open(str(signed), framework="pt") as f:
+        tensors = {k: f.get_tensor(k) for k in f.keys()}
+
+    def edited_and_resigned(header):
+        _scale_edit(header)
+        _with_valid_checksum(header, tensors)
+
+    resigned = _rewrite(signed, tmp_path / "resigned.safetensors", edited_and_resigned)
+    with pytest.raises(ValueError, match=r"signature does not match the key: the file was changed after it was signed"):
+        SSMClassifier.load(resigned, key=KEY)
+
+    def edited_unsigned(header):
+        del header[_persistence.SIGNATURE]
+        edited_and_resigned(header)
+
+    stripped = _rewrite(signed, tmp_path / "stripped.safetensors", edited_unsigned)
+    assert not np.array_equal(SSMClassifier.load(stripped).predict_proba(X), proba)  # the checksum's limit
+    with pytest.raises(ValueError, match="carries no signature"):
+        SSMClassifier.load(stripped, key=KEY)
+
+    data = bytearray(signed.read_bytes())
+    data[-5] ^= 0x10  # a byte of the last weight
+    corrupted = tmp_path / "corrupted.safetensors"
+    corrupted.write_bytes(bytes(data))
+    for key in (KEY, None):
+        with pytest.raises(ValueError, match="does not match its checksum"):
+            SSMClassifier.load(corrupted, key=key)
+
+
+@pytest.mark.parametrize(
+    "key, error, message",
+    [(b"", ValueError, "must not be empty"), (1234, TypeError, "key must be bytes or a str")],
+)
+def test_a_key_that_cannot_sign_is_refused_by_save_and_load(saved, tmp_path, key, error, message):
+    path, _, _ = saved
+    with pytest.raises(error, match=message):
+        SSMClassifier.load(path).save(tmp_path / "x.safetensors", key=key)
+    with pytest.raises(error, match=message):
+        SSMClassifier.load(path, key=key)
+    assert not (tmp_path / "x.safetensors").exists()
+
+
+def test_a_key_with_the_joblib_format_is_refused(saved, tmp_path):
+    path, _, _ = saved
+    with pytest.raises(ValueError, match="key= signs the 'safetensors' format"):
+        SSMClassifier.load(path).save(tmp_path / "x.joblib", format="joblib", key=KEY)
+    with pytest.raises(ValueError, match="has none"):
+        SSMClassifier.load(tmp_path / "x.joblib", format="joblib", key=KEY)
