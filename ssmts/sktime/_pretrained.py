@@ -61,10 +61,9 @@ def default_weights() -> Path:
     return Path(str(resources.files("ssmts.sktime") / "weights" / WEIGHTS_FILE))
 
 
-def write_pretrained(forecaster, path: str | Path, training: dict) -> Path:
-    """Write a fitted SSMForecaster's network as pretrained weights; training: how it was trained (JSON)."""
-    from safetensors.torch import save_file
-
+def pretrained_metadata(forecaster, training: dict) -> dict:
+    """The metadata (without its checksum) that write_pretrained writes for a fitted SSMForecaster;
+    training: how it was trained (JSON)."""
     from .._version import __version__
     from ..training.params import BackboneParams
 
@@ -82,6 +81,14 @@ def write_pretrained(forecaster, path: str | Path, training: dict) -> Path:
         "window_location": forecaster.window_location_,
         "training": training,
     }
+    return metadata
+
+
+def write_pretrained(forecaster, path: str | Path, training: dict) -> Path:
+    """Write a fitted SSMForecaster's network as pretrained weights; training: how it was trained (JSON)."""
+    from safetensors.torch import save_file
+
+    metadata = pretrained_metadata(forecaster, training)
     state = {name: t.detach().cpu().contiguous() for name, t in forecaster.model_.state_dict().items()}
     sign(state, metadata, key=None)
     path = Path(path)
