@@ -263,12 +263,15 @@ def _demo(args: argparse.Namespace) -> int:
 
 def _check_input_paths(args: argparse.Namespace) -> None:
     """A --data-dir or --cache-dir in a symlink loop, refused by name before any work (a loader would
-    call it missing, pathlib a 'Symlink loop' of no option). --out is checked by the runners."""
+    call it missing, pathlib a 'Symlink loop' of no option); $SSMTS_CACHE_DIR, the cache directory
+    where no --cache-dir is given, likewise. --out is checked by the runners."""
     from ssmts.tasks.paths import check_input_path
 
     for attribute, option in (("data_dir", "--data-dir"), ("cache_dir", "--cache-dir")):
         if getattr(args, attribute, None) is not None:
             check_input_path(getattr(args, attribute), option)
+    if hasattr(args, "cache_dir") and args.cache_dir is None and os.environ.get("SSMTS_CACHE_DIR"):
+        check_input_path(os.environ["SSMTS_CACHE_DIR"], "$SSMTS_CACHE_DIR")
 
 
 def _user_errors() -> tuple[type[BaseException], ...]:

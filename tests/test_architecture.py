@@ -9,13 +9,16 @@ else is a layering error (e.g. the core importing a face, a face importing a dat
 from __future__ import annotations
 
 import ast
+import importlib.util
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[1] / "ssmts"
+# The package under test, wherever it is imported from: the checkout, or an installed copy (the install
+# check runs the tests from a copy of the checkout without the package).
+PACKAGE = Path(importlib.util.find_spec("ssmts").origin).resolve().parent
 
 # What each part of ssmts may import (besides itself). Top-level modules count as parts.
 ALLOWED = {

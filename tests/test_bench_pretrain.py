@@ -81,3 +81,39 @@ def test_a_short_run_trains_and_the_file_records_it(tmp_path, monkeypatch):
     y = pd.Series(np.linspace(1, 30, 30), index=pd.period_range("2000", periods=30, freq="Y"))
     f = SSMForecaster(pretrained=True, pretrained_weights=str(tmp_path / "w.safetensors")).fit(y, fh=[1, 2, 3, 4])
     assert f.n_iter_ == 0 and np.isfinite(f.predict().to_numpy()).all()
+
+
+def test_a_run_with_the_defaults_writes_the_shipped_files_metadata_fields_but_the_documented_two(tmp_path):
+    """The metadata a default run writes (built by the functions the run calls, on a forecaster
+    fitted for a few steps: the fields do not depend on how long it trained) against the shipped
+    file's, field by field: the differences are exactly those the module docstring names."""
+    import json
+
+    from safetensors import safe_open
+
+    import ssmts.bench.pretrain as pretrain
+    from ssmts.sktime._pretrained import METADATA_KEY, default_weights, pretrained_metadata
+
+    with safe_open(str(default_weights()), framework="pt") as f:
+        shipped = json.loads(f.metadata()[METADATA_KEY])
+    args = pretrain.parser().parse_args([])
+    panel, packaged = pretrain.corpus_panel(4, args.seed)
+    forecaster = SSMForecaster(
+        context_length=12,
+        max_epochs=1,
+        max_steps=2,
+        min_steps=0,
+        random_state=0,
+        **{**pretrain.NETWORK, "d_model": 8, "d_state": 4, "n_layers": 1},
+    )
+    forecaster.fit(panel, fh=list(range(1, 5)))
+    training = pretrain.training_record(args, forecaster, packaged, seconds=1.0)
+    written = pretrained_metadata(forecaster, training)
+
+    assert set(written) == set(shipped) - {"sha256"}
+    assert set(written["params"]) == set(shipped["params"]) - {"instance_norm"} | {"normalize"}
+    assert set(written["training"]) == set(shipped["training"]) | {"optimizer_steps"}
+    assert training["command"] == shipped["training"]["command"]  # the defaults are the shipped run's settings
+    assert training["packaged_series"] == shipped["training"]["packaged_series"]
+    assert "The metadata a run writes now differs from the shipped file's in two" in pretrain.__doc__
+    assert "`instance_norm`" in pretrain.__doc__ and '"optimizer_steps"' in pretrain.__doc__

@@ -10,10 +10,14 @@ written with its metadata to a .safetensors file (ssmts.sktime._pretrained), whi
 `SSMForecaster(pretrained=True)` reads.
 
 The run is reproducible: the corpus and the training are fixed by --seed (on CPU, one thread gives
-the same weights on every run). The defaults reproduce the shipped file. --steps bounds the optimizer
-steps: the run takes as many whole epochs as fit within it, at least one (the defaults: 10 epochs of
-5596 batches, 55960 steps); the metadata records the bound ("steps") and the steps taken
-("optimizer_steps").
+the same weights on every run). The defaults are the settings the shipped file was trained with (the
+command its metadata records). The metadata a run writes now differs from the shipped file's in two
+fields, as that file was written by ssmts 0.1.0: its parameters name `normalize` by its former name
+`instance_norm` (read as `normalize`), and its training record has no "optimizer_steps"; besides,
+the run's "seconds" and the "version" are the run's own (tests/test_bench_pretrain.py checks that
+these are the only differences of fields). --steps bounds the optimizer steps: the run takes as many
+whole epochs as fit within it, at least one (the defaults: 10 epochs of 5596 batches, 55960 steps);
+the metadata records the bound ("steps") and the steps taken ("optimizer_steps").
 """
 
 from __future__ import annotations
@@ -56,7 +60,25 @@ def _optimizer_steps(forecaster) -> int:
     return int(max(float(s["step"]) for s in state.values()))
 
 
-def main(argv: list[str] | None = None) -> int:
+def training_record(args: argparse.Namespace, forecaster, packaged: list[str], seconds: float) -> dict:
+    """The metadata's "training" field: the command, the corpus and what the run did."""
+    import torch
+
+    return dict(
+        command="python -m ssmts.bench pretrain "
+        + " ".join(f"--{k} {getattr(args, k)}" for k in ("series", "steps", "context", "horizon", "seed")),
+        synthetic_series=args.series,
+        packaged_series=packaged,
+        steps=args.steps,
+        optimizer_steps=_optimizer_steps(forecaster),
+        epochs=int(forecaster.n_iter_),
+        final_loss=float(forecaster.history_[-1]["train_loss"]),
+        seconds=round(seconds, 1),
+        threads=torch.get_num_threads(),
+    )
+
+
+def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m ssmts.bench pretrain", description=__doc__.splitlines()[0])
     p.add_argument("--series", type=int, default=DEFAULTS["series"], help="synthetic series in the corpus")
     p.add_argument(
@@ -67,7 +89,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=DEFAULTS["seed"], help="seed of the corpus and of the training")
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
     p.add_argument("--out", type=Path, default=None, help="weights file (default: the one shipped with ssmts)")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
 
     import torch
 
@@ -94,18 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         warnings.simplefilter("ignore", FutureWarning)  # sktime's deprecation chatter
         forecaster.fit(panel, fh=list(range(1, args.horizon + 1)))
     seconds = time.perf_counter() - start
-    training = dict(
-        command="python -m ssmts.bench pretrain "
-        + " ".join(f"--{k} {getattr(args, k)}" for k in ("series", "steps", "context", "horizon", "seed")),
-        synthetic_series=args.series,
-        packaged_series=packaged,
-        steps=args.steps,
-        optimizer_steps=_optimizer_steps(forecaster),
-        epochs=int(forecaster.n_iter_),
-        final_loss=float(forecaster.history_[-1]["train_loss"]),
-        seconds=round(seconds, 1),
-        threads=torch.get_num_threads(),
-    )
+    training = training_record(args, forecaster, packaged, seconds)
     out.parent.mkdir(parents=True, exist_ok=True)
     write_pretrained(forecaster, out, training)
     print(json.dumps(training, indent=1))

@@ -6,6 +6,8 @@ estimators, the sktime estimators and the task pipelines without conversion.
 
 from __future__ import annotations
 
+import errno
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -71,12 +73,33 @@ class TaskData:
 
 
 def require_files(root: Path, relative_paths: list[str], how_to_get: str) -> None:
-    """Raise DataNotFoundError listing every missing file under `root`."""
+    """Raise DataNotFoundError listing every missing file under `root`; a file reached through a
+    symbolic link loop is an OSError (ELOOP) naming the link, as the file is there but broken."""
     root = Path(root)
     if not root.is_dir():
         raise DataNotFoundError(
             f"data directory {root} does not exist; expected {', '.join(relative_paths)} inside it. {how_to_get}"
         )
+    for relative in relative_paths:
+        _refuse_symlink_loop(root, relative)
     missing = [p for p in relative_paths if not (root / p).exists()]
     if missing:
         raise DataNotFoundError(f"data directory {root} is missing {', '.join(missing)}. {how_to_get}")
+
+
+def _refuse_symlink_loop(root: Path, relative: str) -> None:
+    """Raise OSError(ELOOP) naming the first link on the way from `root` to root/relative that loops
+    (Path.exists() answers False for it, which would call the file missing)."""
+    path = root
+    for part in Path(relative).parts:
+        path = path / part
+        try:
+            os.stat(path)
+        except OSError as error:
+            if error.errno != errno.ELOOP:
+                return  # missing, or unreadable: the caller's message says which file it expected
+            raise OSError(
+                errno.ELOOP,
+                f"data directory {root}: {path} is a symbolic link loop (following its links comes back around "
+                f"to it, never to a file), so {relative} cannot be read; repair the link (ls -l {path})",
+            ) from None

@@ -317,16 +317,21 @@ class SequenceEstimatorMixin:
         "_seed_",
     )
 
-    def save(self, path: str | Path, *, format: str = "safetensors") -> Path:
+    def save(self, path: str | Path, *, format: str = "safetensors", key: bytes | str | None = None) -> Path:
         """Save the fitted estimator.
 
         format="safetensors" (default): one file holding the weights (safetensors) and a JSON
         of parameters, fitted attributes, versions and a checksum; `load` runs no code from it.
+        The checksum detects a damaged file or an accidental edit, not someone who edits the file
+        and computes it again; key (bytes or a str, a secret) adds an HMAC-SHA256 signature, and
+        `load(path, key=...)` refuses the file unless it matches.
         format="joblib": a pickle, as joblib.dump writes it. Loading a pickle RUNS CODE from the
         file: load only pickles you made or trust. Both load on CPU-only machines.
         """
         if format == "safetensors":
-            return save_estimator(self, path)
+            return save_estimator(self, path, key)
+        if key is not None:
+            raise ValueError(f"key= signs the 'safetensors' format; format={format!r} cannot be signed")
         if format == "joblib":
             path = Path(path)
             joblib.dump(self, path)
@@ -334,16 +339,27 @@ class SequenceEstimatorMixin:
         raise ValueError(f"unknown format {format!r}; choose 'safetensors' or 'joblib'")
 
     @classmethod
-    def load(cls, path: str | Path, *, format: str = "safetensors", allow_format_1: bool = False):
+    def load(
+        cls,
+        path: str | Path,
+        *,
+        format: str = "safetensors",
+        allow_format_1: bool = False,
+        key: bytes | str | None = None,
+    ):
         """Load an estimator written by `save`, checking that it is an instance of this class.
 
-        format="safetensors" executes no code from the file, refuses a damaged or altered file
-        (checksum) and warns when it was written by other ssmts/torch versions. Files of the first
+        format="safetensors" executes no code from the file, refuses a damaged or accidentally
+        edited file (checksum) and warns when it was written by other ssmts/torch versions. With
+        key, the key `save` signed with, it also refuses a file edited on purpose (its checksum
+        recomputed) or signed with another key; a signed file needs its key. Files of the first
         save format, whose checksum does not cover the header, load only with allow_format_1=True.
         format="joblib" unpickles, which RUNS CODE from the file: only for files you trust.
         """
         if format == "safetensors":
-            return load_estimator(cls, path, allow_format_1)
+            return load_estimator(cls, path, allow_format_1, key)
+        if key is not None:
+            raise ValueError(f"key= checks the signature of the 'safetensors' format; format={format!r} has none")
         if format != "joblib":
             raise ValueError(f"unknown format {format!r}; choose 'safetensors' or 'joblib'")
         obj = joblib.load(path)

@@ -5,13 +5,17 @@ extend it in ssmts.sktime._persistence): one .safetensors file.
                data tensors under names starting with DATA_PREFIX (a forecaster's series)
     metadata   "ssmts": JSON with the format version, the estimator class, its parameters,
                its fitted attributes, the ssmts / torch / Python versions and a SHA-256
-               checksum of the tensors and of the rest of this JSON
+               checksum of the tensors and of the rest of this JSON; saved with a key, also
+               an HMAC-SHA256 signature of the same bytes under that key
 
 `load` reads the JSON, checks the class and the checksum (a mismatch is an error: the file
-was damaged or altered, in its weights or in its header: the classes, the scaling statistics
+was damaged or edited, in its weights or in its header: the classes, the scaling statistics
 and the parameters change predictions as much as the weights do), warns when the versions
 differ, rebuilds the network from the
 parameters and the fitted sizes, and loads the weights: no code from the file is executed.
+The checksum is an integrity check, not a defense: it detects corruption and accidental edits,
+but anyone who edits a file can compute it again. Against that, `save(path, key=...)` signs
+the file and `load(path, key=...)` refuses it unless the signature matches the key.
 What a file cannot hold is said at `save`: callbacks (code) and a numpy RandomState are
 not stored, and the optimizer state of `warm_start` / `partial_fit` is not kept (a loaded
 estimator continues training with a fresh optimizer).
@@ -25,6 +29,7 @@ rebuilt and checked on load. A damaged or hostile file gives one ValueError nami
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import math
 import numbers
@@ -54,12 +59,18 @@ def _versions() -> dict:
     return {"ssmts": __version__, "torch": torch.__version__.split("+")[0], "python": platform.python_version()}
 
 
-def _checksum(tensors: dict[str, torch.Tensor], header: dict | None = None) -> str:
+CHECKSUM = "sha256"
+SIGNATURE = "hmac_sha256"
+"""The header fields of the checksum and of the keyed signature, which neither covers."""
+
+
+def _checksum(tensors: dict[str, torch.Tensor], header: dict | None = None, key: bytes | None = None) -> str:
     """SHA-256 of the tensors (names, dtypes, shapes, bytes) and, from format 2 on, of the header
-    without its own checksum (canonical JSON: sorted keys, no spaces)."""
-    digest = hashlib.sha256()
+    without its checksum and signature (canonical JSON: sorted keys, no spaces). With a key, the
+    HMAC-SHA256 of the same bytes under it: a signature only a holder of the key can compute."""
+    digest = hashlib.sha256() if key is None else hmac.new(key, digestmod=hashlib.sha256)
     if header is not None:
-        fields = {key: value for key, value in header.items() if key != "sha256"}
+        fields = {name: value for name, value in header.items() if name not in (CHECKSUM, SIGNATURE)}
         digest.update(json.dumps(fields, sort_keys=True, separators=(",", ":")).encode())
     for name in sorted(tensors):
         t = tensors[name].contiguous()
@@ -68,6 +79,59 @@ def _checksum(tensors: dict[str, torch.Tensor], header: dict | None = None) -> s
         digest.update(str(tuple(t.shape)).encode())
         digest.update(t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b"")
     return digest.hexdigest()
+
+
+def signing_key(key) -> bytes | None:
+    """A save or load's key= as bytes (a str is encoded as UTF-8); None for no key."""
+    if key is None:
+        return None
+    if isinstance(key, str):
+        key = key.encode()
+    if not isinstance(key, (bytes, bytearray)):
+        raise TypeError(f"key must be bytes or a str (a secret shared by who saves and who loads), got {key!r:.40}")
+    if not key:
+        raise ValueError("key must not be empty: an empty key signs nothing anyone could not sign")
+    return bytes(key)
+
+
+def sign(tensors: dict[str, torch.Tensor], header: dict, key: bytes | None) -> None:
+    """Set the header's checksum and, with a key, its signature (both over the tensors and header)."""
+    header[CHECKSUM] = _checksum(tensors, header)
+    if key is not None:
+        header[SIGNATURE] = _checksum(tensors, header, key)
+
+
+def verify(
+    path,
+    tensors: dict[str, torch.Tensor],
+    header: dict,
+    key: bytes | None,
+    *,
+    covers_header: bool = True,
+    what: str = "weights or header",
+) -> None:
+    """Refuse a file whose checksum does not match (damaged or edited) and, with a key, one whose
+    signature does not match the key; a signed file is refused without a key, so that an
+    unchecked load of a file meant to be checked does not pass unseen. covers_header=False for
+    files of format 1, whose checksum covers the tensors only; what: the parts, for the message."""
+    if _checksum(tensors, header if covers_header else None) != header.get(CHECKSUM):
+        raise ValueError(f"{path}: the file does not match its checksum ({what}); it was damaged or altered")
+    signature = header.get(SIGNATURE)
+    if key is None:
+        if signature is not None:
+            raise ValueError(f"{path} is signed with a key (HMAC-SHA256): load it with key= the key it was saved with")
+        return
+    if signature is None:
+        raise ValueError(
+            f"{path} carries no signature (it was saved without a key), so key= cannot vouch for it: load it "
+            "without a key only if you trust where it came from, and save it again with key="
+        )
+    expected = _checksum(tensors, header, key)
+    if not (isinstance(signature, str) and signature.isascii() and hmac.compare_digest(signature, expected)):
+        raise ValueError(
+            f"{path}: the signature does not match the key: the file was changed after it was signed "
+            "(its checksum recomputed), or signed with another key"
+        )
 
 
 def _same(a, b) -> bool:
@@ -414,10 +478,11 @@ def filled_network(model: torch.nn.Module, tensors: dict[str, torch.Tensor], pat
     return model.eval()
 
 
-def save_estimator(estimator, path: str | Path) -> Path:
-    """Write a fitted estimator to `path` (.safetensors)."""
+def save_estimator(estimator, path: str | Path, key=None) -> Path:
+    """Write a fitted estimator to `path` (.safetensors); with a key (bytes or str), signed."""
     from safetensors.torch import save_file
 
+    key = signing_key(key)
     name = type(estimator).__name__
     # Its fitted state first: an estimator that is not fitted says so before anything else.
     save_state = getattr(estimator, "_save_state", None)
@@ -453,16 +518,19 @@ def save_estimator(estimator, path: str | Path) -> Path:
         "fitted": _to_json(fitted, "the fitted attributes"),
         "versions": _versions(),
     }
-    header["sha256"] = _checksum(tensors, header)
+    sign(tensors, header, key)
     path = Path(path)
     with replacing(path, f"{name} (save)") as tmp:
         save_file(tensors, str(tmp), metadata={"ssmts": json.dumps(header)})
     return path
 
 
-def read_header(path: str | Path, allow_format_1: bool = False) -> tuple[dict, dict[str, torch.Tensor]]:
+def read_header(
+    path: str | Path, allow_format_1: bool = False, key: bytes | None = None
+) -> tuple[dict, dict[str, torch.Tensor]]:
     """(header, tensors) of a saved estimator; clear errors for anything that is not one. A file of
-    format 1, whose header no checksum covers, is refused unless allow_format_1."""
+    format 1, whose header no checksum covers, is refused unless allow_format_1; with a key, any
+    file whose signature does not match it (see `verify`)."""
     from safetensors import SafetensorError
     from safetensors.torch import safe_open
 
@@ -494,8 +562,7 @@ def read_header(path: str | Path, allow_format_1: bool = False) -> tuple[dict, d
             f"{path} has save-format version {version!r}; this ssmts reads versions "
             f"{', '.join(map(str, READABLE_VERSIONS))}"
         )
-    if _checksum(tensors, header if version >= 2 else None) != header.get("sha256"):
-        raise ValueError(f"{path}: the file does not match its checksum (weights or header); it was damaged or altered")
+    verify(path, tensors, header, key, covers_header=version >= 2)
     if version < 2:
         # An edited header (reversed classes_, say) would load without a trace: the caller must vouch for it.
         unchecked = (
@@ -505,11 +572,11 @@ def read_header(path: str | Path, allow_format_1: bool = False) -> tuple[dict, d
         if not allow_format_1:
             raise ValueError(
                 f"{unchecked}. If you wrote this file and trust it, load it with load(path, allow_format_1=True) and "
-                f"save it again (format 2 protects both); ssmts {LAST_VERSION_READING_FORMAT_1} is the last version "
-                "that reads format 1"
+                f"save it again (format 2's checksum covers both); ssmts {LAST_VERSION_READING_FORMAT_1} is the last "
+                "version that reads format 1"
             )
         warnings.warn(
-            f"{unchecked}; save it again to protect both (ssmts {LAST_VERSION_READING_FORMAT_1} is the last "
+            f"{unchecked}; save it again for a checksum of both (ssmts {LAST_VERSION_READING_FORMAT_1} is the last "
             "version that reads format 1)",
             stacklevel=caller_stacklevel(),
         )
@@ -555,11 +622,12 @@ def n_weights(tensors: dict[str, torch.Tensor]) -> int:
     return sum(t.numel() for name, t in tensors.items() if not name.startswith(DATA_PREFIX))
 
 
-def load_estimator(cls, path: str | Path, allow_format_1: bool = False):
-    """Rebuild an estimator of class `cls` from a file written by save_estimator."""
+def load_estimator(cls, path: str | Path, allow_format_1: bool = False, key=None):
+    """Rebuild an estimator of class `cls` from a file written by save_estimator; with a key (bytes
+    or str), only if the file is signed with it."""
     if not isinstance(allow_format_1, bool):
         raise TypeError(f"allow_format_1 must be True or False, got {allow_format_1!r}")
-    header, tensors = read_header(path, allow_format_1)
+    header, tensors = read_header(path, allow_format_1, signing_key(key))
     if header.get("class") != cls.__name__:
         raise TypeError(f"{path} holds a {header.get('class')}, not a {cls.__name__}")
     try:

@@ -68,6 +68,25 @@ def label_encoder(estimator, classes) -> LabelEncoder:
     return encoder
 
 
+def restored_label_encoder(classes) -> LabelEncoder:
+    """The LabelEncoder of the classes_ a saved file holds. fit writes them as LabelEncoder does
+    (np.unique: sorted, no repeats), and transform's binary search needs that order; classes_ in any
+    other order (reversed, they would swap the labels of every prediction) were not written by fit."""
+    classes = np.asarray(classes)
+    try:
+        written_by_fit = classes.ndim == 1 and len(classes) >= 1 and np.array_equal(np.unique(classes), classes)
+    except TypeError:  # labels of types that do not compare
+        written_by_fit = False
+    if not written_by_fit:
+        shown = np.array2string(classes, threshold=8) if classes.ndim else repr(classes)
+        raise ValueError(
+            f"classes_ {shown} are not distinct labels in sorted order, as fit writes them; the file was altered"
+        )
+    encoder = LabelEncoder()
+    encoder.classes_ = classes
+    return encoder
+
+
 class RateClassifierMixin(ClassifierMixin):
     """What every ssmts classifier adds to sklearn's: the accuracy of data at a given sample rate."""
 
@@ -132,8 +151,7 @@ class SSMClassifier(SSMEstimatorMixin, ClassifierParams, RateClassifierMixin, Ba
     _saved_attributes = SSMEstimatorMixin._saved_attributes + ("classes_",)
 
     def _restore_after_load(self) -> None:
-        self._encoder = LabelEncoder()
-        self._encoder.classes_ = self.classes_
+        self._encoder = restored_label_encoder(self.classes_)
 
     def _rebuild_network(self):
         return self._network(self._network_channels, len(self.classes_))

@@ -30,7 +30,7 @@ from ..training.objectives import accuracy_of_logits, mse_loss, negative_mse, we
 from ..training.params import FeatureModelParams
 from ._base import ExtrapolationWarning, SequenceEstimatorMixin, require_y, transactional
 from ._input import PreparedInput
-from .classification import RateClassifierMixin, check_labels, label_encoder
+from .classification import RateClassifierMixin, check_labels, label_encoder, restored_label_encoder
 from .regression import RateRegressorMixin, check_targets
 
 RIDGE_ALPHAS = np.logspace(-3, 3, 10)
@@ -316,7 +316,7 @@ class SSMFeatureClassifier(_FeatureEstimator, RateClassifierMixin, BaseEstimator
     _saved_attributes = _FeatureEstimator._saved_attributes + ("classes_",)
 
     def _restore_after_load(self) -> None:
-        self._encoder = label_encoder(self, self.classes_)
+        self._encoder = restored_label_encoder(self.classes_)
 
     def decision_function(self, X, sample_rate=None):
         """Ridge scores, (n_samples, n_classes); for two classes (n_samples,), > 0 for classes_[1]."""

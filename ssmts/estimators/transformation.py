@@ -21,6 +21,7 @@ from ..training.objectives import (
     weighted_cross_entropy,
 )
 from ._base import SSMEstimatorMixin, target_statistics, transactional
+from .classification import restored_label_encoder
 
 OBJECTIVES = ("auto", "reconstruction", "classification", "regression", "none")
 
@@ -97,8 +98,7 @@ class SSMTransformer(ClassNamePrefixFeaturesOutMixin, SSMEstimatorMixin, Transfo
 
     @_label_classes.setter
     def _label_classes(self, classes) -> None:
-        self._label_encoder = LabelEncoder()
-        self._label_encoder.classes_ = classes
+        self._label_encoder = restored_label_encoder(classes)
 
     def _rebuild_network(self):
         C = self._network_channels

@@ -1,6 +1,7 @@
 """The pickle-free save format of the sktime faces: the scikit-learn estimators' format
 (ssmts.estimators._persistence: one .safetensors file, the weights in safetensors and a JSON
-header under a SHA-256 checksum), with what sktime and the forecaster keep besides a network.
+header under a SHA-256 checksum, and an HMAC-SHA256 signature when saved with a key), with what
+sktime and the forecaster keep besides a network.
 
     SSMForecaster       weights: its network (all members of an ensemble). Data tensors
                         (DATA_PREFIX), whatever the number of series: "y" and "x", the
@@ -59,14 +60,23 @@ class SaveLoadMixin:
     sktime's own (pickles) kept for what sktime's tools call: `save()` without a path and
     `save(path)` of a path not ending in .safetensors."""
 
-    def save(self, path: str | Path | None = None, serialization_format: str = "pickle", *, format: str | None = None):
+    def save(
+        self,
+        path: str | Path | None = None,
+        serialization_format: str = "pickle",
+        *,
+        format: str | None = None,
+        key: bytes | str | None = None,
+    ):
         """Save the estimator.
 
         format="safetensors" (the default for a path ending in ".safetensors"): the fitted
         estimator as one file, as the scikit-learn estimators save: the weights (and, for the
         forecaster, the stored tails of its series) in safetensors, and a JSON header of the
         parameters, the fitted state, the ssmts/torch/Python versions and a checksum; `load`
-        runs no code from it, and refuses a damaged or altered file. Returns the path.
+        runs no code from it, and refuses a damaged or accidentally edited file. The checksum is
+        no defense against someone who edits the file and computes it again: key (bytes or a str,
+        a secret) adds an HMAC-SHA256 signature, which `load(path, key=...)` checks. Returns the path.
 
         format="sktime" (the default otherwise): sktime's own `save`: with a path, a zip of
         pickles at path + ".zip"; without one, in-memory bytes; `sktime.base.load` reads
@@ -78,6 +88,8 @@ class SaveLoadMixin:
         if format not in FORMATS:
             raise ValueError(f"unknown format {format!r}; choose one of {', '.join(map(repr, FORMATS))}")
         if format == "sktime":
+            if key is not None:
+                raise ValueError("key= signs format='safetensors'; sktime's format cannot be signed")
             return super().save(path, serialization_format=serialization_format)
         if path is None:
             raise ValueError(f"format='safetensors' writes a file: give its path, such as 'model{SUFFIX}'")
@@ -86,16 +98,18 @@ class SaveLoadMixin:
                 f"serialization_format={serialization_format!r} is an option of sktime's format; "
                 "format='safetensors' pickles nothing"
             )
-        return save_estimator(self, path)
+        return save_estimator(self, path, key)
 
     @classmethod
-    def load(cls, path, *, format: str = "safetensors", allow_format_1: bool = False):
+    def load(cls, path, *, format: str = "safetensors", allow_format_1: bool = False, key: bytes | str | None = None):
         """Load an estimator written by `save`, checking that it is an instance of this class.
 
-        format="safetensors" executes no code from the file, refuses a damaged or altered file
-        (checksum, and the consistency of everything it holds) and warns when it was written by
-        other ssmts/torch versions; files of the first save format, whose checksum does not cover
-        the header, load only with allow_format_1=True. format="sktime": `sktime.base.load` of what sktime's save
+        format="safetensors" executes no code from the file, refuses a damaged or accidentally
+        edited file (checksum, and the consistency of everything it holds) and warns when it was
+        written by other ssmts/torch versions; with key, the key `save` signed with, it also refuses
+        a file edited on purpose or signed with another key (a signed file needs its key); files of
+        the first save format, whose checksum does not cover the header, load only with
+        allow_format_1=True. format="sktime": `sktime.base.load` of what sktime's save
         wrote (a path, or the in-memory result), which unpickles and so RUNS CODE from it:
         only for files you trust.
         """
@@ -107,7 +121,9 @@ class SaveLoadMixin:
                     f"load it with {cls.__name__}.load(..., format='sktime') (it unpickles, so it runs code from "
                     f"the file: only for files you trust), or save to a path ending in {SUFFIX}"
                 )
-            return load_estimator(cls, path, allow_format_1)
+            return load_estimator(cls, path, allow_format_1, key)
+        if key is not None:
+            raise ValueError("key= checks the signature of format='safetensors'; sktime's format has none")
         if format != "sktime":
             raise ValueError(f"unknown format {format!r}; choose one of {', '.join(map(repr, FORMATS))}")
         from sktime.base import load

@@ -4,13 +4,14 @@
     metadata   "ssmts_pretrained": JSON with the parameters that define the network and its inputs
                (backbone, strategy, normalize, quantile grid), the context and horizon it was
                trained for, how it was trained (corpus, steps, seed, version), and the SHA-256
-               of the tensors and of the rest of this JSON (as the estimators' save format)
+               checksum of the tensors and of the rest of this JSON (as the estimators' save format)
 
 `SSMForecaster(pretrained=True)` reads it (see ssmts.sktime.forecasting); the script that writes it
 is ssmts.bench.pretrain (`python -m ssmts.bench pretrain`). Reading never runs code from the file:
-safetensors holds tensors only, the checksum must match (any edit of a weight or of the metadata is
-refused), the metadata is JSON whose keys, types and values are checked, and the tensors must be
-finite and match the network the metadata describes exactly.
+safetensors holds tensors only, the checksum must match (an integrity check: it detects a damaged
+file and an edit of a weight or of the metadata made without recomputing it, not a deliberate edit
+that recomputes it), the metadata is JSON whose keys, types and values are checked, and the tensors
+must be finite and match the network the metadata describes exactly.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ import numpy as np
 import torch
 
 from .._files import replacing
-from ..estimators._persistence import _checksum, filled_network
+from ..estimators._persistence import filled_network, sign, verify
 from ..training.params import _same
 
 FORMAT = "ssmts-pretrained-forecaster"
@@ -60,10 +61,9 @@ def default_weights() -> Path:
     return Path(str(resources.files("ssmts.sktime") / "weights" / WEIGHTS_FILE))
 
 
-def write_pretrained(forecaster, path: str | Path, training: dict) -> Path:
-    """Write a fitted SSMForecaster's network as pretrained weights; training: how it was trained (JSON)."""
-    from safetensors.torch import save_file
-
+def pretrained_metadata(forecaster, training: dict) -> dict:
+    """The metadata (without its checksum) that write_pretrained writes for a fitted SSMForecaster;
+    training: how it was trained (JSON)."""
     from .._version import __version__
     from ..training.params import BackboneParams
 
@@ -81,8 +81,16 @@ def write_pretrained(forecaster, path: str | Path, training: dict) -> Path:
         "window_location": forecaster.window_location_,
         "training": training,
     }
+    return metadata
+
+
+def write_pretrained(forecaster, path: str | Path, training: dict) -> Path:
+    """Write a fitted SSMForecaster's network as pretrained weights; training: how it was trained (JSON)."""
+    from safetensors.torch import save_file
+
+    metadata = pretrained_metadata(forecaster, training)
     state = {name: t.detach().cpu().contiguous() for name, t in forecaster.model_.state_dict().items()}
-    metadata["sha256"] = _checksum(state, metadata)
+    sign(state, metadata, key=None)
     path = Path(path)
     with replacing(path, "pretrained weights") as tmp:
         save_file(state, str(tmp), metadata={METADATA_KEY: json.dumps(metadata, sort_keys=True)})
@@ -126,10 +134,7 @@ def read_pretrained(path: str | Path | None = None) -> tuple[dict, dict[str, tor
             raise ValueError(f"the metadata field {name!r} of {path} must be a {kind.__name__}")
     if metadata["format"] != FORMAT:
         raise ValueError(f"{path} is a {metadata['format']!r} file, not a {FORMAT!r}")
-    if _checksum(state, metadata) != metadata["sha256"]:
-        raise ValueError(
-            f"{path}: the file does not match its checksum (weights or metadata); it was damaged or altered"
-        )
+    verify(path, state, metadata, key=None, what="weights or metadata")
     for name, tensor in state.items():
         if tensor.is_floating_point() and not torch.isfinite(tensor).all():
             raise ValueError(f"{path}: the weight {name!r} holds NaN or infinite values; the file is damaged")

@@ -102,6 +102,7 @@ def load_task_arrays(directory: str | Path, mmap: bool = True) -> TaskData:
             )
         )
     _check_class_count(directory, header, splits)
+    _check_vocabulary(directory, header, splits)
     return TaskData(
         *splits,
         n_classes=header["n_classes"],
@@ -150,6 +151,50 @@ def _check_class_count(directory: Path, header: dict, splits: list[Split]) -> No
                 f"{directory / f'{name}_y.npy'} holds the label {y[outside[0]]} at position {outside[0]}, "
                 f"outside the classes 0..{n_classes - 1} of {where} (n_classes={n_classes}); {fix}"
             )
+
+
+def _check_vocabulary(directory: Path, header: dict, splits: list[Split]) -> None:
+    """The header's vocab_size against the token ids the cache holds: the network's embedding table
+    has vocab_size rows, so a damaged size would be an index error in the embedding or an allocation
+    of any size. Ids never present in the cache cannot be learned, so a vocabulary larger than both
+    the highest id + 1 and the number of tokens held is refused, as n_classes is beside the labels."""
+    vocab_size = header.get("vocab_size")
+    if vocab_size is None:  # signal inputs
+        return
+    where = directory / "header.json"
+    fix = f"the cache is damaged: delete {directory} and run again (the stand-in is rebuilt)"
+    if not isinstance(vocab_size, int) or isinstance(vocab_size, bool):
+        raise ValueError(f"{where} declares vocab_size={vocab_size!r}, not a whole number of token ids; {fix}")
+    if vocab_size < 2:
+        raise ValueError(
+            f"{where} declares vocab_size={vocab_size}: a vocabulary holds the padding id 0 and at least one "
+            f"token, so it needs 2 or more; {fix}"
+        )
+    n_tokens, highest = 0, None
+    for name, split in zip(("train", "val", "test"), splits):
+        X = split.X
+        if X.dtype.kind not in "iu":
+            raise ValueError(
+                f"{where} declares vocab_size={vocab_size}, but {directory / f'{name}_X.npy'} holds {X.dtype} "
+                f"values, not token ids; {fix}"
+            )
+        if X.size == 0:
+            continue
+        low, high = int(X.min()), int(X.max())
+        if low < 0 or high >= vocab_size:
+            flat = np.asarray(X).reshape(-1)
+            position = int(np.flatnonzero((flat < 0) | (flat >= vocab_size))[0])
+            raise ValueError(
+                f"{directory / f'{name}_X.npy'} holds the token id {flat[position]} at flat position {position}, "
+                f"outside the ids 0..{vocab_size - 1} of {where} (vocab_size={vocab_size}); {fix}"
+            )
+        n_tokens += X.size
+        highest = high if highest is None else max(highest, high)
+    if vocab_size > max(n_tokens, (highest or 0) + 1):
+        raise ValueError(
+            f"{where} declares vocab_size={vocab_size}, but its {n_tokens} tokens go up to the id {highest}: "
+            f"more token ids than tokens held; {fix}"
+        )
 
 
 def length_mask(lengths: np.ndarray | None, length: int) -> torch.Tensor | None:

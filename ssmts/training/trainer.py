@@ -502,8 +502,8 @@ class Trainer:
         for number, (index, batch) in enumerate(zip(order, batches(data, self.config.batch_size, order=order)), 1):
             n_global = len(batch)
             if self.world_size > 1:
-                batch, weight = _shard(batch, self.rank, self.world_size)
-                index = None  # the shard's rows of the global batch are not traced
+                batch, weight, positions = _shard(batch, self.rank, self.world_size)
+                index = index[positions]  # the shard's rows of the training data
             source = batch.x
             batch = batch.to(self.device)
             self.optimizer.zero_grad(set_to_none=True)
@@ -536,7 +536,12 @@ class Trainer:
                 # infinity in the inputs (a memory-mapped file written during the fit) is the data's
                 # fault, not a divergence.
                 seen_nonfinite = True
-                self._nonfinite_inputs = _nonfinite_input_rows(batch.x, source, index, number)
+                found = _nonfinite_input_rows(batch.x, source, index)
+                if self.world_size > 1:
+                    # The all-reduced loss is not finite on every rank at once, so all of them meet
+                    # here; the rows are gathered so that each names those of the whole batch.
+                    found = _gather_nonfinite(found, self.world_size)
+                self._nonfinite_inputs = _describe_nonfinite_rows(found, number)
             total += value * n_global
             count += n_global
         return total / count
@@ -639,28 +644,54 @@ class Trainer:
         return self.run_epoch
 
 
-def _nonfinite_input_rows(x: torch.Tensor, source, index: torch.Tensor | None, number: int) -> str | None:
-    """Where batch `number`'s inputs x hold NaN or infinity, in the rows the user knows (those of a
-    memory-mapped X, or of the training data); None when they are finite.
+def _nonfinite_input_rows(x: torch.Tensor, source, index: torch.Tensor | None) -> tuple[list[int], str | None]:
+    """The rows of a batch whose inputs x hold NaN or infinity, in the rows the user knows: (rows, of),
+    with of "X" for a memory-mapped X and "the training data" for tensors; of is None when only the
+    batch's positions are known. ([], None) when x is finite.
 
     source: the batch's x before it was read (LazyRows know their rows); index: the batch's rows of
     the training data (None when not known).
     """
     if not x.is_floating_point():
-        return None
+        return [], None
     bad = torch.nonzero((~torch.isfinite(x)).flatten(1).any(1)).flatten().cpu().numpy()
     if not bad.size:
-        return None
+        return [], None
     if isinstance(source, LazyRows) and source.index is not None:
-        rows, of = source.index[bad], "X"
+        of = "X"
         filename = getattr(source.array, "filename", None)
         if filename:
             of += f" (the memory-mapped file {filename}: was it written to while the fit read it?)"
-    elif index is not None:
-        rows, of = index.cpu().numpy()[bad], "the training data"
-    else:
-        return f"{len(bad)} series of batch {number} of the epoch"
-    shown = ", ".join(str(int(r)) for r in sorted(rows)[:5]) + (f" and {len(rows) - 5} more" if len(rows) > 5 else "")
+        return [int(r) for r in source.index[bad]], of
+    if index is not None:
+        return [int(r) for r in index.cpu().numpy()[bad]], "the training data"
+    return [int(r) for r in bad], None
+
+
+def _gather_nonfinite(found: tuple[list[int], str | None], world_size: int) -> tuple[list[int], str | None]:
+    """The non-finite rows every rank found in its shard of the batch, joined (a rank left without
+    samples holds a copy of the batch's first row, hence the set)."""
+    import torch.distributed as dist
+
+    every: list = [None] * world_size
+    dist.all_gather_object(every, found)
+    held = [(rows, of) for rows, of in every if rows]
+    if not held:
+        return [], None
+    if any(of is None for _, of in held):
+        return [row for rows, _ in held for row in rows], None
+    return sorted({row for rows, _ in held for row in rows}), held[0][1]
+
+
+def _describe_nonfinite_rows(found: tuple[list[int], str | None], number: int) -> str | None:
+    """Words for _nonfinite_input_rows' answer about batch `number`; None when no row was found."""
+    rows, of = found
+    if not rows:
+        return None
+    if of is None:
+        return f"{len(rows)} series of batch {number} of the epoch"
+    rows = sorted(rows)
+    shown = ", ".join(str(r) for r in rows[:5]) + (f" and {len(rows) - 5} more" if len(rows) > 5 else "")
     return f"row{'s' if len(rows) > 1 else ''} {shown} of {of}, in batch {number} of the epoch"
 
 
@@ -678,14 +709,14 @@ def _process_group(distributed: bool) -> tuple[int, int]:
     return dist.get_rank(), dist.get_world_size()
 
 
-def _shard(batch: SequenceData, rank: int, world_size: int) -> tuple[SequenceData, float]:
-    """This rank's contiguous part of a global batch and its share of the batch. A rank left
-    without samples (a batch smaller than the group) takes one with weight 0, since every
-    rank must run the backward pass for the gradient average."""
-    start, stop = shard_bounds(len(batch), world_size)[rank]
-    if stop > start:
-        return batch.take(torch.arange(start, stop)), (stop - start) / len(batch)
-    return batch.take(torch.arange(0, 1)), 0.0
+def _shard(batch: SequenceData, rank: int, world_size: int) -> tuple[SequenceData, float, torch.Tensor]:
+    """This rank's contiguous part of a global batch, its share of the batch, and its positions in
+    the batch. A rank left without samples (a batch smaller than the group) takes one with weight 0,
+    since every rank must run the backward pass for the gradient average."""
+    n = len(batch)
+    start, stop = shard_bounds(n, world_size)[rank]
+    positions = torch.arange(start, stop) if stop > start else torch.arange(0, 1)
+    return batch.take(positions), (stop - start) / n, positions
 
 
 def _all_reduce_sum(value: torch.Tensor) -> torch.Tensor:

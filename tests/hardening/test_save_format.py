@@ -16,6 +16,7 @@ from ssmts import SSMClassifier
 from ssmts.estimators import _persistence
 
 TINY = dict(d_model=4, d_state=4, n_layers=1, max_epochs=2, min_steps=0, batch_size=8, device="cpu", random_state=0)
+_FEATURES = dict(n_scales=2, n_kernels=4, n_biases=2, device="cpu", random_state=0)
 RNG = np.random.default_rng(0)
 X = RNG.standard_normal((24, 10))
 Y = np.array(["low", "mid", "high"] * 8)
@@ -69,12 +70,51 @@ def test_format_1_files_load_only_when_the_caller_vouches_for_them(saved, tmp_pa
         SSMClassifier.load(old, allow_format_1="yes")
 
 
-def test_a_format_1_file_with_reversed_classes_is_refused(saved, tmp_path):
-    """The attack format 1 allowed: reversed classes_ with a weights-only checksum inverted every label."""
+def _reverse_classes(header):
+    header["fitted"]["classes_"]["__ndarray__"].reverse()
+
+
+def test_reversed_classes_in_a_format_2_file_are_refused_even_with_a_recomputed_checksum(saved, tmp_path):
+    """The attack format 1 allowed, reversed classes_ (every prediction's label swapped), in format 2:
+    refused by the checksum, and, where the checksum was recomputed (anyone can: it is not a signature),
+    because fit writes classes_ sorted, as LabelEncoder's search needs them."""
     path, _, _ = saved
-    reversed_classes = _as_format_1(path, lambda h: h["fitted"]["classes_"]["__ndarray__"].reverse())
-    with pytest.raises(ValueError, match="cannot be detected"):
-        SSMClassifier.load(_rewrite(path, tmp_path / "v1.safetensors", reversed_classes))
+    with safe_open(str(path), framework="pt") as f:
+        tensors = {k: f.get_tensor(k) for k in f.keys()}
+    with pytest.raises(ValueError, match="does not match its checksum"):
+        SSMClassifier.load(_rewrite(path, tmp_path / "edited.safetensors", _reverse_classes))
+
+    def reversed_and_resigned(header):
+        _reverse_classes(header)
+        _with_valid_checksum(header, tensors)
+
+    resigned = _rewrite(path, tmp_path / "resigned.safetensors", reversed_and_resigned)
+    with pytest.raises(ValueError, match=r"classes_ \['mid' 'low' 'high'\] are not distinct labels in sorted order"):
+        SSMClassifier.load(resigned)
+    # The same rewrite without the reversal loads: the refusal is the order's.
+    untouched = _rewrite(path, tmp_path / "untouched.safetensors", lambda h: _with_valid_checksum(h, tensors))
+    assert SSMClassifier.load(untouched).classes_.tolist() == ["high", "low", "mid"]
+
+
+@pytest.mark.parametrize("estimator", ["SSMFeatureClassifier", "SSMTransformer"])
+def test_reversed_classes_are_refused_by_every_face_that_saves_classes(estimator, tmp_path):
+    import ssmts
+
+    cls = getattr(ssmts, estimator)
+    kwargs = {"objective": "classification"} if estimator == "SSMTransformer" else {}
+    fitted = cls(**{**TINY, **kwargs}).fit(X, Y) if estimator == "SSMTransformer" else cls(**_FEATURES).fit(X, Y)
+    path = fitted.save(tmp_path / "fitted.safetensors")
+    with safe_open(str(path), framework="pt") as f:
+        tensors = {k: f.get_tensor(k) for k in f.keys()}
+    name = "_label_classes" if estimator == "SSMTransformer" else "classes_"
+
+    def reversed_and_resigned(header):
+        header["fitted"][name]["__ndarray__"].reverse()
+        _with_valid_checksum(header, tensors)
+
+    with pytest.raises(ValueError, match="not distinct labels in sorted order"):
+        cls.load(_rewrite(path, tmp_path / "resigned.safetensors", reversed_and_resigned))
+    cls.load(path)
 
 
 def _as_format_1(path, edit=lambda header: None):
@@ -200,3 +240,81 @@ def test_a_header_nested_beyond_the_json_parser_is_a_clear_error(saved, tmp_path
     (tmp_path / "cache" / "header.json").write_text(deep)
     with pytest.raises(ValueError, match="nested too deeply"):
         load_task_arrays(tmp_path / "cache")
+
+
+KEY = b"a secret shared by who saves and who loads"
+
+
+def _scale_edit(header):
+    """A deliberate edit that swaps no label but changes every prediction: a scaling statistic."""
+    header["fitted"]["input_mean_"]["__ndarray__"][0] = 3.0
+
+
+def test_a_signed_file_loads_with_its_key_only(tmp_path):
+    clf = SSMClassifier(**TINY).fit(X, Y)
+    signed = clf.save(tmp_path / "signed.safetensors", key=KEY)
+    np.testing.assert_array_equal(SSMClassifier.load(signed, key=KEY).predict_proba(X), clf.predict_proba(X))
+    np.testing.assert_array_equal(SSMClassifier.load(signed, key=KEY.decode()).predict_proba(X), clf.predict_proba(X))
+    with pytest.raises(ValueError, match="signed with a key .*load it with key="):
+        SSMClassifier.load(signed)
+    with pytest.raises(ValueError, match="the signature does not match the key"):
+        SSMClassifier.load(signed, key=b"another key")
+    unsigned = clf.save(tmp_path / "unsigned.safetensors")
+    with pytest.raises(ValueError, match=r"carries no signature \(it was saved without a key\)"):
+        SSMClassifier.load(unsigned, key=KEY)
+
+
+def test_the_checksum_catches_corruption_and_the_signature_a_re_signed_edit(saved, tmp_path):
+    """The plain checksum has no secret: an edit that recomputes it loads unseen without a key (the
+    limit the docs state), and only the key's signature refuses it. A corrupted byte is refused by the
+    checksum, key or not."""
+    path, proba, _ = saved
+    signed = SSMClassifier.load(path).save(tmp_path / "signed.safetensors", key=KEY)
+    with safe_open(str(signed), framework="pt") as f:
+        tensors = {k: f.get_tensor(k) for k in f.keys()}
+
+    def edited_and_resigned(header):
+        _scale_edit(header)
+        _with_valid_checksum(header, tensors)
+
+    resigned = _rewrite(signed, tmp_path / "resigned.safetensors", edited_and_resigned)
+    with pytest.raises(ValueError, match=r"signature does not match the key: the file was changed after it was signed"):
+        SSMClassifier.load(resigned, key=KEY)
+
+    def edited_unsigned(header):
+        del header[_persistence.SIGNATURE]
+        edited_and_resigned(header)
+
+    stripped = _rewrite(signed, tmp_path / "stripped.safetensors", edited_unsigned)
+    assert not np.array_equal(SSMClassifier.load(stripped).predict_proba(X), proba)  # the checksum's limit
+    with pytest.raises(ValueError, match="carries no signature"):
+        SSMClassifier.load(stripped, key=KEY)
+
+    data = bytearray(signed.read_bytes())
+    data[-5] ^= 0x10  # a byte of the last weight
+    corrupted = tmp_path / "corrupted.safetensors"
+    corrupted.write_bytes(bytes(data))
+    for key in (KEY, None):
+        with pytest.raises(ValueError, match="does not match its checksum"):
+            SSMClassifier.load(corrupted, key=key)
+
+
+@pytest.mark.parametrize(
+    "key, error, message",
+    [(b"", ValueError, "must not be empty"), (1234, TypeError, "key must be bytes or a str")],
+)
+def test_a_key_that_cannot_sign_is_refused_by_save_and_load(saved, tmp_path, key, error, message):
+    path, _, _ = saved
+    with pytest.raises(error, match=message):
+        SSMClassifier.load(path).save(tmp_path / "x.safetensors", key=key)
+    with pytest.raises(error, match=message):
+        SSMClassifier.load(path, key=key)
+    assert not (tmp_path / "x.safetensors").exists()
+
+
+def test_a_key_with_the_joblib_format_is_refused(saved, tmp_path):
+    path, _, _ = saved
+    with pytest.raises(ValueError, match="key= signs the 'safetensors' format"):
+        SSMClassifier.load(path).save(tmp_path / "x.joblib", format="joblib", key=KEY)
+    with pytest.raises(ValueError, match="has none"):
+        SSMClassifier.load(tmp_path / "x.joblib", format="joblib", key=KEY)

@@ -8,6 +8,7 @@ import json
 import os
 import socket
 
+import numpy as np
 import pytest
 import torch
 import torch.distributed as dist
@@ -122,3 +123,45 @@ def test_a_killed_run_resumes_from_its_checkpoint(tmp_path, single):
 def test_distributed_without_a_process_group_says_how_to_start_one():
     with pytest.raises(RuntimeError, match="torchrun"):
         fit_model(_network, _data(), _mse, _config(True), seed=0)
+
+
+NAN_ROW = 13
+
+
+def _nan_worker(rank: int, world: int, port: int, out_dir: str, memmap: bool) -> None:
+    """Trains on data whose row NAN_ROW holds NaN and writes the error each rank raised."""
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    torch.set_num_threads(1)
+    try:
+        data = _data()
+        x = data.x.clone()
+        x[NAN_ROW, 1, 5] = float("nan")
+        if memmap:
+            from ssmts.training import LazyRows
+
+            x = LazyRows(np.load(os.path.join(out_dir, "X.npy"), mmap_mode="r"))
+        try:
+            fit_model(_network, SequenceData(x, data.y), _mse, _config(True), seed=0)
+            message = "no error"
+        except FloatingPointError as error:
+            message = str(error)
+        with open(os.path.join(out_dir, f"rank{rank}.txt"), "w") as f:
+            f.write(message)
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("memmap", [False, True], ids=["tensors", "memory-mapped X"])
+def test_nan_inputs_are_named_by_their_rows_of_the_data_on_every_rank(memmap, tmp_path):
+    """Each rank trains on its half of the batch, and only one holds the NaN row: every rank names
+    that row of the user's data (not a count of series in a batch, nor a diverged model)."""
+    if memmap:
+        x = _data().x.numpy().copy()
+        x[NAN_ROW, 1, 5] = np.nan
+        np.save(tmp_path / "X.npy", x)
+    mp.spawn(_nan_worker, args=(2, _free_port(), str(tmp_path), memmap), nprocs=2, join=True)
+    of = "of X (the memory-mapped file" if memmap else "of the training data"
+    for rank in range(2):
+        message = (tmp_path / f"rank{rank}.txt").read_text()
+        assert "input data hold NaN or infinity" in message and f"row {NAN_ROW} {of}" in message, message

@@ -361,6 +361,29 @@ def test_sktimes_own_save_stays_and_the_format_is_chosen_by_suffix_or_name(fitte
             SSMForecaster.load(given)
 
 
+def test_a_signed_forecaster_loads_with_its_key_and_refuses_a_re_signed_edit(fitted, tmp_path):
+    """save(path, key=...) signs the sktime faces' files as the scikit-learn estimators' (one
+    implementation): the right key loads them bit-identically, an edit whose checksum was recomputed
+    is refused, and sktime's pickled format, which cannot be signed, refuses a key."""
+    f, kwargs, _, _, _ = fitted("series-direct")
+    key = b"forecasts we vouch for"
+    signed = f.save(tmp_path / "signed.safetensors", key=key)
+    _assert_identical(_predictions(SSMForecaster.load(signed, key=key), kwargs), _predictions(f, kwargs))
+    with pytest.raises(ValueError, match="signed with a key"):
+        SSMForecaster.load(signed)
+
+    def edit(header, tensors):
+        header["fitted"]["y_mean_"]["__ndarray__"][0] += 1.0
+
+    resigned = _rewrite(signed, tmp_path / "resigned.safetensors", edit)
+    with pytest.raises(ValueError, match="the signature does not match the key"):
+        SSMForecaster.load(resigned, key=key)
+    with pytest.raises(ValueError, match="sktime's format cannot be signed"):
+        f.save(tmp_path / "zipped", key=key)
+    with pytest.raises(ValueError, match="sktime's format has none"):
+        SSMForecaster.load(tmp_path / "zipped.zip", format="sktime", key=key)
+
+
 def test_sktime_conformance_of_save_and_load():
     """sktime's own persistence checks (its save() in memory and to a zip) pass with save overridden."""
     from sktime.utils.estimator_checks import check_estimator

@@ -78,3 +78,53 @@ def test_the_task_cache_rebuilds_a_refused_header_and_says_why(tmp_path):
     with pytest.warns(UserWarning, match=r"building the task cache .* again.*n_classes=1000000000"):
         data = cached_task(tmp_path, "cache", build)
     assert built == [1] and data.n_classes == 10
+
+
+def _token_cache(tmp_path: Path, **header) -> Path:
+    from ssmts.tasks.data_utils import save_task_arrays
+    from ssmts.tasks.synthetic_text import make_text_standin
+
+    directory = tmp_path / "tokens"
+    save_task_arrays(make_text_standin(6, 2, 2, max_length=128), directory)
+    written = json.loads((directory / "header.json").read_text())
+    (directory / "header.json").write_text(json.dumps({**written, **header}))
+    return directory
+
+
+@pytest.mark.parametrize(
+    "header, fragment",
+    [
+        ({"vocab_size": 10**9}, "declares vocab_size=1000000000, but its 1280 tokens go up to the id"),
+        ({"vocab_size": 1}, "declares vocab_size=1: a vocabulary holds the padding id 0"),
+        ({"vocab_size": 0}, "declares vocab_size=0"),
+        ({"vocab_size": -3}, "declares vocab_size=-3"),
+        ({"vocab_size": True}, "declares vocab_size=True"),
+        ({"vocab_size": 257.0}, "declares vocab_size=257.0"),
+        ({"vocab_size": 20}, "outside the ids 0..19 of"),
+    ],
+)
+def test_a_cache_header_with_an_impossible_vocabulary_is_refused(header, fragment, tmp_path):
+    from ssmts.tasks.data_utils import load_task_arrays
+
+    directory = _token_cache(tmp_path, **header)
+    with pytest.raises(ValueError, match="cache") as raised:
+        load_task_arrays(directory)
+    message = str(raised.value)
+    assert fragment in message and str(directory / "header.json") in message, message
+    assert f"delete {directory}" in message
+
+
+def test_a_vocabulary_on_signal_inputs_is_refused(tmp_path):
+    from ssmts.tasks.data_utils import load_task_arrays
+
+    directory = _cache(tmp_path, vocab_size=16)
+    with pytest.raises(ValueError, match=r"declares vocab_size=16, but .*train_X\.npy holds float"):
+        load_task_arrays(directory)
+
+
+def test_a_good_token_cache_still_loads(tmp_path):
+    from ssmts.tasks.data_utils import load_task_arrays
+    from ssmts.tasks.synthetic_text import BYTE_VOCAB_SIZE
+
+    data = load_task_arrays(_token_cache(tmp_path))
+    assert data.vocab_size == BYTE_VOCAB_SIZE and int(np.asarray(data.train.X).max()) < BYTE_VOCAB_SIZE

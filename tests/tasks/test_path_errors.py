@@ -3,6 +3,7 @@ clear message naming the option and the path, before any work."""
 
 from __future__ import annotations
 
+import errno
 import os
 import tempfile
 from pathlib import Path
@@ -78,6 +79,26 @@ def test_a_symlink_loop_is_named_with_its_option(args, option, tmp_path, capsys)
     assert "building the synthetic stand-in" not in captured.out  # refused before any work
 
 
+@pytest.mark.parametrize("task", ["bidmc-rr", "lra-pathfinder"])
+def test_a_symlink_loop_in_the_cache_dir_variable_is_named_like_the_option(task, tmp_path, capsys, monkeypatch):
+    loop = _loop(tmp_path)
+    monkeypatch.setenv("SSMTS_CACHE_DIR", str(loop / "cache"))
+    args = ["tasks", "run", task, "--synthetic", "--preset", "tiny", "--quiet", "--out", str(tmp_path / "r.json")]
+    assert main(args) == EXIT_IO
+    captured = capsys.readouterr()
+    assert f"$SSMTS_CACHE_DIR {loop / 'cache'}: {loop} is a symbolic link loop" in captured.err, captured.err
+    assert "point $SSMTS_CACHE_DIR at the real location" in captured.err
+    assert "building the synthetic stand-in" not in captured.out  # refused before any work, as --cache-dir is
+
+
+def test_the_cache_dir_option_overrides_the_variable(tmp_path, monkeypatch):
+    """A --cache-dir replaces $SSMTS_CACHE_DIR, so a loop in the variable is not in the way."""
+    monkeypatch.setenv("SSMTS_CACHE_DIR", str(_loop(tmp_path)))
+    out = tmp_path / "r.json"
+    cache = ["--cache-dir", str(tmp_path / "cache")]
+    assert main([*RUN, "--synthetic", *cache, "--out", str(out)]) == 0 and out.is_file()
+
+
 @pytest.mark.parametrize("task", [["bidmc-rr", "--synthetic"], ["ptd-sinusoids"], ["state-tracking", "--synthetic"]])
 def test_an_out_under_a_file_is_refused_before_the_data_are_built(task, tmp_path, capsys):
     a_file = _a_file(tmp_path)
@@ -133,3 +154,26 @@ def test_a_good_out_leaves_no_trace_of_the_check(tmp_path):
 
     check_output_files([tmp_path / "new" / "results.json"])
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_symlink_loop_on_a_file_inside_a_good_data_dir_is_named_not_called_missing(tmp_path, capsys):
+    from ssmts.data.layouts import bidmc_file_names
+
+    train, test = bidmc_file_names("rr")
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / train).write_text("@problemName BIDMC32RR\n")
+    (data / test).symlink_to(data / "other")
+    (data / "other").symlink_to(data / test)
+    assert main(["tasks", "run", "bidmc-rr", "--preset", "tiny", "--quiet", "--data-dir", str(data)]) == EXIT_IO
+    err = capsys.readouterr().err
+    assert f"{data / test} is a symbolic link loop" in err and "missing" not in err, err
+
+
+def test_a_symlink_loop_on_a_folder_on_the_way_to_a_data_file_is_named(tmp_path):
+    from ssmts.data.base import require_files
+
+    (tmp_path / "sub").symlink_to(tmp_path / "sub")
+    with pytest.raises(OSError, match=r"sub is a symbolic link loop .* so sub/train\.csv cannot be read") as raised:
+        require_files(tmp_path, ["present.txt", "sub/train.csv"], "")
+    assert raised.value.errno == errno.ELOOP and str(tmp_path / "sub") in str(raised.value)
