@@ -66,11 +66,12 @@ PRESETS = {
             lr=1e-2,
             lr_ssm=1e-3,
             max_epochs=30,
+            min_steps=500,
             max_steps=3000,
             sample_rate=SPEECH_RATE,
         ),
         "the demo's network (ssmts.tasks.demo.DEMO: chosen on the shipped clips' validation voices), "
-        "30 epochs as there, at most 3,000 steps",
+        "30 epochs and at least 500 steps as there, at most 3,000 steps",
     ),
     "listops": Preset(
         dict(d_model=64, d_state=32, n_layers=4, batch_size=32, lr=3e-3, max_epochs=30, min_steps=300, max_steps=3000),
