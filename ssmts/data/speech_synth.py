@@ -15,6 +15,7 @@ depends on the espeak-ng version, so record it with the data (the CLI does).
 from __future__ import annotations
 
 import csv
+import json
 import re
 import shutil
 import subprocess
@@ -25,7 +26,7 @@ from typing import Sequence
 import numpy as np
 import soundfile as sf
 
-from ssmts.data.speech import CLIP_SAMPLES, SC10_WORDS, SPEECH_COMMANDS_RATE, SPLIT_LISTS
+from ssmts.data.speech import CLIP_SAMPLES, SC10_WORDS, SC35_WORDS, SPEECH_COMMANDS_RATE, SPLIT_LISTS
 
 ESPEAK_RATE = 22050
 """Sample rate (Hz) of espeak-ng's WAV output."""
@@ -107,6 +108,8 @@ EXTRA_TEST_VOICES = (
 """36 English-accent espeak-ng voices, none in DEFAULT_VOICES: the shipped copy's test-only voices."""
 
 MANIFEST_NAME = "synthesis_manifest.csv"
+SETTINGS_NAME = "synthesis_settings.json"
+"""The arguments a fixed-voice set was made with, the espeak-ng version, and the command that remakes it."""
 
 NOISE_KINDS = ("white", "pink", "brown", "hum")
 """Background noises `background_noise` makes."""
@@ -201,9 +204,10 @@ def synthesize_spoken_commands(
 
     Output: `<word>/<voice>_nohash_<k>.wav` (16 kHz mono 16-bit PCM, 16000 samples),
     `validation_list.txt` and `testing_list.txt` split BY VOICE (round(fraction * n_voices)
-    voices each, at least one when the fraction is > 0), and `synthesis_manifest.csv`
-    with the parameters of every clip. Deterministic for a given `random_state` and
-    espeak-ng version.
+    voices each, at least one when the fraction is > 0), `synthesis_manifest.csv`
+    with the parameters of every clip, and `synthesis_settings.json` with these arguments, the
+    espeak-ng version and the `make_spoken_commands` command that remakes the set.
+    Deterministic for a given `random_state` and espeak-ng version.
 
     extra_test_voices: voices (not in `voices`) that speak test clips only, on top of the
     test voices split off `voices`. Their settings come from a generator of their own (a
@@ -294,7 +298,62 @@ def synthesize_spoken_commands(
         writer = csv.DictWriter(handle, fieldnames=list(manifest[0]))
         writer.writeheader()
         writer.writerows(manifest)
+    settings = {
+        "function": "ssmts.data.speech_synth.synthesize_spoken_commands",
+        "words": words,
+        "voices": voices,
+        "extra_test_voices": extra_test_voices,
+        "clips_per_voice": int(clips_per_voice),
+        "val_fraction": val_fraction,
+        "test_fraction": test_fraction,
+        "pitch_range": list(pitch_range),
+        "speed_range": list(speed_range),
+        "amplitude_range": list(amplitude_range),
+        "snr_db_range": list(snr_db_range),
+        "random_state": random_state,
+        "espeak_ng": _espeak_version_number(),
+        "splits": voices_by_split,
+    }
+    settings = {"command": _equivalent_command(settings), **settings}
+    (out_dir / SETTINGS_NAME).write_text(json.dumps(settings, indent=1) + "\n", encoding="utf-8")
     return voices_by_split
+
+
+def _equivalent_command(settings: dict) -> str:
+    """The `python -m ssmts.data.make_spoken_commands` line that remakes a set (output directory OUT).
+
+    settings: synthesize_spoken_commands's arguments; those at the command's defaults are left out.
+    """
+    parts = ["python -m ssmts.data.make_spoken_commands --out OUT", f"--seed {settings['random_state']}"]
+    words = settings["words"]
+    if words != list(SC10_WORDS):
+        parts.append("--words " + ("sc35" if words == list(SC35_WORDS) else ",".join(words)))
+    default_set = settings["voices"] == list(DEFAULT_VOICES)
+    if not default_set:
+        parts.append("--voices " + ",".join(settings["voices"]))
+    if settings["extra_test_voices"] != (list(EXTRA_TEST_VOICES) if default_set else []):
+        parts.append("--extra-test-voices " + (",".join(settings["extra_test_voices"]) or "none"))
+    defaults = {
+        "clips_per_voice": 1,
+        "val_fraction": 0.15,
+        "test_fraction": 0.15,
+        "pitch_range": [30, 70],
+        "speed_range": [140, 200],
+        "amplitude_range": [60, 110],
+        "snr_db_range": [10.0, 30.0],
+    }
+    for name, default in defaults.items():
+        value = settings[name]
+        if value != default:
+            option = "--" + name.removesuffix("_range").replace("_", "-")
+            parts.append(f"{option} {' '.join(map(str, value)) if isinstance(value, list) else value}")
+    return " ".join(parts)
+
+
+def _espeak_version_number() -> str:
+    """ "1.51" from `espeak-ng --version` (the rest of the line names a local data path)."""
+    match = re.search(r"text-to-speech:\s*(\S+)", espeak_version())
+    return match.group(1) if match else espeak_version()
 
 
 def espeak_version() -> str:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import csv
+import json
+import shlex
 from pathlib import Path
 
 import numpy as np
@@ -10,7 +12,7 @@ import pytest
 import soundfile as sf
 from scipy.signal import resample_poly
 
-from ssmts.data import speech_synth
+from ssmts.data import make_spoken_commands, speech_synth
 from ssmts.data.base import DataNotFoundError
 from ssmts.data.speech import (
     SC10_WORDS,
@@ -187,6 +189,9 @@ def test_shipped_mini_copy_loads():
     assert not voices["validation_list.txt"] & voices["testing_list.txt"]
     size = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
     assert size < 20e6, f"the shipped copy grew to {size / 1e6:.1f} MB"
+    command = "python -m ssmts.data.make_spoken_commands --out OUT --seed 0"
+    assert json.loads((root / speech_synth.SETTINGS_NAME).read_text())["command"] == command
+    assert command.replace("OUT", "ssmts/data/spoken_commands_mini") in (root / "README.md").read_text()
 
 
 def test_synthesizer_reports_missing_espeak(monkeypatch, tmp_path):
@@ -251,6 +256,18 @@ def test_extra_test_voices_leave_the_other_clips_byte_identical(tmp_path):
     assert len(rows) == 4 and len({(row["pitch"], row["speed_wpm"], row["snr_db"]) for row in rows}) == 4
     with pytest.raises(ValueError, match="duplicates"):
         speech_synth.synthesize_spoken_commands(tmp_path / "dup", extra_test_voices=["en-us"], **kwargs)
+
+    # The recorded command remakes the set byte for byte, its own settings file included.
+    settings = json.loads((tmp_path / "grown" / speech_synth.SETTINGS_NAME).read_text())
+    assert settings["extra_test_voices"] == extra and settings["espeak_ng"][0].isdigit()
+    command = shlex.split(settings["command"].replace("--out OUT", f"--out {tmp_path / 'again'}"))
+    assert command[:3] == ["python", "-m", "ssmts.data.make_spoken_commands"]
+    assert make_spoken_commands.main(command[3:]) == 0
+    grown = sorted(path.relative_to(tmp_path / "grown") for path in (tmp_path / "grown").rglob("*") if path.is_file())
+    again = sorted(path.relative_to(tmp_path / "again") for path in (tmp_path / "again").rglob("*") if path.is_file())
+    assert grown == again
+    for relative in grown:
+        assert (tmp_path / "grown" / relative).read_bytes() == (tmp_path / "again" / relative).read_bytes()
 
 
 @needs_espeak
