@@ -43,7 +43,7 @@ def main(repository: Path) -> None:
 
     clips = load_speech_commands(default_spoken_commands_dir(), sample_rate=2000)
     sizes = (len(clips.train.y), len(clips.val.y), len(clips.test.y))
-    check(sizes == (160, 40, 40) and clips.train.X.shape[1:] == (1, 2000), f"the demo's clips are installed {sizes}")
+    check(sizes == (160, 40, 400) and clips.train.X.shape[1:] == (1, 2000), f"the demo's clips are installed {sizes}")
 
     rng = np.random.default_rng(0)
     X = rng.standard_normal((32, 1, 40)).astype(np.float32)

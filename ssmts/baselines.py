@@ -1,4 +1,8 @@
-"""Classical regression baselines for the vital-sign tasks (BIDMC and its stand-ins).
+"""Classical baselines: MiniRocket for classification and regression, and regressors for the vital-sign tasks.
+
+``MiniRocketRidge`` is MiniRocket's transform (sktime) with a ridge read-out, the row that
+``ssmts demo`` and ``python -m ssmts.bench classify`` set beside the SSMs.
+
 
 LSSL's BIDMC table compares against gradient boosting (XGBoost) and ridge regression
 fitted on the raw windows. ``fit_vital_baselines`` fits scikit-learn counterparts on the
@@ -193,3 +197,55 @@ def _fit(
         return model, f"n_iter={model.n_iter_}, learning_rate={model.learning_rate}"
     model = DummyRegressor(strategy="mean", **overrides).fit(X_train, y_train)
     return model, "predicts the training mean"
+
+
+class MiniRocketRidge:
+    """MiniRocket features (sktime; multivariate when there are several channels) + a ridge
+    with its penalty chosen by leave-one-out, as in the MiniRocket paper (Dempster et al., 2021).
+
+    X: (n, channels, length) array, or a list of (channels, length_i) arrays of unequal
+    lengths (sktime's variable-length MiniRocket, short series padded with zeros).
+    sktime's MiniRocket runs on numba (the ``bench`` extra): without it, ``fit`` raises
+    ModuleNotFoundError. n_jobs: numba threads of the transform.
+    """
+
+    def __init__(self, regression: bool = False, random_state: int | None = 0, n_jobs: int = 1):
+        self.regression, self.random_state, self.n_jobs = regression, random_state, n_jobs
+
+    def fit(self, X, y) -> MiniRocketRidge:
+        from sklearn.linear_model import RidgeClassifierCV, RidgeCV
+        from sklearn.pipeline import make_pipeline
+        from sklearn.preprocessing import StandardScaler
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            from sktime.transformations.panel.rocket import (
+                MiniRocket,
+                MiniRocketMultivariate,
+                MiniRocketMultivariateVariable,
+            )
+        if isinstance(X, np.ndarray):
+            kind = MiniRocketMultivariate if X.shape[1] > 1 else MiniRocket
+            transform = kind(random_state=self.random_state, n_jobs=self.n_jobs)
+        else:  # unequal lengths: sktime's variable-length MiniRocket reads a nested DataFrame
+            transform = MiniRocketMultivariateVariable(
+                random_state=self.random_state, pad_value_short_series=0.0, n_jobs=self.n_jobs
+            )
+        ridge = (RidgeCV if self.regression else RidgeClassifierCV)(alphas=np.logspace(-3, 3, 10))
+        self.transform_ = transform.fit(_sktime_panel(X))
+        self.ridge_ = make_pipeline(StandardScaler(with_mean=False), ridge).fit(self._features(X), y)
+        return self
+
+    def _features(self, X) -> np.ndarray:
+        return np.asarray(self.transform_.transform(_sktime_panel(X)))
+
+    def predict(self, X) -> np.ndarray:
+        """Labels (or values), (n,)."""
+        return self.ridge_.predict(self._features(X))
+
+
+def _sktime_panel(X):
+    """numpy3D as it is; a list of (channels, length_i) arrays as a nested DataFrame."""
+    if isinstance(X, np.ndarray):
+        return X
+    return pd.DataFrame({f"dim_{c}": [pd.Series(series[c]) for series in X] for c in range(X[0].shape[0])})

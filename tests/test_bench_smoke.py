@@ -412,7 +412,7 @@ def test_classify_benchmark_runs_multirocket_hydra_and_drcif_on_equal_and_unequa
     torch.set_num_threads(2)  # --threads 2: every row runs on 2 threads, the numba ones too
     try:
         assert classify.make_model("mr-hydra", False, {}, 0).estimator.n_jobs == 2
-        assert classify.make_model("minirocket", False, {}, 0).fit(X, y).transform.n_jobs == 2
+        assert classify.make_model("minirocket", False, {}, 0).fit(X, y).transform_.n_jobs == 2
     finally:
         torch.set_num_threads(threads)
     drcif = classify.make_model("drcif", True, {}, 0)

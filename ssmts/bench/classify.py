@@ -73,10 +73,11 @@ import json
 import os
 import sys
 import time
-import warnings
 from typing import Callable
 
 import numpy as np
+
+from ssmts.baselines import MiniRocketRidge
 
 CLASSIFICATION_SETS = (
     "ArrowHead",
@@ -246,7 +247,8 @@ def _quant(regression: bool, params: dict, seed: int):
 MODEL_FACTORIES: dict[str, Callable[[bool, dict, int], object]] = {
     "ssm": _ssm,
     "features": _features,
-    "minirocket": lambda regression, params, seed: _MiniRocket(regression, seed),
+    # sktime's MiniRocket runs on one numba thread unless told otherwise
+    "minirocket": lambda regression, params, seed: MiniRocketRidge(regression, seed, n_jobs=_threads()),
     "mr-hydra": _multirocket_hydra,
     "drcif": _drcif,
     "quant": _quant,
@@ -300,54 +302,6 @@ class _Padded(_Flat):
         if isinstance(X, np.ndarray):
             return X
         return super()._table(X).reshape(len(X), X[0].shape[0], self.length)
-
-
-class _MiniRocket:
-    """MiniRocket features (sktime; multivariate when there are several channels) + a ridge
-    with its penalty chosen by leave-one-out, as in the MiniRocket paper."""
-
-    def __init__(self, regression: bool, seed: int):
-        self.regression, self.seed = regression, seed
-
-    def fit(self, X, y):
-        from sklearn.linear_model import RidgeClassifierCV, RidgeCV
-        from sklearn.pipeline import make_pipeline
-        from sklearn.preprocessing import StandardScaler
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)
-            from sktime.transformations.panel.rocket import (
-                MiniRocket,
-                MiniRocketMultivariate,
-                MiniRocketMultivariateVariable,
-            )
-        threads = _threads()  # sktime's MiniRocket runs on one numba thread unless told otherwise
-        if isinstance(X, np.ndarray):
-            kind = MiniRocketMultivariate if X.shape[1] > 1 else MiniRocket
-            transform = kind(random_state=self.seed, n_jobs=threads)
-        else:  # unequal lengths: sktime's variable-length MiniRocket reads a nested DataFrame
-            transform = MiniRocketMultivariateVariable(
-                random_state=self.seed, pad_value_short_series=0.0, n_jobs=threads
-            )
-        ridge = (RidgeCV if self.regression else RidgeClassifierCV)(alphas=np.logspace(-3, 3, 10))
-        self.transform = transform.fit(_sktime_panel(X))
-        self.ridge = make_pipeline(StandardScaler(with_mean=False), ridge).fit(self._features(X), y)
-        return self
-
-    def _features(self, X):
-        return np.asarray(self.transform.transform(_sktime_panel(X)))
-
-    def predict(self, X):
-        return self.ridge.predict(self._features(X))
-
-
-def _sktime_panel(X):
-    """numpy3D as it is; a list of (channels, length_i) arrays as a nested DataFrame."""
-    if isinstance(X, np.ndarray):
-        return X
-    import pandas as pd
-
-    return pd.DataFrame({f"dim_{c}": [pd.Series(series[c]) for series in X] for c in range(X[0].shape[0])})
 
 
 def splits(X, y, folds: int, regression: bool, seed: int = 0):

@@ -7,8 +7,10 @@ and test voices never heard in training. Rerunning the same command finishes or 
     python -m ssmts.data.make_spoken_commands --out DIR --words sc10 \\
         --train-per-word 300 --val-per-word 30 --test-per-word 50 --seed 0 --jobs 2
 
-Without --train-per-word, the fixed-voice set of ssmts.data.speech_synth.synthesize_spoken_commands,
-e.g. the compact copy installed with the package (ssmts/data/spoken_commands_mini):
+Without --train-per-word, the fixed-voice set of ssmts.data.speech_synth.synthesize_spoken_commands;
+its defaults make the compact copy installed with the package (ssmts/data/spoken_commands_mini,
+byte for byte with espeak-ng 1.51): 24 voices split 16 / 4 / 4 into training, validation and
+test, plus 36 voices that speak test clips only (160 / 40 / 400 clips):
 
     python -m ssmts.data.make_spoken_commands --out ssmts/data/spoken_commands_mini --seed 0
 
@@ -23,10 +25,16 @@ import time
 from pathlib import Path
 
 from ssmts.data.speech_corpus import WORD_SETS, describe_corpus, make_corpus
-from ssmts.data.speech_synth import DEFAULT_VOICES, NOISE_KINDS, espeak_version, synthesize_spoken_commands
+from ssmts.data.speech_synth import (
+    DEFAULT_VOICES,
+    EXTRA_TEST_VOICES,
+    NOISE_KINDS,
+    espeak_version,
+    synthesize_spoken_commands,
+)
 
 # Options of one mode only: given in the other mode they are an error, not silently ignored.
-_FIXED_VOICE_OPTIONS = ("voices", "clips_per_voice", "val_fraction", "test_fraction", "amplitude")
+_FIXED_VOICE_OPTIONS = ("voices", "extra_test_voices", "clips_per_voice", "val_fraction", "test_fraction", "amplitude")
 _CORPUS_OPTIONS = ("val_per_word", "test_per_word", "english_fraction", "level_dbfs", "noise", "jobs", "quiet")
 
 
@@ -68,6 +76,12 @@ def _parser() -> argparse.ArgumentParser:
         "--voices",
         type=_comma_list,
         help="comma-separated espeak-ng voices such as en-us,en-gb+f3 (default: the 24 DEFAULT_VOICES)",
+    )
+    fixed.add_argument(
+        "--extra-test-voices",
+        type=_comma_list,
+        help="comma-separated voices that speak test clips only, or 'none' (default: the 36 EXTRA_TEST_VOICES "
+        "with the default voices, none with --voices)",
     )
     fixed.add_argument("--clips-per-voice", type=int, help="clips of each word per voice (default: 1)")
     fixed.add_argument("--val-fraction", type=float, help="fraction of voices for validation (default: 0.15)")
@@ -132,18 +146,24 @@ def _make_corpus(args: argparse.Namespace, words, ranges: dict) -> int:
 
 def _make_fixed_voice_set(args: argparse.Namespace, words, ranges: dict) -> int:
     voices = args.voices or list(DEFAULT_VOICES)
+    if args.extra_test_voices is None:  # the defaults are the shipped copy's recipe
+        extra_test_voices = [] if args.voices else list(EXTRA_TEST_VOICES)
+    else:
+        extra_test_voices = [] if args.extra_test_voices == ["none"] else args.extra_test_voices
     clips_per_voice = 1 if args.clips_per_voice is None else args.clips_per_voice
     voices_by_split = synthesize_spoken_commands(
         args.out,
         words=words,
         voices=voices,
+        extra_test_voices=extra_test_voices,
         clips_per_voice=clips_per_voice,
         random_state=args.seed,
         **ranges,
         **_given(args, {"val_fraction": "val_fraction", "test_fraction": "test_fraction"}),
     )
     n_clips = len(words) * clips_per_voice
-    print(f"wrote {n_clips * len(voices)} clips of {len(words)} words to {args.out} with {espeak_version()}")
+    n_total = n_clips * (len(voices) + len(extra_test_voices))
+    print(f"wrote {n_total} clips of {len(words)} words to {args.out} with {espeak_version()}")
     for split, members in voices_by_split.items():
         print(f"  {split}: {len(members) * n_clips} clips, voices {', '.join(members)}")
     return 0

@@ -55,7 +55,8 @@ _CHUNK = 2048
 def default_spoken_commands_dir() -> Path:
     """Directory of the compact spoken-commands copy installed with the package.
 
-    240 espeak-ng clips of the SC10 words in the Speech Commands format (splits by voice),
+    600 espeak-ng clips of the SC10 words in the Speech Commands format (splits by voice:
+    160 training, 40 validation, 400 test clips),
     package data of `ssmts.data` (`spoken_commands_mini/`, its README says how it was made).
     """
     directory = resources.files("ssmts.data") / "spoken_commands_mini"

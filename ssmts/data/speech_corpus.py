@@ -1,6 +1,6 @@
 """Spoken-command corpora of any size, synthesized with espeak-ng in the Speech Commands layout.
 
-`make_corpus` scales the shipped 240-clip copy (`ssmts.data.speech_synth`) up to thousands or
+`make_corpus` scales the shipped 600-clip copy (`ssmts.data.speech_synth`) up to thousands or
 tens of thousands of clips: it asks for n clips per word in each split, and draws the voices
 from every espeak-ng language that reads the words itself, combined with every voice variant
 (about 6,000 voices for the SC10 words in espeak-ng 1.51). Validation and test voices are never

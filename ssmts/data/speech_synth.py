@@ -15,6 +15,7 @@ depends on the espeak-ng version, so record it with the data (the CLI does).
 from __future__ import annotations
 
 import csv
+import json
 import re
 import shutil
 import subprocess
@@ -25,7 +26,7 @@ from typing import Sequence
 import numpy as np
 import soundfile as sf
 
-from ssmts.data.speech import CLIP_SAMPLES, SC10_WORDS, SPEECH_COMMANDS_RATE, SPLIT_LISTS
+from ssmts.data.speech import CLIP_SAMPLES, SC10_WORDS, SC35_WORDS, SPEECH_COMMANDS_RATE, SPLIT_LISTS
 
 ESPEAK_RATE = 22050
 """Sample rate (Hz) of espeak-ng's WAV output."""
@@ -63,7 +64,52 @@ DEFAULT_VOICES = (
 )
 """24 espeak-ng voices ("language" or "language+variant"); all exist in espeak-ng 1.51."""
 
+EXTRA_TEST_VOICES = (
+    # The same eight English accents and the same kinds of variant (m1-m7, f1-f5, klatt-klatt4)
+    # as DEFAULT_VOICES, in combinations DEFAULT_VOICES does not have: test voices only, so that
+    # the shipped copy's test split is large enough to tell models apart (400 clips instead of 40).
+    "en-us+m1",
+    "en-us+m6",
+    "en-us+f4",
+    "en-us+f5",
+    "en-us+klatt4",
+    "en-us-nyc+m2",
+    "en-us-nyc+m7",
+    "en-us-nyc+f1",
+    "en-us-nyc+klatt2",
+    "en-gb+m4",
+    "en-gb+f1",
+    "en-gb+f5",
+    "en-gb+klatt",
+    "en-gb-x-rp+m3",
+    "en-gb-x-rp+m6",
+    "en-gb-x-rp+f2",
+    "en-gb-x-rp+f4",
+    "en-gb-x-rp+klatt2",
+    "en-gb-scotland+m2",
+    "en-gb-scotland+m5",
+    "en-gb-scotland+f3",
+    "en-gb-scotland+klatt3",
+    "en-gb-x-gbclan+m1",
+    "en-gb-x-gbclan+m7",
+    "en-gb-x-gbclan+f2",
+    "en-gb-x-gbclan+f4",
+    "en-gb-x-gbclan+f5",
+    "en-gb-x-gbcwmd+m3",
+    "en-gb-x-gbcwmd+f1",
+    "en-gb-x-gbcwmd+f5",
+    "en-gb-x-gbcwmd+klatt",
+    "en-029+m2",
+    "en-029+m5",
+    "en-029+m6",
+    "en-029+f3",
+    "en-029+klatt4",
+)
+"""36 English-accent espeak-ng voices, none in DEFAULT_VOICES: the shipped copy's test-only voices."""
+
 MANIFEST_NAME = "synthesis_manifest.csv"
+SETTINGS_NAME = "synthesis_settings.json"
+"""The arguments a fixed-voice set was made with, the espeak-ng version, and the command that remakes it."""
 
 NOISE_KINDS = ("white", "pink", "brown", "hum")
 """Background noises `background_noise` makes."""
@@ -147,6 +193,7 @@ def synthesize_spoken_commands(
     amplitude_range: tuple[int, int] = (60, 110),
     snr_db_range: tuple[float, float] = (10.0, 30.0),
     random_state: int = 0,
+    extra_test_voices: Sequence[str] = (),
 ) -> dict[str, list[str]]:
     """Write a Speech Commands-format data set of espeak-ng clips into the empty directory `out_dir`.
 
@@ -157,11 +204,18 @@ def synthesize_spoken_commands(
 
     Output: `<word>/<voice>_nohash_<k>.wav` (16 kHz mono 16-bit PCM, 16000 samples),
     `validation_list.txt` and `testing_list.txt` split BY VOICE (round(fraction * n_voices)
-    voices each, at least one when the fraction is > 0), and `synthesis_manifest.csv`
-    with the parameters of every clip. Deterministic for a given `random_state` and
-    espeak-ng version.
+    voices each, at least one when the fraction is > 0), `synthesis_manifest.csv`
+    with the parameters of every clip, and `synthesis_settings.json` with these arguments, the
+    espeak-ng version and the `make_spoken_commands` command that remakes the set.
+    Deterministic for a given `random_state` and espeak-ng version.
 
-    Returns the voices of each split: {"train": [...], "val": [...], "test": [...]}.
+    extra_test_voices: voices (not in `voices`) that speak test clips only, on top of the
+    test voices split off `voices`. Their settings come from a generator of their own (a
+    child of `random_state`'s), so adding them leaves every clip of `voices` byte-identical:
+    the shipped copy is DEFAULT_VOICES plus EXTRA_TEST_VOICES.
+
+    Returns the voices of each split: {"train": [...], "val": [...], "test": [...]}; the
+    extra test voices come last in "test".
     """
     if not espeak_available():
         raise EspeakNotFoundError(
@@ -172,7 +226,11 @@ def synthesize_spoken_commands(
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
         raise FileExistsError(f"{out_dir} exists and is not an empty directory; choose a new output directory")
     words = _check_words(words)
-    voices = _check_voices(voices)
+    if isinstance(extra_test_voices, str):
+        raise ValueError(f"extra_test_voices must be a sequence of voice names, not the string {extra_test_voices!r}")
+    extra_test_voices = list(extra_test_voices)
+    both = _check_voices(list(voices) + extra_test_voices)  # names, variants, and no voice in both lists
+    voices = both[: len(both) - len(extra_test_voices)]
     if int(clips_per_voice) != clips_per_voice or clips_per_voice < 1:
         raise ValueError(f"clips_per_voice must be a positive integer, got {clips_per_voice!r}")
     for name, (low, high), lowest, highest in (
@@ -184,8 +242,12 @@ def synthesize_spoken_commands(
         if not lowest <= low <= high <= highest:
             raise ValueError(f"{name} must satisfy {lowest} <= low <= high <= {highest}, got ({low}, {high})")
 
-    rng = np.random.default_rng(random_state)
+    seed = np.random.SeedSequence(random_state)
+    rng = np.random.default_rng(seed)
+    # A child of the seed, not draws from rng: rng draws exactly what it drew before extra voices existed.
+    extra_rng = np.random.default_rng(seed.spawn(1)[0])
     voices_by_split = _split_voices(voices, val_fraction, test_fraction, rng)
+    voices_by_split["test"] += extra_test_voices
     split_of_voice = {voice: split for split, members in voices_by_split.items() for voice in members}
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -193,12 +255,13 @@ def synthesize_spoken_commands(
     manifest = []
     for word in words:
         (out_dir / word).mkdir()
-        for voice in voices:
+        speakers = [(voice, rng) for voice in voices] + [(voice, extra_rng) for voice in extra_test_voices]
+        for voice, draw in speakers:
             for k in range(clips_per_voice):
-                pitch = int(rng.integers(pitch_range[0], pitch_range[1] + 1))
-                speed = int(rng.integers(speed_range[0], speed_range[1] + 1))
-                amplitude = int(rng.integers(amplitude_range[0], amplitude_range[1] + 1))
-                snr_db = float(rng.uniform(*snr_db_range))
+                pitch = int(draw.integers(pitch_range[0], pitch_range[1] + 1))
+                speed = int(draw.integers(speed_range[0], speed_range[1] + 1))
+                amplitude = int(draw.integers(amplitude_range[0], amplitude_range[1] + 1))
+                snr_db = float(draw.uniform(*snr_db_range))
                 speech = synthesize_word(word, voice, pitch, speed, amplitude)
                 if len(speech) > CLIP_SAMPLES:
                     raise ValueError(
@@ -206,8 +269,8 @@ def synthesize_spoken_commands(
                         f"{len(speech) / SPEECH_COMMANDS_RATE:.2f} s, "
                         "longer than the 1 s clip; raise speed_range"
                     )
-                offset = int(rng.integers(0, CLIP_SAMPLES - len(speech) + 1))
-                clip = _place_with_noise(speech, offset, snr_db, rng)
+                offset = int(draw.integers(0, CLIP_SAMPLES - len(speech) + 1))
+                clip = _place_with_noise(speech, offset, snr_db, draw)
 
                 relative = f"{word}/{voice}_nohash_{k}.wav"
                 sf.write(str(out_dir / relative), clip, SPEECH_COMMANDS_RATE, subtype="PCM_16")
@@ -235,7 +298,62 @@ def synthesize_spoken_commands(
         writer = csv.DictWriter(handle, fieldnames=list(manifest[0]))
         writer.writeheader()
         writer.writerows(manifest)
+    settings = {
+        "function": "ssmts.data.speech_synth.synthesize_spoken_commands",
+        "words": words,
+        "voices": voices,
+        "extra_test_voices": extra_test_voices,
+        "clips_per_voice": int(clips_per_voice),
+        "val_fraction": val_fraction,
+        "test_fraction": test_fraction,
+        "pitch_range": list(pitch_range),
+        "speed_range": list(speed_range),
+        "amplitude_range": list(amplitude_range),
+        "snr_db_range": list(snr_db_range),
+        "random_state": random_state,
+        "espeak_ng": _espeak_version_number(),
+        "splits": voices_by_split,
+    }
+    settings = {"command": _equivalent_command(settings), **settings}
+    (out_dir / SETTINGS_NAME).write_text(json.dumps(settings, indent=1) + "\n", encoding="utf-8")
     return voices_by_split
+
+
+def _equivalent_command(settings: dict) -> str:
+    """The `python -m ssmts.data.make_spoken_commands` line that remakes a set (output directory OUT).
+
+    settings: synthesize_spoken_commands's arguments; those at the command's defaults are left out.
+    """
+    parts = ["python -m ssmts.data.make_spoken_commands --out OUT", f"--seed {settings['random_state']}"]
+    words = settings["words"]
+    if words != list(SC10_WORDS):
+        parts.append("--words " + ("sc35" if words == list(SC35_WORDS) else ",".join(words)))
+    default_set = settings["voices"] == list(DEFAULT_VOICES)
+    if not default_set:
+        parts.append("--voices " + ",".join(settings["voices"]))
+    if settings["extra_test_voices"] != (list(EXTRA_TEST_VOICES) if default_set else []):
+        parts.append("--extra-test-voices " + (",".join(settings["extra_test_voices"]) or "none"))
+    defaults = {
+        "clips_per_voice": 1,
+        "val_fraction": 0.15,
+        "test_fraction": 0.15,
+        "pitch_range": [30, 70],
+        "speed_range": [140, 200],
+        "amplitude_range": [60, 110],
+        "snr_db_range": [10.0, 30.0],
+    }
+    for name, default in defaults.items():
+        value = settings[name]
+        if value != default:
+            option = "--" + name.removesuffix("_range").replace("_", "-")
+            parts.append(f"{option} {' '.join(map(str, value)) if isinstance(value, list) else value}")
+    return " ".join(parts)
+
+
+def _espeak_version_number() -> str:
+    """ "1.51" from `espeak-ng --version` (the rest of the line names a local data path)."""
+    match = re.search(r"text-to-speech:\s*(\S+)", espeak_version())
+    return match.group(1) if match else espeak_version()
 
 
 def espeak_version() -> str:

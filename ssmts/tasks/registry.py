@@ -166,7 +166,7 @@ _CIFAR_HOW = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz, extracted
 _BIDMC_HOW = "the BIDMC32RR/HR/SpO2 problems of the Monash/UEA/UCR Time Series Extrinsic Regression archive"
 _SPEECH_SYNTH = (
     "espeak-ng spoken commands in the Speech Commands layout, voice-disjoint splits: the shipped "
-    "copy (ssmts/data/spoken_commands_mini, 240 clips) for 1 clip per voice, otherwise a larger set "
+    "copy (ssmts/data/spoken_commands_mini, 600 clips) for 1 clip per voice, otherwise a larger set "
     "synthesized once into the cache directory"
 )
 

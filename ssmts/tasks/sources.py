@@ -313,8 +313,9 @@ def synth_vitals(target: str) -> Callable[[dict, Path], TaskData]:
 def spoken_commands_standin(words: str, clips_per_voice: int, n_voices: int | None, cache: Path) -> Path:
     """Directory of an espeak-ng spoken-commands set in the Speech Commands layout.
 
-    SC10 with one clip per voice and all 24 default voices is exactly the recipe of the
-    shipped copy (`default_spoken_commands_dir()`), which is returned; any other set is
+    SC10 with one clip per voice and all 24 default voices is the recipe of the shipped copy
+    (`default_spoken_commands_dir()`, whose 36 test-only voices add 360 test clips), which is
+    returned; any other set is
     synthesized once into `cache` (written to a temporary directory, then renamed, so an
     interrupted synthesis is never mistaken for a finished one).
     """

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import csv
+import json
+import shlex
 from pathlib import Path
 
 import numpy as np
@@ -9,7 +12,7 @@ import pytest
 import soundfile as sf
 from scipy.signal import resample_poly
 
-from ssmts.data import speech_synth
+from ssmts.data import make_spoken_commands, speech_synth
 from ssmts.data.base import DataNotFoundError
 from ssmts.data.speech import (
     SC10_WORDS,
@@ -171,7 +174,7 @@ def test_shipped_mini_copy_loads():
     root = default_spoken_commands_dir()
     data = load_speech_commands(root)  # SC10 words; nothing is synthesized here
     assert data.classes == list(SC10_WORDS)
-    assert (len(data.train), len(data.val), len(data.test)) == (160, 40, 40)
+    assert (len(data.train), len(data.val), len(data.test)) == (160, 40, 400)
     for split in (data.train, data.val, data.test):
         assert split.X.shape[1:] == (1, RATE) and np.bincount(split.y, minlength=10).min() == len(split) // 10
         assert (split.lengths == RATE).all()
@@ -180,10 +183,15 @@ def test_shipped_mini_copy_loads():
         for name in ("validation_list.txt", "testing_list.txt")
     }
     all_voices = {p.name.split("_nohash_")[0] for p in (root / "yes").glob("*.wav")}
-    assert len(all_voices) == 24 and len(voices["validation_list.txt"]) == len(voices["testing_list.txt"]) == 4
+    assert all_voices == set(speech_synth.DEFAULT_VOICES) | set(speech_synth.EXTRA_TEST_VOICES)
+    assert len(voices["validation_list.txt"]) == 4 and len(voices["testing_list.txt"]) == 4 + 36
+    assert set(speech_synth.EXTRA_TEST_VOICES) <= voices["testing_list.txt"]
     assert not voices["validation_list.txt"] & voices["testing_list.txt"]
     size = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
-    assert size < 8.5e6, f"the shipped copy grew to {size / 1e6:.1f} MB"
+    assert size < 20e6, f"the shipped copy grew to {size / 1e6:.1f} MB"
+    command = "python -m ssmts.data.make_spoken_commands --out OUT --seed 0"
+    assert json.loads((root / speech_synth.SETTINGS_NAME).read_text())["command"] == command
+    assert command.replace("OUT", "ssmts/data/spoken_commands_mini") in (root / "README.md").read_text()
 
 
 def test_synthesizer_reports_missing_espeak(monkeypatch, tmp_path):
@@ -221,6 +229,45 @@ def test_synthesizer_writes_a_loadable_voice_disjoint_set(tmp_path):
     speech_synth.synthesize_spoken_commands(tmp_path / "b", **kwargs)
     for wav in wavs:  # same seed, same bytes
         assert wav.read_bytes() == (tmp_path / "b" / wav.relative_to(tmp_path / "a")).read_bytes()
+
+
+@needs_espeak
+def test_extra_test_voices_leave_the_other_clips_byte_identical(tmp_path):
+    kwargs = dict(words=["yes", "stop"], voices=["en-us", "en-gb+f3", "en-029+klatt"], random_state=3)
+    plain = speech_synth.synthesize_spoken_commands(tmp_path / "plain", **kwargs)
+    extra = ["en-gb-x-rp+m3", "en-us-nyc+f1"]
+    grown = speech_synth.synthesize_spoken_commands(tmp_path / "grown", extra_test_voices=extra, **kwargs)
+    assert grown == {**plain, "test": plain["test"] + extra}
+    for wav in (tmp_path / "plain").rglob("*.wav"):
+        assert wav.read_bytes() == (tmp_path / "grown" / wav.relative_to(tmp_path / "plain")).read_bytes()
+    assert (tmp_path / "plain" / "validation_list.txt").read_bytes() == (
+        tmp_path / "grown" / "validation_list.txt"
+    ).read_bytes()
+    tests = (tmp_path / "grown" / "testing_list.txt").read_text().split()
+    assert sorted(tests) == sorted(
+        (tmp_path / "plain" / "testing_list.txt").read_text().split()
+        + [f"{word}/{voice}_nohash_0.wav" for word in ("yes", "stop") for voice in extra]
+    )
+    data = load_speech_commands(tmp_path / "grown", words="all")
+    assert (len(data.train), len(data.val), len(data.test)) == (2, 2, 6)
+    # The extra voices' settings differ from each other: they are drawn, not copied.
+    with open(tmp_path / "grown" / speech_synth.MANIFEST_NAME, newline="") as handle:
+        rows = [row for row in csv.DictReader(handle) if row["voice"] in extra]
+    assert len(rows) == 4 and len({(row["pitch"], row["speed_wpm"], row["snr_db"]) for row in rows}) == 4
+    with pytest.raises(ValueError, match="duplicates"):
+        speech_synth.synthesize_spoken_commands(tmp_path / "dup", extra_test_voices=["en-us"], **kwargs)
+
+    # The recorded command remakes the set byte for byte, its own settings file included.
+    settings = json.loads((tmp_path / "grown" / speech_synth.SETTINGS_NAME).read_text())
+    assert settings["extra_test_voices"] == extra and settings["espeak_ng"][0].isdigit()
+    command = shlex.split(settings["command"].replace("--out OUT", f"--out {tmp_path / 'again'}"))
+    assert command[:3] == ["python", "-m", "ssmts.data.make_spoken_commands"]
+    assert make_spoken_commands.main(command[3:]) == 0
+    grown = sorted(path.relative_to(tmp_path / "grown") for path in (tmp_path / "grown").rglob("*") if path.is_file())
+    again = sorted(path.relative_to(tmp_path / "again") for path in (tmp_path / "again").rglob("*") if path.is_file())
+    assert grown == again
+    for relative in grown:
+        assert (tmp_path / "grown" / relative).read_bytes() == (tmp_path / "again" / relative).read_bytes()
 
 
 @needs_espeak

@@ -302,6 +302,7 @@ def test_command_line(tmp_path, capsys):
 
     for bad, message in (
         (["--voices", "en-us,en-gb"], "--voices cannot be used with --train-per-word"),
+        (["--extra-test-voices", "en-us+m1"], "--extra-test-voices cannot be used with --train-per-word"),
         (["--seed", "6"], "other settings"),
         (["--jobs", "0"], "jobs must be a positive integer"),
     ):

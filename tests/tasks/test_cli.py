@@ -207,6 +207,11 @@ def test_demo_quick_prints_the_zero_shot_table(capsys):
     ):
         assert condition in out
     assert "chance level: 10.0%" in out
+    # The network beside the SSM features, each accuracy with its interval; MiniRocket is left out of --quick.
+    assert "at 1000 Hz (95 % interval)" in out and "at 500 Hz (95 % interval)" in out
+    assert "SSMClassifier (the network)" in out and "SSMFeatureClassifier(n_scales=2, n_kernels=4)" in out
+    assert "MiniRocket" not in out
+    assert "20 test clips" in out and "two accuracies less than 31.0 points apart are within noise" in out
 
 
 def test_demo_with_a_missing_data_dir_exits_2(tmp_path, capsys):
