@@ -389,7 +389,7 @@ def test_quantiles_are_monotone_and_intervals_contain_the_median(strategy):
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_ensemble_forecast_is_the_average_of_its_members(strategy):
-    from ssmts.sktime.forecasting import ForecastEnsemble
+    from ssmts.nn import ForecastEnsemble
 
     y = seasonal()
     f = forecaster(strategy=strategy, ensemble_size=3, n_sample_paths=2000).fit(y, fh=[1, 2, 3])
