@@ -209,8 +209,9 @@ class ForecasterParams(BackboneParams, OptimizerParams, EarlyStoppingParams):
     combine_windows: int = param(
         default=2,
         doc="combine='validation': windows of max(fh) steps held out at the end of each series (fewer where "
-        "a series is too short to keep 8 observations, and a horizon, before them; none: the series takes "
-        "the weights of the panel's other series pooled, or equal weights).",
+        "a series is too short to keep max(8, max(fh)) observations before them: k windows need "
+        "max(8, max(fh)) + k * max(fh); none: the series takes the weights of the panel's other series pooled, "
+        "or equal weights).",
         constraint=Integer(1),
     )
     static_covariates: tuple = param(
