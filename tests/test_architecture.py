@@ -143,3 +143,109 @@ def test_the_warning_checker_sees_a_fixed_or_missing_stacklevel(source):
         _warn_calls_without_caller_stacklevel("import warnings\nwarnings.warn('x', stacklevel=caller_stacklevel())\n")
         == []
     )
+
+
+# ---------------------------------------------------------------- no import circles
+def _import_graph(sources: dict[str, str], packages: set[str]) -> dict[str, set[str]]:
+    """{module: the ssmts modules it imports} from the modules' sources ({name: source}; `packages`: the
+    names that are packages), every import counted (at the top, in functions, under TYPE_CHECKING).
+    `from pkg import name` names the submodule pkg.name where there is one, else pkg itself; relative
+    imports are resolved against the importing module's package."""
+    graph = {}
+    for module, source in sources.items():
+        package = module if module in packages else module.rpartition(".")[0]
+        targets = set()
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Import):
+                targets |= {alias.name for alias in node.names if alias.name.split(".")[0] == "ssmts"}
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")
+                    base = base[: len(base) - (node.level - 1)]
+                    target = ".".join(base + ([node.module] if node.module else []))
+                elif node.module and node.module.split(".")[0] == "ssmts":
+                    target = node.module
+                else:
+                    continue
+                for alias in node.names:
+                    submodule = f"{target}.{alias.name}"
+                    targets.add(submodule if submodule in sources else target)
+        graph[module] = {t for t in targets if t in sources and t != module}
+    return graph
+
+
+def _import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The circles of the graph: one per strongly connected component of more than one module (Tarjan),
+    given as a closed path through it."""
+    index, low, stack, on_stack, components, counter = {}, {}, [], set(), [], [0]
+
+    def visit(node):
+        index[node] = low[node] = counter[0]
+        counter[0] += 1
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                components.append(set(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    cycles = []
+    for component in components:  # a closed path: breadth-first from the first member back to itself
+        start = min(component)
+        paths, seen = {start: [start]}, {start}
+        frontier = [start]
+        closed = None
+        while frontier and closed is None:
+            following = []
+            for node in frontier:
+                for nxt in sorted(graph[node] & component):
+                    if nxt == start:
+                        closed = paths[node] + [start]
+                        break
+                    if nxt not in seen:
+                        seen.add(nxt)
+                        paths[nxt] = paths[node] + [nxt]
+                        following.append(nxt)
+                if closed:
+                    break
+            frontier = following
+        cycles.append(closed)
+    return cycles
+
+
+def test_no_module_of_ssmts_imports_itself_in_a_circle():
+    """Two modules that import each other (even inside a function) hold one idea between them, or a
+    piece that belongs elsewhere: move the shared piece, so that each module can be read on its own."""
+    paths = {_module_name(path): path for path in _sources()}
+    sources = {module: path.read_text(encoding="utf-8") for module, path in paths.items()}
+    packages = {module for module, path in paths.items() if path.name == "__init__.py"}
+    cycles = _import_cycles(_import_graph(sources, packages))
+    assert not cycles, "import circles between modules of ssmts:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+def test_the_cycle_checker_sees_a_circle_through_a_function_level_relative_import():
+    sources = {
+        "ssmts.nn.ssm": "from .checks import require_tensor\n",
+        "ssmts.nn.checks": "def f():\n    from . import dense\n",
+        "ssmts.nn.dense": "from ssmts.nn.ssm import SSM\n",
+        "ssmts.nn.kernels": "from .checks import require_tensor\n",
+    }
+    graph = _import_graph(sources, packages=set())
+    assert graph["ssmts.nn.checks"] == {"ssmts.nn.dense"}
+    assert _import_cycles(graph) == [["ssmts.nn.checks", "ssmts.nn.dense", "ssmts.nn.ssm", "ssmts.nn.checks"]]
+    assert _import_cycles({**graph, "ssmts.nn.dense": set()}) == []

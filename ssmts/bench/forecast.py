@@ -151,16 +151,6 @@ def make_model(name: str, task: Task, shortest_train: int, ssm_overrides: dict):
     raise ValueError(f"unknown model {name!r}; choose from {MODELS}")
 
 
-def combination_variants(model) -> list[str]:
-    """The forecasts compared from one fit of an SSMForecaster with combine="validation": the network
-    alone and every combination rule (the configured one is the "ssm" row itself); none otherwise."""
-    from ssmts.sktime._combine import RULES
-
-    if getattr(model, "combine", "none") == "none" or not getattr(model, "_combining", False):
-        return []
-    return ["network", *RULES]
-
-
 def backtest(
     model_name: str, task: Task, y, X, ssm_overrides: dict, use_x: bool | str = False, coverage: tuple = ()
 ) -> dict:
@@ -176,6 +166,8 @@ def backtest(
         mean_absolute_percentage_error,
         mean_absolute_scaled_error,
     )
+
+    from ssmts.sktime._combine import combination_variants
 
     ends = cutoffs(len(y), task)
     fh = list(range(1, task.h + 1))

@@ -142,8 +142,8 @@ def _ssm_forecasts(task: PanelTask, train: pd.DataFrame, fh, ssm_params: dict, c
 def _ssm_forecast_variants(task: PanelTask, train: pd.DataFrame, fh, ssm_params: dict, context_multiples) -> tuple:
     """_ssm_forecasts' frames and {variant: (point, bounds)}: with combine="validation" (one forecaster),
     those of the network alone and of every combination rule, from the same fit; else empty."""
-    from ssmts.bench.forecast import combination_variants
     from ssmts.sktime import SSMForecaster
+    from ssmts.sktime._combine import combination_variants
 
     multiples = context_multiples or (None,)
     members = [

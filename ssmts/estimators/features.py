@@ -38,10 +38,8 @@ RIDGE_ALPHAS = np.logspace(-3, 3, 10)
 
 EXTRAPOLATION_SPREADS = 1.0
 """A prediction warns when clipping its series' features to the training range moves it by more than
-this many standard deviations of the training predictions. On the test splits of the development
-sets it named 3 of 2,590 ordinary series (all ArrowHead), while a level shift of a tenth of the
-training range warned on 6 of the 10 (set, scaling) cases with "channel" scaling, and a whole range
-on every one whose predictions depend on levels (docs/guides/sklearn.md)."""
+this many standard deviations of the training predictions: the training series themselves do not, a
+level shift of one training range does (tests/hardening/test_extrapolation.py; docs/guides/sklearn.md)."""
 
 SHORTEST_MEMORY = 4.0
 """Steps remembered by the fastest time scale (the slowest remembers the longest training series)."""
@@ -295,7 +293,7 @@ class SSMFeatureClassifier(_FeatureEstimator, RateClassifierMixin, BaseEstimator
     """
 
     # Chosen by 5-fold CV x 2 on the training splits of the development sets: the backward SSMs
-    # raised the mean accuracy from 0.861 to 0.871 (docs/results/classification.md).
+    # raised the mean accuracy from 0.861 to 0.874 (docs/results/classification.md, the dev-protocol table).
     _param_defaults = dict(backward=True)
 
     @property

@@ -13,8 +13,9 @@ matrices); its cost is O(N^2 L), which is why it is a reference for small N and 
 
 Shapes: u: (batch, H, L) -> y: (batch, M, L); state: (batch, N) real.
 
-`from_matrices` goes the other way: a given dense system (A, B, C, D) as a diagonal SSM layer
-(A diagonalized, or perturbed-then-diagonalized when its eigenvectors are ill-conditioned).
+`diagonal_system` goes the other way: a given dense system (A, B, C, D) in the diagonal basis of A
+(A diagonalized, or perturbed-then-diagonalized when its eigenvectors are ill-conditioned), the
+parameters of the diagonal layer `SSM.from_matrices` builds.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ from .discretization import check_discretization, discretize_dense
 from .feedthrough import add_feedthrough, feedthrough_mode, initial_feedthrough
 from .init import hippo_legs, ptd_perturbation
 from .resampling import DeltaScaling
-from .ssm import SSM
 
 DENSE_INITS = ("legs",)
 
@@ -187,28 +187,18 @@ class DenseSSM(DeltaScaling, nn.Module):
         )
 
 
-def from_matrices(
-    A,
-    B,
-    C,
-    D=None,
-    *,
-    dt: float,
-    discretization: str = "zoh",
-    alpha: float = 0.5,
-    max_condition: float = 1e8,
-    ptd_eps: float = 1e-6,
-    dtype: torch.dtype = torch.float64,
-) -> SSM:
-    """A layer whose output equals the dense real system (A: NxN, B: NxH, C: MxN, D: MxH).
+def diagonal_system(
+    A, B, C, D=None, *, max_condition: float = 1e8, ptd_eps: float = 1e-6
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray | None]:
+    """The dense real system (A: NxN, B: NxH, C: MxN, D: MxH) in the diagonal basis of A:
+    (Lambda (N,) complex, V^-1 B (N, H) complex, C V (M, N) complex, D (M, H) or None), float64.
 
-    Convention (the seed convention): x_k = Abar x_{k-1} + Bbar u_k, y_k = C x_k + D u_k,
-    x_{-1} = 0. A is diagonalized, A = V Lambda V^-1, giving (Lambda, V^-1 B, C V). All N
-    complex modes are kept (conj_sym=False, y = Re(C~ x~)): exact even when A has real
-    eigenvalues. If cond(V) > max_condition, A is perturbed-then-diagonalized instead (PTD)
-    with a warning; the layer then approximates the system. The fallback's `ptd_eps` is
-    smaller than the trainable init's: here fidelity matters more than float32 conditioning
-    (HiPPO-LegS N=32: eps=1e-6 gives cond 3.6e4 and a 6e-4 relative output error).
+    A = V Lambda V^-1 with unit-norm eigenvectors; all N complex modes are kept, so that
+    y = Re(C~ x~) is exact even when A has real eigenvalues. If cond(V) > max_condition, A is
+    perturbed-then-diagonalized instead (PTD) with a warning; the system is then approximated.
+    The fallback's `ptd_eps` is smaller than the trainable init's: here fidelity matters more
+    than float32 conditioning (HiPPO-LegS N=32: eps=1e-6 gives cond 3.6e4 and a 6e-4 relative
+    output error). Refuses non-finite matrices, mismatched shapes and Re(Lambda) >= 0.
     """
     A = np.asarray(A, dtype=np.float64)
     B = np.asarray(B, dtype=np.float64)
@@ -227,8 +217,6 @@ def from_matrices(
             raise ValueError(f"D must have shape (M={M}, H={H}), got {D.shape}")
     if not np.all(np.isfinite(A)) or not np.all(np.isfinite(B)) or not np.all(np.isfinite(C)):
         raise ValueError("A, B and C must be finite")
-    if not dt > 0:
-        raise ValueError(f"dt must be > 0, got {dt}")
 
     Lambda, V = np.linalg.eig(A)
     V = V / np.linalg.norm(V, axis=0, keepdims=True)
@@ -239,7 +227,7 @@ def from_matrices(
             f"eigenvector matrix of A is ill-conditioned (cond = {condition:.3g} > {max_condition:.3g}); "
             f"using perturb-then-diagonalize (cond = {result.condition_number:.3g}, "
             f"||E||/||A|| = {result.relative_size:.3g}): the layer approximates the system",
-            stacklevel=caller_stacklevel(),  # from_matrices or SSM.from_matrices: the user's line
+            stacklevel=caller_stacklevel(),  # SSM.from_matrices: the user's line
         )
         Lambda, V, V_inv = result.Lambda, result.V, result.V_inv
     else:
@@ -248,27 +236,4 @@ def from_matrices(
         raise ValueError(
             f"A has eigenvalues with Re >= 0 (max Re = {Lambda.real.max():.3g}); the layer keeps Re(Lambda) < 0"
         )
-    min_decay = float(min(1e-4, 0.5 * (-Lambda.real).min()))
-    layer = SSM(
-        H,
-        N,
-        d_output=M,
-        heads=1,
-        init="lin",
-        discretization=discretization,
-        alpha=alpha,
-        conj_sym=False,
-        D="full" if D is not None else "none",
-        min_decay=min_decay,
-    ).to(dtype)
-    complex_dtype = torch.complex128 if dtype == torch.float64 else torch.complex64
-    with torch.no_grad():
-        Lt = torch.from_numpy(Lambda.astype(np.complex128))[None]
-        layer.Lambda_re_raw.copy_(torch.log(-Lt.real))
-        layer.Lambda_im.copy_(Lt.imag)
-        layer.log_dt.fill_(math.log(dt))
-        layer.B.copy_(torch.view_as_real(torch.from_numpy(V_inv @ B).to(complex_dtype))[None])
-        layer.C.copy_(torch.view_as_real(torch.from_numpy(C @ V).to(complex_dtype))[None])
-        if D is not None:
-            layer.D.copy_(torch.from_numpy(D))
-    return layer
+    return Lambda.astype(np.complex128), V_inv @ B, C @ V, D

@@ -28,6 +28,7 @@ from torch import nn
 
 from .batch_invariant import channel_linear, per_sample_mv
 from .checks import require_tensor
+from .dense import diagonal_system
 from .discretization import check_discretization, discretize, log_transition
 from .feedthrough import add_feedthrough, feedthrough_mode, initial_feedthrough
 from .init import INITS, initialize_head
@@ -675,8 +676,52 @@ class SSM(DeltaScaling, nn.Module):
 
     # ------------------------------------------------------------ dense systems
     @classmethod
-    def from_matrices(cls, A, B, C, D=None, **options) -> "SSM":
-        """A layer whose output equals the dense real system (A, B, C, D): see ssmts.nn.dense.from_matrices."""
-        from .dense import from_matrices
+    def from_matrices(
+        cls,
+        A,
+        B,
+        C,
+        D=None,
+        *,
+        dt: float,
+        discretization: str = "zoh",
+        alpha: float = 0.5,
+        max_condition: float = 1e8,
+        ptd_eps: float = 1e-6,
+        dtype: torch.dtype = torch.float64,
+    ) -> "SSM":
+        """A layer whose output equals the dense real system (A: NxN, B: NxH, C: MxN, D: MxH).
 
-        return from_matrices(A, B, C, D, **options)
+        Convention (the seed convention): x_k = Abar x_{k-1} + Bbar u_k, y_k = C x_k + D u_k,
+        x_{-1} = 0, with Abar, Bbar of step dt. The layer holds A's diagonal form (Lambda, V^-1 B,
+        C V) of ssmts.nn.dense.diagonal_system with all N complex modes (conj_sym=False,
+        y = Re(C~ x~)); if A's eigenvectors are worse conditioned than max_condition, A is
+        perturbed-then-diagonalized (ptd_eps) with a warning, and the layer approximates the system.
+        """
+        if not dt > 0:
+            raise ValueError(f"dt must be > 0, got {dt}")
+        Lambda, B_tilde, C_tilde, D = diagonal_system(A, B, C, D, max_condition=max_condition, ptd_eps=ptd_eps)
+        (M, N), H = C_tilde.shape, B_tilde.shape[1]
+        layer = cls(
+            H,
+            N,
+            d_output=M,
+            heads=1,
+            init="lin",
+            discretization=discretization,
+            alpha=alpha,
+            conj_sym=False,
+            D="full" if D is not None else "none",
+            min_decay=float(min(1e-4, 0.5 * (-Lambda.real).min())),  # keeps modes slower than the floor
+        ).to(dtype)
+        complex_dtype = torch.complex128 if dtype == torch.float64 else torch.complex64
+        with torch.no_grad():
+            Lt = torch.from_numpy(Lambda)[None]
+            layer.Lambda_re_raw.copy_(torch.log(-Lt.real))
+            layer.Lambda_im.copy_(Lt.imag)
+            layer.log_dt.fill_(math.log(dt))
+            layer.B.copy_(torch.view_as_real(torch.from_numpy(B_tilde).to(complex_dtype))[None])
+            layer.C.copy_(torch.view_as_real(torch.from_numpy(C_tilde).to(complex_dtype))[None])
+            if D is not None:
+                layer.D.copy_(torch.from_numpy(D))
+        return layer

@@ -237,6 +237,14 @@ def _join(frames: dict, names: list) -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------------------- the mixin
+def combination_variants(model) -> list[str]:
+    """The forecasts one fit of an SSMForecaster with combine="validation" can give (`_as_variant`): the
+    network alone and every rule of RULES (what `python -m ssmts.bench forecast` compares); none otherwise."""
+    if getattr(model, "combine", "none") == "none" or not getattr(model, "_combining", False):
+        return []
+    return ["network", *RULES]
+
+
 class CombinationMixin:
     """fit, predict and update of SSMForecaster(combine="validation"); see the module docstring."""
 

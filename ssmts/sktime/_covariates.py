@@ -21,6 +21,14 @@ class CovariatesMixin:
     """SSMForecaster's handling of X. Fitted state it reads: n_exog_, x_mean_, x_scale_,
     _x_columns, _x_past / _x_static ((C_x,) bool), _statics ({series key: (S,) values})."""
 
+    def _check_X_y(self, X=None, y=None, **kwargs):
+        """sktime's input check (fit, update, predict), after refusing a numpy X that cannot be indexed like
+        y: sktime reads an array's n rows as the time points 0..n-1, which hold neither a PeriodIndex's or
+        DatetimeIndex's points nor the forecast steps after a cutoff."""
+        if isinstance(X, np.ndarray):
+            _check_array_x(self, X, y)
+        return super()._check_X_y(X=X, y=y, **kwargs)
+
     def _x_roles(self, X: pd.DataFrame | None) -> None:
         """Which columns of X are past-only and static: (C_x,) bool each, checked against X's columns."""
         columns = [] if X is None else list(X.columns)
@@ -132,3 +140,31 @@ class CovariatesMixin:
                     else ""
                 )
             )
+
+
+def _check_array_x(forecaster, X: np.ndarray, y) -> None:
+    """A numpy X passes where sktime's reading of it (rows at the time points 0..n-1) covers y's time
+    points: y an array too, or a single series on the points 0..n-1. Else: what to pass instead."""
+    rows = f"sktime reads its {len(X)} rows as the time points 0..{len(X) - 1}"
+    if y is None:  # predict: X holds the future steps
+        if not getattr(forecaster, "n_exog_", 0):
+            return  # the forecaster's own error: fitted without X
+        cutoff = forecaster.cutoff
+        after = f" after the cutoff {cutoff[0]}" if len(cutoff) == 1 else " after each series' cutoff"
+        raise TypeError(
+            f"X is a numpy array, which has no time index ({rows}): predict needs X at every forecast step "
+            f"1..max(fh){after}. Pass X as a pandas DataFrame indexed by those time points (y's index continued), "
+            "with the columns of fit's X"
+        )
+    if not isinstance(y, (pd.Series, pd.DataFrame)):
+        return  # y an array too (sktime indexes both alike), or another of sktime's types: its own checks
+    if isinstance(y.index, pd.MultiIndex):
+        raise TypeError(
+            f"X is a numpy array, which has no time index ({rows}), but y is a panel (a MultiIndex); pass X as a "
+            "pandas DataFrame with y's (series, time) index, one row for each of y's rows"
+        )
+    if not y.index.isin(pd.RangeIndex(len(X))).all():
+        raise TypeError(
+            f"X is a numpy array, which has no time index ({rows}), but y's time points are {y.index[0]}.."
+            f"{y.index[-1]}; pass X as a pandas DataFrame indexed like y (a row for each time point of y)"
+        )

@@ -49,7 +49,7 @@ from ..estimators._persistence import (
     restore_network_state,
     save_estimator,
 )
-from ._windows import quantile_levels, window_location
+from ._windows import CONTEXT_SEASONS, quantile_levels, window_location
 
 SUFFIX = ".safetensors"
 FORMATS = ("safetensors", "sktime")
@@ -470,8 +470,6 @@ class ForecasterPersistenceMixin(SaveLoadMixin):
 
     def _restore_state(self, fitted: dict, tensors: dict[str, torch.Tensor], path) -> None:
         from sktime.forecasting.base import ForecastingHorizon
-
-        from .forecasting import CONTEXT_SEASONS
 
         self.backbone_kwargs()  # the cross-parameter checks of fit
         self._check_params()

@@ -2,6 +2,7 @@
 
 split_instances / merge      frames by series, and the union of old and new observations
 steps / future_times         a ForecastingHorizon against a series' time index
+seasonal_period, auto_context_length   the season of a time index; context_length='auto'
 Windows, make_windows        training windows (context + horizon), normalized per window
 fill_forward, impute         gaps (NaN): last observation carried forward, then 0
 """
@@ -169,6 +170,16 @@ def seasonal_period(time_index: pd.Index) -> int:
         return 1
     name = offset.name.split("-")[0]
     return SEASONAL_PERIODS.get(name[:-1] if name.endswith(("S", "E")) and len(name) > 1 else name, 1)
+
+
+CONTEXT_SEASONS = 3
+
+
+def auto_context_length(lengths, horizon: int, season: int) -> int:
+    """context_length='auto': CONTEXT_SEASONS x max(horizon, season), at most half the median series
+    length (shorter series are padded), at least 2."""
+    bound = int(np.median(lengths)) // 2
+    return int(max(2, min(CONTEXT_SEASONS * max(horizon, season), bound)))
 
 
 def _numeric_spacing(time_index: pd.Index):

@@ -9,77 +9,41 @@ Data flow (one network for every series of a panel or hierarchy):
       -> pinball loss, trained through ssmts.training.fit_model
     predict: the last context of each series, one batched pass, quantiles in y's units (_predict)
 
-This module is the sktime plumbing: parameters, fit and update, the network; docs/architecture.md
-lists the modules beside it.
+This module holds the parameters and the public methods; fit and update, the windows and the network
+are _fitting's, and docs/architecture.md lists the other modules beside it.
 """
 
 from __future__ import annotations
 
 import uuid
 import warnings
-from contextlib import contextmanager
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
 import pandas as pd
-import torch
 from sktime.forecasting.base import BaseForecaster
-from sktime.utils.validation.forecasting import check_fh
 
 from .._warnings import caller_stacklevel
 from ..estimators._base import NetworkFitMixin
-from ..nn import ForecastEnsemble
-from ..training import (
-    BackboneParams,
-    EarlyStoppingParams,
-    OptimizerParams,
-    SequenceData,
-    predict_batches,
-    resolve_device,
-)
+from ..training import BackboneParams, EarlyStoppingParams, OptimizerParams
 from ..training.config import Integer, NoneOr, Options, Satisfies, _is_int, param, with_params_doc
 from ..training.fit import pickle_state
-from ..training.objectives import pinball_loss
 from ..training.params import _same
 from ._backtest import historical_forecasts
 from ._combine import RULES, CombinationMixin
 from ._covariates import CovariatesMixin
 from ._export import ForecasterExportMixin
+from ._fitting import ForecasterFitMixin
 from ._persistence import ForecasterPersistenceMixin
 from ._predict import ForecastPredictMixin
 from ._pretrained import PretrainedMixin
-from ._strategies import (
-    FORECAST_BATCH,
-    STRATEGIES,
-    conformal_widening,
-)
-from ._windows import (
-    Windows,
-    as_float,
-    check_gaps,
-    check_regular_index,
-    check_time_order,
-    column_statistics,
-    gaps_into,
-    key_name,
-    make_windows,
-    merge,
-    pad_front,
-    quantile_levels,
-    seasonal_period,
-    split_instances,
-    time_differences,
-    time_unit_value,
-    window_location,
-    window_scaling,
-)
-from ._windows import steps as horizon_steps
+from ._strategies import STRATEGIES
+from ._windows import check_time_order, quantile_levels
 
 if TYPE_CHECKING:
     from ._streaming import ForecastStream
 
 WINDOW_NORMALIZATIONS = ("last", "mean", "drift")  # True means "last"
-CONTEXT_SEASONS = 3
 DEFAULT_QUANTILES = (0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95)
 
 
@@ -93,13 +57,6 @@ def _is_quantile_grid(value) -> bool:
 
 def _is_context_length(value) -> bool:
     return value == "auto" or (_is_int(value) and value >= 1)
-
-
-def auto_context_length(lengths, horizon: int, season: int) -> int:
-    """context_length='auto': CONTEXT_SEASONS x max(horizon, season), at most half the median series
-    length (shorter series are padded), at least 2."""
-    bound = int(np.median(lengths)) // 2
-    return int(max(2, min(CONTEXT_SEASONS * max(horizon, season), bound)))
 
 
 def _is_time_unit(value) -> bool:
@@ -252,8 +209,9 @@ class ForecasterParams(BackboneParams, OptimizerParams, EarlyStoppingParams):
     combine_windows: int = param(
         default=2,
         doc="combine='validation': windows of max(fh) steps held out at the end of each series (fewer where "
-        "a series is too short to keep 8 observations, and a horizon, before them; none: the series takes "
-        "the weights of the panel's other series pooled, or equal weights).",
+        "a series is too short to keep max(8, max(fh)) observations before them: k windows need "
+        "max(8, max(fh)) + k * max(fh); none: the series takes the weights of the panel's other series pooled, "
+        "or equal weights).",
         constraint=Integer(1),
     )
     static_covariates: tuple = param(
@@ -267,6 +225,7 @@ class ForecasterParams(BackboneParams, OptimizerParams, EarlyStoppingParams):
 @with_params_doc
 class SSMForecaster(
     ForecasterParams,
+    ForecasterFitMixin,
     CombinationMixin,
     NetworkFitMixin,
     CovariatesMixin,
@@ -429,19 +388,6 @@ class SSMForecaster(
             super().update(y, X=X, update_params=update_params)
         return self
 
-    @contextmanager
-    def _all_or_nothing(self):
-        saved = dict(self.__dict__)
-        # the containers that update changes in place
-        kept = {name: dict(saved[name]) for name in ("_store", "_statics") if isinstance(saved.get(name), dict)}
-        try:
-            yield
-        except BaseException:
-            self.__dict__.clear()
-            self.__dict__.update(saved)
-            self.__dict__.update(kept)
-            raise
-
     # ------------------------------------------------------------ parameters
     @property
     def _strategy(self):
@@ -495,314 +441,6 @@ class SSMForecaster(
                 "combine='validation' combines with AutoETS and Theta, which need a regular time index; with "
                 "irregular='time_deltas' use combine='none'"
             )
-
-    # ------------------------------------------------------------ data
-    def _update_y_X(self, y, X):
-        """sktime's hook before the cutoff moves (fit and update): check the time index first."""
-        store = getattr(self, "_store", None)
-        for key, part in split_instances(y):
-            what = f"the time index of {key_name(key)}"
-            check_regular_index(part.index, what, even=self.irregular == "refuse")
-            if store and key in store:
-                seen = store[key][0].index
-                if part.index[-1] < seen[-1]:
-                    raise ValueError(
-                        f"update data for {key_name(key)} ends at {part.index[-1]}, before the cutoff {seen[-1]}: "
-                        "update takes data that continues the series (revisions may overlap the past, but must "
-                        "reach the cutoff)"
-                    )
-                # the part itself is checked above; when it continues the series, its junction is all that is new
-                joined = seen[-2:].append(part.index) if part.index[0] > seen[-1] else seen.union(part.index)
-                check_regular_index(joined, f"{what} with the update appended", even=self.irregular == "refuse")
-        super()._update_y_X(y, X)
-
-    def _check_fh(self, fh, pred_int=False):
-        """sktime's fh check, except with irregular='time_deltas': fh is then the time stamps to forecast,
-        which move on with every update, and fit's fh only sets how many observations ahead the windows
-        train; so a new fh replaces the last (sktime refuses any fh but fit's), and fit and predict check
-        per series that it lies after the data (sktime's check counts periods of a freq the index lacks)."""
-        if self.irregular != "time_deltas" or (fh is None and not self.is_fitted):
-            return super()._check_fh(fh, pred_int)
-        if fh is not None:
-            self._fh = check_fh(fh, freq=self._cutoff)
-        return self._fh
-
-    def _split_xy(
-        self, y: pd.DataFrame, X: pd.DataFrame | None
-    ) -> list[tuple[tuple, pd.DataFrame, pd.DataFrame | None]]:
-        """[(key, y part, X part or None)] with float values; X parts keep all their rows."""
-        x_parts = dict(split_instances(X)) if X is not None else {}
-        parts = []
-        for key, y_part in split_instances(y):
-            x_part = x_parts.get(key)
-            if X is not None and x_part is None:
-                raise ValueError(f"X has no rows for {key_name(key)} of y")
-            parts.append((key, as_float(y_part, "y"), None if x_part is None else as_float(x_part, "X")))
-        return parts
-
-    def _norm_stats(self, context: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """context (n, C, c) -> (shift, scale) of its windows (`window_scaling` with the fitted statistics)."""
-        return window_scaling(
-            context, self.window_location_, self.horizon_, self.y_mean_, self.y_scale_, self.scale_floor_
-        )
-
-    def _gaps(self, times: pd.Index, where: str, before: pd.Index | None = None) -> np.ndarray:
-        """irregular='time_deltas': the gap into each time stamp in time units, (T, 1)."""
-        gaps = gaps_into(times, self.time_unit_, before)
-        check_gaps(gaps, self.time_unit, where)
-        return gaps[:, None]
-
-    def _series_windows(self, key: tuple, y_part: pd.DataFrame, x_all: pd.DataFrame | None, min_start: int = 0):
-        x = self._x_rows(key, x_all, y_part.index, "the training windows") if self.n_exog_ else None
-        past = self._x_past if self.n_exog_ else None
-        if self.irregular == "time_deltas":
-            # The gaps ride as the last "covariate": the recursive layout puts the gap into y_{p+1} at position p.
-            gaps = self._gaps(y_part.index, f"the time index of {key_name(key)}")
-            x = gaps if x is None else np.concatenate([x, gaps], axis=1)
-            past = None if past is None else np.append(past, False)
-        y_values = y_part.to_numpy()
-        if self.irregular != "time_deltas":
-            # A series shorter than a context and horizon gives the windows of one that long whose
-            # first values are missing: its contexts are normalized over what was observed.
-            full = self.context_length_ + self.horizon_
-            y_values = pad_front(y_values, full, np.nan)
-            x = None if x is None else pad_front(x, full, 0.0)
-            if len(y_values) > len(y_part):
-                min_start = 0  # all of it is no longer than one window
-        return make_windows(
-            y_values,
-            x,
-            self.context_length_,
-            self.horizon_,
-            self._strategy,
-            self._norm_stats,
-            min_start,
-            past=past,
-        )
-
-    # ------------------------------------------------------------ fit
-    def _fit(self, y, X, fh):
-        self._start_fit()
-        self._check_params()
-        pretrained = self._read_pretrained(y, X) if self.pretrained is not False else None
-        if pretrained is not None:
-            self.window_location_ = pretrained[0]["window_location"]
-            self.quantile_levels_ = np.asarray(pretrained[0]["quantile_levels"], dtype=np.float64)
-        else:
-            self.window_location_ = window_location(self._normalize)
-            self.quantile_levels_ = quantile_levels(self.quantiles)
-        parts = self._split_xy(y, X)
-        self.n_targets_ = y.shape[1]
-        self.n_exog_ = 0 if X is None else X.shape[1]
-        self._y_columns = y.columns
-        self._index_names = list(y.index.names)
-        self._x_columns = None if X is None else X.columns
-        self._x_roles(X)
-
-        lengths = {key: len(y_part) for key, y_part, _ in parts}
-        if self.irregular == "time_deltas":
-            # Gaps in units of a declared duration, or of the median spacing of all training series.
-            index = parts[0][1].index
-            spacing = np.concatenate([time_differences(p.index) for _, p, _ in parts])
-            self.time_unit_ = (
-                time_unit_value(self.time_unit, index)
-                if self.time_unit is not None
-                else float(np.median(spacing))
-                if spacing.size
-                else 1.0
-            )
-            with np.errstate(over="ignore"):  # an extreme time_unit, refused just below
-                gaps = spacing / self.time_unit_
-            check_gaps(gaps, self.time_unit, "the training series", scale=True)
-            for key, y_part, _ in parts:  # sktime's fh check skips this (_check_fh)
-                self._forecast_times(fh, key, y_part.index[-1])
-            self.horizon_ = len(fh)  # training windows: this many observations ahead
-        else:
-            self.horizon_ = int(max(horizon_steps(fh, y_part.index).max() for _, y_part, _ in parts))
-        requested_horizon = self.horizon_  # max(fh) in steps (a pretrained network's horizon may be longer)
-        self._classical = None  # combine="validation": the classical models, set once the network is fitted
-        self.sp_ = self.sp if self.sp is not None else seasonal_period(parts[0][1].index)
-        if pretrained is not None:
-            meta = pretrained[0]
-            if self.horizon_ > meta["horizon"]:
-                raise ValueError(
-                    f"the pretrained network forecasts up to {meta['horizon']} steps ahead, but max(fh) is "
-                    f"{self.horizon_}; forecast fewer steps, or train from scratch (pretrained=False)"
-                )
-            self.horizon_, self.context_length_ = meta["horizon"], meta["context_length"]
-        elif self.context_length == "auto":
-            self.context_length_ = auto_context_length(list(lengths.values()), self.horizon_, self.sp_)
-        else:
-            self.context_length_ = int(self.context_length)
-        c = self.context_length_
-        if self.irregular == "time_deltas" and max(lengths.values()) < c + 1:
-            longest = max(lengths, key=lengths.get)
-            raise ValueError(
-                f"context_length={c} is longer than the series: training needs at least {c + 1} observations "
-                f"(a context of {c} and one target), but {key_name(longest)} has {lengths[longest]}"
-                + ("" if len(parts) == 1 else " (the longest series)")
-            )
-
-        values = np.concatenate([p.to_numpy() for _, p, _ in parts])
-        self.y_mean_, self.y_scale_ = column_statistics(values, list(y.columns), "y")
-        # A constant context at level 0 has std 0 and no level: this floor (a thousandth of the channel's
-        # global spread) keeps its scaled targets finite (other windows: _norm_stats).
-        self.scale_floor_ = 1e-3 * self.y_scale_
-        self._statics = {}
-        if X is not None:
-            for key, yp, xp in parts:
-                absent = yp.index[~yp.index.isin(xp.index)]
-                if len(absent):
-                    raise ValueError(
-                        f"X has no rows for {len(absent)} time point(s) of {key_name(key)} (first "
-                        f"{absent[0]}); X must cover every time point of y (X-y must have the same index)"
-                    )
-                self._statics[key] = self._series_statics(key, xp)
-            aligned = np.concatenate([xp.reindex(yp.index).to_numpy() for _, yp, xp in parts])
-            self.x_mean_, self.x_scale_ = column_statistics(aligned, list(X.columns), "X")
-
-        windows = [] if self._zero_shot else [self._series_windows(key, yp, xp) for key, yp, xp in parts]
-        data = Windows.concat(windows)
-        if data is None and not self._zero_shot:
-            raise ValueError(
-                "y gives no training window: in every window a target channel has no observed value in its "
-                f"context of {c} steps, or none of the window's targets is observed; fill long gaps or use a "
-                "longer context_length"
-            )
-        # Remember what predict and update need: each series' tail and its X.
-        self._store = {}
-        for key, yp, xp in parts:
-            self._remember(key, yp, xp)
-        if self._zero_shot:
-            self.model_, self.history_, self.training_state_, self.n_iter_ = (
-                self._pretrained_network(*pretrained),
-                [],
-                None,
-                0,
-            )
-            self.interval_widening_ = None
-            if self.combine != "none":
-                self._fit_combination(y, X, requested_horizon)
-            return self
-        train, val = self._train_val(data, windows)
-        network = self._build_network if pretrained is None else self._pretrained_network(*pretrained)
-        # epochs: max_epochs within min_steps..max_steps
-        self._train_network(network, train, self._loss(), validation=val, settings=self._fine_tune_settings())
-        self.interval_widening_ = self._conformal_widening(val)
-        if self.combine != "none":
-            self._fit_combination(y, X, requested_horizon)
-        return self
-
-    def _conformal_widening(self, held_out: SequenceData | None) -> np.ndarray | None:
-        """Split-conformal calibration of the quantile grid (conformalized quantile regression) on
-        the windows held out from training: (H, Q) amounts, in normalized units, by which each grid
-        level moves away from the median (negative: towards it) so that the central interval of
-        every symmetric pair of levels (l, 1 - l) covers 1 - 2l of the held-out targets at each
-        horizon step. None without held-out windows, with calibration='none' or the recursive strategy;
-        0 for a pair whose held-out windows are too few to calibrate it ((n + 1)(1 - 2l) > n)."""
-        if held_out is None or self.calibration == "none" or self.strategy != "direct":
-            return None
-        inputs = SequenceData(held_out.x)
-        device = resolve_device(self.device)
-        out = predict_batches(self.model_, inputs, FORECAST_BATCH, device).double().numpy()
-        grid = np.sort(out, axis=-1).mean(1)  # (n, H, C, Q), as predict forms it
-        target, observed = held_out.y.double().numpy(), held_out.weight.numpy() > 0
-        return conformal_widening(grid, target, observed, self.quantile_levels_)
-
-    def _build_network(self, spec: ForecasterParams | None = None) -> ForecastEnsemble:
-        """The fitted sizes' network, of the parameters of `spec` (default: this forecaster's; a pretrained
-        network's are those of its weights)."""
-        spec = self if spec is None else spec
-        C, Q = self.n_targets_, len(self.quantile_levels_)
-        members = [  # drawn one after another from the seeded generator
-            spec._strategy.head(
-                spec.build_backbone(C + self.n_exog_),
-                C,
-                self.n_exog_,
-                self.context_length_,
-                self.horizon_,
-                Q,
-                **({"time_deltas": True} if self.irregular == "time_deltas" else {}),
-            )
-            for _ in range(spec.ensemble_size)
-        ]
-        return ForecastEnsemble(members)
-
-    def _loss(self):
-        return pinball_loss(torch.as_tensor(self.quantile_levels_, dtype=torch.float32))
-
-    def _train_val(self, data: Windows, windows: list) -> tuple[SequenceData, SequenceData | None]:
-        if not self.early_stopping:
-            return data.data(), None
-        # Temporal hold-out: the latest validation_fraction of each series' windows. The training windows
-        # whose targets reach the held-out targets are left out of both (purged), so that neither early
-        # stopping nor the conformal calibration scores targets the network was trained on.
-        is_val, is_train, offset = np.zeros(len(data.x), dtype=bool), np.ones(len(data.x), dtype=bool), 0
-        for w in windows:
-            if w is None:
-                continue
-            n = len(w.x)
-            n_val = int(round(self.validation_fraction * n))
-            if n >= 2 and n_val >= 1:
-                held = np.argsort(w.end, kind="stable")[-n_val:]
-                is_val[offset + held] = True
-                first_held_target = w.end[held].min() - self.horizon_ + 1
-                is_train[offset : offset + n] = w.end < first_held_target
-            offset += n
-        if not is_val.any() or not is_train.any():
-            raise ValueError(
-                f"early_stopping needs validation windows and training windows before them, but the series give "
-                f"{len(data.x)} window(s); use longer series, another validation_fraction or early_stopping=False"
-            )
-        return data.data(np.flatnonzero(is_train)), data.data(np.flatnonzero(is_val))
-
-    def _remember(self, key: tuple, y_part: pd.DataFrame, x_part: pd.DataFrame | None) -> None:
-        """Keep the last context_length + horizon_ observations (a context, plus the windows
-        whose targets reach new data in update) and the X from that point on."""
-        keep = self.context_length_ + self.horizon_
-        tail = y_part.iloc[-keep:]
-        if x_part is not None:
-            x_part = x_part[x_part.index >= tail.index[0]]
-        self._store[key] = (tail, x_part)
-
-    # ------------------------------------------------------------ update
-    def _update(self, y, X=None, update_params=True):
-        self._check_x_columns(X, "update")
-        self._check_y_columns(y)
-        if X is not None:
-            X = X.reindex(columns=self._x_columns)  # static columns may be left out
-        parts = self._split_xy(y, X)
-        fine_tune = []
-        for key, yp, xp in parts:
-            old_y, old_x = self._store.get(key, (None, None))
-            merged_y, merged_x = merge(old_y, yp), merge(old_x, xp)
-            if self.n_exog_:
-                self._statics[key] = self._series_statics(key, xp)
-            if update_params and self.update_epochs and not self._zero_shot:
-                n_old = 0 if old_y is None else int((merged_y.index < yp.index[0]).sum())
-                # windows whose targets reach the new observations
-                first = max(0, n_old - self.context_length_ - self.horizon_ + 1)
-                fine_tune.append(self._series_windows(key, merged_y, merged_x, min_start=first))
-            self._remember(key, merged_y, merged_x)
-        data = Windows.concat(fine_tune)
-        if data is not None:
-            # A handful of epochs on the newest windows, continuing the optimizer state.
-            self._train_network(
-                None,
-                data.data(),
-                self._loss(),
-                epochs=self.update_epochs,
-                continue_training=True,
-                seed=self._seed_ + len(self.history_),
-            )
-        if self._combining:
-            self._update_combination(y, update_params)
-        return self
-
-    # ------------------------------------------------------------ predict
-    def _check_y_columns(self, y: pd.DataFrame) -> None:
-        if y.shape[1] != self.n_targets_:
-            raise ValueError(f"y has {y.shape[1]} columns, but {type(self).__name__} was fitted with {self.n_targets_}")
 
     # ------------------------------------------------------------ many origins, streaming
     def historical_forecasts(self, y, X=None, cutoffs=None, fh=None, alpha=None, pad_contexts=False) -> pd.DataFrame:

@@ -15,7 +15,7 @@ from scipy.stats import kstest
 import ssmts
 from ssmts.nn import SSM, DenseSSM, SSMBackbone, discretize_dense, hippo_legs, parameter_groups
 from ssmts.nn.analysis import hippo_reference_transfer_function
-from ssmts.nn.dense import from_matrices
+from ssmts.nn.dense import diagonal_system
 from ssmts.nn.init import diagonalize_legs_normal
 
 
@@ -336,7 +336,11 @@ def test_from_matrices_falls_back_only_above_max_condition():
         SSM.from_matrices(A, B, C, dt=0.2, max_condition=0.5)
 
 
-@pytest.mark.parametrize("build", [SSM.from_matrices, from_matrices], ids=["SSM.from_matrices", "dense"])
+@pytest.mark.parametrize(
+    "build",
+    [SSM.from_matrices, lambda *system, dt: diagonal_system(*system)],
+    ids=["SSM.from_matrices", "diagonal_system"],
+)
 def test_the_ill_conditioning_warning_points_outside_the_library(build):
     """The PTD-fallback warning names the caller's line, not a line of ssmts (through either entry point)."""
     A, B = hippo_legs(32)

@@ -131,6 +131,37 @@ def test_x_passed_to_a_model_fitted_without_x_raises():
         f.update(y.iloc[-2:], X=X.iloc[-2:], update_params=False)
 
 
+def test_a_numpy_x_is_refused_where_it_cannot_be_indexed_like_y_saying_what_to_pass():
+    """sktime reads an array's rows as the time points 0..n-1: not y's PeriodIndex, not the forecast
+    steps after the cutoff, not a panel's rows; each gets an error naming the DataFrame to pass."""
+    y = seasonal()
+    X = pd.DataFrame({"a": np.arange(len(y), dtype=float)}, index=y.index)
+    with pytest.raises(
+        TypeError,
+        match=r"numpy array.*0\.\.59\), but y's time points are 2000-01\.\.2004-12; pass X as a "
+        r"pandas DataFrame indexed like y",
+    ):
+        forecaster().fit(y, X=X.to_numpy(), fh=[1])
+    f = forecaster().fit(y.iloc[:-2], X=X.iloc[:-2], fh=[1, 2])
+    with pytest.raises(
+        TypeError,
+        match=r"predict needs X at every forecast step 1\.\.max\(fh\) after the cutoff "
+        r"2004-10\. Pass X as a pandas DataFrame indexed by those time points",
+    ):
+        f.predict(X=X.iloc[-2:].to_numpy())
+    with pytest.raises(TypeError, match="pass X as a pandas DataFrame indexed like y"):
+        f.update(y.iloc[-2:], X=X.iloc[-2:].to_numpy(), update_params=False)
+    assert f.cutoff[0] == y.index[-3]  # the refused update left the forecaster as it was
+    panel = pd.concat({"s1": y, "s2": y + 1.0}, names=["series", "time"]).to_frame("y")
+    with pytest.raises(TypeError, match="y is a panel .* pass X as a pandas DataFrame with y's"):
+        forecaster().fit(panel, X=np.zeros((len(panel), 1)), fh=[1])
+    # where sktime's reading of the array is y's own index, the array is X indexed like y
+    ranged = y.reset_index(drop=True)
+    by_array = forecaster().fit(ranged, X=X.to_numpy(), fh=[1]).predict(X=pd.DataFrame({0: [60.0]}, index=[60]))
+    by_frame = forecaster().fit(ranged, X=pd.DataFrame({0: X["a"].to_numpy()}), fh=[1])
+    pd.testing.assert_series_equal(by_array, by_frame.predict(X=pd.DataFrame({0: [60.0]}, index=[60])))
+
+
 # ---------------------------------------------------------------- past-only and static covariates
 def _with_sensor(n=72, seed=1):
     """y driven by a lagged sensor (known only up to the cutoff) and a same-time promo (known ahead)."""
@@ -389,7 +420,7 @@ def test_quantiles_are_monotone_and_intervals_contain_the_median(strategy):
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_ensemble_forecast_is_the_average_of_its_members(strategy):
-    from ssmts.sktime.forecasting import ForecastEnsemble
+    from ssmts.nn import ForecastEnsemble
 
     y = seasonal()
     f = forecaster(strategy=strategy, ensemble_size=3, n_sample_paths=2000).fit(y, fh=[1, 2, 3])

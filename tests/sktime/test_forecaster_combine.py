@@ -214,6 +214,21 @@ def test_a_hierarchical_panel_gets_one_weight_row_per_series_and_short_series_th
     assert np.isfinite(pred.to_numpy()).all()
 
 
+def test_a_series_keeps_max_8_h_observations_before_its_held_out_windows():
+    """k windows of H = max(fh) steps need max(8, H) + k H observations (the sktime guide): with H = 10,
+    a series of 19 holds none (8 + 10 would do, were 8 enough), 20 one, 29 one and 30 two."""
+    lengths = {"a": 19, "b": 20, "c": 29, "d": 30}
+    frames = [
+        pd.DataFrame(
+            {"sales": noisy(n, seed).to_numpy()},
+            index=pd.MultiIndex.from_product([[key], noisy(n).index], names=["store", "time"]),
+        )
+        for seed, (key, n) in enumerate(lengths.items())
+    ]
+    f = combined(context_length=4).fit(pd.concat(frames), fh=list(range(1, 11)))
+    assert f.validation_windows_.to_dict() == {"a": 0, "b": 1, "c": 1, "d": 2}
+
+
 def test_multivariate_y_with_exogenous_x():
     rng = np.random.default_rng(0)
     index = pd.period_range("1900", periods=60, freq="Y")
