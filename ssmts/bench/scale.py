@@ -39,6 +39,8 @@ from typing import Callable
 
 import numpy as np
 
+from ssmts.tasks.demo import DEMO
+
 SIZES = (100, 300, 1000, 3000, 10000)
 MODELS = ("ssm", "features", "minirocket", "mr-hydra", "quant")
 TRAINING_FREE = ("features", "minirocket", "mr-hydra", "quant")
@@ -56,20 +58,7 @@ class Preset:
 
 PRESETS = {
     "speech": Preset(
-        dict(
-            d_model=32,
-            d_state=32,
-            n_layers=3,
-            norm="batch",
-            prenorm=False,
-            batch_size=16,
-            lr=1e-2,
-            lr_ssm=1e-3,
-            max_epochs=30,
-            min_steps=500,
-            max_steps=3000,
-            sample_rate=SPEECH_RATE,
-        ),
+        dict(DEMO.classifier, max_epochs=30, min_steps=500, max_steps=3000, sample_rate=SPEECH_RATE),
         "the demo's network (ssmts.tasks.demo.DEMO: chosen on the shipped clips' validation voices), "
         "30 epochs and at least 500 steps as there, at most 3,000 steps",
     ),
