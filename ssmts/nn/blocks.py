@@ -10,6 +10,9 @@ Shapes: x: (batch, H, L); mask: (batch, L) bool, True on real steps, or None.
 
 from __future__ import annotations
 
+import threading
+from contextlib import contextmanager
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -34,6 +37,32 @@ def make_layer(kind: str, d_model: int, **kwargs) -> nn.Module:
     if kind == "dense":
         return DenseSSM(d_model, d_output=d_model, **kwargs)
     raise ValueError(f"unknown layer {kind!r}; choose one of {LAYERS + REFERENCE_LAYERS}")
+
+
+# Updates of the running statistics recorded, rather than applied, by this thread (see below).
+_recorded = threading.local()
+
+
+@contextmanager
+def recorded_running_statistics():
+    """Inside the block, MaskedBatchNorm layers training in this thread record the updates of their
+    running statistics instead of applying them; yields the list of updates, in call order, for
+    `apply_running_statistics`. A batch split into shards run on several threads (the CPU training of
+    ssmts.training.parallel) normalizes each shard with its own statistics and applies the shards'
+    updates in shard order afterwards, so that the result does not depend on which thread ran first."""
+    updates: list = []
+    previous = getattr(_recorded, "updates", None)
+    _recorded.updates = updates
+    try:
+        yield updates
+    finally:
+        _recorded.updates = previous
+
+
+def apply_running_statistics(updates: list) -> None:
+    """Apply updates recorded by `recorded_running_statistics`, in order."""
+    for module, mean, unbiased in updates:
+        module.update_running_statistics(mean, unbiased)
 
 
 class MaskedBatchNorm(nn.Module):
@@ -61,12 +90,21 @@ class MaskedBatchNorm(nn.Module):
                 count = int(count)
             with torch.no_grad():
                 unbiased = var * count / max(count - 1, 1)
-                self.running_mean.lerp_(mean.to(self.running_mean.dtype), self.momentum)
-                self.running_var.lerp_(unbiased.to(self.running_var.dtype), self.momentum)
+                pending = getattr(_recorded, "updates", None)
+                if pending is None:
+                    self.update_running_statistics(mean, unbiased)
+                else:
+                    pending.append((self, mean.detach(), unbiased.detach()))
         else:
             mean, var = self.running_mean, self.running_var
         x = (x - mean[None, :, None]) / torch.sqrt(var[None, :, None] + self.eps)
         return x * self.weight[None, :, None] + self.bias[None, :, None]
+
+    @torch.no_grad()
+    def update_running_statistics(self, mean: torch.Tensor, unbiased_var: torch.Tensor) -> None:
+        """Move the running mean and variance towards one batch's, by `momentum`: (channels,) each."""
+        self.running_mean.lerp_(mean.to(self.running_mean.dtype), self.momentum)
+        self.running_var.lerp_(unbiased_var.to(self.running_var.dtype), self.momentum)
 
 
 class ChannelLayerNorm(nn.LayerNorm):

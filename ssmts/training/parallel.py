@@ -21,9 +21,12 @@ The workers follow the cores other processes leave idle (`CoreShare`), as torch'
 before: on a busy machine one worker runs every shard in turn.
 
 A model can run in shards when its output for a sample depends on that sample only and its forward
-pass draws no random numbers (ssmts's blocks are batch-invariant, ssmts.nn.batch_invariant). Batch
-statistics (batch normalization in training) and dropout break that: such models run their batch
-whole, on one thread, which is just as reproducible.
+pass draws no random numbers (ssmts's blocks are batch-invariant, ssmts.nn.batch_invariant). The
+blocks' batch normalization (ssmts.nn.blocks.MaskedBatchNorm) normalizes each shard with the
+shard's own statistics in training (as data-parallel training on several devices does) and its
+running statistics take the shards' updates in shard order. Other batch statistics (torch's
+BatchNorm) and dropout, whose random draws two threads would interleave, keep the batch whole, on
+one thread, which is just as reproducible.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from typing import Callable, Sequence
 import torch
 from torch import nn
 
+from ..nn.blocks import MaskedBatchNorm, apply_running_statistics, recorded_running_statistics
 from .threads import CoreShare
 
 
@@ -45,6 +49,9 @@ def shard_bounds(n: int, shards: int) -> list[tuple[int, int]]:
 
 
 def _has_batch_statistics(module: nn.Module) -> bool:
+    """Statistics over the batch that a shard cannot compute alone (MaskedBatchNorm records its updates)."""
+    if isinstance(module, MaskedBatchNorm):
+        return False
     return isinstance(module, nn.modules.batchnorm._BatchNorm) or hasattr(module, "running_mean")
 
 
@@ -143,10 +150,13 @@ def sharded_gradients(
     """
 
     def forward_with_grad(part):
-        with torch.enable_grad():
-            return forward(part)
+        with torch.enable_grad(), recorded_running_statistics() as updates:
+            return forward(part), updates
 
-    outputs = workers.map(forward_with_grad, parts)
+    results = workers.map(forward_with_grad, parts)
+    outputs = [output for output, _ in results]
+    for _, updates in results:  # shard order, whichever thread ran first
+        apply_running_statistics(updates)
     loss = loss_of(concatenate(outputs))
     leaves = [[t for t in _tensors(o) if t.requires_grad] for o in outputs]
     output_grads = torch.autograd.grad(loss, [t for shard in leaves for t in shard], allow_unused=True)

@@ -89,13 +89,80 @@ def test_a_fit_does_not_depend_on_how_many_workers_run(restore_threads):
     np.testing.assert_array_equal(changing, alone)
 
 
-def test_batch_statistics_and_dropout_keep_the_batch_whole():
+def test_torch_batch_statistics_and_dropout_keep_the_batch_whole():
     assert runs_in_shards(SSMBackbone(1, 8, 1, 2, d_state=4))
-    assert not runs_in_shards(SSMBackbone(1, 8, 1, 2, d_state=4, norm="batch"))
+    assert runs_in_shards(SSMBackbone(1, 8, 1, 2, d_state=4, norm="batch"))  # records its updates
     assert not runs_in_shards(SSMBackbone(1, 8, 1, 2, d_state=4, dropout=0.1))
     assert not runs_in_shards(nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2)))
-    assert shard_count(4, SSMBackbone(1, 8, 1, 2, d_state=4, norm="batch")) == 1
-    assert shard_count(4, SSMBackbone(1, 8, 1, 2, d_state=4)) == 4
+    assert shard_count(4, nn.Sequential(nn.Linear(2, 2), nn.BatchNorm1d(2))) == 1
+    assert shard_count(4, SSMBackbone(1, 8, 1, 2, d_state=4, norm="batch")) == 4
+
+
+def test_batch_norm_in_shards_normalizes_each_shard_and_updates_in_shard_order(restore_threads):
+    """Oracle: each shard's mean and (biased) variance over its samples and steps, by numpy; the running
+    statistics lerped towards the shards' in shard order, as two consecutive batches would move them."""
+    from ssmts.nn.blocks import MaskedBatchNorm
+
+    torch.manual_seed(0)
+    norm = MaskedBatchNorm(3).double().train()
+    x = torch.randn(7, 3, 11, dtype=torch.float64) * torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)[:, None]
+    parts = [(x[a:b],) for a, b in shard_bounds(7, 2)]
+    with ShardWorkers(2) as workers:
+        sharded_gradients(
+            workers, lambda part: norm(part[0]), lambda out: out.square().sum(), parts, list(norm.parameters())
+        )
+    mean, var = np.zeros(3), np.ones(3)
+    for (part,) in parts:
+        values = part.numpy().transpose(1, 0, 2).reshape(3, -1)
+        mean += 0.1 * (values.mean(1) - mean)
+        var += 0.1 * (values.var(1, ddof=1) - var)
+    np.testing.assert_allclose(norm.running_mean.numpy(), mean, rtol=1e-12)
+    np.testing.assert_allclose(norm.running_var.numpy(), var, rtol=1e-12)
+    expected = torch.cat(
+        [
+            (p - p.mean((0, 2), keepdim=True)) / torch.sqrt(p.var((0, 2), unbiased=False, keepdim=True) + norm.eps)
+            for (p,) in parts
+        ]
+    )
+    torch.testing.assert_close(
+        torch.cat([norm(p) for (p,) in parts]).detach(), expected
+    )  # eval-free: training mode, per shard
+
+
+def test_a_batch_norm_fit_does_not_depend_on_how_many_workers_run(restore_threads):
+    """The demo's kind of network (batch normalization after each block): one worker or two, the
+    same probabilities and running statistics to the last bit."""
+    from ssmts import SSMClassifier
+
+    torch.set_num_threads(2)
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(40, 1, 60)).astype(np.float32)
+    y = rng.integers(0, 3, size=40)
+    fits = []
+    for workers in ([2], [1], [1, 2, 2, 1]):
+        answers = itertools.cycle(workers)
+        original = threads.CoreShare.update
+        threads.CoreShare.update = lambda self: min(self.limit, next(answers))
+        try:
+            clf = SSMClassifier(
+                d_model=8,
+                d_state=4,
+                n_layers=2,
+                norm="batch",
+                prenorm=False,
+                max_epochs=3,
+                batch_size=8,
+                random_state=0,
+                device="cpu",
+            ).fit(X, y)
+        finally:
+            threads.CoreShare.update = original
+        norms = [m for m in clf.model_.modules() if hasattr(m, "running_var")]
+        assert norms  # the network has batch norms
+        fits.append((clf.predict_proba(X), torch.cat([m.running_var for m in norms])))
+    for proba, running_var in fits[1:]:
+        np.testing.assert_array_equal(proba, fits[0][0])
+        torch.testing.assert_close(running_var, fits[0][1], rtol=0, atol=0)
 
 
 def test_a_workers_error_reaches_the_caller_and_the_thread_count_comes_back(restore_threads):
