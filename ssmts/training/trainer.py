@@ -27,7 +27,7 @@ from torch import nn
 from .._files import replacing
 from ..nn.backbone import parameter_groups
 from .callbacks import Callback, Checkpoint, ProgressBar
-from .parallel import ShardWorkers, concatenate, shard_bounds, shard_count, sharded_gradients
+from .parallel import ShardWorkers, concatenate, shard_bounds, shard_count, sharded_gradients, shards_of
 from .params import TrainerConfig, resolve_device
 
 
@@ -225,7 +225,7 @@ def predict_batches(
             if workers is None:
                 result = forward(batch)
             else:
-                bounds = shard_bounds(len(batch), min(len(batch), workers.shards))
+                bounds = shard_bounds(len(batch), shards_of(len(batch), batch.x.shape[-1], workers.shards))
                 result = concatenate(workers.map(forward, [batch.take(torch.arange(a, b)) for a, b in bounds]))
             if out is None:
                 out = torch.empty((len(data), *result.shape[1:]), dtype=result.dtype)
@@ -557,7 +557,8 @@ class Trainer:
         gradients written to the parameters: the loss is that of the whole batch (weights, class
         weights and label smoothing as without shards), only the passes through the network are split."""
         n = len(batch)
-        parts = [batch.take(torch.arange(start, stop)) for start, stop in shard_bounds(n, min(n, self._train_shards))]
+        shards = shards_of(n, batch.x.shape[-1], self._train_shards)
+        parts = [batch.take(torch.arange(start, stop)) for start, stop in shard_bounds(n, shards)]
 
         def forward(part: SequenceData):
             with self._autocast():

@@ -14,10 +14,19 @@ from ssmts.training.parallel import ShardWorkers, runs_in_shards, shard_bounds, 
 
 
 @pytest.fixture
-def restore_threads():
+def restore_threads(monkeypatch):
+    """Also lets the small batches of these tests split into shards (they hold less than SHARD_MIN_STEPS)."""
+    monkeypatch.setattr(parallel, "SHARD_MIN_STEPS", 1)
     before = torch.get_num_threads()
     yield
     torch.set_num_threads(before)
+
+
+def test_short_batches_split_into_fewer_shards():
+    assert parallel.shards_of(32, 24, 2) == 1  # ItalyPowerDemand: 768 sample-steps
+    assert parallel.shards_of(32, 1460, 2) == 2  # ACSF1
+    assert parallel.shards_of(32, 1460, 16) == 5  # 46,720 sample-steps: 5 shards of at least 8,192
+    assert parallel.shards_of(3, 100_000, 8) == 3  # never more shards than series
 
 
 def test_shard_bounds_cover_the_batch_in_order():

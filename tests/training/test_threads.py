@@ -87,8 +87,9 @@ def test_batched_prediction_runs_shards_on_the_idle_cores_and_gives_the_count_ba
 
     from torch import nn
 
-    from ssmts.training import SequenceData, predict_batches
+    from ssmts.training import SequenceData, parallel, predict_batches
 
+    monkeypatch.setattr(parallel, "SHARD_MIN_STEPS", 1)  # these tiny batches split into shards too
     clock = FakeClock(monkeypatch)
     torch.set_num_threads(4)
     seen = []  # (shard size, worker thread, torch threads) of every shard
