@@ -298,8 +298,9 @@ def format_report(rows: list[dict]) -> str:
     lines.append("")
     for task, n in crossovers(summary).items():
         lines.append(
-            f"{task}: the network is ahead of every training-free row "
-            + (f"from n = {n} on (among the sizes measured)" if n is not None else "at no size measured")
+            f"{task}: the network is ahead of every training-free row from n = {n} on (among the sizes measured)"
+            if n is not None
+            else f"{task}: no crossover: the network is not ahead of every training-free row at the largest size"
         )
     return "\n".join(lines)
 
