@@ -225,8 +225,7 @@ def predict_batches(
             if workers is None:
                 result = forward(batch)
             else:
-                bounds = shard_bounds(len(batch), shards_of(len(batch), batch.x.shape[-1], workers.shards))
-                result = concatenate(workers.map(forward, [batch.take(torch.arange(a, b)) for a, b in bounds]))
+                result = concatenate(workers.map(forward, _split(batch, workers.shards)))
             if out is None:
                 out = torch.empty((len(data), *result.shape[1:]), dtype=result.dtype)
             elif result.shape[1:] != out.shape[1:]:
@@ -241,6 +240,12 @@ def predict_batches(
     if data.crop_padding and data.mask is not None:  # batched by length: back to the samples' order
         out = out[torch.argsort(torch.cat(order))]
     return out
+
+
+def _split(batch: SequenceData, shards: int) -> list[SequenceData]:
+    """A batch in up to `shards` contiguous parts, as many as its size allows (parallel.shards_of)."""
+    bounds = shard_bounds(len(batch), shards_of(len(batch), batch.x.shape[-1], shards))
+    return [batch.take(torch.arange(start, stop)) for start, stop in bounds]
 
 
 def steps_per_epoch(n_train: int, batch_size: int) -> int:
@@ -424,12 +429,16 @@ class Trainer:
                 callback.on_fit_end(self)
         return self.history
 
-    def _shard_workers(self) -> ShardWorkers | None:
-        """The workers of a CPU fit: every batch in shard_count shards, each on one thread, so that the
-        result does not depend on how many threads run (ssmts.training.parallel). A GPU, a
-        distributed, compiled or float16 run keeps torch's own parallelism."""
+    def _runs_in_shards(self) -> bool:
+        """Whether this run splits its batches into shards on workers (ssmts.training.parallel): a CPU run
+        that is not distributed, compiled or float16 (those keep torch's own parallelism)."""
         c = self.config
-        if self.device.type != "cpu" or self.world_size > 1 or c.compile or self._scaler is not None:
+        return self.device.type == "cpu" and self.world_size == 1 and not c.compile and self._scaler is None
+
+    def _shard_workers(self) -> ShardWorkers | None:
+        """The workers of a CPU fit: every batch in up to shard_count shards, each on one thread, so that
+        the result does not depend on how many threads run (ssmts.training.parallel)."""
+        if not self._runs_in_shards():
             return None
         self._train_shards = shard_count(torch.get_num_threads(), self.model)
         return ShardWorkers(shard_count(torch.get_num_threads()))  # predictions (validation) always run in shards
@@ -437,14 +446,10 @@ class Trainer:
     def _describe_plan(self, train: SequenceData, epochs: int, validated: bool) -> str:
         """What the run will do, in the units its cost grows with (shown by the progress bar)."""
         per_epoch = steps_per_epoch(len(train), self.config.batch_size)
-        shards = shard_count(torch.get_num_threads(), self.model)
-        where = f"{self.device}" + (
-            f", every batch in {shards} shards on up to {shards} threads"
-            if shards > 1
-            else ", 1 thread"
-            if self.device.type == "cpu" and not self.config.compile and self.world_size == 1
-            else ""
-        )
+        where = f"{self.device}"
+        if self._runs_in_shards():
+            shards = shard_count(torch.get_num_threads(), self.model)
+            where += f", every batch in {shards} shards on up to {shards} threads" if shards > 1 else ", 1 thread"
         return (
             f"{epochs} epochs x {per_epoch} batches of up to {self.config.batch_size} = {epochs * per_epoch} steps "
             f"on {len(train)} series of {train.x.shape[-1]} steps"
@@ -556,9 +561,7 @@ class Trainer:
         """The loss of one batch run in fixed shards on the workers (ssmts.training.parallel), with the
         gradients written to the parameters: the loss is that of the whole batch (weights, class
         weights and label smoothing as without shards), only the passes through the network are split."""
-        n = len(batch)
-        shards = shards_of(n, batch.x.shape[-1], self._train_shards)
-        parts = [batch.take(torch.arange(start, stop)) for start, stop in shard_bounds(n, shards)]
+        parts = _split(batch, self._train_shards)
 
         def forward(part: SequenceData):
             with self._autocast():
