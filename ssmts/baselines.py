@@ -205,8 +205,7 @@ class MiniRocketRidge:
 
     X: (n, channels, length) array, or a list of (channels, length_i) arrays of unequal
     lengths (sktime's variable-length MiniRocket, short series padded with zeros).
-    sktime's MiniRocket runs on numba (the ``bench`` extra): without it, ``fit`` raises
-    ModuleNotFoundError. n_jobs: numba threads of the transform.
+    sktime's MiniRocket runs on numba. n_jobs: numba threads of the transform.
     """
 
     def __init__(self, regression: bool = False, random_state: int | None = 0, n_jobs: int = 1):

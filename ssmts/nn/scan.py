@@ -63,3 +63,81 @@ def diagonal_scan(a: torch.Tensor, b: torch.Tensor, initial: torch.Tensor | None
         # Fold the initial state into the first input, so that the scan starts from zero.
         b = torch.cat([(a[:, 0] * initial + b[:, 0])[:, None], b[:, 1:]], dim=1)
     return associative_scan([a], b, _diagonal_act, _diagonal_compose)
+
+
+class _CompiledRecurrence(torch.autograd.Function):
+    """x = diagonal_recurrence(v, abar, initial) by the compiled CPU loops, with their adjoint as backward."""
+
+    @staticmethod
+    def forward(ctx, v, abar, initial, reverse):
+        from . import _compiled
+
+        b, S, P, L = v.shape
+        v = v.detach().contiguous()
+        abar = abar.detach().to(v.dtype).contiguous()
+        rows = v.reshape(b * S * P, L)
+        x = torch.empty_like(v)
+        start = _initial_rows(initial, rows)
+        _compiled.recur(
+            rows.numpy(),
+            abar.reshape(-1).numpy(),
+            start.numpy(),
+            initial is not None,
+            reverse,
+            x.reshape(rows.shape).numpy(),
+        )
+        ctx.save_for_backward(abar, x, start)
+        ctx.has_initial, ctx.reverse = initial is not None, reverse
+        return x
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, grad_x):
+        from . import _compiled
+
+        abar, x, start = ctx.saved_tensors
+        b, S, P, L = x.shape
+        grad_x = grad_x.to(x.dtype).contiguous()
+        grad_v = torch.empty_like(x)
+        grad_abar_rows = torch.empty(b * S * P, dtype=x.dtype)
+        _compiled.adjoint(
+            grad_x.reshape(-1, L).numpy(),
+            abar.reshape(-1).numpy(),
+            x.reshape(-1, L).numpy(),
+            start.numpy(),
+            ctx.has_initial,
+            ctx.reverse,
+            grad_v.reshape(-1, L).numpy(),
+            grad_abar_rows.numpy(),
+        )
+        # Per-sample sums first, then over the batch in sample order (as every batch product here).
+        grad_abar = grad_abar_rows.reshape(b, S, P).sum(0) if ctx.needs_input_grad[1] else None
+        first = 0 if not ctx.reverse else L - 1
+        grad_initial = grad_v[..., first] * abar.conj() if ctx.has_initial and ctx.needs_input_grad[2] else None
+        return grad_v, grad_abar, grad_initial, None
+
+
+def _initial_rows(initial: torch.Tensor | None, rows: torch.Tensor) -> torch.Tensor:
+    """The initial state as one value per row of `rows` (zeros, unused, without one)."""
+    if initial is None:
+        return torch.zeros(rows.shape[0], dtype=rows.dtype)
+    return initial.detach().to(rows.dtype).reshape(-1).contiguous()
+
+
+def diagonal_recurrence(
+    v: torch.Tensor, abar: torch.Tensor, initial: torch.Tensor | None = None, reverse: bool = False
+) -> torch.Tensor:
+    """States x_k = abar * x_{k-1} + v_k of a time-invariant diagonal system, x_{-1} = initial (default 0).
+
+    v: (batch, S, P, L) complex, abar: (S, P) complex, initial: (batch, S, P) -> x (batch, S, P, L).
+    reverse: run from the last step back (x_k = abar * x_{k+1} + v_k, x_L = initial), the
+    anti-causal direction of a bidirectional layer. The causal convolution of v with Abar^l,
+    which the FFT path computes with two FFTs of size 2L; on a CPU this runs compiled loops of
+    one multiply-add a step (ssmts.nn._compiled), elsewhere the parallel scan.
+    """
+    if v.device.type == "cpu":
+        return _CompiledRecurrence.apply(v, abar, initial, reverse)
+    if reverse:
+        return diagonal_recurrence(v.flip(-1), abar, initial).flip(-1)
+    a = abar[None, None].expand(v.shape[0], v.shape[-1], *abar.shape)
+    return diagonal_scan(a, v.permute(0, 3, 1, 2), initial).permute(0, 2, 3, 1)

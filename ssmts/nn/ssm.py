@@ -39,10 +39,12 @@ from .kernels import (
     input_projection,
     powers,
     readout,
+    recurrent_state_convolution,
     spectral_convolution,
     state_convolution,
     state_powers,
     state_spectrum,
+    states_by_recurrence,
     two_sided_kernel,
 )
 from .resampling import DeltaScaling, delta_factor
@@ -391,9 +393,13 @@ class SSM(DeltaScaling, nn.Module):
                 spectrum = self._kernel_spectrum(L, 2 * L, two_sided=bool(self.bidirectional), fold_d=True)
                 return spectral_convolution(u, spectrum, 2 * L), None, self.D_mode in ("identity", "diagonal")
             if self.bidirectional:
-                _, Bbar, log_abar, C = self.discrete()
-                log_abar_back = self.discrete(backward=True)[2] if self.bidirectional == "ldnn" else log_abar
-                spectrum = state_spectrum(log_abar, L, log_abar_back, average=self.bidirectional == "ldnn")
+                Abar, Bbar, log_abar, C = self.discrete()
+                ldnn = self.bidirectional == "ldnn"
+                backward = self.discrete(backward=True) if ldnn else (Abar, Bbar, log_abar, C)
+                if states_by_recurrence(u):
+                    y, _ = recurrent_state_convolution(u, Bbar, C, self._factor, Abar, backward[0], average=ldnn)
+                    return y, None, False
+                spectrum = state_spectrum(log_abar, L, backward[2], average=ldnn)
                 return state_convolution(u, Bbar, C, self._factor, spectrum)[0], None, False
         y, x = self._causal_with_state(u, state, return_state)
         return y, x, False
@@ -635,6 +641,8 @@ class SSM(DeltaScaling, nn.Module):
                 y = y + free_response(state, free, C, self._factor)
             new_state = final_state(u, state, reversed_powers, Bbar, abar_length) if want_state else None
             return y, new_state
+        if states_by_recurrence(u):
+            return recurrent_state_convolution(u, Bbar, C, self._factor, Abar, state=state, want_state=want_state)
         spectrum = cached(("state spectrum", L), lambda: state_spectrum(log_abar, L))
         free = None if state is None else cached(("free", L), lambda: powers(log_abar, L, start=1))
         return state_convolution(u, Bbar, C, self._factor, spectrum, state, free, want_state)
