@@ -15,14 +15,14 @@ import numpy as np
 
 
 @numba.njit(nogil=True, cache=True)
-def recur(v, abar, initial, has_initial, reverse, x):
+def recur(v, abar, initial, reverse, x):
     """x[r, k] = abar[r % modes] x[r, k -+ 1] + v[r, k] along k (backwards when `reverse`), from
-    initial[r] when `has_initial` else 0. v, x: (rows, L) complex; abar: (modes,); initial: (rows,)."""
+    initial[r] (zeros for none). v, x: (rows, L) complex; abar: (modes,); initial: (rows,)."""
     rows, L = v.shape
     modes = abar.shape[0]
     for r in range(rows):
         a = abar[r % modes]
-        s = initial[r] if has_initial else v.dtype.type(0)
+        s = initial[r]
         for i in range(L):
             k = L - 1 - i if reverse else i
             s = a * s + v[r, k]
@@ -30,17 +30,17 @@ def recur(v, abar, initial, has_initial, reverse, x):
 
 
 @numba.njit(nogil=True, cache=True)
-def adjoint(grad_x, abar, x, initial, has_initial, reverse, grad_v, grad_abar):
+def adjoint(grad_x, abar, x, initial, reverse, grad_v, grad_abar):
     """The vector-Jacobian product of `recur` (torch's convention for complex gradients, the
     conjugate of a complex multiplier): grad_v[r, k] = g_k with g_k = conj(a) g_{k +- 1} + grad_x[r, k]
     in the opposite direction, and grad_abar[r] = sum_k g_k conj(x_{k -+ 1}) (x before the first step:
-    initial[r] or 0). The gradient of `initial` is conj(a) g at the first step, made by the caller."""
+    initial[r]). The gradient of `initial` is conj(a) g at the first step, made by the caller."""
     rows, L = grad_x.shape
     modes = abar.shape[0]
     for r in range(rows):
         a = np.conj(abar[r % modes])
-        g = grad_x.dtype.type(0)
-        total = grad_x.dtype.type(0)
+        g = initial[r] * 0
+        total = initial[r] * 0
         for i in range(L):
             k = i if reverse else L - 1 - i
             g = a * g + grad_x[r, k]
@@ -48,6 +48,6 @@ def adjoint(grad_x, abar, x, initial, has_initial, reverse, grad_v, grad_abar):
             previous = k + 1 if reverse else k - 1
             if 0 <= previous < L:
                 total += g * np.conj(x[r, previous])
-            elif has_initial:
+            else:
                 total += g * np.conj(initial[r])
         grad_abar[r] = total

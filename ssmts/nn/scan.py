@@ -82,7 +82,6 @@ class _CompiledRecurrence(torch.autograd.Function):
             rows.numpy(),
             abar.reshape(-1).numpy(),
             start.numpy(),
-            initial is not None,
             reverse,
             x.reshape(rows.shape).numpy(),
         )
@@ -105,7 +104,6 @@ class _CompiledRecurrence(torch.autograd.Function):
             abar.reshape(-1).numpy(),
             x.reshape(-1, L).numpy(),
             start.numpy(),
-            ctx.has_initial,
             ctx.reverse,
             grad_v.reshape(-1, L).numpy(),
             grad_abar_rows.numpy(),
