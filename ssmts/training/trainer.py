@@ -128,17 +128,24 @@ class SequenceData:
         return SequenceData(move(self.x), move(self.y), move(self.mask), move(self.weight), self.crop_padding)
 
 
+def normalizes_by_batch(model: nn.Module) -> bool:
+    """Whether `model` normalizes with statistics of its training batch (any batch normalization)."""
+    return any(isinstance(m, nn.modules.batchnorm._BatchNorm) or hasattr(m, "running_mean") for m in model.modules())
+
+
 # Shuffled batches with crop_padding are formed inside pools of this many batches sorted by
 # length: batches of similar lengths, still a random order of samples and of batches.
 BUCKET_POOL = 16
 
 
-def batch_order(data: SequenceData, batch_size: int, shuffle_generator: torch.Generator | None) -> list[torch.Tensor]:
+def batch_order(
+    data: SequenceData, batch_size: int, shuffle_generator: torch.Generator | None, by_length: bool = True
+) -> list[torch.Tensor]:
     """Sample indices of each mini-batch: in order, or shuffled with the generator. With
-    crop_padding and a mask, samples of similar length share batches (sorted within pools of
-    BUCKET_POOL batches when shuffled, sorted outright otherwise)."""
+    crop_padding, a mask and `by_length`, samples of similar length share batches (sorted within
+    pools of BUCKET_POOL batches when shuffled, sorted outright otherwise)."""
     n = len(data)
-    lengths = data.lengths() if data.crop_padding else None
+    lengths = data.lengths() if data.crop_padding and by_length else None
     if shuffle_generator is None:
         order = torch.arange(n) if lengths is None else torch.argsort(lengths, stable=True)
         return list(order.split(batch_size))
@@ -503,7 +510,11 @@ class Trainer:
         total, count = 0.0, 0
         self._nonfinite_inputs = None  # where the first batch with a non-finite loss holds non-finite inputs
         seen_nonfinite = False
-        order = batch_order(data, self.config.batch_size, self.shuffle_generator)
+        # Batches of similar lengths would give batch normalization statistics that depend on the
+        # length, which the running statistics used at prediction average away: a model that
+        # normalizes by the batch trains on batches of random lengths (each still cropped).
+        by_length = not normalizes_by_batch(self.model)
+        order = batch_order(data, self.config.batch_size, self.shuffle_generator, by_length)
         for number, (index, batch) in enumerate(zip(order, batches(data, self.config.batch_size, order=order)), 1):
             n_global = len(batch)
             if self.world_size > 1:
