@@ -79,9 +79,11 @@ class MaskedBatchNorm(nn.Module):
     def forward(self, x: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
         if self.training:
             if mask is None:
-                mean = x.mean(dim=(0, 2))
-                var = x.var(dim=(0, 2), unbiased=False)
+                # sums rather than Tensor.var, whose reduction over two dimensions was 2x slower on a
+                # CPU, forward and backward (batch 16, 32 channels, 1,460 steps)
                 count = x.shape[0] * x.shape[2]
+                mean = x.sum(dim=(0, 2)) / count
+                var = ((x - mean[None, :, None]) ** 2).sum(dim=(0, 2)) / count
             else:
                 m = mask[:, None, :].to(x.dtype)
                 count = m.sum()
@@ -97,8 +99,11 @@ class MaskedBatchNorm(nn.Module):
                     pending.append((self, mean.detach(), unbiased.detach()))
         else:
             mean, var = self.running_mean, self.running_var
-        x = (x - mean[None, :, None]) / torch.sqrt(var[None, :, None] + self.eps)
-        return x * self.weight[None, :, None] + self.bias[None, :, None]
+        # (x - mean) / sqrt(var + eps) * weight + bias as one scale and shift per channel: two passes
+        # over x (and its gradient) instead of four.
+        scale = self.weight * torch.rsqrt(var + self.eps)
+        shift = self.bias - mean * scale
+        return x * scale[None, :, None] + shift[None, :, None]
 
     @torch.no_grad()
     def update_running_statistics(self, mean: torch.Tensor, unbiased_var: torch.Tensor) -> None:

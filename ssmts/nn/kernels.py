@@ -104,25 +104,37 @@ def state_spectrum(
     return torch.fft.fft(kernel, n=n)
 
 
+def projection_planes(u: torch.Tensor, Bbar: torch.Tensor) -> torch.Tensor:
+    """Bbar u per head as real planes: u (b, H, L) real, Bbar (S, P, Hh) -> (b, S, 2P, L), the real
+    parts of the P modes, then their imaginary parts."""
+    b, _, L = u.shape
+    S, _, Hh = Bbar.shape
+    Br = torch.cat([Bbar.real, Bbar.imag], dim=1)  # (S, 2P, Hh)
+    return torch.matmul(Br, u.reshape(b, S, Hh, L))
+
+
 def input_projection(u: torch.Tensor, Bbar: torch.Tensor) -> torch.Tensor:
     """Bbar u per head: u (b, H, L) real, Bbar (S, P, Hh) -> (b, S, P, L) complex."""
-    b, _, L = u.shape
-    S, P, Hh = Bbar.shape
-    Br = torch.cat([Bbar.real, Bbar.imag], dim=1)  # (S, 2P, Hh)
-    v = torch.matmul(Br, u.reshape(b, S, Hh, L))  # (b, S, 2P, L)
+    v = projection_planes(u, Bbar)
+    P = Bbar.shape[1]
     return torch.complex(v[:, :, :P], v[:, :, P:])
 
 
-def readout(x: torch.Tensor, C: torch.Tensor, factor: float) -> torch.Tensor:
-    """factor Re(C x) per head: x (b, S, P, L) complex, C (S, Mh, P) -> (b, M, L)."""
+def readout_planes(x: torch.Tensor, C: torch.Tensor, factor: float) -> torch.Tensor:
+    """factor Re(C x) per head from the states' real planes: x (b, S, 2P, L) ([Re; Im], as
+    `projection_planes`), C (S, Mh, P) -> (b, M, L)."""
     b, S, _, L = x.shape
     # 2 Re(C x) = 2 (C_re x_re - C_im x_im): real matmuls are much faster than complex einsum on
     # CPU; the factor goes into the small C rather than the (b, M, L) output.
     Cr = torch.cat([C.real, -C.imag], dim=-1)  # (S, Mh, 2P)
     if factor != 1.0:
         Cr = factor * Cr
-    xr = torch.cat([x.real, x.imag], dim=2)  # (b, S, 2P, L)
-    return torch.matmul(Cr, xr).reshape(b, S * C.shape[1], L)
+    return torch.matmul(Cr, x).reshape(b, S * C.shape[1], L)
+
+
+def readout(x: torch.Tensor, C: torch.Tensor, factor: float) -> torch.Tensor:
+    """factor Re(C x) per head: x (b, S, P, L) complex, C (S, Mh, P) -> (b, M, L)."""
+    return readout_planes(torch.cat([x.real, x.imag], dim=2), C, factor)
 
 
 def state_convolution(
@@ -187,13 +199,16 @@ def recurrent_state_convolution(
     With `abar_back` also the anti-causal states x_k = Abar_back x_{k+1} + Bbar u_k added (both count
     u_k, as the two-sided kernel counts its lag-0 tap twice), halved when `average` (LDNN).
     -> (y (b, M, L), x_{L-1} (b, S, P) or None)."""
-    v = input_projection(u, Bbar)
+    v = projection_planes(u, Bbar)  # real planes throughout: no complex tensor is formed
     x = diagonal_recurrence(v, abar, state)
     if abar_back is not None:
         x = x + diagonal_recurrence(v, abar_back, reverse=True)
         if average:
             x = x / 2
-    return readout(x, C, factor), (x[..., -1] if want_state else None)
+    if not want_state:
+        return readout_planes(x, C, factor), None
+    P = abar.shape[-1]
+    return readout_planes(x, C, factor), torch.complex(x[:, :, :P, -1], x[:, :, P:, -1])
 
 
 def head_kernels(
@@ -273,7 +288,9 @@ __all__ = [
     "vandermonde",
     "two_sided_kernel",
     "state_spectrum",
+    "projection_planes",
     "input_projection",
+    "readout_planes",
     "readout",
     "state_convolution",
     "states_by_recurrence",

@@ -66,27 +66,24 @@ def diagonal_scan(a: torch.Tensor, b: torch.Tensor, initial: torch.Tensor | None
 
 
 class _CompiledRecurrence(torch.autograd.Function):
-    """x = diagonal_recurrence(v, abar, initial) by the compiled CPU loops, with their adjoint as backward."""
+    """x = diagonal_recurrence(v, abar, initial, reverse) by the compiled CPU loops, their adjoint as backward."""
 
     @staticmethod
     def forward(ctx, v, abar, initial, reverse):
         from . import _compiled
 
-        b, S, P, L = v.shape
         v = v.detach().contiguous()
-        abar = abar.detach().to(v.dtype).contiguous()
-        rows = v.reshape(b * S * P, L)
+        abar = abar.detach()
+        a_re, a_im = (part.to(v.dtype).contiguous() for part in (abar.real, abar.imag))
+        b, S, _, _ = v.shape
+        if initial is None:
+            i_re = i_im = torch.zeros(b, S, abar.shape[-1], dtype=v.dtype)
+        else:
+            i_re, i_im = (part.detach().to(v.dtype).contiguous() for part in (initial.real, initial.imag))
         x = torch.empty_like(v)
-        start = _initial_rows(initial, rows)
-        _compiled.recur(
-            rows.numpy(),
-            abar.reshape(-1).numpy(),
-            start.numpy(),
-            reverse,
-            x.reshape(rows.shape).numpy(),
-        )
-        ctx.save_for_backward(abar, x, start)
-        ctx.has_initial, ctx.reverse = initial is not None, reverse
+        _compiled.recur(v.numpy(), a_re.numpy(), a_im.numpy(), i_re.numpy(), i_im.numpy(), reverse, x.numpy())
+        ctx.save_for_backward(a_re, a_im, x, i_re, i_im)
+        ctx.abar_dtype, ctx.has_initial, ctx.reverse = abar.dtype, initial is not None, reverse
         return x
 
     @staticmethod
@@ -94,32 +91,31 @@ class _CompiledRecurrence(torch.autograd.Function):
     def backward(ctx, grad_x):
         from . import _compiled
 
-        abar, x, start = ctx.saved_tensors
-        b, S, P, L = x.shape
+        a_re, a_im, x, i_re, i_im = ctx.saved_tensors
+        b, S, P2, L = x.shape
         grad_x = grad_x.to(x.dtype).contiguous()
         grad_v = torch.empty_like(x)
-        grad_abar_rows = torch.empty(b * S * P, dtype=x.dtype)
+        ga_re, ga_im = torch.empty(b, S, P2 // 2, dtype=x.dtype), torch.empty(b, S, P2 // 2, dtype=x.dtype)
         _compiled.adjoint(
-            grad_x.reshape(-1, L).numpy(),
-            abar.reshape(-1).numpy(),
-            x.reshape(-1, L).numpy(),
-            start.numpy(),
+            grad_x.numpy(),
+            a_re.numpy(),
+            a_im.numpy(),
+            x.numpy(),
+            i_re.numpy(),
+            i_im.numpy(),
             ctx.reverse,
-            grad_v.reshape(-1, L).numpy(),
-            grad_abar_rows.numpy(),
+            grad_v.numpy(),
+            ga_re.numpy(),
+            ga_im.numpy(),
         )
-        # Per-sample sums first, then over the batch in sample order (as every batch product here).
-        grad_abar = grad_abar_rows.reshape(b, S, P).sum(0) if ctx.needs_input_grad[1] else None
-        first = 0 if not ctx.reverse else L - 1
-        grad_initial = grad_v[..., first] * abar.conj() if ctx.has_initial and ctx.needs_input_grad[2] else None
+        grad_abar = grad_initial = None
+        if ctx.needs_input_grad[1]:  # per-sample sums, then over the batch in sample order
+            grad_abar = torch.complex(ga_re.sum(0), ga_im.sum(0)).to(ctx.abar_dtype)
+        if ctx.has_initial and ctx.needs_input_grad[2]:
+            first = grad_v[..., L - 1 if ctx.reverse else 0]
+            g = torch.complex(first[:, :, : P2 // 2], first[:, :, P2 // 2 :])
+            grad_initial = g * torch.complex(a_re, -a_im)
         return grad_v, grad_abar, grad_initial, None
-
-
-def _initial_rows(initial: torch.Tensor | None, rows: torch.Tensor) -> torch.Tensor:
-    """The initial state as one value per row of `rows` (zeros, unused, without one)."""
-    if initial is None:
-        return torch.zeros(rows.shape[0], dtype=rows.dtype)
-    return initial.detach().to(rows.dtype).reshape(-1).contiguous()
 
 
 def diagonal_recurrence(
@@ -127,7 +123,8 @@ def diagonal_recurrence(
 ) -> torch.Tensor:
     """States x_k = abar * x_{k-1} + v_k of a time-invariant diagonal system, x_{-1} = initial (default 0).
 
-    v: (batch, S, P, L) complex, abar: (S, P) complex, initial: (batch, S, P) -> x (batch, S, P, L).
+    v: (batch, S, 2P, L) real planes (the real parts of the P modes, then their imaginary parts),
+    abar: (S, P) complex, initial: (batch, S, P) complex -> x (batch, S, 2P, L), the same planes.
     reverse: run from the last step back (x_k = abar * x_{k+1} + v_k, x_L = initial), the
     anti-causal direction of a bidirectional layer. The causal convolution of v with Abar^l,
     which the FFT path computes with two FFTs of size 2L; on a CPU this runs compiled loops of
@@ -135,7 +132,9 @@ def diagonal_recurrence(
     """
     if v.device.type == "cpu":
         return _CompiledRecurrence.apply(v, abar, initial, reverse)
-    if reverse:
-        return diagonal_recurrence(v.flip(-1), abar, initial).flip(-1)
-    a = abar[None, None].expand(v.shape[0], v.shape[-1], *abar.shape)
-    return diagonal_scan(a, v.permute(0, 3, 1, 2), initial).permute(0, 2, 3, 1)
+    P = abar.shape[-1]
+    z = torch.complex(v[:, :, :P], v[:, :, P:]).flip(-1) if reverse else torch.complex(v[:, :, :P], v[:, :, P:])
+    a = abar[None, None].expand(z.shape[0], z.shape[-1], *abar.shape)
+    x = diagonal_scan(a, z.permute(0, 3, 1, 2), initial).permute(0, 2, 3, 1)
+    x = x.flip(-1) if reverse else x
+    return torch.cat([x.real, x.imag], dim=2)

@@ -10,7 +10,18 @@ import torch
 
 import ssmts.nn.ssm as ssm_module
 from ssmts.nn import SSM
-from ssmts.nn.scan import diagonal_recurrence
+from ssmts.nn.scan import diagonal_recurrence as recurrence_of_planes
+
+
+def _planes(z):
+    return torch.cat([z.real, z.imag], dim=2)
+
+
+def diagonal_recurrence(v, abar, initial=None, reverse=False):
+    """The recurrence on complex states (b, S, P, L), through the planes layout it runs on."""
+    x = recurrence_of_planes(_planes(v), abar, initial, reverse)
+    P = abar.shape[-1]
+    return torch.complex(x[:, :, :P], x[:, :, P:])
 
 
 def _system(seed: int, b=3, S=2, P=4, L=40):
