@@ -59,12 +59,13 @@ class Preset:
 PRESETS = {
     "speech": Preset(
         dict(DEMO.classifier, max_epochs=30, min_steps=500, max_steps=3000, sample_rate=SPEECH_RATE),
-        "the demo's network (ssmts.tasks.demo.DEMO: chosen on the shipped clips' validation voices), "
-        "30 epochs and at least 500 steps as there, at most 3,000 steps",
+        "SSMClassifier's defaults, the demo's network (chosen on the shipped clips' validation voices, then "
+        "on the development protocol), 30 epochs and at least 500 steps as there, at most 3,000 steps",
     ),
     "listops": Preset(
         dict(d_model=64, d_state=32, n_layers=4, batch_size=32, lr=3e-3, max_epochs=30, min_steps=300, max_steps=3000),
-        "4 blocks of the library's defaults (ListOps needs depth: LRA presets use 4-6 blocks), at most 3,000 steps",
+        "4 blocks of H=64, N=32 and the classifier's normalization (ListOps needs depth: LRA presets use 4-6 "
+        "blocks), at most 3,000 steps",
     ),
     "pathfinder": Preset(
         dict(d_model=64, d_state=32, n_layers=4, batch_size=32, lr=3e-3, max_epochs=30, min_steps=300, max_steps=3000),

@@ -16,6 +16,7 @@ from sklearn.utils.validation import column_or_1d
 from ..training import ClassifierParams
 from ..training.config import with_params_doc
 from ..training.objectives import accuracy_of_logits, weighted_cross_entropy
+from ..training.params import CLASSIFIER_DEFAULTS
 from ._base import SSMEstimatorMixin, require_y, transactional
 from ._export import labels_json
 
@@ -107,6 +108,8 @@ class SSMClassifier(SSMEstimatorMixin, ClassifierParams, RateClassifierMixin, Ba
     X: (n_samples, n_timepoints), (n_samples, n_channels, n_timepoints), or a list of
     series of different lengths (padded and masked). Labels can be any hashable values.
     """
+
+    _param_defaults = CLASSIFIER_DEFAULTS
 
     def fit(self, X, y):
         """Train from scratch (or continue, with warm_start=True)."""

@@ -14,6 +14,7 @@ from ..estimators import SSMClassifier
 from ..estimators._base import transactional
 from ..training import ClassifierParams, SequenceModelParams
 from ..training.config import with_params_doc
+from ..training.params import CLASSIFIER_DEFAULTS
 from ._persistence import PanelPersistenceMixin
 
 
@@ -62,6 +63,8 @@ class SSMPanelClassifier(SequenceModelParams, ClassifierParams, PanelPersistence
     >>> clf.predict_proba(X[:3]).shape
     (3, 2)
     """
+
+    _param_defaults = CLASSIFIER_DEFAULTS
 
     _tags = {
         "authors": ["ssmts developers"],

@@ -40,19 +40,8 @@ class DemoSettings:
     rate: int = 4000
     epochs: int = 30
     max_per_class: int | None = None
-    classifier: dict = field(
-        default_factory=lambda: dict(
-            d_model=32,
-            d_state=32,
-            n_layers=3,
-            heads=1,
-            norm="batch",
-            prenorm=False,
-            batch_size=16,
-            lr=1e-2,
-            lr_ssm=1e-3,
-        )
-    )
+    # The network is SSMClassifier's defaults (CLASSIFIER_DEFAULTS), which were chosen from this one.
+    classifier: dict = field(default_factory=dict)
     baselines: tuple[str, ...] = ("features", "minirocket")
     features: dict = field(default_factory=dict)
 
@@ -63,7 +52,7 @@ QUICK = DemoSettings(
     rate=1000,
     epochs=1,
     max_per_class=2,
-    classifier={**DEMO.classifier, "d_model": 8, "d_state": 4, "n_layers": 1, "min_steps": 0},
+    classifier={"d_model": 8, "d_state": 4, "n_layers": 1, "min_steps": 0},
     # MiniRocket's numba compilation alone takes longer than the whole quick run.
     baselines=("features",),
     features={"n_scales": 2, "n_kernels": 4},
