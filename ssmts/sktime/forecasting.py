@@ -194,8 +194,10 @@ class ForecasterParams(BackboneParams, OptimizerParams, EarlyStoppingParams):
         "Theta fitted to that series, weighted by how each forecast the series' own last combine_windows "
         "windows of max(fh) steps (held out in fit: a copy of the network trained on the data before them, "
         "the classical models refitted at each window's origin); the quantiles combined with the same weights "
-        "and widened by split-conformal calibration on those windows where they under-cover. Needs "
-        "statsmodels. See validation_errors_, combination_weights_.",
+        "and widened where they under-cover those windows (conformal calibration, each window combined with "
+        "weights chosen without it). A classical model that cannot fit or forecast a series is left out of it "
+        "with a warning. Needs statsmodels. See validation_errors_, combination_weights_ (the weights predict "
+        "uses).",
         constraint=Options("none", "validation"),
     )
     combine_rule: Literal["inverse_error", "select", "median", "calibrate"] = param(
@@ -211,7 +213,8 @@ class ForecasterParams(BackboneParams, OptimizerParams, EarlyStoppingParams):
         doc="combine='validation': windows of max(fh) steps held out at the end of each series (fewer where "
         "a series is too short to keep max(8, max(fh)) observations before them: k windows need "
         "max(8, max(fh)) + k * max(fh); none: the series takes the weights of the panel's other series pooled, "
-        "or equal weights).",
+        "or equal weights, with a warning). 'inverse_error' and 'select' calibrate the intervals only on series "
+        "that hold out two windows or more (each window combined with the weights of the others).",
         constraint=Integer(1),
     )
     static_covariates: tuple = param(
@@ -295,14 +298,20 @@ class SSMForecaster(
     period sp_ where a series holds two seasons) are refitted at each origin. Each forecast's MAE
     on the windows (validation_errors_) sets per-series weights (combination_weights_) by
     combine_rule; series too short to hold out a window take the weights of the panel's pooled,
-    MASE-scaled errors (equal weights for a lone short series). The point forecast is the weighted
-    sum of the three; the quantiles are averaged with the same weights around each forecast's
-    point (a component without intervals lends the network's spread), then each central interval
-    is widened by split-conformal calibration on the held-out windows where it under-covers them
-    (combination_widening_: the widening of each level, in units of the interval's width; never
-    narrower). Then the network (this forecaster's own, as with combine="none") and the classical
-    models are fitted on all the data. update passes the new observations to the classical models
-    (sktime's update) and keeps the weights. The route of M4's winner (ES-RNN, exponential
+    MASE-scaled errors (equal weights, or the network alone for "calibrate", when nothing was
+    validated; a warning says so). The point forecast is the weighted sum of the three; the
+    quantiles are averaged with the same weights around each forecast's point (a component without
+    intervals lends the network's spread), then each central interval is widened by conformal
+    calibration on the held-out windows where it under-covers them (combination_widening_: the
+    widening of each level, in units of the interval's width; never narrower), each window
+    combined with weights chosen without it: "inverse_error" and "select" score a window with the
+    weights of its series' other windows, so they calibrate on series that hold out two or more.
+    Then the network (this forecaster's own, as with combine="none") and the classical models are
+    fitted on all the data. update passes the new observations to the classical models (sktime's
+    update) and keeps the weights. A classical model that cannot fit, forecast or update a series
+    is left out of it with a warning, its weight spread over the others: combination_weights_
+    always holds the weights predict uses ("median": NaN for the forecasts whose median is taken,
+    0 for one left out). The route of M4's winner (ES-RNN, exponential
     smoothing and a recurrent network in one model) and of FFORMA (per-series weights of classical
     forecasts), simplified: the weights come from each series' own held-out windows, not from a
     learned model. historical_forecasts, stream, export and the safetensors format hold the
