@@ -1,22 +1,24 @@
-"""SSMForecaster(combine="validation"): the network combined per series with AutoETS and Theta, the
-weights set by each series' own last windows.
+"""SSMForecaster(combine="validation"): the network combined per series with AutoETS, Theta, seasonal
+naive and drift (the classical forecasts), the weights set by each series' own last windows.
 
     fit:  each series' last k windows of max(fh) steps held out (k = combine_windows, fewer for a short
           series); a copy of the network trained on the data before them (every series cut before its
           own first held-out window: purged), forecasting every held-out window from its origin with
-          those weights; AutoETS and Theta refitted at each origin on the data up to it
+          those weights; the classical forecasts refitted at each origin on the data up to it
        -> validation_errors_: the MAE of each component over the held-out windows, per series
-       -> per-series weights by combine_rule; a series too short to hold out a window, or whose classical
-          models could not be validated, takes the weights of the other series' pooled (scaled) errors;
-          equal weights (calibrate: the network alone) when nothing was validated
+       -> per-series weights by combine_rule (a classical forecast that could not be validated on a series:
+          no weight there); a series too short to hold out a window takes the weights of the pooled (scaled)
+          errors of the series validated in full; equal weights (calibrate: the network alone) when none is.
+          network_first: the network alone unless the series' held-out steps hold strong evidence against
+          it (a sign test)
        -> conformal widening of the combined intervals on the held-out windows (pooled over the series,
           steps and windows, in units of each interval's width; only ever wider), cross-fitted: each
           window is combined with weights chosen without it (inverse_error and select: those of the
-          series' other windows, so a series needs two windows to calibrate them; median and calibrate
-          choose nothing on the windows)
-       -> the network as trained on all the data (the forecaster's own), AutoETS and Theta refitted on it
-          and their forecasts of every step predict may ask (1..horizon_) stored; a classical model that
-          cannot fit or forecast a series is left out of it, its weight spread over the others
+          series' other windows, so a series needs two windows to calibrate them; network_first: its
+          rule on the other windows; median and calibrate choose nothing on the windows)
+       -> the network as trained on all the data (the forecaster's own), the classical forecasts refitted
+          on it and their forecasts of every step predict may ask (1..horizon_) stored; a classical model
+          that cannot fit or forecast a series is left out of it, its weight spread over the others
     predict: per series, the weighted point forecasts; the quantile grids averaged with the same weights
     (quantile averaging around each component's point forecast), widened, interpolated at alpha.
     update: the classical models take the new observations; one that cannot is left out from then on.
@@ -41,22 +43,28 @@ from ._export import ForecasterExportMixin
 from ._strategies import interpolate_quantiles, quantile_probabilities
 from ._windows import TooFewWindowsError, key_name
 
-COMPONENTS = ("network", "ets", "theta")
-LABELS = {"network": "the network", "ets": "AutoETS", "theta": "Theta"}
-RULES = ("inverse_error", "select", "median", "calibrate")
+COMPONENTS = ("network", "ets", "theta", "naive", "drift")
+LABELS = {"network": "the network", "ets": "AutoETS", "theta": "Theta", "naive": "seasonal naive", "drift": "drift"}
+RULES = ("inverse_error", "select", "median", "calibrate", "network_first")
+# network_first leaves the network only on a one-sided sign test at this level, Bonferroni-corrected over
+# the classical forecasts it compares the network with
+EVIDENCE = 0.05
 MIN_PREFIX = 8  # observations before the first held-out window (or a full horizon, if longer)
 SIMULATIONS = 500  # sample paths of an ETS model whose intervals sktime cannot compute
 # How statsmodels (through sktime) refuses a series it cannot model: no converged fit, too few
 # observations, a singular system (numpy's LinAlgError is a ValueError), an overflow. Anything else
 # is a bug and propagates.
 CLASSICAL_FAILURES = (ValueError, ArithmeticError)
+STATSMODELS = ("ets", "theta")  # the components on statsmodels, which takes no missing values
 
 
 # ---------------------------------------------------------------------------- classical components
 def classical_models(season: int, y: pd.DataFrame) -> dict:
-    """Unfitted AutoETS and Theta for one series, as ssmts.bench builds its baselines: seasonal only
-    with two seasons of data (Theta's multiplicative deseasonalization also needs positive values)."""
+    """Unfitted AutoETS, Theta, seasonal naive and drift for one series, as ssmts.bench builds its
+    baselines: AutoETS and Theta seasonal only with two seasons of data (Theta's multiplicative
+    deseasonalization also needs positive values), seasonal naive with one."""
     from sktime.forecasting.ets import AutoETS
+    from sktime.forecasting.naive import NaiveForecaster
     from sktime.forecasting.theta import ThetaForecaster
 
     seasonal = season > 1 and len(y) >= 2 * season
@@ -64,20 +72,24 @@ def classical_models(season: int, y: pd.DataFrame) -> dict:
     return {
         "ets": AutoETS(auto=True, sp=season if seasonal else 1, n_jobs=1),
         "theta": ThetaForecaster(sp=season if seasonal and positive else 1, deseasonalize=seasonal and positive),
+        "naive": NaiveForecaster(strategy="last", sp=season if len(y) >= season else 1),
+        "drift": NaiveForecaster(strategy="drift"),
     }
 
 
 def fit_classical(season: int, y: pd.DataFrame) -> tuple[dict, dict]:
     """({name: fitted sktime forecaster, or None where it cannot fit this series}, {name: why not})."""
     models = dict.fromkeys(COMPONENTS[1:])
-    if y.isna().to_numpy().any():
-        return models, dict.fromkeys(models, "it has missing values, which statsmodels does not take")
     if len(y) < 3:
         return models, dict.fromkeys(models, f"it has {len(y)} observation(s), fewer than 3")
+    missing = bool(y.isna().to_numpy().any())
     failures = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # statsmodels' convergence chatter, sktime's FutureWarnings
         for name, model in classical_models(season, y).items():
+            if missing and name in STATSMODELS:
+                failures[name] = "it has missing values, which statsmodels does not take"
+                continue
             try:
                 models[name] = model.fit(y)
             except CLASSICAL_FAILURES as error:
@@ -155,6 +167,27 @@ def rule_weights(errors: np.ndarray, rule: str) -> np.ndarray | None:
     inverse = exact.astype(float) if exact.any() else 1.0 / e
     w[available] = inverse / inverse.sum()
     return w
+
+
+def network_first_weights(absolute: np.ndarray) -> np.ndarray:
+    """Weights (C, M) of 'network_first' from held-out absolute errors (k, H, C, M): the network alone,
+    unless a classical forecast has the lower error at significantly many of the held-out steps (a
+    one-sided sign test, ties left out, at EVIDENCE / (M - 1)); then the inverse-error weights of all."""
+    from scipy.stats import binomtest
+
+    C, M = absolute.shape[2:]
+    errors = mean_errors(absolute)
+    out = np.tile(np.eye(M)[0], (C, 1))
+    for c in range(C):
+        network = absolute[:, :, c, 0].ravel()
+        for m in range(1, M):
+            other = absolute[:, :, c, m].ravel()
+            paired = np.isfinite(network) & np.isfinite(other) & (network != other)
+            wins, n = int((other[paired] < network[paired]).sum()), int(paired.sum())
+            if n and binomtest(wins, n, alternative="greater").pvalue < EVIDENCE / (M - 1):
+                out[c] = rule_weights(errors[c], "inverse_error")
+                break
+    return out
 
 
 def renormalized(weights: np.ndarray, present: np.ndarray) -> np.ndarray:
@@ -252,11 +285,14 @@ def mean_errors(absolute: np.ndarray) -> np.ndarray:
 
 
 def _failures(failed: dict) -> str:
-    """{(key, name): why} -> "AutoETS and Theta of y: why; ..." (the first five series and reasons)."""
+    """{(key, name): why} -> "AutoETS, Theta and drift of y: why; ..." (the first five series and reasons)."""
     grouped: dict = {}
     for (key, name), why in failed.items():
         grouped.setdefault((key, why), []).append(LABELS[name])
-    items = [f"{' and '.join(names)} of {key_name(key)}: {why}" for (key, why), names in grouped.items()]
+    items = [
+        f"{', '.join(names[:-1])}{' and ' if len(names) > 1 else ''}{names[-1]} of {key_name(key)}: {why}"
+        for (key, why), names in grouped.items()
+    ]
     return "; ".join(items[:5]) + (f"; and {len(items) - 5} more" if len(items) > 5 else "")
 
 
@@ -386,7 +422,12 @@ class CombinationMixin:
             left_out.update({(key, name): why for name, why in {**failures, **more}.items()})
         self._set_combination_attributes()
 
-        # what the user should know: what was not validated, calibrated or fitted
+        self._report_fit(parts, plan, H, network_failure, calibrated[self.combine_rule], unvalidated, left_out)
+
+    def _report_fit(self, parts, plan, H, network_failure, calibrated, unvalidated, left_out) -> None:
+        """Warnings: what fit could not validate, calibrate or fit, and what the forecasts do instead."""
+        validation, min_prefix = self._validation, max(MIN_PREFIX, H)
+        unweighted = {"calibrate": "the network alone", "network_first": "the network alone", "median": "the median"}
         if not validation:
             longest = max(len(yp) for _, yp, _ in parts)
             why = (
@@ -395,32 +436,31 @@ class CombinationMixin:
                 else f"no series is long enough to hold out a window of max(fh)={H} steps (that needs {min_prefix + H} "
                 f"observations, max(8, max(fh)) of them before it; the longest has {longest})"
             )
-            how = {"calibrate": "the network alone", "median": "the median of the three forecasts"}
-            how = how.get(self.combine_rule, "equal weights")
-            _warn(f"{why}: nothing was validated, so the series are forecast by {how}; the intervals are not widened")
+            how = unweighted.get(self.combine_rule, "equal weights")
+            _warn(f"{why}: nothing was validated, so the series are forecast with {how}; the intervals are not widened")
         else:
             short = [f"{key_name(key)} ({len(yp)} observations)" for key, yp, _ in parts if plan[key] == 0]
             if short:
                 _warn(
                     f"{len(short)} of the {len(parts)} series are too short to hold out a window of max(fh)={H} steps "
                     f"(that needs {min_prefix + H} observations): {', '.join(short[:5])}"
-                    f"{f' and {len(short) - 5} more' if len(short) > 5 else ''}; they take the weights of the other "
-                    "series' errors, pooled in units of their MASE scales"
+                    f"{f' and {len(short) - 5} more' if len(short) > 5 else ''}; they are forecast with "
+                    + unweighted.get(
+                        self.combine_rule,
+                        "the weights of the other series' errors, pooled in units of their MASE scales",
+                    )
                 )
-            if not calibrated[self.combine_rule]:
+            if not calibrated:
                 _warn(
                     f"combine_rule={self.combine_rule!r} chooses its weights on the held-out windows, so a window "
                     "calibrates the intervals only combined with the weights of its series' other windows, and no "
                     "series holds out two: the intervals are not widened; set combine_windows >= 2 or pass longer "
                     "series"
                 )
-        # a classical model that failed at the windows but fits all of y borrows the pooled weights
+        # a classical model that failed at the windows but fits all of y: nothing to weigh it by
         unvalidated = {pair: why for pair, why in unvalidated.items() if pair not in left_out}
         if unvalidated:
-            _warn(
-                f"at the held-out windows, {_failures(unvalidated)}; these series take the pooled weights of the "
-                "series validated in full (equal weights if none is)"
-            )
+            _warn(f"at the held-out windows, {_failures(unvalidated)}; with no errors to weigh them by, no weight")
         if left_out:
             _warn(
                 f"left out of the forecasts, their weight spread over the other components (combination_weights_ "
@@ -470,7 +510,7 @@ class CombinationMixin:
         return out, None
 
     def _validate_classical(self, yp: pd.DataFrame, k: int, H: int) -> tuple[dict, dict]:
-        """AutoETS and Theta refitted at the origin of each of a series' last k windows of H steps:
+        """The classical forecasts refitted at the origin of each of a series' last k windows of H steps:
         ({name: (points (k, H, C), grids (k, H, C, Q) or None), or None where a window failed}, {name: why})."""
         n, levels = len(yp), self.quantile_levels_
         points: dict = {name: [] for name in COMPONENTS[1:]}
@@ -503,21 +543,30 @@ class CombinationMixin:
 
     def _rule_weights(self, rule: str) -> tuple[dict, np.ndarray | None]:
         """({key: (C, M) weights, or None for 'median'}, the pooled weights): each validated series and
-        column by its own errors; the others by the errors of the validated ones pooled in units of their
-        MASE scales (equal weights when nothing was validated; the network alone for 'calibrate'). The
-        pooled weights also serve series first seen in update."""
+        column by its own errors (a component it could not validate: no weight); the others by the errors
+        of the series validated in full, pooled in units of their MASE scales (equal weights when there
+        are none; the network alone for 'calibrate').
+        'network_first': by each series' own steps (network_first_weights), the network alone for the
+        others (no evidence against it). The pooled weights also serve series first seen in update."""
         if rule == "median":
             return dict.fromkeys(self._errors), None
+        M = len(COMPONENTS)
+        if rule == "network_first":
+            alone = np.tile(np.eye(M)[0], (self.n_targets_, 1))
+            weights = {
+                key: network_first_weights(self._absolute[key]) if key in self._absolute else alone
+                for key in self._errors
+            }
+            return weights, np.eye(M)[0]
         rows = [e / self._scales[key][:, None] for key, e in self._errors.items()]
         scaled = np.concatenate(rows) if rows else np.zeros((0, len(COMPONENTS)))
         scaled = scaled[np.isfinite(scaled).all(1)]
-        M = len(COMPONENTS)
         if rule == "calibrate":
             pooled = np.eye(M)[0]
         else:
             pooled = rule_weights(scaled.mean(0), rule) if len(scaled) else np.full(M, 1 / M)
         weights = {
-            key: np.stack([rule_weights(row, rule) if np.isfinite(row).all() else pooled for row in e])
+            key: np.stack([rule_weights(row, rule) if np.isfinite(row).any() else pooled for row in e])
             for key, e in self._errors.items()
         }
         return weights, pooled
@@ -528,14 +577,10 @@ class CombinationMixin:
         weights = self._weights[rule][key]
         if rule in ("median", "calibrate"):  # nothing chosen on the windows
             return weights
+        if rule == "network_first":  # the rule on the other windows (none: the network alone)
+            return network_first_weights(np.delete(self._absolute[key], j, axis=0))
         others = mean_errors(np.delete(self._absolute[key], j, axis=0))  # (C, M); NaN with one window
-        out = np.full(weights.shape, np.nan)
-        for c, row in enumerate(others):
-            if not np.isfinite(self._errors[key][c]).all():  # the pooled weights: chosen on the other series
-                out[c] = weights[c]
-            elif np.isfinite(row).all():
-                out[c] = rule_weights(row, rule)
-        return out
+        return np.stack([rule_weights(row, rule) if np.isfinite(row).any() else row for row in others])
 
     def _calibrate(self, rule: str, median: int) -> np.ndarray | None:
         """Conformal widening factors (Q,) of the rule's combined grids on the held-out windows, each window
@@ -729,8 +774,8 @@ class CombinationMixin:
     def _refuse_combined(self, what: str) -> None:
         if self._combining:
             raise ValueError(
-                f"{what} uses the network alone, but this {type(self).__name__} combines it with AutoETS and "
-                "Theta (combine='validation'); fit with combine='none' for it"
+                f"{what} uses the network alone, but this {type(self).__name__} combines it with classical "
+                "forecasts (combine='validation'); fit with combine='none' for it"
             )
 
     def _save_state(self):

@@ -5,6 +5,7 @@ exactly, one only the network can), the purge, the weights and intervals against
 with numpy), panels, update, failing components and the refusals. Tiny networks, few epochs."""
 
 import copy
+import math
 import warnings
 
 import numpy as np
@@ -14,6 +15,7 @@ import pytest
 pytest.importorskip("statsmodels")
 
 from sktime.forecasting.ets import AutoETS  # noqa: E402
+from sktime.forecasting.naive import NaiveForecaster  # noqa: E402
 from sktime.forecasting.theta import ThetaForecaster  # noqa: E402
 
 from ssmts.sktime import SSMForecaster  # noqa: E402
@@ -22,6 +24,7 @@ from ssmts.sktime._combine import (  # noqa: E402
     RULES,
     combine_grid,
     conformal_factors,
+    network_first_weights,
     rule_weights,
     widen_grid,
 )
@@ -38,6 +41,7 @@ TINY = dict(
     quantiles=(0.1, 0.25, 0.5, 0.75, 0.9),
 )
 FH = list(range(1, 7))
+CLASSICAL = COMPONENTS[1:]
 
 
 @pytest.fixture(autouse=True)
@@ -48,7 +52,7 @@ def _quiet():
 
 
 def trend(n=48):
-    """A straight line: Holt's linear trend (AutoETS) forecasts it almost exactly, the tiny network does not."""
+    """A straight line: drift forecasts it exactly, the tiny network does not."""
     return pd.Series(10 + 0.5 * np.arange(n), index=pd.period_range("1950", periods=n, freq="Y"), name="y")
 
 
@@ -70,16 +74,19 @@ def mae(pred, truth):
 
 # ---------------------------------------------------------------- the oracle: every number again, by hand
 def classical_by_hand(y: pd.Series, H: int, levels, quantiles=True) -> dict:
-    """{name: (point (H,), grid (H, Q) or None)} of AutoETS and Theta fitted to y as the docs specify them
-    for yearly data (sp 1, no deseasonalization), through sktime's own calls."""
+    """{name: (point (H,), grid (H, Q) or None)} of AutoETS, Theta, seasonal naive and drift fitted to y as
+    the docs specify them for yearly data (sp 1, no deseasonalization), through sktime's own calls."""
     out = {}
     fh = list(range(1, H + 1))
+    models = {
+        "ets": AutoETS(auto=True, sp=1, n_jobs=1),
+        "theta": ThetaForecaster(sp=1, deseasonalize=False),
+        "naive": NaiveForecaster(strategy="last", sp=1),
+        "drift": NaiveForecaster(strategy="drift"),
+    }
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for name, model in (
-            ("ets", AutoETS(auto=True, sp=1, n_jobs=1)),
-            ("theta", ThetaForecaster(sp=1, deseasonalize=False)),
-        ):
+        for name, model in models.items():
             model.fit(y)
             point = model.predict(fh=fh).to_numpy().ravel()
             grid = np.sort(model.predict_quantiles(fh=fh, alpha=list(levels)).to_numpy(), axis=1) if quantiles else None
@@ -118,6 +125,18 @@ def weights_by_hand(errors: dict, rule: str) -> dict | None:
         return {m: float(m == best) for m in errors}
     total = sum(1 / e for e in errors.values())
     return {m: (1 / e) / total for m, e in errors.items()}
+
+
+def network_first_by_hand(steps: dict, errors: dict) -> dict:
+    """{name: weight} of network_first from each forecast's absolute errors at the held-out steps {name: (n,)}
+    and their MAEs: the inverse-error weights if some classical forecast is closer than the network at so
+    many steps that a fair coin gives as many with probability under 0.05 / 4; else the network alone."""
+    for m in CLASSICAL:
+        diff = steps[m] - steps["network"]
+        n, wins = int((diff != 0).sum()), int((diff < 0).sum())
+        if n and sum(math.comb(n, i) for i in range(wins, n + 1)) / 2**n < 0.05 / len(CLASSICAL):
+            return weights_by_hand(errors, "inverse_error")
+    return {m: float(m == "network") for m in COMPONENTS}
 
 
 def combine_by_hand(comps: dict, weights: dict | None, median: int):
@@ -169,6 +188,26 @@ def test_rule_weights_by_hand():
     np.testing.assert_allclose(rule_weights(np.array([np.nan, 1.0, 3.0]), "inverse_error"), [0.0, 0.75, 0.25])
 
 
+def test_network_first_leaves_the_network_on_a_sign_test_by_hand():
+    """12 held-out steps (2 windows of 6), the network's error 1 at each, the other forecasts 1.5 but
+    AutoETS 0.5 at `closer` of them: P(at least 11 of 12 heads) = 13 / 4096 < 0.05 / 4, so 11 leave the
+    network for the inverse-error weights of all five; 10 (P = 79 / 4096 = 0.019) keep it alone, though
+    AutoETS's MAE is lower. Steps where the two are equal do not count: 10 closer and 2 equal is 10 of 10."""
+    for closer, ties, leaves in ((11, 0, True), (10, 0, False), (10, 2, True)):
+        absolute = np.full((2, 6, 1, 5), 1.5)
+        absolute[..., 0] = 1.0
+        ets = np.r_[np.full(closer, 0.5), np.full(ties, 1.0), np.full(12 - closer - ties, 1.5)]
+        absolute[..., 0, 1] = ets.reshape(2, 6)
+        mae = np.array([1.0, ets.mean(), 1.5, 1.5, 1.5])
+        expected = (1 / mae) / np.sum(1 / mae) if leaves else [1.0, 0, 0, 0, 0]
+        np.testing.assert_allclose(network_first_weights(absolute), [expected], err_msg=f"{closer} closer, {ties} ties")
+    # a window alone (6 steps): even 6 of 6 (P = 1 / 64 = 0.016) is not enough
+    absolute = np.full((1, 6, 1, 5), 1.5)
+    absolute[..., 0], absolute[..., 1] = 1.0, 0.1
+    np.testing.assert_array_equal(network_first_weights(absolute), [[1.0, 0, 0, 0, 0]])
+    np.testing.assert_array_equal(network_first_weights(absolute[:0]), [[1.0, 0, 0, 0, 0]])  # no window
+
+
 def test_combined_grid_averages_quantiles_around_each_point_and_the_median_rule():
     points = np.array([[10.0], [20.0], [40.0]])
     grids = [np.array([[9.0, 10.0, 11.0]]), np.array([[18.0, 20.0, 22.0]]), None]  # theta lends the network's
@@ -197,23 +236,21 @@ def test_conformal_factors_widen_an_interval_that_under_covers_and_never_narrow_
 
 # ---------------------------------------------------------------- oracles
 def test_on_a_straight_line_the_weight_goes_to_the_classical_forecasts():
+    """Drift continues a straight line exactly (an exact forecast takes all the weight), Holt's linear trend
+    (AutoETS) almost, the tiny network does not."""
     y = trend()
     train, test = y.iloc[:-6], y.iloc[-6:]
     f = combined().fit(train, fh=FH)
-    weights = f.combination_weights_.iloc[0]
     errors = f.validation_errors_.iloc[0]
-    assert errors["ets"] < 0.2 * errors["network"], errors
-    assert weights["ets"] + weights["theta"] > 0.85, weights
-    ets_error = mae(f._classical[()]["ets"].predict(fh=FH), test)
+    assert errors["drift"] < 1e-9 and errors["ets"] < 0.2 * errors["network"], errors
+    np.testing.assert_array_equal(f.combination_weights_.iloc[0].to_numpy(), [0, 0, 0, 0, 1.0])
+    np.testing.assert_allclose(f.predict().to_numpy(), test.to_numpy())  # the line, continued
     with f._as_variant("network"):
-        network_error = mae(f.predict(), test)
-    assert ets_error < 0.2 * network_error
-    assert mae(f.predict(), test) < 0.3 * network_error
-    # select: the classical forecast itself
-    chosen = combined(combine_rule="select").fit(train, fh=FH)
-    assert chosen.combination_weights_.iloc[0].idxmax() == "ets"
-    ets_forecast = chosen._classical[()]["ets"].predict(fh=FH).to_numpy().ravel()
-    np.testing.assert_allclose(chosen.predict().to_numpy(), ets_forecast)
+        assert mae(f.predict(), test) > 0.1
+    # select, and network_first (drift is the closer at all 12 held-out steps), give the same
+    for rule in ("select", "network_first"):
+        with f._as_variant(rule):
+            np.testing.assert_allclose(f.predict().to_numpy(), test.to_numpy())
 
 
 def test_on_a_cycle_the_classical_models_cannot_see_the_weight_goes_to_the_network():
@@ -263,7 +300,7 @@ def test_errors_weights_widening_and_forecast_against_a_from_scratch_oracle(rule
     """Every number of a fit recomputed without the module: each component forecast again through its own
     public calls on each held-out window and on all of y, the MAEs, the weights, the widening and the
     combined forecast with numpy. The widening scores each window with weights chosen on the other window
-    only (inverse_error and select choose their weights on the windows; median and calibrate choose nothing)."""
+    only (inverse_error, select and network_first choose on the windows; median and calibrate choose nothing)."""
     y = noisy() - 20.0  # negative values: AutoETS fits additive models only, whose intervals sktime computes
     H, k, median = 6, 2, 2
     f = combined(combine_rule=rule).fit(y, fh=FH)
@@ -279,17 +316,25 @@ def test_errors_weights_widening_and_forecast_against_a_from_scratch_oracle(rule
         }
         for j in range(k)
     ]
-    errors = [{m: np.mean(np.abs(truths[j] - windows[j][m][0])) for m in COMPONENTS} for j in range(k)]
+    steps = [{m: np.abs(truths[j] - windows[j][m][0]) for m in COMPONENTS} for j in range(k)]
+    errors = [{m: np.mean(steps[j][m]) for m in COMPONENTS} for j in range(k)]
     overall = {m: np.mean([e[m] for e in errors]) for m in COMPONENTS}
     np.testing.assert_allclose(f.validation_errors_.iloc[0].to_numpy(), [overall[m] for m in COMPONENTS], rtol=1e-5)
-    weights = weights_by_hand(overall, rule)
+
+    def rule_by_hand(windows_used):
+        if rule == "network_first":
+            both = {m: np.concatenate([steps[j][m] for j in windows_used]) for m in COMPONENTS}
+            return network_first_by_hand(both, {m: np.mean(both[m]) for m in COMPONENTS})
+        return weights_by_hand({m: np.mean([errors[j][m] for j in windows_used]) for m in COMPONENTS}, rule)
+
+    weights = rule_by_hand(range(k))
     reported = f.combination_weights_.iloc[0].to_numpy()
     if weights is None:
         assert np.isnan(reported).all()
     else:
         np.testing.assert_allclose(reported, [weights[m] for m in COMPONENTS], rtol=1e-5)
     # the widening: window j combined with the weights of the other window, never its own
-    grids = [combine_by_hand(windows[j], weights_by_hand(errors[1 - j], rule), median)[1] for j in range(k)]
+    grids = [combine_by_hand(windows[j], rule_by_hand([1 - j]), median)[1] for j in range(k)]
     widening = widening_by_hand(grids, truths, levels)
     np.testing.assert_allclose(list(f.combination_widening_.values()), widening, rtol=1e-5, atol=1e-9)
     assert widening.max() > 0  # the check has teeth: the tiny network's intervals under-cover
@@ -347,7 +392,7 @@ def test_a_hierarchical_panel_gets_one_weight_row_per_series_and_short_series_th
     with f._as_variant("network"):
         network = f.predict().loc[("south", "c")].to_numpy().ravel()
     classical = classical_by_hand(y.loc[("south", "c"), "sales"], 6, f.quantile_levels_, quantiles=False)
-    expected = pooled["network"] * network + sum(pooled[m] * classical[m][0] for m in ("ets", "theta"))
+    expected = pooled["network"] * network + sum(pooled[m] * classical[m][0] for m in CLASSICAL)
     np.testing.assert_allclose(f.predict().loc[("south", "c")].to_numpy().ravel(), expected, rtol=1e-6)
 
 
@@ -398,7 +443,7 @@ def test_multivariate_y_with_exogenous_x_weighs_each_column_by_its_own_errors():
         weights = weights_by_hand(errors, "inverse_error")
         np.testing.assert_allclose(f.combination_weights_.loc[column], [weights[m] for m in COMPONENTS], rtol=1e-5)
         classical = classical_by_hand(y[column], H, f.quantile_levels_, quantiles=False)
-        expected = weights["network"] * network_full[:, c] + sum(weights[m] * classical[m][0] for m in ("ets", "theta"))
+        expected = weights["network"] * network_full[:, c] + sum(weights[m] * classical[m][0] for m in CLASSICAL)
         np.testing.assert_allclose(pred[column].to_numpy(), expected, rtol=1e-5)
     q = f.predict_quantiles(X=X.iloc[60:], alpha=[0.1, 0.5, 0.9]).to_numpy()
     assert np.all(np.diff(q.reshape(6, 2, 3), axis=-1) >= 0)
@@ -419,7 +464,7 @@ def test_update_moves_the_classical_forecasts_with_the_network():
         expected = weights.iloc[0]["network"] * f.predict().to_numpy()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        for name in ("ets", "theta"):
+        for name in CLASSICAL:
             forecast = models[name].update(y.iloc[60:66], update_params=False).predict(fh=FH).to_numpy().ravel()
             expected = expected + weights.iloc[0][name] * forecast
     np.testing.assert_allclose(pred.to_numpy(), expected, rtol=1e-6)
@@ -439,7 +484,10 @@ def test_the_network_only_routes_refuse_a_combination():
 
 
 # ---------------------------------------------------------------- what cannot be validated or fitted
-@pytest.mark.parametrize("rule, weights", [("inverse_error", [1 / 3, 1 / 3, 1 / 3]), ("calibrate", [1.0, 0.0, 0.0])])
+@pytest.mark.parametrize(
+    "rule, weights",
+    [("inverse_error", [0.2] * 5), ("calibrate", [1.0, 0, 0, 0, 0]), ("network_first", [1.0, 0, 0, 0, 0])],
+)
 def test_a_lone_series_too_short_to_hold_out_a_window_warns_and_reports_the_weights_predict_uses(rule, weights):
     y = noisy(12)
     with pytest.warns(UserWarning, match=r"no series .*a window of max\(fh\)=6 steps.*14 observations.*not widened"):
@@ -452,7 +500,7 @@ def test_a_lone_series_too_short_to_hold_out_a_window_warns_and_reports_the_weig
         network, network_q = f.predict().to_numpy(), f.predict_quantiles(alpha=levels)
     classical = classical_by_hand(y, 6, levels, quantiles=False)
     w = dict(zip(COMPONENTS, weights))
-    expected = w["network"] * network + sum(w[m] * classical[m][0] for m in ("ets", "theta"))
+    expected = w["network"] * network + sum(w[m] * classical[m][0] for m in CLASSICAL)
     np.testing.assert_allclose(f.predict().to_numpy(), expected, rtol=1e-6)
     if rule == "calibrate":  # nothing to calibrate on: the network's own intervals
         pd.testing.assert_frame_equal(f.predict_quantiles(alpha=levels), network_q)
@@ -470,16 +518,28 @@ def theta_fails(monkeypatch, when) -> None:
     monkeypatch.setattr(ThetaForecaster, "_predict", predict)
 
 
-@pytest.mark.parametrize("rule, weights", [("inverse_error", [1.0, 0.0, 0.0]), ("median", [np.nan, 0.0, 0.0])])
-def test_a_series_with_missing_values_is_forecast_by_the_network_alone_and_the_weights_say_so(rule, weights):
+@pytest.mark.parametrize("rule", ["inverse_error", "median"])
+def test_a_series_with_missing_values_leaves_autoets_and_theta_out_and_the_weights_say_so(rule):
     y = noisy()
-    y.iloc[20] = np.nan  # statsmodels takes no missing values: AutoETS and Theta cannot fit
-    with pytest.warns(UserWarning, match=r"AutoETS and Theta of y: it has missing values"):
+    y.iloc[20] = np.nan  # statsmodels takes no missing values; sktime's naive forecasts do
+    with pytest.warns(UserWarning, match=r"AutoETS and Theta of y: it has missing values, which statsmodels"):
         f = combined(combine_rule=rule).fit(y, fh=FH)
-    np.testing.assert_array_equal(f.combination_weights_.to_numpy(), [weights])  # median: NaN, in the median
+    errors = f.validation_errors_.iloc[0]
+    assert errors[["ets", "theta"]].isna().all() and errors[["network", "naive", "drift"]].notna().all()
     with f._as_variant("network"):
-        network = f.predict()
-    pd.testing.assert_series_equal(f.predict(), network)
+        forecasts = {"network": f.predict().to_numpy()}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name, model in (("naive", NaiveForecaster(strategy="last", sp=1)), ("drift", NaiveForecaster("drift"))):
+            forecasts[name] = model.fit(y).predict(fh=FH).to_numpy()
+    if rule == "median":  # NaN: in the median; 0: left out
+        np.testing.assert_array_equal(f.combination_weights_.to_numpy(), [[np.nan, 0, 0, np.nan, np.nan]])
+        np.testing.assert_allclose(f.predict().to_numpy(), np.median(list(forecasts.values()), axis=0))
+        return
+    weights = {**weights_by_hand({m: errors[m] for m in forecasts}, "inverse_error"), "ets": 0.0, "theta": 0.0}
+    np.testing.assert_allclose(f.combination_weights_.iloc[0].to_numpy(), [weights[m] for m in COMPONENTS])
+    expected = sum(weights[m] * forecasts[m] for m in forecasts)
+    np.testing.assert_allclose(f.predict().to_numpy(), expected, rtol=1e-6)
 
 
 def test_a_classical_model_that_cannot_forecast_from_all_of_y_is_left_out_and_the_weights_say_so(monkeypatch):
@@ -490,29 +550,32 @@ def test_a_classical_model_that_cannot_forecast_from_all_of_y_is_left_out_and_th
     monkeypatch.undo()
     # the inverse-error weights of the two components left
     errors = f.validation_errors_.iloc[0]
-    kept = weights_by_hand({m: errors[m] for m in ("network", "ets")}, "inverse_error")
-    np.testing.assert_allclose(f.combination_weights_.iloc[0].to_numpy(), [kept["network"], kept["ets"], 0.0])
+    kept = {**weights_by_hand({m: errors[m] for m in COMPONENTS if m != "theta"}, "inverse_error"), "theta": 0.0}
+    np.testing.assert_allclose(f.combination_weights_.iloc[0].to_numpy(), [kept[m] for m in COMPONENTS])
     with f._as_variant("network"):
         network = f.predict().to_numpy()
-    ets = classical_by_hand(y, 6, f.quantile_levels_, quantiles=False)["ets"][0]
-    np.testing.assert_allclose(f.predict().to_numpy(), kept["network"] * network + kept["ets"] * ets, rtol=1e-6)
+    classical = classical_by_hand(y, 6, f.quantile_levels_, quantiles=False)
+    expected = kept["network"] * network + sum(kept[m] * classical[m][0] for m in CLASSICAL)
+    np.testing.assert_allclose(f.predict().to_numpy(), expected, rtol=1e-6)
 
 
-def test_a_classical_model_failing_only_at_the_held_out_windows_borrows_the_pooled_weights_and_says_so(monkeypatch):
+def test_a_classical_model_failing_only_at_the_held_out_windows_gets_no_weight_and_a_warning_says_so(monkeypatch):
     y = noisy()
     theta_fails(monkeypatch, lambda cutoff: cutoff != y.index[-1])
     with pytest.warns(UserWarning, match=r"at the held-out windows, Theta of y: ValueError: no forecast from here"):
         f = combined().fit(y, fh=FH)
     monkeypatch.undo()
-    assert np.isnan(f.validation_errors_.iloc[0]["theta"])
-    np.testing.assert_allclose(f.combination_weights_.to_numpy(), 1 / 3)  # no series validated in full: equal
+    errors = f.validation_errors_.iloc[0]
+    assert np.isnan(errors["theta"])
+    weights = {**weights_by_hand({m: errors[m] for m in COMPONENTS if m != "theta"}, "inverse_error"), "theta": 0.0}
+    np.testing.assert_allclose(f.combination_weights_.iloc[0].to_numpy(), [weights[m] for m in COMPONENTS])
 
 
 def test_a_classical_model_failing_in_update_is_left_out_and_the_weights_say_so(monkeypatch):
     y = noisy(72)
     f = combined().fit(y.iloc[:60], fh=FH)
     before = f.combination_weights_.iloc[0]
-    theta = copy.deepcopy(f._classical[()]["theta"])
+    models = copy.deepcopy(f._classical[()])
 
     def fails(self, *args, **kwargs):
         raise ValueError("no converged fit")
@@ -521,15 +584,16 @@ def test_a_classical_model_failing_in_update_is_left_out_and_the_weights_say_so(
     with pytest.warns(UserWarning, match=r"AutoETS of y: ValueError: no converged fit"):
         f.update(y.iloc[60:66], update_params=False)
     monkeypatch.undo()
-    kept = before["network"] + before["theta"]
-    expected = [before["network"] / kept, 0.0, before["theta"] / kept]
-    np.testing.assert_allclose(f.combination_weights_.iloc[0].to_numpy(), expected)
+    expected = before.where(before.index != "ets", 0.0) / before.drop("ets").sum()
+    np.testing.assert_allclose(f.combination_weights_.iloc[0].to_numpy(), expected.to_numpy())
     with f._as_variant("network"):
-        network = f.predict().to_numpy()
+        forecast = expected["network"] * f.predict().to_numpy()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        theta_forecast = theta.update(y.iloc[60:66], update_params=False).predict(fh=FH).to_numpy()
-    np.testing.assert_allclose(f.predict().to_numpy(), expected[0] * network + expected[2] * theta_forecast, rtol=1e-6)
+        for name in ("theta", "naive", "drift"):  # updated by hand
+            model = models[name].update(y.iloc[60:66], update_params=False)
+            forecast = forecast + expected[name] * model.predict(fh=FH).to_numpy().ravel()
+    np.testing.assert_allclose(f.predict().to_numpy(), forecast, rtol=1e-6)
 
 
 def test_with_one_window_a_series_cannot_calibrate_weights_chosen_on_it_and_a_warning_says_so():
@@ -545,7 +609,7 @@ def test_too_little_data_for_the_validation_network_warns_and_nothing_is_validat
     ):
         f = combined(early_stopping=True).fit(noisy(30), fh=FH)
     assert list(f.validation_windows_) == [0]
-    np.testing.assert_allclose(f.combination_weights_.to_numpy(), 1 / 3)
+    np.testing.assert_allclose(f.combination_weights_.to_numpy(), 1 / 5)
     assert set(f.combination_widening_.values()) == {0.0}
 
 
