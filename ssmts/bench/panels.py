@@ -112,13 +112,9 @@ def validation_panel(panel: pd.DataFrame, task: PanelTask) -> pd.DataFrame:
 
 
 def _baseline(name: str, season: int, y_train: pd.Series):
-    from sktime.forecasting.naive import NaiveForecaster
-
     from ssmts.sktime._combine import classical_models
 
-    if name == "naive":
-        return NaiveForecaster(strategy="last", sp=season)
-    if name in ("theta", "ets"):  # the models SSMForecaster(combine="validation") combines with
+    if name in ("naive", "theta", "ets"):  # as SSMForecaster(combine="validation") builds them
         return classical_models(season, y_train)[name]
     raise ValueError(name)
 

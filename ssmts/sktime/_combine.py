@@ -1,18 +1,29 @@
-"""SSMForecaster(combine="validation"): the network combined per series with AutoETS and Theta, the
-weights set by each series' own last windows.
+"""SSMForecaster(combine="validation"): the network combined per series with AutoETS, Theta, seasonal
+naive and drift (the classical forecasts), the weights set by each series' own last windows.
 
     fit:  each series' last k windows of max(fh) steps held out (k = combine_windows, fewer for a short
           series); a copy of the network trained on the data before them (every series cut before its
           own first held-out window: purged), forecasting every held-out window from its origin with
-          those weights; AutoETS and Theta refitted at each origin on the data up to it
+          those weights; the classical forecasts refitted at each origin on the data up to it
        -> validation_errors_: the MAE of each component over the held-out windows, per series
-       -> per-series weights by combine_rule; a series too short to hold out a window takes the weights
-          of the panel's pooled (scaled) errors, or equal weights when nothing was validated
-       -> split-conformal widening of the combined intervals on the held-out windows (pooled over the
-          series, steps and windows, in units of each interval's width; only ever wider)
-       -> the network as trained on all the data (the forecaster's own), AutoETS and Theta refitted on it
+       -> per-series weights by combine_rule (a classical forecast that could not be validated on a series:
+          no weight there); a series too short to hold out a window takes the weights of the pooled (scaled)
+          errors of the series validated in full; equal weights (calibrate: the network alone) when none is.
+          network_first: the network alone unless the series' held-out steps hold strong evidence against
+          it (a sign test)
+       -> conformal widening of the combined intervals on the held-out windows (pooled over the series,
+          steps and windows, in units of each interval's width; only ever wider), cross-fitted: each
+          window is combined with weights chosen without it (inverse_error and select: those of the
+          series' other windows, so a series needs two windows to calibrate them; network_first: its
+          rule on the other windows; median and calibrate choose nothing on the windows)
+       -> the network as trained on all the data (the forecaster's own), the classical forecasts refitted
+          on it and their forecasts of every step predict may ask (1..horizon_) stored; a classical model
+          that cannot fit or forecast a series is left out of it, its weight spread over the others
     predict: per series, the weighted point forecasts; the quantile grids averaged with the same weights
     (quantile averaging around each component's point forecast), widened, interpolated at alpha.
+    update: the classical models take the new observations; one that cannot is left out from then on.
+    Whatever is left out or not validated is warned about; combination_weights_ always holds the
+    weights predict uses.
 
 The forecaster's own network state (model_, the stored tails) is the network's as with combine="none";
 this module adds the classical models and the weights.
@@ -30,19 +41,30 @@ import pandas as pd
 from .._warnings import caller_stacklevel
 from ._export import ForecasterExportMixin
 from ._strategies import interpolate_quantiles, quantile_probabilities
-from ._windows import key_name
+from ._windows import TooFewWindowsError, key_name
 
-COMPONENTS = ("network", "ets", "theta")
-RULES = ("inverse_error", "select", "median", "calibrate")
+COMPONENTS = ("network", "ets", "theta", "naive", "drift")
+LABELS = {"network": "the network", "ets": "AutoETS", "theta": "Theta", "naive": "seasonal naive", "drift": "drift"}
+RULES = ("inverse_error", "select", "median", "calibrate", "network_first")
+# network_first leaves the network only on a one-sided sign test at this level, Bonferroni-corrected over
+# the classical forecasts it compares the network with
+EVIDENCE = 0.05
 MIN_PREFIX = 8  # observations before the first held-out window (or a full horizon, if longer)
 SIMULATIONS = 500  # sample paths of an ETS model whose intervals sktime cannot compute
+# How statsmodels (through sktime) refuses a series it cannot model: no converged fit, too few
+# observations, a singular system (numpy's LinAlgError is a ValueError), an overflow. Anything else
+# is a bug and propagates.
+CLASSICAL_FAILURES = (ValueError, ArithmeticError)
+STATSMODELS = ("ets", "theta")  # the components on statsmodels, which takes no missing values
 
 
 # ---------------------------------------------------------------------------- classical components
 def classical_models(season: int, y: pd.DataFrame) -> dict:
-    """Unfitted AutoETS and Theta for one series, as ssmts.bench builds its baselines: seasonal only
-    with two seasons of data (Theta's multiplicative deseasonalization also needs positive values)."""
+    """Unfitted AutoETS, Theta, seasonal naive and drift for one series, as ssmts.bench builds its
+    baselines: AutoETS and Theta seasonal only with two seasons of data (Theta's multiplicative
+    deseasonalization also needs positive values), seasonal naive with one."""
     from sktime.forecasting.ets import AutoETS
+    from sktime.forecasting.naive import NaiveForecaster
     from sktime.forecasting.theta import ThetaForecaster
 
     seasonal = season > 1 and len(y) >= 2 * season
@@ -50,23 +72,33 @@ def classical_models(season: int, y: pd.DataFrame) -> dict:
     return {
         "ets": AutoETS(auto=True, sp=season if seasonal else 1, n_jobs=1),
         "theta": ThetaForecaster(sp=season if seasonal and positive else 1, deseasonalize=seasonal and positive),
+        "naive": NaiveForecaster(strategy="last", sp=season if len(y) >= season else 1),
+        "drift": NaiveForecaster(strategy="drift"),
     }
 
 
-def fit_classical(season: int, y: pd.DataFrame) -> dict:
-    """{name: fitted sktime forecaster, or None where it cannot fit this series} (statsmodels takes no
-    missing values; a failure leaves that component out of the series' combination)."""
+def fit_classical(season: int, y: pd.DataFrame) -> tuple[dict, dict]:
+    """({name: fitted sktime forecaster, or None where it cannot fit this series}, {name: why not})."""
     models = dict.fromkeys(COMPONENTS[1:])
-    if len(y) < 3 or y.isna().to_numpy().any():
-        return models
+    if len(y) < 3:
+        return models, dict.fromkeys(models, f"it has {len(y)} observation(s), fewer than 3")
+    missing = bool(y.isna().to_numpy().any())
+    failures = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # statsmodels' convergence chatter, sktime's FutureWarnings
         for name, model in classical_models(season, y).items():
+            if missing and name in STATSMODELS:
+                failures[name] = "it has missing values, which statsmodels does not take"
+                continue
             try:
                 models[name] = model.fit(y)
-            except Exception:  # noqa: BLE001 - a classical fit that fails leaves the component out
-                models[name] = None
-    return models
+            except CLASSICAL_FAILURES as error:
+                failures[name] = _reason(error)
+    return models, failures
+
+
+def _reason(error: Exception) -> str:
+    return f"{type(error).__name__}: {error}"
 
 
 def _simulated_quantiles(model, fh, levels: np.ndarray, n_columns: int, seed: int) -> np.ndarray | None:
@@ -100,15 +132,15 @@ def classical_forecast(model, fh, levels: np.ndarray, n_columns: int, quantiles:
             raise FloatingPointError("non-finite classical forecast")
         if not quantiles:
             return point, None
-        grid = None
         try:
             grid = np.asarray(model.predict_quantiles(fh=fh, alpha=list(levels)), dtype=np.float64)
-            grid = grid.reshape(len(fh), n_columns, len(levels))
-        except Exception:  # noqa: BLE001 - sktime's ETS intervals fail for some models and versions
+        except (TypeError, *CLASSICAL_FAILURES):  # sktime's ETS intervals: a TypeError with statsmodels >= 0.14
             try:
                 grid = _simulated_quantiles(model, fh, levels, n_columns, seed)
-            except Exception:  # noqa: BLE001
+            except CLASSICAL_FAILURES:
                 grid = None
+        else:
+            grid = grid.reshape(len(fh), n_columns, len(levels))
     if grid is not None and not np.isfinite(grid).all():
         grid = None
     return point, None if grid is None else np.sort(grid, axis=-1)
@@ -137,14 +169,39 @@ def rule_weights(errors: np.ndarray, rule: str) -> np.ndarray | None:
     return w
 
 
-def _point_weights(points: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """weights (M,) renormalized over the components with a forecast (the network alone if none)."""
-    M = len(points)
-    present = np.array([np.isfinite(points[m]).all() for m in range(M)])
+def network_first_weights(absolute: np.ndarray) -> np.ndarray:
+    """Weights (C, M) of 'network_first' from held-out absolute errors (k, H, C, M): the network alone,
+    unless a classical forecast has the lower error at significantly many of the held-out steps (a
+    one-sided sign test, ties left out, at EVIDENCE / (M - 1)); then the inverse-error weights of all."""
+    from scipy.stats import binomtest
+
+    C, M = absolute.shape[2:]
+    errors = mean_errors(absolute)
+    out = np.tile(np.eye(M)[0], (C, 1))
+    for c in range(C):
+        network = absolute[:, :, c, 0].ravel()
+        for m in range(1, M):
+            other = absolute[:, :, c, m].ravel()
+            paired = np.isfinite(network) & np.isfinite(other) & (network != other)
+            wins, n = int((other[paired] < network[paired]).sum()), int(paired.sum())
+            if n and binomtest(wins, n, alternative="greater").pvalue < EVIDENCE / (M - 1):
+                out[c] = rule_weights(errors[c], "inverse_error")
+                break
+    return out
+
+
+def renormalized(weights: np.ndarray, present: np.ndarray) -> np.ndarray:
+    """weights (M,) over the present components (M,) bool, summing to 1 (the network alone if no
+    weighted component is present)."""
     w = np.where(present, np.nan_to_num(weights, nan=0.0), 0.0)
-    if w.sum() <= 0:  # every weighted component is missing here: the network alone
-        w = np.eye(M)[0]
+    if w.sum() <= 0:
+        w = np.eye(len(w))[0]
     return w / w.sum()
+
+
+def _point_weights(points: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """weights (M,) renormalized over the components with a forecast in points (M, ...)."""
+    return renormalized(weights, np.array([np.isfinite(points[m]).all() for m in range(len(points))]))
 
 
 def combine_point(points: np.ndarray, weights: np.ndarray | None) -> np.ndarray:
@@ -194,7 +251,7 @@ def widen_grid(grid: np.ndarray, factors: np.ndarray) -> np.ndarray:
 
 
 def conformal_factors(grids: list, truths: list, levels: np.ndarray) -> np.ndarray:
-    """Split-conformal widening (Q,) of combined grids on held-out windows: grids [(n_i, Q)], truths
+    """Conformal widening (Q,) of combined grids on held-out windows: grids [(n_i, Q)], truths
     [(n_i,)] pooled; for each symmetric pair (l, 1 - l) the conformal quantile of the scores
     max(q_l - y, y - q_(1-l)) / (q_(1-l) - q_l) (scale-free, so that series of any size pool), kept
     only where positive (the intervals under-cover: they are widened, never narrowed); 0 where there are
@@ -217,6 +274,30 @@ def conformal_factors(grids: list, truths: list, levels: np.ndarray) -> np.ndarr
         if len(score) and rank <= len(score):
             factors[low] = factors[high] = max(0.0, float(score[rank - 1]))
     return factors
+
+
+def mean_errors(absolute: np.ndarray) -> np.ndarray:
+    """Absolute errors (k, H, C, M) -> the MAE (C, M) over the observed steps (NaN where there are none:
+    a component not validated, or no window)."""
+    observed = np.isfinite(absolute)
+    count = observed.sum((0, 1))
+    return np.where(count > 0, np.where(observed, absolute, 0.0).sum((0, 1)) / np.maximum(count, 1), np.nan)
+
+
+def _failures(failed: dict) -> str:
+    """{(key, name): why} -> "AutoETS, Theta and drift of y: why; ..." (the first five series and reasons)."""
+    grouped: dict = {}
+    for (key, name), why in failed.items():
+        grouped.setdefault((key, why), []).append(LABELS[name])
+    items = [
+        f"{', '.join(names[:-1])}{' and ' if len(names) > 1 else ''}{names[-1]} of {key_name(key)}: {why}"
+        for (key, why), names in grouped.items()
+    ]
+    return "; ".join(items[:5]) + (f"; and {len(items) - 5} more" if len(items) > 5 else "")
+
+
+def _warn(message: str) -> None:
+    warnings.warn(f"combine='validation': {message}", UserWarning, stacklevel=caller_stacklevel())
 
 
 def _naive_scale(values: np.ndarray, season: int) -> float:
@@ -288,80 +369,108 @@ class CombinationMixin:
             raise ImportError(
                 "combine='validation' fits AutoETS and Theta (sktime's, on statsmodels): pip install statsmodels"
             ) from None
-        H, season, levels = int(horizon), int(self.sp_), self.quantile_levels_
+        H, C, levels = int(horizon), self.n_targets_, self.quantile_levels_
         median = int(np.flatnonzero(np.isclose(levels, 0.5))[0])
         parts = self._split_xy(y, X)
         min_prefix = max(MIN_PREFIX, H)
-        plan = {}
-        for key, yp, _ in parts:
-            fits = (len(yp) - min_prefix) // H
-            plan[key] = int(max(0, min(self.combine_windows, fits)))
-        C = self.n_targets_
-        # per series: truth (k, H, C); per component: points (k, H, C) and grids (k, H, C, Q) or None
-        validation = {}
+        plan = {key: int(max(0, min(self.combine_windows, (len(yp) - min_prefix) // H))) for key, yp, _ in parts}
         validated = [(key, yp, xp) for key, yp, xp in parts if plan[key] > 0]
-        network = self._validate_network(validated, plan, H) if validated else {}
+        network, network_failure = self._validate_network(validated, plan, H) if validated else ({}, None)
+        # per series: truth (k, H, C); per component: points (k, H, C) and grids (k, H, C, Q) or None
+        validation, unvalidated = {}, {}
         for key, yp, _ in validated:
-            if key not in network:
-                continue
-            k, n = plan[key], len(yp)
-            values = yp.to_numpy()
-            truth = np.stack([values[n - j * H : n - (j - 1) * H] for j in range(k, 0, -1)])
-            comps = {"network": network[key]}
-            for name in COMPONENTS[1:]:
-                comps[name] = ([], [])
-            fh = _relative(H)
-            for j in range(k, 0, -1):
-                prefix = yp.iloc[: n - j * H]
-                models = fit_classical(season, prefix)
-                for name in COMPONENTS[1:]:
-                    result = None
-                    if models[name] is not None:
-                        try:
-                            result = classical_forecast(models[name], fh, levels, C, True, int(self._seed_))
-                        except Exception:  # noqa: BLE001 - that component is left out of this series
-                            result = None
-                    if comps[name] is not None:
-                        if result is None:
-                            comps[name] = None
-                        else:
-                            comps[name][0].append(result[0])
-                            comps[name][1].append(result[1])
-            for name in COMPONENTS[1:]:
-                if comps[name] is not None:
-                    points, grids = comps[name]
-                    comps[name] = (np.stack(points), None if any(g is None for g in grids) else np.stack(grids))
-            validation[key] = (truth, comps)
+            if key in network:
+                k, n = plan[key], len(yp)
+                truth = np.stack([yp.to_numpy()[n - j * H : n - (j - 1) * H] for j in range(k, 0, -1)])
+                classical, failures = self._validate_classical(yp, k, H)
+                validation[key] = (truth, {"network": network[key], **classical})
+                unvalidated.update({(key, name): why for name, why in failures.items()})
         self._validation = validation
-        self._validation_plan = plan
-        self._validation_horizon = H
+        self._validation_plan = {key: plan[key] if key in validation else 0 for key, _, _ in parts}
 
         # errors per series and column: MAE over the held-out windows; scales for pooling
-        errors, scales = {}, {}
+        self._absolute = {  # (k, H, C, M)
+            key: np.stack(
+                [
+                    np.abs(truth - comps[name][0]) if comps[name] is not None else np.full(truth.shape, np.nan)
+                    for name in COMPONENTS
+                ],
+                axis=-1,
+            )
+            for key, (truth, comps) in validation.items()
+        }
+        self._errors, self._scales = {}, {}
         for key, yp, _ in parts:
-            e = np.full((C, len(COMPONENTS)), np.nan)
-            if key in validation:
-                truth, comps = validation[key]
-                for m, name in enumerate(COMPONENTS):
-                    if comps[name] is not None:
-                        e[:, m] = np.nanmean(np.abs(truth - comps[name][0]), axis=(0, 1))
-            errors[key] = e
-            prefix = yp.to_numpy()[: len(yp) - plan[key] * H]
-            scales[key] = np.array([_naive_scale(prefix[:, c], season) for c in range(C)])
-        self._errors, self._scales = errors, scales
-        self._weights, self._pooled, self._factors = {}, {}, {}
+            self._errors[key] = (
+                mean_errors(self._absolute[key]) if key in validation else np.full((C, len(COMPONENTS)), np.nan)
+            )
+            prefix = yp.to_numpy()[: len(yp) - self._validation_plan[key] * H]
+            self._scales[key] = np.array([_naive_scale(prefix[:, c], int(self.sp_)) for c in range(C)])
+        self._weights, self._pooled, self._factors, calibrated = {}, {}, {}, {}
         for rule in RULES:
             self._weights[rule], self._pooled[rule] = self._rule_weights(rule)
-            self._factors[rule] = self._calibrate(rule, median)
+            factors = self._calibrate(rule, median)
+            calibrated[rule] = factors is not None
+            self._factors[rule] = np.zeros(len(levels)) if factors is None else factors
 
-        # the classical models on all the data
-        self._classical = {key: fit_classical(season, yp) for key, yp, _ in parts}
-        self._classical_cache = {key: self._classical_forecasts(models) for key, models in self._classical.items()}
+        # the classical models on all the data, and their forecasts of every step predict may ask
+        self._classical, self._classical_cache, left_out = {}, {}, {}
+        for key, yp, _ in parts:
+            models, failures = fit_classical(int(self.sp_), yp)
+            self._classical_cache[key], more = self._classical_forecasts(models)
+            self._classical[key] = models
+            left_out.update({(key, name): why for name, why in {**failures, **more}.items()})
         self._set_combination_attributes()
 
-    def _validate_network(self, validated: list, plan: dict, H: int) -> dict:
-        """{key: (points (k, H, C), grids (k, H, C, Q))} of the network trained on each series' data
-        before its first held-out window, forecasting each held-out window from its origin."""
+        self._report_fit(parts, plan, H, network_failure, calibrated[self.combine_rule], unvalidated, left_out)
+
+    def _report_fit(self, parts, plan, H, network_failure, calibrated, unvalidated, left_out) -> None:
+        """Warnings: what fit could not validate, calibrate or fit, and what the forecasts do instead."""
+        validation, min_prefix = self._validation, max(MIN_PREFIX, H)
+        unweighted = {"calibrate": "the network alone", "network_first": "the network alone", "median": "the median"}
+        if not validation:
+            longest = max(len(yp) for _, yp, _ in parts)
+            why = (
+                f"the network could not be trained on the data before the held-out windows ({network_failure})"
+                if network_failure
+                else f"no series is long enough to hold out a window of max(fh)={H} steps (that needs {min_prefix + H} "
+                f"observations, max(8, max(fh)) of them before it; the longest has {longest})"
+            )
+            how = unweighted.get(self.combine_rule, "equal weights")
+            _warn(f"{why}: nothing was validated, so the series are forecast with {how}; the intervals are not widened")
+        else:
+            short = [f"{key_name(key)} ({len(yp)} observations)" for key, yp, _ in parts if plan[key] == 0]
+            if short:
+                _warn(
+                    f"{len(short)} of the {len(parts)} series are too short to hold out a window of max(fh)={H} steps "
+                    f"(that needs {min_prefix + H} observations): {', '.join(short[:5])}"
+                    f"{f' and {len(short) - 5} more' if len(short) > 5 else ''}; they are forecast with "
+                    + unweighted.get(
+                        self.combine_rule,
+                        "the weights of the other series' errors, pooled in units of their MASE scales",
+                    )
+                )
+            if not calibrated:
+                _warn(
+                    f"combine_rule={self.combine_rule!r} chooses its weights on the held-out windows, so a window "
+                    "calibrates the intervals only combined with the weights of its series' other windows, and no "
+                    "series holds out two: the intervals are not widened; set combine_windows >= 2 or pass longer "
+                    "series"
+                )
+        # a classical model that failed at the windows but fits all of y: nothing to weigh it by
+        unvalidated = {pair: why for pair, why in unvalidated.items() if pair not in left_out}
+        if unvalidated:
+            _warn(f"at the held-out windows, {_failures(unvalidated)}; with no errors to weigh them by, no weight")
+        if left_out:
+            _warn(
+                f"left out of the forecasts, their weight spread over the other components (combination_weights_ "
+                f"holds the weights used): {_failures(left_out)}"
+            )
+
+    def _validate_network(self, validated: list, plan: dict, H: int) -> tuple[dict, str | None]:
+        """({key: (points (k, H, C), grids (k, H, C, Q))} of the network trained on each series' data
+        before its first held-out window, forecasting each held-out window from its origin; None, or why
+        that network could not be trained ({} then)."""
         names = self._index_names[:-1]
         prefix_y = _join({key: yp.iloc[: len(yp) - plan[key] * H] for key, yp, _ in validated}, names)
         prefix_x = None
@@ -375,14 +484,8 @@ class CombinationMixin:
                 warnings.simplefilter("ignore")
                 x_input = None if prefix_x is None else _as_input(prefix_x, self)
                 clone.fit(_as_input(prefix_y, self), X=x_input, fh=_relative(H))
-        except Exception as error:  # noqa: BLE001 - too little data before the windows: nothing validated
-            warnings.warn(
-                f"combine='validation': the network could not be trained on the data before the held-out "
-                f"windows ({type(error).__name__}: {error}); the series are combined with equal weights",
-                UserWarning,
-                stacklevel=caller_stacklevel(),
-            )
-            return {}
+        except TooFewWindowsError as error:  # too little data before the windows: nothing validated
+            return {}, _reason(error)
         self.validation_network_ = clone
         # one historical_forecasts call per set of series sharing their cutoffs (an aligned panel: one)
         groups: dict = {}
@@ -404,44 +507,120 @@ class CombinationMixin:
             p = points.to_numpy(dtype=np.float64).reshape(len(members), k, H, C)
             for i, (key, _, _) in enumerate(members):
                 out[key] = (p[i], g[i])
-        return out
+        return out, None
+
+    def _validate_classical(self, yp: pd.DataFrame, k: int, H: int) -> tuple[dict, dict]:
+        """The classical forecasts refitted at the origin of each of a series' last k windows of H steps:
+        ({name: (points (k, H, C), grids (k, H, C, Q) or None), or None where a window failed}, {name: why})."""
+        n, levels = len(yp), self.quantile_levels_
+        points: dict = {name: [] for name in COMPONENTS[1:]}
+        grids: dict = {name: [] for name in COMPONENTS[1:]}
+        failed: dict = {}
+        for j in range(k, 0, -1):
+            models, failures = fit_classical(int(self.sp_), yp.iloc[: n - j * H])
+            for name in COMPONENTS[1:]:
+                if name in failed:
+                    continue
+                if name in failures:
+                    failed[name] = failures[name]
+                    continue
+                try:
+                    point, grid = classical_forecast(
+                        models[name], _relative(H), levels, self.n_targets_, True, int(self._seed_)
+                    )
+                except CLASSICAL_FAILURES as error:
+                    failed[name] = _reason(error)
+                    continue
+                points[name].append(point)
+                grids[name].append(grid)
+        comps = {
+            name: None
+            if name in failed
+            else (np.stack(points[name]), None if any(g is None for g in grids[name]) else np.stack(grids[name]))
+            for name in COMPONENTS[1:]
+        }
+        return comps, failed
 
     def _rule_weights(self, rule: str) -> tuple[dict, np.ndarray | None]:
         """({key: (C, M) weights, or None for 'median'}, the pooled weights): each validated series and
-        column by its own errors; the others by the errors of the validated ones pooled in units of their
-        MASE scales (equal weights when nothing was validated). The pooled weights also serve series
-        first seen in update."""
+        column by its own errors (a component it could not validate: no weight); the others by the errors
+        of the series validated in full, pooled in units of their MASE scales (equal weights when there
+        are none; the network alone for 'calibrate').
+        'network_first': by each series' own steps (network_first_weights), the network alone for the
+        others (no evidence against it). The pooled weights also serve series first seen in update."""
         if rule == "median":
             return dict.fromkeys(self._errors), None
+        M = len(COMPONENTS)
+        if rule == "network_first":
+            alone = np.tile(np.eye(M)[0], (self.n_targets_, 1))
+            weights = {
+                key: network_first_weights(self._absolute[key]) if key in self._absolute else alone
+                for key in self._errors
+            }
+            return weights, np.eye(M)[0]
         rows = [e / self._scales[key][:, None] for key, e in self._errors.items()]
         scaled = np.concatenate(rows) if rows else np.zeros((0, len(COMPONENTS)))
         scaled = scaled[np.isfinite(scaled).all(1)]
-        M = len(COMPONENTS)
-        pooled = rule_weights(scaled.mean(0), rule) if len(scaled) else np.full(M, 1 / M)
+        if rule == "calibrate":
+            pooled = np.eye(M)[0]
+        else:
+            pooled = rule_weights(scaled.mean(0), rule) if len(scaled) else np.full(M, 1 / M)
         weights = {
-            key: np.stack([rule_weights(row, rule) if np.isfinite(row).all() else pooled for row in e])
+            key: np.stack([rule_weights(row, rule) if np.isfinite(row).any() else pooled for row in e])
             for key, e in self._errors.items()
         }
         return weights, pooled
 
-    def _calibrate(self, rule: str, median: int) -> np.ndarray:
-        """Conformal widening factors (Q,) of the rule's combined grids on the held-out windows."""
+    def _window_weights(self, rule: str, key: tuple, j: int) -> np.ndarray | None:
+        """(C, M) weights of a series' held-out window j chosen without it, a NaN row where none can be
+        (inverse_error and select on a series with one window); None for 'median'."""
+        weights = self._weights[rule][key]
+        if rule in ("median", "calibrate"):  # nothing chosen on the windows
+            return weights
+        if rule == "network_first":  # the rule on the other windows (none: the network alone)
+            return network_first_weights(np.delete(self._absolute[key], j, axis=0))
+        others = mean_errors(np.delete(self._absolute[key], j, axis=0))  # (C, M); NaN with one window
+        return np.stack([rule_weights(row, rule) if np.isfinite(row).any() else row for row in others])
+
+    def _calibrate(self, rule: str, median: int) -> np.ndarray | None:
+        """Conformal widening factors (Q,) of the rule's combined grids on the held-out windows, each window
+        combined with weights chosen without it (_window_weights); None where no window can be."""
         grids, truths = [], []
         for key, (truth, comps) in self._validation.items():
-            weights = self._weights[rule][key]
-            for c in range(self.n_targets_):
-                points = [
-                    comps[name][0][..., c] if comps[name] is not None else np.full(truth.shape[:2], np.nan)
-                    for name in COMPONENTS
-                ]
-                comp_grids = [
-                    None if comps[name] is None or comps[name][1] is None else comps[name][1][..., c, :]
-                    for name in COMPONENTS
-                ]
-                _, grid = combine_grid(np.stack(points), comp_grids, None if weights is None else weights[c], median)
-                grids.append(grid.reshape(-1, grid.shape[-1]))
-                truths.append(truth[..., c].ravel())
-        return conformal_factors(grids, truths, self.quantile_levels_)
+            for j in range(len(truth)):
+                weights = self._window_weights(rule, key, j)
+                for c in range(self.n_targets_):
+                    if weights is not None and not np.isfinite(weights[c]).all():
+                        continue
+                    points = [
+                        comps[name][0][j, :, c] if comps[name] is not None else np.full(truth.shape[1], np.nan)
+                        for name in COMPONENTS
+                    ]
+                    comp_grids = [
+                        None if comps[name] is None or comps[name][1] is None else comps[name][1][j, :, c, :]
+                        for name in COMPONENTS
+                    ]
+                    _, grid = combine_grid(
+                        np.stack(points), comp_grids, None if weights is None else weights[c], median
+                    )
+                    grids.append(grid)
+                    truths.append(truth[j, :, c])
+        return conformal_factors(grids, truths, self.quantile_levels_) if grids else None
+
+    def _available(self, key: tuple) -> np.ndarray:
+        """(M,) bool: the components that forecast the series (the network, and the classical models that
+        could fit and forecast it)."""
+        cache = self._classical_cache[key]
+        return np.array([True] + [cache[name] is not None for name in COMPONENTS[1:]])
+
+    def _used_weights(self, rule: str, key: tuple) -> np.ndarray | None:
+        """(C, M) weights predict gives the components of a series by rule (None: the median of those
+        available): the rule's, renormalized over the available components."""
+        weights = self._weights[rule][key]
+        if weights is None:
+            return None
+        available = self._available(key)
+        return np.stack([renormalized(row, available) for row in weights])
 
     def _row_index(self, keys: list) -> pd.Index:
         """One row per series (and per target column when y has several)."""
@@ -459,16 +638,18 @@ class CombinationMixin:
     def _set_combination_attributes(self) -> None:
         keys = list(self._errors)
         index = self._row_index(keys)
+        C = self.n_targets_
         errors = np.concatenate([self._errors[key] for key in keys])
         self.validation_errors_ = pd.DataFrame(errors, index=index, columns=list(COMPONENTS))
-        weights = self._weights[self.combine_rule]
-        if self.combine_rule == "median":
-            values = np.full(errors.shape, np.nan)
-        else:
-            values = np.concatenate([weights[key] for key in keys])
-        self.combination_weights_ = pd.DataFrame(values, index=index, columns=list(COMPONENTS))
+        rows = []
+        for key in keys:
+            used = self._used_weights(self.combine_rule, key)
+            if used is None:  # median: NaN for the components whose median is taken, 0 for those left out
+                used = np.tile(np.where(self._available(key), np.nan, 0.0), (C, 1))
+            rows.append(used)
+        self.combination_weights_ = pd.DataFrame(np.concatenate(rows), index=index, columns=list(COMPONENTS))
         self.validation_windows_ = pd.Series(
-            np.repeat([self._validation_plan.get(key, 0) for key in keys], self.n_targets_), index=index, name="windows"
+            np.repeat([self._validation_plan[key] for key in keys], C), index=index, name="windows"
         )
         self.combination_widening_ = dict(zip(self.quantile_levels_.tolist(), self._factors[self.combine_rule]))
 
@@ -498,33 +679,21 @@ class CombinationMixin:
         C = self.n_targets_
         out = []
         for key, times, point, grid in network:
-            from sktime.forecasting.base import ForecastingHorizon
-
-            fh_abs = ForecastingHorizon(times, is_relative=False)
-            models = self._classical.get(key) or dict.fromkeys(COMPONENTS[1:])
-            cache = self._classical_cache.get(key, {})
+            weights = self._used_weights(rule, key)
             points, grids = [point], [None if grid is None else np.sort(grid, axis=-1)]
-            for name in COMPONENTS[1:]:
-                result = None
-                if rule == "calibrate":  # weight 0: not forecast
+            for m, name in enumerate(COMPONENTS[1:], start=1):
+                stored = self._classical_cache[key][name]
+                if stored is None or (weights is not None and not weights[:, m].any()):  # left out, or weight 0
                     points.append(np.full_like(point, np.nan))
                     grids.append(None)
                     continue
-                cached = cache.get(name)
-                where = cached[0].get_indexer(times) if cached is not None and len(cached[0]) else None
-                if where is not None and (where >= 0).all():  # the steps forecast once after fit or update
-                    result = (cached[1][where], None if cached[2] is None else cached[2][where])
-                elif models.get(name) is not None:
-                    try:
-                        result = classical_forecast(models[name], fh_abs, levels, C, want_q, int(self._seed_))
-                    except Exception:  # noqa: BLE001 - a failing component is left out of this forecast
-                        result = None
-                points.append(np.full_like(point, np.nan) if result is None else result[0])
-                grids.append(None if result is None else result[1])
-            if key in self._weights[rule]:
-                weights = self._weights[rule][key]
-            else:  # a series first seen in update
-                weights = None if self._pooled[rule] is None else np.tile(self._pooled[rule], (C, 1))
+                where = stored[0].get_indexer(times)
+                if (where < 0).any():  # fit and update store every step predict accepts (1..horizon_)
+                    raise RuntimeError(
+                        f"{LABELS[name]}'s stored forecasts of {key_name(key)} miss {list(times[where < 0])}"
+                    )
+                points.append(stored[1][where])
+                grids.append(None if stored[2] is None else stored[2][where])
             combined_point = np.empty_like(point)
             combined_q = np.empty((len(times), C, len(alpha))) if want_q else None
             for c in range(C):
@@ -542,59 +711,71 @@ class CombinationMixin:
     # ------------------------------------------------------------------------ update
     def _update_combination(self, y: pd.DataFrame, update_params: bool) -> None:
         """The classical models take the new observations (sktime's update: refitted with update_params,
-        else their states only where the model can); series first seen here are fitted on what they
-        bring and take the pooled weights. The weights stay those of fit."""
-        classical = dict(self._classical)
-        parts = self._split_xy(y, None)
-        for key, yp, _ in parts:
-            models = classical.get(key)
-            if models is None:
-                tail = self._store[key][0] if key in self._store else yp
-                classical[key] = fit_classical(int(self.sp_), tail)
-                continue
-            updated = {}
-            for name, model in models.items():
-                if model is None:
-                    updated[name] = None
-                    continue
-                model = copy.deepcopy(model)
-                try:
-                    with warnings.catch_warnings():
-                        warnings.simplefilter("ignore")
-                        model.update(yp, update_params=update_params)
-                    updated[name] = model
-                except Exception:  # noqa: BLE001 - that component is left out of this series from now on
-                    updated[name] = None
-            classical[key] = updated
-        cache = dict(self._classical_cache)
-        for key, _, _ in parts:
-            cache[key] = self._classical_forecasts(classical[key])
+        else their states only where the model can); one that cannot is left out of its series from then
+        on, with a warning (combination_weights_ follows). Series first seen here are fitted on what they
+        bring and take the pooled weights (a row of their own in combination_weights_). The weights stay
+        those of fit. New containers, not changed in place: a failing update leaves the forecaster as it was."""
+        classical, cache = dict(self._classical), dict(self._classical_cache)
+        errors, plan = dict(self._errors), dict(self._validation_plan)
+        weights = {rule: dict(w) for rule, w in self._weights.items()}
+        C, M = self.n_targets_, len(COMPONENTS)
+        left_out = {}
+        for key, yp, _ in self._split_xy(y, None):
+            if key in classical:
+                models, failures = dict(classical[key]), {}
+                for name, model in models.items():
+                    if model is None:
+                        continue
+                    model = copy.deepcopy(model)
+                    try:
+                        with warnings.catch_warnings():
+                            warnings.simplefilter("ignore")
+                            model.update(yp, update_params=update_params)
+                    except CLASSICAL_FAILURES as error:
+                        failures[name], model = _reason(error), None
+                    models[name] = model
+            else:  # a series first seen here
+                models, failures = fit_classical(int(self.sp_), self._store[key][0])
+                errors[key], plan[key] = np.full((C, M), np.nan), 0
+                for rule, pooled in self._pooled.items():
+                    weights[rule][key] = None if pooled is None else np.tile(pooled, (C, 1))
+            classical[key] = models
+            cache[key], more = self._classical_forecasts(models)
+            left_out.update({(key, name): why for name, why in {**failures, **more}.items()})
         self._classical, self._classical_cache = classical, cache
+        self._errors, self._validation_plan, self._weights = errors, plan, weights
+        self._set_combination_attributes()
+        if left_out:
+            _warn(
+                f"left out of the forecasts from now on, their weight spread over the other components "
+                f"(combination_weights_ holds the weights used): {_failures(left_out)}"
+            )
 
-    def _classical_forecasts(self, models: dict) -> dict:
-        """{name: (times, point (H, C), grid (H, C, Q) or None), or None} of a series' classical models at
-        steps 1..max(fh) after its last observation: predict reads them from here (an sktime predict per
-        series and model costs milliseconds: a panel's predict would take seconds)."""
-        H, C, levels = self._validation_horizon, self.n_targets_, self.quantile_levels_
-        fh = _relative(H)
-        out = {}
+    def _classical_forecasts(self, models: dict) -> tuple[dict, dict]:
+        """({name: (times, point (S, C), grid (S, C, Q) or None), or None}, {name: why not}) of a series'
+        classical models at every step predict accepts, 1..horizon_ after its last observation: predict
+        reads them from here (an sktime predict per series and model costs milliseconds: a panel's predict
+        would take seconds). A model that cannot forecast them is left out of the series (None)."""
+        fh, C, levels = _relative(int(self.horizon_)), self.n_targets_, self.quantile_levels_
+        out, failures = {}, {}
         for name, model in models.items():
             out[name] = None
             if model is None:
                 continue
             try:
                 point, grid = classical_forecast(model, fh, levels, C, True, int(self._seed_))
-                out[name] = (fh.to_absolute_index(model.cutoff), point, grid)
-            except Exception:  # noqa: BLE001 - computed at predict time instead (and left out if it fails there)
-                out[name] = None
-        return out
+            except CLASSICAL_FAILURES as error:
+                failures[name] = _reason(error)
+                continue
+            out[name] = (fh.to_absolute_index(model.cutoff), point, grid)
+        return out, failures
 
     # ------------------------------------------------------------------------ refusals
     def _refuse_combined(self, what: str) -> None:
         if self._combining:
             raise ValueError(
-                f"{what} uses the network alone, but this {type(self).__name__} combines it with AutoETS and "
-                "Theta (combine='validation'); fit with combine='none' for it"
+                f"{what} uses the network alone, but this {type(self).__name__} combines it with classical "
+                "forecasts (combine='validation'); fit with combine='none' for it"
             )
 
     def _save_state(self):

@@ -26,6 +26,7 @@ from ..training import SequenceData, predict_batches, resolve_device
 from ..training.objectives import pinball_loss
 from ._strategies import FORECAST_BATCH, conformal_widening
 from ._windows import (
+    TooFewWindowsError,
     Windows,
     as_float,
     auto_context_length,
@@ -234,7 +235,7 @@ class ForecasterFitMixin:
         windows = [] if self._zero_shot else [self._series_windows(key, yp, xp) for key, yp, xp in parts]
         data = Windows.concat(windows)
         if data is None and not self._zero_shot:
-            raise ValueError(
+            raise TooFewWindowsError(
                 "y gives no training window: in every window a target channel has no observed value in its "
                 f"context of {c} steps, or none of the window's targets is observed; fill long gaps or use a "
                 "longer context_length"
@@ -320,7 +321,7 @@ class ForecasterFitMixin:
                 is_train[offset : offset + n] = w.end < first_held_target
             offset += n
         if not is_val.any() or not is_train.any():
-            raise ValueError(
+            raise TooFewWindowsError(
                 f"early_stopping needs validation windows and training windows before them, but the series give "
                 f"{len(data.x)} window(s); use longer series, another validation_fraction or early_stopping=False"
             )

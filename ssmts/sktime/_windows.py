@@ -236,6 +236,11 @@ def future_times(fh: ForecastingHorizon, time_index: pd.Index, relative_steps) -
     return ForecastingHorizon(list(relative_steps), is_relative=True, freq=freq).to_absolute_index(time_index[[-1]])
 
 
+class TooFewWindowsError(ValueError):
+    """The series give too few training windows for the settings: a fit refused for its data (the
+    combination's validation network expects it on short series), not a bug."""
+
+
 @dataclass
 class Windows:
     """Network inputs, targets, target weights and the end of each window's targets (numpy, float32)."""

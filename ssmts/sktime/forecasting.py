@@ -190,20 +190,24 @@ class ForecasterParams(BackboneParams, OptimizerParams, EarlyStoppingParams):
     )
     combine: Literal["none", "validation"] = param(
         default="none",
-        doc="'none': the network's forecasts. 'validation': the network combined, per series, with AutoETS and "
-        "Theta fitted to that series, weighted by how each forecast the series' own last combine_windows "
-        "windows of max(fh) steps (held out in fit: a copy of the network trained on the data before them, "
-        "the classical models refitted at each window's origin); the quantiles combined with the same weights "
-        "and widened by split-conformal calibration on those windows where they under-cover. Needs "
-        "statsmodels. See validation_errors_, combination_weights_.",
+        doc="'none': the network's forecasts. 'validation': the network combined, per series, with AutoETS, "
+        "Theta, seasonal naive and drift fitted to that series, weighted by how each forecast the series' own "
+        "last combine_windows windows of max(fh) steps (held out in fit: a copy of the network trained on the "
+        "data before them, the classical models refitted at each window's origin); the quantiles combined "
+        "with the same weights and widened where they under-cover those windows (conformal calibration, each "
+        "window combined with weights chosen without it). A classical model that cannot fit or forecast a "
+        "series is left out of it with a warning. Needs statsmodels. See validation_errors_, "
+        "combination_weights_ (the weights predict uses).",
         constraint=Options("none", "validation"),
     )
-    combine_rule: Literal["inverse_error", "select", "median", "calibrate"] = param(
+    combine_rule: Literal["inverse_error", "select", "median", "calibrate", "network_first"] = param(
         default="inverse_error",
         doc="combine='validation': 'inverse_error' (weights proportional to 1 / each forecast's MAE on the "
-        "held-out windows), 'select' (all weight to the lowest MAE), 'median' (the median of the three "
-        "forecasts and quantile grids; the windows then only calibrate the intervals) or 'calibrate' (the "
-        "network's own forecasts; the windows only widen its intervals where they under-cover).",
+        "held-out windows), 'select' (all weight to the lowest MAE), 'median' (the median of the five "
+        "forecasts and quantile grids; the windows then only calibrate the intervals), 'calibrate' (the "
+        "network's own forecasts; the windows only widen its intervals where they under-cover) or "
+        "'network_first' (the network's forecasts unless a classical forecast is closer than the network at "
+        "significantly many held-out steps, by a sign test at 5 % over the four; then the inverse_error weights).",
         constraint=Options(*RULES),
     )
     combine_windows: int = param(
@@ -211,7 +215,9 @@ class ForecasterParams(BackboneParams, OptimizerParams, EarlyStoppingParams):
         doc="combine='validation': windows of max(fh) steps held out at the end of each series (fewer where "
         "a series is too short to keep max(8, max(fh)) observations before them: k windows need "
         "max(8, max(fh)) + k * max(fh); none: the series takes the weights of the panel's other series pooled, "
-        "or equal weights).",
+        "or equal weights, with a warning; 'network_first': the network). 'inverse_error' and 'select' "
+        "calibrate the intervals only on series that hold out two windows or more (each window combined with "
+        "the weights of the others).",
         constraint=Integer(1),
     )
     static_covariates: tuple = param(
@@ -292,17 +298,29 @@ class SSMForecaster(
     windows of max(fh) steps, trains a copy of the network (validation_network_) on the data
     before them (purged: every series is cut before its own first held-out window) and forecasts
     each window from its origin with those weights; AutoETS and Theta (sktime's, seasonal with
-    period sp_ where a series holds two seasons) are refitted at each origin. Each forecast's MAE
+    period sp_ where a series holds two seasons), seasonal naive and drift are refitted at each
+    origin. Each forecast's MAE
     on the windows (validation_errors_) sets per-series weights (combination_weights_) by
-    combine_rule; series too short to hold out a window take the weights of the panel's pooled,
-    MASE-scaled errors (equal weights for a lone short series). The point forecast is the weighted
-    sum of the three; the quantiles are averaged with the same weights around each forecast's
-    point (a component without intervals lends the network's spread), then each central interval
-    is widened by split-conformal calibration on the held-out windows where it under-covers them
-    (combination_widening_: the widening of each level, in units of the interval's width; never
-    narrower). Then the network (this forecaster's own, as with combine="none") and the classical
-    models are fitted on all the data. update passes the new observations to the classical models
-    (sktime's update) and keeps the weights. The route of M4's winner (ES-RNN, exponential
+    combine_rule (a classical forecast that could not be validated on a series gets no weight
+    there, with a warning); series too short to hold out a window take the weights of the panel's pooled,
+    MASE-scaled errors (equal weights, or the network alone for "calibrate", when nothing was
+    validated; a warning says so). "network_first" keeps the network alone unless one of the four
+    classical forecasts is closer than the network at so many of the series' held-out steps that a
+    one-sided sign test rejects at 5 % / 4, then takes the inverse-error weights (a series not
+    validated keeps the network). The point forecast is the weighted sum of the five; the
+    quantiles are averaged with the same weights around each forecast's point (a component without
+    intervals lends the network's spread), then each central interval is widened by conformal
+    calibration on the held-out windows where it under-covers them (combination_widening_: the
+    widening of each level, in units of the interval's width; never narrower), each window
+    combined with weights chosen without it: "inverse_error", "select" and "network_first" score a
+    window with the weights their rule gives its series' other windows ("inverse_error" and
+    "select" therefore calibrate on series that hold out two or more).
+    Then the network (this forecaster's own, as with combine="none") and the classical models are
+    fitted on all the data. update passes the new observations to the classical models (sktime's
+    update) and keeps the weights. A classical model that cannot fit, forecast or update a series
+    is left out of it with a warning, its weight spread over the others: combination_weights_
+    always holds the weights predict uses ("median": NaN for the forecasts whose median is taken,
+    0 for one left out). The route of M4's winner (ES-RNN, exponential
     smoothing and a recurrent network in one model) and of FFORMA (per-series weights of classical
     forecasts), simplified: the weights come from each series' own held-out windows, not from a
     learned model. historical_forecasts, stream, export and the safetensors format hold the
@@ -438,7 +456,7 @@ class SSMForecaster(
             raise ValueError("quantiles needs at least one level besides 0.5, to give intervals")
         if self.combine != "none" and self.irregular == "time_deltas":
             raise ValueError(
-                "combine='validation' combines with AutoETS and Theta, which need a regular time index; with "
+                "combine='validation' combines with classical forecasts, which need a regular time index; with "
                 "irregular='time_deltas' use combine='none'"
             )
 
@@ -487,8 +505,8 @@ class SSMForecaster(
     @classmethod
     def get_test_params(cls, parameter_set="default"):
         """Four tiny configurations (direct / recursive ensemble of two / recursive on a diagonal-plus-low-rank
-        LinearCDE block, which rolls forward with the layer's `step` / direct combined with AutoETS and Theta
-        by validation, without a season so that AutoETS tries few models) that fit in well under a second
+        LinearCDE block, which rolls forward with the layer's `step` / direct combined with the classical
+        forecasts by validation, without a season so that AutoETS tries few models) that fit in well under a second
         (the combination in about one)."""
         tiny = dict(
             d_model=8,

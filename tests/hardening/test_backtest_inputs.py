@@ -55,6 +55,9 @@ def test_a_cutoff_before_the_first_full_context_is_refused_naming_the_first_poss
         fitted.historical_forecasts(y, cutoffs=y.index[[2, 20]])
     assert fitted.historical_forecasts(y, cutoffs=y.index[[5]]).shape == (2, 1)  # the first possible one
     padded = fitted.historical_forecasts(y, cutoffs=y.index[[2]], pad_contexts=True)  # asked for
+    # the oracle: the three missing observations before the cutoff written out as missing values
+    written = pd.concat([pd.Series(np.nan, index=pd.period_range(end=y.index[0] - 1, periods=3, freq="M")), y])
+    pd.testing.assert_frame_equal(padded, fitted.historical_forecasts(written, cutoffs=y.index[[2]]))
     assert padded.shape == (2, 1) and np.isfinite(padded.to_numpy()).all()
 
 

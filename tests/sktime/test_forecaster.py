@@ -599,6 +599,12 @@ def test_a_panel_of_short_and_long_series_forecasts_every_series():
     with pytest.raises(ValueError, match="too early for series 'short': 3 of its observations"):
         f.historical_forecasts(y, cutoffs=cutoffs)
     backtest = f.historical_forecasts(y, cutoffs=cutoffs, pad_contexts=True)
+    # the oracle: the short series' missing history written out as missing values, so that both cutoffs
+    # have a full context without padding (and the long series' forecasts are those of any call)
+    written = pd.concat(
+        {"long": seasonal(60), "short": seasonal(60).where(np.arange(60) >= 51)}, names=["series", "time"]
+    )
+    pd.testing.assert_frame_equal(backtest, f.historical_forecasts(written.to_frame(), cutoffs=cutoffs))
     assert len(backtest) == 2 * 2 * 3 and np.isfinite(backtest.to_numpy()).all()
     with pytest.raises(ValueError, match="is after the last observation of series 'short'"):
         f.historical_forecasts(y.drop(index=y.index[-1]), cutoffs=seasonal(60).index[[59]])

@@ -1,8 +1,11 @@
 """SSMForecaster(combine="validation"): the network combined per series with AutoETS and Theta, weighted
 by each series' own held-out last windows. Oracle series (one the classical models forecast almost
-exactly, one only the network can), the purge, the weights and intervals, panels, update and the
-refusals. Tiny networks, few epochs."""
+exactly, one only the network can), the purge, the weights and intervals against a from-scratch oracle
+(each component forecast again through its own public calls, the weights and the widening recomputed
+with numpy), panels, update, failing components and the refusals. Tiny networks, few epochs."""
 
+import copy
+import math
 import warnings
 
 import numpy as np
@@ -11,11 +14,17 @@ import pytest
 
 pytest.importorskip("statsmodels")
 
+from sktime.forecasting.ets import AutoETS  # noqa: E402
+from sktime.forecasting.naive import NaiveForecaster  # noqa: E402
+from sktime.forecasting.theta import ThetaForecaster  # noqa: E402
+
 from ssmts.sktime import SSMForecaster  # noqa: E402
 from ssmts.sktime._combine import (  # noqa: E402
     COMPONENTS,
+    RULES,
     combine_grid,
     conformal_factors,
+    network_first_weights,
     rule_weights,
     widen_grid,
 )
@@ -32,6 +41,7 @@ TINY = dict(
     quantiles=(0.1, 0.25, 0.5, 0.75, 0.9),
 )
 FH = list(range(1, 7))
+CLASSICAL = COMPONENTS[1:]
 
 
 @pytest.fixture(autouse=True)
@@ -42,7 +52,7 @@ def _quiet():
 
 
 def trend(n=48):
-    """A straight line: Holt's linear trend (AutoETS) forecasts it almost exactly, the tiny network does not."""
+    """A straight line: drift forecasts it exactly, the tiny network does not."""
     return pd.Series(10 + 0.5 * np.arange(n), index=pd.period_range("1950", periods=n, freq="Y"), name="y")
 
 
@@ -62,6 +72,110 @@ def mae(pred, truth):
     return float(np.mean(np.abs(np.asarray(pred).ravel() - np.asarray(truth).ravel())))
 
 
+# ---------------------------------------------------------------- the oracle: every number again, by hand
+def classical_by_hand(y: pd.Series, H: int, levels, quantiles=True) -> dict:
+    """{name: (point (H,), grid (H, Q) or None)} of AutoETS, Theta, seasonal naive and drift fitted to y as
+    the docs specify them for yearly data (sp 1, no deseasonalization), through sktime's own calls."""
+    out = {}
+    fh = list(range(1, H + 1))
+    models = {
+        "ets": AutoETS(auto=True, sp=1, n_jobs=1),
+        "theta": ThetaForecaster(sp=1, deseasonalize=False),
+        "naive": NaiveForecaster(strategy="last", sp=1),
+        "drift": NaiveForecaster(strategy="drift"),
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name, model in models.items():
+            model.fit(y)
+            point = model.predict(fh=fh).to_numpy().ravel()
+            grid = np.sort(model.predict_quantiles(fh=fh, alpha=list(levels)).to_numpy(), axis=1) if quantiles else None
+            out[name] = (point, grid)
+    return out
+
+
+def network_by_hand(f, y, H: int, k: int, X=None) -> list:
+    """[(point (H, C), grid (H, C, Q))] of f.validation_network_ on each of y's last k windows of H steps:
+    predict from the data it was trained on (up to the first window), then update (no training) with
+    each window and predict the next."""
+    net = copy.deepcopy(f.validation_network_)
+    n, levels, C = len(y), list(f.quantile_levels_), f.n_targets_
+    out = []
+    for j in range(k):
+        start = n - (k - j) * H
+        if j:
+            net.update(
+                y.iloc[start - H : start], X=None if X is None else X.iloc[start - H : start], update_params=False
+            )
+        future = None if X is None else X.iloc[start : start + H]
+        point = net.predict(fh=list(range(1, H + 1)), X=future).to_numpy().reshape(H, C)
+        grid = net.predict_quantiles(fh=list(range(1, H + 1)), X=future, alpha=levels).to_numpy()
+        out.append((point, np.sort(grid.reshape(H, C, len(levels)), axis=-1)))
+    return out
+
+
+def weights_by_hand(errors: dict, rule: str) -> dict | None:
+    """{name: weight} of the components from their MAEs {name: MAE} (None: the median)."""
+    if rule == "median":
+        return None
+    if rule == "calibrate":
+        return {m: float(m == "network") for m in errors}
+    if rule == "select":
+        best = min(errors, key=errors.get)
+        return {m: float(m == best) for m in errors}
+    total = sum(1 / e for e in errors.values())
+    return {m: (1 / e) / total for m, e in errors.items()}
+
+
+def network_first_by_hand(steps: dict, errors: dict) -> dict:
+    """{name: weight} of network_first from each forecast's absolute errors at the held-out steps {name: (n,)}
+    and their MAEs: the inverse-error weights if some classical forecast is closer than the network at so
+    many steps that a fair coin gives as many with probability under 0.05 / 4; else the network alone."""
+    for m in CLASSICAL:
+        diff = steps[m] - steps["network"]
+        n, wins = int((diff != 0).sum()), int((diff < 0).sum())
+        if n and sum(math.comb(n, i) for i in range(wins, n + 1)) / 2**n < 0.05 / len(CLASSICAL):
+            return weights_by_hand(errors, "inverse_error")
+    return {m: float(m == "network") for m in COMPONENTS}
+
+
+def combine_by_hand(comps: dict, weights: dict | None, median: int):
+    """comps {name: (point (H,), grid (H, Q) or None: the network's spread)} -> (point (H,), sorted grid (H, Q)):
+    the weighted sum (or the median) of the points and of each grid moved onto its own point."""
+    spread = {m: (g if g is not None else comps["network"][1]) for m, (_, g) in comps.items()}
+    centred = {m: comps[m][0][:, None] + spread[m] - spread[m][:, [median]] for m in comps}
+    if weights is None:
+        return np.median([p for p, _ in comps.values()], axis=0), np.sort(np.median(list(centred.values()), 0), 1)
+    point = sum(weights[m] * comps[m][0] for m in comps)
+    return point, np.sort(sum(weights[m] * centred[m] for m in comps), axis=1)
+
+
+def widening_by_hand(grids: list, truths: list, levels) -> np.ndarray:
+    """(Q,): for each pair (l, 1 - l) the ceil((n + 1)(1 - 2l))-th smallest score max(lo - y, y - hi) / (hi - lo)
+    over the pooled points (numpy's inverted-CDF quantile), 0 where negative or n too small."""
+    grid, truth = np.concatenate(grids), np.concatenate(truths)
+    Q, n = len(levels), len(truth)
+    out = np.zeros(Q)
+    for low in range(Q // 2):
+        lo, hi = grid[:, low], grid[:, Q - 1 - low]
+        scores = np.maximum(lo - truth, truth - hi) / (hi - lo)
+        rank = int(np.ceil((n + 1) * (1 - 2 * levels[low])))
+        if rank <= n:
+            out[low] = out[Q - 1 - low] = max(0.0, np.quantile(scores, rank / n, method="inverted_cdf"))
+    return out
+
+
+def widened_by_hand(grid: np.ndarray, widening: np.ndarray) -> np.ndarray:
+    """grid (H, Q): each pair's bounds moved out by its factor x the pair's width."""
+    out = grid.copy()
+    Q = grid.shape[1]
+    for low in range(Q // 2):
+        width = grid[:, Q - 1 - low] - grid[:, low]
+        out[:, low] -= widening[low] * width
+        out[:, Q - 1 - low] += widening[low] * width
+    return np.sort(out, axis=1)
+
+
 # ---------------------------------------------------------------- the rules, by hand
 def test_rule_weights_by_hand():
     errors = np.array([1.0, 2.0, 4.0])
@@ -72,6 +186,26 @@ def test_rule_weights_by_hand():
     # an exact component takes all the weight; a missing one takes none
     np.testing.assert_array_equal(rule_weights(np.array([0.5, 0.0, 1.0]), "inverse_error"), [0.0, 1.0, 0.0])
     np.testing.assert_allclose(rule_weights(np.array([np.nan, 1.0, 3.0]), "inverse_error"), [0.0, 0.75, 0.25])
+
+
+def test_network_first_leaves_the_network_on_a_sign_test_by_hand():
+    """12 held-out steps (2 windows of 6), the network's error 1 at each, the other forecasts 1.5 but
+    AutoETS 0.5 at `closer` of them: P(at least 11 of 12 heads) = 13 / 4096 < 0.05 / 4, so 11 leave the
+    network for the inverse-error weights of all five; 10 (P = 79 / 4096 = 0.019) keep it alone, though
+    AutoETS's MAE is lower. Steps where the two are equal do not count: 10 closer and 2 equal is 10 of 10."""
+    for closer, ties, leaves in ((11, 0, True), (10, 0, False), (10, 2, True)):
+        absolute = np.full((2, 6, 1, 5), 1.5)
+        absolute[..., 0] = 1.0
+        ets = np.r_[np.full(closer, 0.5), np.full(ties, 1.0), np.full(12 - closer - ties, 1.5)]
+        absolute[..., 0, 1] = ets.reshape(2, 6)
+        mae = np.array([1.0, ets.mean(), 1.5, 1.5, 1.5])
+        expected = (1 / mae) / np.sum(1 / mae) if leaves else [1.0, 0, 0, 0, 0]
+        np.testing.assert_allclose(network_first_weights(absolute), [expected], err_msg=f"{closer} closer, {ties} ties")
+    # a window alone (6 steps): even 6 of 6 (P = 1 / 64 = 0.016) is not enough
+    absolute = np.full((1, 6, 1, 5), 1.5)
+    absolute[..., 0], absolute[..., 1] = 1.0, 0.1
+    np.testing.assert_array_equal(network_first_weights(absolute), [[1.0, 0, 0, 0, 0]])
+    np.testing.assert_array_equal(network_first_weights(absolute[:0]), [[1.0, 0, 0, 0, 0]])  # no window
 
 
 def test_combined_grid_averages_quantiles_around_each_point_and_the_median_rule():
@@ -102,23 +236,21 @@ def test_conformal_factors_widen_an_interval_that_under_covers_and_never_narrow_
 
 # ---------------------------------------------------------------- oracles
 def test_on_a_straight_line_the_weight_goes_to_the_classical_forecasts():
+    """Drift continues a straight line exactly (an exact forecast takes all the weight), Holt's linear trend
+    (AutoETS) almost, the tiny network does not."""
     y = trend()
     train, test = y.iloc[:-6], y.iloc[-6:]
     f = combined().fit(train, fh=FH)
-    weights = f.combination_weights_.iloc[0]
     errors = f.validation_errors_.iloc[0]
-    assert errors["ets"] < 0.2 * errors["network"], errors
-    assert weights["ets"] + weights["theta"] > 0.85, weights
-    ets_error = mae(f._classical[()]["ets"].predict(fh=FH), test)
+    assert errors["drift"] < 1e-9 and errors["ets"] < 0.2 * errors["network"], errors
+    np.testing.assert_array_equal(f.combination_weights_.iloc[0].to_numpy(), [0, 0, 0, 0, 1.0])
+    np.testing.assert_allclose(f.predict().to_numpy(), test.to_numpy())  # the line, continued
     with f._as_variant("network"):
-        network_error = mae(f.predict(), test)
-    assert ets_error < 0.2 * network_error
-    assert mae(f.predict(), test) < 0.3 * network_error
-    # select: the classical forecast itself
-    chosen = combined(combine_rule="select").fit(train, fh=FH)
-    assert chosen.combination_weights_.iloc[0].idxmax() == "ets"
-    ets_forecast = chosen._classical[()]["ets"].predict(fh=FH).to_numpy().ravel()
-    np.testing.assert_allclose(chosen.predict().to_numpy(), ets_forecast)
+        assert mae(f.predict(), test) > 0.1
+    # select, and network_first (drift is the closer at all 12 held-out steps), give the same
+    for rule in ("select", "network_first"):
+        with f._as_variant(rule):
+            np.testing.assert_allclose(f.predict().to_numpy(), test.to_numpy())
 
 
 def test_on_a_cycle_the_classical_models_cannot_see_the_weight_goes_to_the_network():
@@ -163,21 +295,60 @@ def test_the_network_alone_is_the_forecaster_without_combination():
 
 # ---------------------------------------------------------------- intervals
 @pytest.mark.usefixtures("fixed_thread_count")
-def test_calibrate_keeps_the_networks_forecast_and_widens_its_intervals_by_the_windows_conformal_factors():
-    y = noisy()
-    f = combined(combine_rule="calibrate").fit(y, fh=FH)
+@pytest.mark.parametrize("rule", RULES)
+def test_errors_weights_widening_and_forecast_against_a_from_scratch_oracle(rule):
+    """Every number of a fit recomputed without the module: each component forecast again through its own
+    public calls on each held-out window and on all of y, the MAEs, the weights, the widening and the
+    combined forecast with numpy. The widening scores each window with weights chosen on the other window
+    only (inverse_error, select and network_first choose on the windows; median and calibrate choose nothing)."""
+    y = noisy() - 20.0  # negative values: AutoETS fits additive models only, whose intervals sktime computes
+    H, k, median = 6, 2, 2
+    f = combined(combine_rule=rule).fit(y, fh=FH)
     levels = f.quantile_levels_
+    assert int(f.validation_windows_.iloc[0]) == k
+    n = len(y)
+    truths = [y.iloc[n - (k - j) * H : n - (k - j - 1) * H].to_numpy() for j in range(k)]
+    network = network_by_hand(f, y, H, k)
+    windows = [
+        {
+            "network": (network[j][0][:, 0], network[j][1][:, 0]),
+            **classical_by_hand(y.iloc[: n - (k - j) * H], H, levels),
+        }
+        for j in range(k)
+    ]
+    steps = [{m: np.abs(truths[j] - windows[j][m][0]) for m in COMPONENTS} for j in range(k)]
+    errors = [{m: np.mean(steps[j][m]) for m in COMPONENTS} for j in range(k)]
+    overall = {m: np.mean([e[m] for e in errors]) for m in COMPONENTS}
+    np.testing.assert_allclose(f.validation_errors_.iloc[0].to_numpy(), [overall[m] for m in COMPONENTS], rtol=1e-5)
+
+    def rule_by_hand(windows_used):
+        if rule == "network_first":
+            both = {m: np.concatenate([steps[j][m] for j in windows_used]) for m in COMPONENTS}
+            return network_first_by_hand(both, {m: np.mean(both[m]) for m in COMPONENTS})
+        return weights_by_hand({m: np.mean([errors[j][m] for j in windows_used]) for m in COMPONENTS}, rule)
+
+    weights = rule_by_hand(range(k))
+    reported = f.combination_weights_.iloc[0].to_numpy()
+    if weights is None:
+        assert np.isnan(reported).all()
+    else:
+        np.testing.assert_allclose(reported, [weights[m] for m in COMPONENTS], rtol=1e-5)
+    # the widening: window j combined with the weights of the other window, never its own
+    grids = [combine_by_hand(windows[j], rule_by_hand([1 - j]), median)[1] for j in range(k)]
+    widening = widening_by_hand(grids, truths, levels)
+    np.testing.assert_allclose(list(f.combination_widening_.values()), widening, rtol=1e-5, atol=1e-9)
+    assert widening.max() > 0  # the check has teeth: the tiny network's intervals under-cover
+    # the forecast: the components on all of y, combined with the reported weights, widened
     with f._as_variant("network"):
-        point, raw = f.predict(), f.predict_quantiles(alpha=list(levels)).to_numpy()
-    pd.testing.assert_series_equal(f.predict(), point)
-    # the oracle: the conformal factors of the validation network's own grids on the held-out windows,
-    # applied to the full network's grid by hand
-    truth, comps = f._validation[next(iter(f._validation))]
-    grid = np.sort(comps["network"][1][..., 0, :], axis=-1).reshape(-1, len(levels))
-    factors = conformal_factors([grid], [truth[..., 0].ravel()], levels)
-    np.testing.assert_allclose(list(f.combination_widening_.values()), factors)
-    np.testing.assert_allclose(f.predict_quantiles(alpha=list(levels)).to_numpy(), widen_grid(np.sort(raw, 1), factors))
-    assert (f.combination_weights_[["ets", "theta"]].to_numpy() == 0).all()
+        full = {"network": (f.predict().to_numpy(), np.sort(f.predict_quantiles(alpha=list(levels)).to_numpy(), 1))}
+    full.update(classical_by_hand(y, H, levels))
+    point, grid = combine_by_hand(full, weights, median)
+    np.testing.assert_allclose(f.predict().to_numpy(), point, rtol=1e-5)
+    np.testing.assert_allclose(
+        f.predict_quantiles(alpha=list(levels)).to_numpy(), widened_by_hand(grid, widening), rtol=1e-5
+    )
+    if rule == "calibrate":
+        np.testing.assert_allclose(f.predict().to_numpy(), full["network"][0])
 
 
 @pytest.mark.parametrize("rule", ["inverse_error", "select", "median", "calibrate"])
@@ -202,16 +373,27 @@ def test_a_hierarchical_panel_gets_one_weight_row_per_series_and_short_series_th
         index = pd.MultiIndex.from_product([[region], [store], series.index], names=["region", "store", "time"])
         frames.append(pd.DataFrame({"sales": series.to_numpy()}, index=index))
     y = pd.concat(frames)
-    f = combined().fit(y, fh=FH)
+    with pytest.warns(UserWarning, match=r"1 of the 3 series .*too short.* \('south', 'c'\) \(13 observations\)"):
+        f = combined().fit(y, fh=FH)
     weights = f.combination_weights_
     assert list(weights.index) == [("north", "a"), ("north", "b"), ("south", "c")]
     assert list(weights.columns) == list(COMPONENTS)
-    np.testing.assert_allclose(weights.sum(axis=1), 1.0)
     assert list(f.validation_windows_) == [2, 2, 0]  # 13 observations: none held out (8 kept, and 6 held out)
     assert f.validation_errors_.loc[("south", "c")].isna().all()
-    pred = f.predict()
-    assert pred.index.equals(SSMForecaster(**TINY).fit(y, fh=FH).predict().index)
-    assert np.isfinite(pred.to_numpy()).all()
+    # the oracle: the validated series' MAEs in units of their MASE scales (the mean absolute change of their
+    # data before the held-out windows: yearly data, lag 1), averaged over the series, inverted
+    scaled = []
+    for key in (("north", "a"), ("north", "b")):
+        before = y.loc[key, "sales"].to_numpy()[:-12]
+        scaled.append(f.validation_errors_.loc[key].to_numpy() / np.mean(np.abs(np.diff(before))))
+    pooled = weights_by_hand(dict(zip(COMPONENTS, np.mean(scaled, axis=0))), "inverse_error")
+    np.testing.assert_allclose(weights.loc[("south", "c")].to_numpy(), [pooled[m] for m in COMPONENTS], rtol=1e-10)
+    # and predict combines the short series with exactly these weights
+    with f._as_variant("network"):
+        network = f.predict().loc[("south", "c")].to_numpy().ravel()
+    classical = classical_by_hand(y.loc[("south", "c"), "sales"], 6, f.quantile_levels_, quantiles=False)
+    expected = pooled["network"] * network + sum(pooled[m] * classical[m][0] for m in CLASSICAL)
+    np.testing.assert_allclose(f.predict().loc[("south", "c")].to_numpy().ravel(), expected, rtol=1e-6)
 
 
 def test_a_series_keeps_max_8_h_observations_before_its_held_out_windows():
@@ -229,15 +411,40 @@ def test_a_series_keeps_max_8_h_observations_before_its_held_out_windows():
     assert f.validation_windows_.to_dict() == {"a": 0, "b": 1, "c": 1, "d": 2}
 
 
-def test_multivariate_y_with_exogenous_x():
+@pytest.mark.usefixtures("fixed_thread_count")
+def test_multivariate_y_with_exogenous_x_weighs_each_column_by_its_own_errors():
     rng = np.random.default_rng(0)
     index = pd.period_range("1900", periods=60, freq="Y")
     y = pd.DataFrame({"a": noisy().to_numpy(), "b": 5 + rng.normal(size=60).cumsum() * 0.1}, index=index)
     X = pd.DataFrame({"x": np.sin(np.arange(66) / 3)}, index=pd.period_range("1900", periods=66, freq="Y"))
     f = combined().fit(y, X=X.iloc[:60], fh=FH)
     assert list(f.combination_weights_.index) == ["a", "b"]
+    H, k, n = 6, 2, 60
+    network = network_by_hand(f, y, H, k, X)
+    with f._as_variant("network"):
+        network_full = f.predict(X=X.iloc[60:]).to_numpy()
     pred = f.predict(X=X.iloc[60:])
-    assert pred.shape == (6, 2) and np.isfinite(pred.to_numpy()).all()
+    for c, column in enumerate(["a", "b"]):
+        windows = [
+            {
+                "network": network[j][0][:, c],
+                **{
+                    m: p
+                    for m, (p, _) in classical_by_hand(
+                        y[column].iloc[: n - (k - j) * H], H, f.quantile_levels_, quantiles=False
+                    ).items()
+                },
+            }
+            for j in range(k)
+        ]
+        truths = [y[column].to_numpy()[n - (k - j) * H : n - (k - j - 1) * H] for j in range(k)]
+        errors = {m: np.mean([np.abs(truths[j] - windows[j][m]) for j in range(k)]) for m in COMPONENTS}
+        np.testing.assert_allclose(f.validation_errors_.loc[column], [errors[m] for m in COMPONENTS], rtol=1e-5)
+        weights = weights_by_hand(errors, "inverse_error")
+        np.testing.assert_allclose(f.combination_weights_.loc[column], [weights[m] for m in COMPONENTS], rtol=1e-5)
+        classical = classical_by_hand(y[column], H, f.quantile_levels_, quantiles=False)
+        expected = weights["network"] * network_full[:, c] + sum(weights[m] * classical[m][0] for m in CLASSICAL)
+        np.testing.assert_allclose(pred[column].to_numpy(), expected, rtol=1e-5)
     q = f.predict_quantiles(X=X.iloc[60:], alpha=[0.1, 0.5, 0.9]).to_numpy()
     assert np.all(np.diff(q.reshape(6, 2, 3), axis=-1) >= 0)
 
@@ -246,18 +453,21 @@ def test_update_moves_the_classical_forecasts_with_the_network():
     y = noisy(72)
     f = combined().fit(y.iloc[:60], fh=FH)
     weights = f.combination_weights_.copy()
+    models = copy.deepcopy(f._classical[()])
     f.update(y.iloc[60:66], update_params=False)
     pred = f.predict()
     assert pred.index[0] == y.index[66]
     pd.testing.assert_frame_equal(f.combination_weights_, weights)
-    ets = f._classical[()]["ets"]
-    assert ets.cutoff[0] == y.index[65]
-    assert np.isfinite(pred.to_numpy()).all()
-    # the classical forecasts kept for predict are those of the updated models
-    quantiles = f.predict_quantiles(alpha=[0.1, 0.5, 0.9])
-    f._classical_cache = {}
-    pd.testing.assert_series_equal(f.predict(), pred)
-    pd.testing.assert_frame_equal(f.predict_quantiles(alpha=[0.1, 0.5, 0.9]), quantiles)
+    assert f._classical[()]["ets"].cutoff[0] == y.index[65]
+    # the oracle: the network's forecast and the fitted classical models updated by hand, with the weights of fit
+    with f._as_variant("network"):
+        expected = weights.iloc[0]["network"] * f.predict().to_numpy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name in CLASSICAL:
+            forecast = models[name].update(y.iloc[60:66], update_params=False).predict(fh=FH).to_numpy().ravel()
+            expected = expected + weights.iloc[0][name] * forecast
+    np.testing.assert_allclose(pred.to_numpy(), expected, rtol=1e-6)
 
 
 def test_the_network_only_routes_refuse_a_combination():
@@ -273,12 +483,147 @@ def test_the_network_only_routes_refuse_a_combination():
             call()
 
 
-def test_a_series_too_short_to_hold_out_a_window_takes_equal_weights():
+# ---------------------------------------------------------------- what cannot be validated or fitted
+@pytest.mark.parametrize(
+    "rule, weights",
+    [("inverse_error", [0.2] * 5), ("calibrate", [1.0, 0, 0, 0, 0]), ("network_first", [1.0, 0, 0, 0, 0])],
+)
+def test_a_lone_series_too_short_to_hold_out_a_window_warns_and_reports_the_weights_predict_uses(rule, weights):
     y = noisy(12)
-    f = combined(context_length=4).fit(y, fh=FH)
+    with pytest.warns(UserWarning, match=r"no series .*a window of max\(fh\)=6 steps.*14 observations.*not widened"):
+        f = combined(context_length=4, combine_rule=rule).fit(y, fh=FH)
     assert int(f.validation_windows_.iloc[0]) == 0
-    np.testing.assert_allclose(f.combination_weights_.to_numpy(), 1 / 3)
-    assert np.isfinite(f.predict().to_numpy()).all()
+    assert set(f.combination_widening_.values()) == {0.0}
+    np.testing.assert_allclose(f.combination_weights_.to_numpy(), [weights])
+    levels = list(f.quantile_levels_)
+    with f._as_variant("network"):
+        network, network_q = f.predict().to_numpy(), f.predict_quantiles(alpha=levels)
+    classical = classical_by_hand(y, 6, levels, quantiles=False)
+    w = dict(zip(COMPONENTS, weights))
+    expected = w["network"] * network + sum(w[m] * classical[m][0] for m in CLASSICAL)
+    np.testing.assert_allclose(f.predict().to_numpy(), expected, rtol=1e-6)
+    if rule == "calibrate":  # nothing to calibrate on: the network's own intervals
+        pd.testing.assert_frame_equal(f.predict_quantiles(alpha=levels), network_q)
+
+
+def theta_fails(monkeypatch, when) -> None:
+    """Theta's forecasts raise ValueError("no forecast from here") from the cutoffs where when(cutoff) holds."""
+    original = ThetaForecaster._predict
+
+    def predict(self, fh, X=None):
+        if when(self.cutoff[0]):
+            raise ValueError("no forecast from here")
+        return original(self, fh, X)
+
+    monkeypatch.setattr(ThetaForecaster, "_predict", predict)
+
+
+@pytest.mark.parametrize("rule", ["inverse_error", "median"])
+def test_a_series_with_missing_values_leaves_autoets_and_theta_out_and_the_weights_say_so(rule):
+    y = noisy()
+    y.iloc[20] = np.nan  # statsmodels takes no missing values; sktime's naive forecasts do
+    with pytest.warns(UserWarning, match=r"AutoETS and Theta of y: it has missing values, which statsmodels"):
+        f = combined(combine_rule=rule).fit(y, fh=FH)
+    errors = f.validation_errors_.iloc[0]
+    assert errors[["ets", "theta"]].isna().all() and errors[["network", "naive", "drift"]].notna().all()
+    with f._as_variant("network"):
+        forecasts = {"network": f.predict().to_numpy()}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name, model in (("naive", NaiveForecaster(strategy="last", sp=1)), ("drift", NaiveForecaster("drift"))):
+            forecasts[name] = model.fit(y).predict(fh=FH).to_numpy()
+    if rule == "median":  # NaN: in the median; 0: left out
+        np.testing.assert_array_equal(f.combination_weights_.to_numpy(), [[np.nan, 0, 0, np.nan, np.nan]])
+        np.testing.assert_allclose(f.predict().to_numpy(), np.median(list(forecasts.values()), axis=0))
+        return
+    weights = {**weights_by_hand({m: errors[m] for m in forecasts}, "inverse_error"), "ets": 0.0, "theta": 0.0}
+    np.testing.assert_allclose(f.combination_weights_.iloc[0].to_numpy(), [weights[m] for m in COMPONENTS])
+    expected = sum(weights[m] * forecasts[m] for m in forecasts)
+    np.testing.assert_allclose(f.predict().to_numpy(), expected, rtol=1e-6)
+
+
+def test_a_classical_model_that_cannot_forecast_from_all_of_y_is_left_out_and_the_weights_say_so(monkeypatch):
+    y = noisy()
+    theta_fails(monkeypatch, lambda cutoff: cutoff == y.index[-1])
+    with pytest.warns(UserWarning, match=r"Theta of y: ValueError: no forecast from here"):
+        f = combined().fit(y, fh=FH)
+    monkeypatch.undo()
+    # the inverse-error weights of the two components left
+    errors = f.validation_errors_.iloc[0]
+    kept = {**weights_by_hand({m: errors[m] for m in COMPONENTS if m != "theta"}, "inverse_error"), "theta": 0.0}
+    np.testing.assert_allclose(f.combination_weights_.iloc[0].to_numpy(), [kept[m] for m in COMPONENTS])
+    with f._as_variant("network"):
+        network = f.predict().to_numpy()
+    classical = classical_by_hand(y, 6, f.quantile_levels_, quantiles=False)
+    expected = kept["network"] * network + sum(kept[m] * classical[m][0] for m in CLASSICAL)
+    np.testing.assert_allclose(f.predict().to_numpy(), expected, rtol=1e-6)
+
+
+def test_a_classical_model_failing_only_at_the_held_out_windows_gets_no_weight_and_a_warning_says_so(monkeypatch):
+    y = noisy()
+    theta_fails(monkeypatch, lambda cutoff: cutoff != y.index[-1])
+    with pytest.warns(UserWarning, match=r"at the held-out windows, Theta of y: ValueError: no forecast from here"):
+        f = combined().fit(y, fh=FH)
+    monkeypatch.undo()
+    errors = f.validation_errors_.iloc[0]
+    assert np.isnan(errors["theta"])
+    weights = {**weights_by_hand({m: errors[m] for m in COMPONENTS if m != "theta"}, "inverse_error"), "theta": 0.0}
+    np.testing.assert_allclose(f.combination_weights_.iloc[0].to_numpy(), [weights[m] for m in COMPONENTS])
+
+
+def test_a_classical_model_failing_in_update_is_left_out_and_the_weights_say_so(monkeypatch):
+    y = noisy(72)
+    f = combined().fit(y.iloc[:60], fh=FH)
+    before = f.combination_weights_.iloc[0]
+    models = copy.deepcopy(f._classical[()])
+
+    def fails(self, *args, **kwargs):
+        raise ValueError("no converged fit")
+
+    monkeypatch.setattr(AutoETS, "update", fails)
+    with pytest.warns(UserWarning, match=r"AutoETS of y: ValueError: no converged fit"):
+        f.update(y.iloc[60:66], update_params=False)
+    monkeypatch.undo()
+    expected = before.where(before.index != "ets", 0.0) / before.drop("ets").sum()
+    np.testing.assert_allclose(f.combination_weights_.iloc[0].to_numpy(), expected.to_numpy())
+    with f._as_variant("network"):
+        forecast = expected["network"] * f.predict().to_numpy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for name in ("theta", "naive", "drift"):  # updated by hand
+            model = models[name].update(y.iloc[60:66], update_params=False)
+            forecast = forecast + expected[name] * model.predict(fh=FH).to_numpy().ravel()
+    np.testing.assert_allclose(f.predict().to_numpy(), forecast, rtol=1e-6)
+
+
+def test_with_one_window_a_series_cannot_calibrate_weights_chosen_on_it_and_a_warning_says_so():
+    with pytest.warns(UserWarning, match=r"combine_rule='inverse_error' chooses its weights.*not widened"):
+        f = combined(combine_windows=1).fit(noisy(), fh=FH)
+    assert set(f.combination_widening_.values()) == {0.0}
+
+
+def test_too_little_data_for_the_validation_network_warns_and_nothing_is_validated():
+    # early stopping needs windows before its own held-out ones: 18 observations before the windows are too few
+    with pytest.warns(
+        UserWarning, match=r"could not be trained on the data before.*early_stopping.*equal weights.*not widened"
+    ):
+        f = combined(early_stopping=True).fit(noisy(30), fh=FH)
+    assert list(f.validation_windows_) == [0]
+    np.testing.assert_allclose(f.combination_weights_.to_numpy(), 1 / 5)
+    assert set(f.combination_widening_.values()) == {0.0}
+
+
+def test_any_other_failure_of_the_validation_network_propagates(monkeypatch):
+    original = SSMForecaster._train_network
+
+    def broken(self, *args, **kwargs):
+        if self.combine == "none":  # the validation network
+            raise TypeError("a bug")
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(SSMForecaster, "_train_network", broken)
+    with pytest.raises(TypeError, match="a bug"):
+        combined().fit(noisy(), fh=FH)
 
 
 # ---------------------------------------------------------------- the benchmark's protocol
