@@ -43,6 +43,7 @@ from ..training import (
 )
 from ..training.fit import pickle_state
 from ._export import (
+    SCALED_LIMIT,
     VALID_NAME,
     ServingModel,
     check_format,
@@ -284,6 +285,7 @@ class SequenceEstimatorMixin:
         """Network outputs for `data` (CPU), batch by batch, with Delta rescaled by training / new rate.
         per_step: outputs per step (otherwise batches of similar lengths, cut at their last real step)."""
         inputs = SequenceData(self._scaled(data), mask=data.mask, crop_padding=not per_step)
+        self._refuse_beyond_limit(inputs.x)
         with scaled_delta(self.model_, 1.0 / rate_ratio):
             out = predict_batches(self.model_, inputs, self.batch_size, resolve_device(self.device), forward)
         bad = ~torch.isfinite(out.reshape(len(out), -1)).all(dim=1)
@@ -296,6 +298,26 @@ class SequenceEstimatorMixin:
                 "or a model whose training diverged"
             )
         return out
+
+    def _refuse_beyond_limit(self, x) -> None:
+        """Refuse rows with values beyond SCALED_LIMIT after the training scaling, where a network's float32
+        arithmetic overflows or, with batch normalization (no per-step normalization), answers from
+        saturated units: predict and an exported file refuse the same rows. x: (n, channels, length)."""
+        if not len(x):
+            return
+        # a memory map (LazyRows) is read in blocks of rows, as predict reads it
+        blocks = [x]
+        if isinstance(x, LazyRows):
+            blocks = [x[np.arange(start, min(start + 1024, len(x)))].materialize() for start in range(0, len(x), 1024)]
+        largest = torch.cat([block.abs().flatten(1).amax(1) for block in blocks])
+        rows = torch.nonzero(largest > SCALED_LIMIT).flatten().tolist()
+        if rows:
+            raise ValueError(
+                f"{type(self).__name__}: rows {rows[:10]}{' ...' if len(rows) > 10 else ''} of X reach "
+                f"{float(largest.max()):.3g} after the training scaling, beyond {SCALED_LIMIT:.0e}: far outside "
+                "the training data, where the network answers nothing meaningful; rescale the data "
+                "(normalize='series' compares shapes only)"
+            )
 
     # ------------------------------------------------------------ persistence
     def __getstate__(self):

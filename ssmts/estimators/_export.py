@@ -24,8 +24,9 @@ INPUT_NAME = "X"
 INPUT_LAYOUT = "(batch, channels, length)"
 VALID_NAME = "valid"
 SCALED_LIMIT = 1e18
-"""The largest |x| after the training scaling that an exported model answers for: beyond it the
-network's float32 arithmetic overflows (predict computes non-finite outputs there and refuses)."""
+"""The largest |x| after the training scaling that predict and an exported model answer for: beyond
+it a network's float32 arithmetic overflows, or with batch normalization answers from saturated
+units; predict refuses such rows (SSMEstimatorMixin._refuse_beyond_limit)."""
 
 
 def check_format(format: str) -> None:

@@ -116,7 +116,9 @@ def test_ragged_lists_are_padded_or_refused_clearly(fitted, X):
 @given(data=magnitudes())
 def test_fit_at_any_magnitude_learns_what_it_learns_at_unit_scale(data):
     """Finite predictions at any scale, and the same ones as at scale 1 (the regressor's scaled with the
-    targets): standardization, not an absolute floor, sets the scale (measured: 1e-6 relative at most)."""
+    targets): standardization, not an absolute floor, sets the scale. The inputs' rounding after scaling
+    (float32) grows through training; measured: 1.1e-5 at most in the classifier's probabilities at its
+    defaults (lr=1e-2, batch norm), 1e-6 with the earlier ones."""
     base, scale = data
     X = base * scale
     y = (X[:, 0] > np.median(X[:, 0])).astype(int)
@@ -124,7 +126,7 @@ def test_fit_at_any_magnitude_learns_what_it_learns_at_unit_scale(data):
         y[0] = 1 - y[0]
     proba = SSMClassifier(**TINY).fit(X, y).predict_proba(X)
     assert np.isfinite(proba).all()
-    np.testing.assert_allclose(proba, SSMClassifier(**TINY).fit(base, y).predict_proba(base), atol=1e-5)
+    np.testing.assert_allclose(proba, SSMClassifier(**TINY).fit(base, y).predict_proba(base), atol=5e-5)
     prediction = SSMRegressor(**TINY).fit(X, X[:, 0]).predict(X)
     assert np.isfinite(prediction).all()
     unit = SSMRegressor(**TINY).fit(base, base[:, 0]).predict(base)
