@@ -301,6 +301,11 @@ class FeatureReadout(nn.Module):
             raise ValueError("the first difference needs series of at least 2 steps (difference=True)")
         return torch.diff(u, dim=-1) / self.difference._delta_factor
 
+    def modes_above_nyquist(self) -> tuple[int, int]:
+        """(modes above the Nyquist frequency of the rate in use, modes in all), over every bank."""
+        counts = [bank.modes_above_nyquist() for _, bank, _ in self._banks()]
+        return sum(above for above, _ in counts), sum(modes for _, modes in counts)
+
     def fit_biases(self, series, n_series: int, seed: int = 0) -> "FeatureReadout":
         """series(i) -> (channels, length_i): the i-th training series without padding."""
         for offset, bank, reads_difference in self._banks():
