@@ -1,7 +1,8 @@
 """SSMFeatureClassifier and SSMFeatureRegressor: SSMs at many time scales and a ridge read-out
 (ssmts.nn.FeatureReadout): a fit takes seconds where a network takes minutes. With
 training_steps > 0 the same network is trained from the ridge solution, the untrained start
-competing on validation data with every epoch."""
+competing on validation data with every epoch. Fitted with a sample_rate, the ridge also reads
+the training series at half that rate, which predict(X, sample_rate=...) may then meet."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from sklearn.base import BaseEstimator
 from sklearn.linear_model import RidgeClassifierCV, RidgeCV
 
 from .._warnings import caller_stacklevel
-from ..nn import FeatureReadout, log_spaced_steps
+from ..nn import FeatureReadout, log_spaced_steps, scaled_delta
 from ..training import (
     EarlyStopping,
     LazyRows,
@@ -44,6 +45,10 @@ level shift of one training range does (tests/hardening/test_extrapolation.py; d
 SHORTEST_MEMORY = 4.0
 """Steps remembered by the fastest time scale (the slowest remembers the longest training series)."""
 
+HALF_RATE_MIN_LENGTH = 4
+"""Time points every training series needs for the read-out to read it at half the rate too: x[1::2]
+then keeps the 2 that a first difference needs."""
+
 
 class _FeatureEstimator(SequenceEstimatorMixin, FeatureModelParams):
     """The fit of both faces: featurize the training series, fit a ridge on the standardized
@@ -54,6 +59,7 @@ class _FeatureEstimator(SequenceEstimatorMixin, FeatureModelParams):
         "normalize_scores_",
         "alpha_",
         "best_epoch_",
+        "readout_rates_",
     )
 
     def _new_network(self, d_output: int) -> FeatureReadout:
@@ -113,41 +119,81 @@ class _FeatureEstimator(SequenceEstimatorMixin, FeatureModelParams):
         self.train_sample_rate_ = self.sample_rate
         return network, self._features(network, data)
 
-    def _features(self, network: FeatureReadout, data: PreparedInput) -> np.ndarray:
-        """(n, n_features) float64 features of the training series."""
-        features = predict_batches(
-            network,
-            SequenceData(self._scaled(data), mask=data.mask, crop_padding=True),
-            self.batch_size,
-            self._device,
-            forward=lambda model, u, mask: model.features(u, mask),
-        )
+    def _features(self, network: FeatureReadout, data: PreparedInput, half_rate: bool = False) -> np.ndarray:
+        """(n, n_features) float64 features of the training series; with half_rate (2n, n_features), those
+        of the series at half the rate, x[::2] then x[1::2] (both ways to keep every other step), read
+        with Delta doubled."""
+
+        def forward(model, u, mask):
+            if not half_rate:
+                return model.features(u, mask)
+            halves = [(u[..., p::2], None if mask is None else mask[..., p::2]) for p in (0, 1)]
+            return torch.cat([model.features(x, m) for x, m in halves], 1)
+
+        with scaled_delta(network, 2.0 if half_rate else 1.0):
+            features = predict_batches(
+                network,
+                SequenceData(self._scaled(data), mask=data.mask, crop_padding=True),
+                self.batch_size,
+                self._device,
+                forward=forward,
+            )
         network.cpu()
+        features = features.double().numpy()
+        if half_rate:  # (n, 2F): the rows of x[::2], then those of x[1::2]
+            return np.concatenate(np.split(features, 2, axis=1))
         self.n_features_out_ = int(features.shape[1])
-        return features.double().numpy()
+        return features
+
+    def _readout_rates(self, data: PreparedInput) -> tuple[float, ...]:
+        """The rates (Hz) the read-out reads the training series at: the training rate and half of it,
+        fitted with a sample_rate and series of HALF_RATE_MIN_LENGTH points or more; () without a rate."""
+        if self.train_sample_rate_ is None:
+            return ()
+        rate = float(self.train_sample_rate_)
+        return (rate, rate / 2) if min(data.lengths) >= HALF_RATE_MIN_LENGTH else (rate,)
+
+    def _readout_rows(
+        self, network: FeatureReadout, data: PreparedInput, features: np.ndarray, targets: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, targets) the ridge is fitted on: the training series' features (n, n_features) and, at
+        half the rate (readout_rates_), theirs at that rate after them (3n rows). The fastest time scales
+        do not carry over to half the rate (the band above its Nyquist frequency is gone, and the modes
+        there answer quasi-statically), so a ridge fitted at the training rate alone leans on features
+        that change there; seeing both, it leans on what both share. The penalty's leave-one-out leaves
+        out one row, not a series with its copies, which favours small penalties; on the development
+        clips the accuracy moved by less than 4 points over the whole grid of penalties."""
+        if len(self.readout_rates_) < 2:
+            return features, targets
+        rows = np.concatenate([features, self._features(network, data, half_rate=True)])
+        return rows, np.concatenate([targets] * 3)
 
     def _fit_readout(self, data: PreparedInput, targets: np.ndarray, ridge_factory, objective) -> None:
-        """Featurize, fit the ridge (penalty by leave-one-out) on the standardized features and set
-        model_; with normalize="auto", for "channel" and "series" scaling both, keeping the one whose
-        ridge has the better leave-one-out score (normalize_scores_). With training_steps > 0, then
-        train the network from there (_train) and refit the ridge on all the data."""
+        """Featurize, fit the ridge (penalty by leave-one-out) on the standardized features (with a
+        sample_rate, at half the rate too: _readout_rows) and set model_; with normalize="auto", for
+        "channel" and "series" scaling both, keeping the one whose ridge has the better leave-one-out
+        score (normalize_scores_). With training_steps > 0, then train the network from there (_train)
+        and refit the ridge on all the data."""
         candidates = ("channel", "series") if self.normalize == "auto" else (self.normalize,)
         fits, scores = [], {}
         for normalization in candidates:
             self.normalization_ = normalization
             network, features = self._featurize_training_data(data)
-            ridge, mean, scale = _fit_ridge(ridge_factory, features, targets)
+            self.readout_rates_ = self._readout_rates(data)
+            rows, row_targets = self._readout_rows(network, data, features, targets)
+            ridge, mean, scale = _fit_ridge(ridge_factory, rows, row_targets)
             scores[normalization] = float(np.mean(ridge.best_score_))
-            fits.append((scores[normalization], normalization, network, features, ridge, mean, scale))
-        _, self.normalization_, network, features, ridge, mean, scale = max(fits, key=lambda fit: fit[0])
+            fits.append((scores[normalization], normalization, network, features, rows, ridge, mean, scale))
+        _, self.normalization_, network, features, rows, ridge, mean, scale = max(fits, key=lambda fit: fit[0])
         self.normalize_scores_ = scores
         self.history_, self.n_iter_, self.best_epoch_ = [], 0, 0
+        # The network trains at the training rate; the ridge on top is then refitted as above.
         if self.training_steps and self._train(network, data, features, targets, ridge_factory, objective):
-            features = self._features(network, data)
-            ridge, mean, scale = _fit_ridge(ridge_factory, features, targets)
+            rows, row_targets = self._readout_rows(network, data, self._features(network, data), targets)
+            ridge, mean, scale = _fit_ridge(ridge_factory, rows, row_targets)
         self.alpha_ = float(np.mean(ridge.alpha_))
         self._set_readout(network, ridge.coef_, ridge.intercept_, mean, scale)
-        self.model_.set_training_range(torch.from_numpy(features).float())  # the features were float32
+        self.model_.set_training_range(torch.from_numpy(rows).float())  # the features were float32
 
     def _train(self, network: FeatureReadout, data: PreparedInput, features, targets, ridge_factory, objective) -> bool:
         """Train the network (bank and read-out) from the ridge solution on the training data less a
@@ -234,9 +280,35 @@ class _FeatureEstimator(SequenceEstimatorMixin, FeatureModelParams):
         data = self._prepare_predict_input(X, ratio)  # warns of X far beyond the training values
         self._check_differences(data)
         out = self._predict_outputs(data, ratio, lambda model, u, mask: model.forward_with_extrapolation(u, mask))
-        if self._far_outside_training(data) is None:  # one warning is enough
+        below = self._warn_if_below_readout_rates(ratio)
+        if not below and self._far_outside_training(data) is None:  # one warning is enough
             self._warn_if_extrapolating(out[:, -1].double().numpy())
         return out[:, :-1]
+
+    def _warn_if_below_readout_rates(self, ratio: float) -> bool:
+        """Warn (and return True) when data at `ratio` x the training rate lies below every rate the
+        read-out was fitted at (readout_rates_; files saved before it: the training rate)."""
+        if ratio >= 1.0:
+            return False
+        train = float(self.train_sample_rate_)
+        lowest = min(getattr(self, "readout_rates_", (train,)))
+        rate = ratio * train
+        if rate >= lowest * (1 - 1e-9):
+            return False
+        with scaled_delta(self.model_, 1.0 / ratio):
+            above, modes = self.model_.modes_above_nyquist()
+        warnings.warn(
+            f"{type(self).__name__}: X at sample_rate={rate:.6g} lies below {lowest:.6g}, the lowest rate its "
+            f"read-out was fitted at (the training rate {train:.6g}"
+            + (" and half of it" if lowest < train else "")
+            + f"): {above} of the {modes} modes of its SSMs lie above the Nyquist frequency of this rate and "
+            "answer only quasi-statically, and the read-out never saw its features at this rate. Expect a lower "
+            "accuracy than at the training rate: measure it on labelled data at this rate, or fit at a rate "
+            "nearer to it",
+            ExtrapolationWarning,
+            stacklevel=caller_stacklevel(),
+        )
+        return True
 
     def _warn_if_extrapolating(self, beyond: np.ndarray) -> None:
         """Smaller shifts than the channel check's still move a linear read-out of pooled responses
@@ -286,10 +358,14 @@ class SSMFeatureClassifier(_FeatureEstimator, RateClassifierMixin, BaseEstimator
     with a ridge classifier on top (an SSM counterpart of MiniRocket: nothing else is trained).
 
     X: (n_samples, n_timepoints), (n_samples, n_channels, n_timepoints), or a list of series
-    of different lengths. `predict(X, sample_rate=...)` reads data at another rate zero-shot.
+    of different lengths. `predict(X, sample_rate=...)` reads data at another rate with Delta
+    rescaled; fitted with sample_rate, the ridge also reads the training series at half that rate
+    (x[::2] and x[1::2]), and data below every rate it read warns (ExtrapolationWarning).
     Fitted: `normalization_` (the scaling used; with normalize="auto" the one chosen),
     `normalize_scores_` (the ridge's leave-one-out score of each scaling tried, higher is better),
-    `alpha_` (the ridge penalty), `n_features_out_` (features per series).
+    `alpha_` (the ridge penalty), `n_features_out_` (features per series), `readout_rates_` (the
+    rates in Hz the ridge read the training series at: the training rate and half of it; () without
+    sample_rate).
     """
 
     # Chosen by 5-fold CV x 2 on the training splits of the development sets: the backward SSMs

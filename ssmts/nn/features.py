@@ -11,7 +11,9 @@ u_m with the kernel K_m[l] = 2 Re( sum_p C[m, p] gamma_p B_p Abar_p^l ), done by
 steps are log-spaced so that the slowest mode remembers about the whole series and the
 fastest a few steps. Every response is pooled into the proportion of steps above a few
 biases (PPV, the biases being quantiles of the responses on training series), its mean
-and its maximum. A linear read-out (ridge, in closed form) goes on top.
+and its maximum. A linear read-out (ridge, in closed form) goes on top. Data at another rate
+(inside ssmts.nn.scaled_delta) meets the same continuous-time kernels discretized at its step,
+a mode above its Nyquist frequency answering quasi-statically (`_responses_at_rate`).
 
 The bank is also the first stage of a network that can be trained from there: Lambda, the
 steps Delta and the read-outs C are parameters (frozen until `requires_grad_()`), and while
@@ -121,17 +123,19 @@ class SSMFeatures(nn.Module):
     def modes(self, length: int, scales: slice = slice(None)) -> tuple[torch.Tensor, torch.Tensor]:
         """(weights (s, kernels, 2P), basis (s, 2P, length)) float64 with K = weights @ basis: the
         basis holds Re and Im of gamma_p Abar_p^l (ZOH) for the P modes, so every kernel is a real
-        combination of 2P mode responses (weights 2 Re(C B) and -2 Im(C B))."""
+        combination of 2P mode responses (weights 2 Re(C B) and -2 Im(C B)). Inside `scaled_delta`
+        (data at another rate) the modes are those of `_responses_at_rate`."""
         Lambda_pairs = self.Lambda_pairs
         if self.Lambda_pairs.requires_grad:  # a trained real part must not cross into instability
             Lambda_pairs = torch.stack([Lambda_pairs[:, 0].clamp_max(MAX_REAL_LAMBDA), Lambda_pairs[:, 1]], -1)
         Lambda, readout = torch.view_as_complex(Lambda_pairs), torch.view_as_complex(self.readout_pairs)[scales]
-        Delta = self.steps[scales, None].clamp_min(torch.finfo(torch.float64).tiny) * self._delta_factor  # (s, 1)
-        _, gamma = discretize(Lambda[None, :], Delta)  # (s, P)
+        Delta = self.steps[scales, None].clamp_min(torch.finfo(torch.float64).tiny)  # (s, 1): training steps
         l = torch.arange(length, dtype=torch.float64)
-        responses = gamma[:, :, None] * torch.exp(
-            (Lambda[None, :] * Delta)[:, :, None] * l
-        )  # Abar^l = exp(Lambda Delta l)
+        if self._delta_factor == 1.0:
+            _, gamma = discretize(Lambda[None, :], Delta)  # (s, P)
+            responses = gamma[:, :, None] * torch.exp((Lambda[None, :] * Delta)[:, :, None] * l)  # Abar^l
+        else:
+            responses = _responses_at_rate(Lambda, Delta, self._delta_factor, l)
         basis = torch.cat([responses.real, responses.imag], dim=1)
         weights = torch.cat([2.0 * readout.real, -2.0 * readout.imag], dim=-1)
         return weights, basis
@@ -140,6 +144,13 @@ class SSMFeatures(nn.Module):
         """K: (scales, kernels, length) float64, K_m[l] = 2 Re(sum_p C_mp gamma_p B_p Abar_p^l) (ZOH)."""
         weights, basis = self.modes(length)
         return weights @ basis
+
+    def modes_above_nyquist(self) -> tuple[int, int]:
+        """(modes above the Nyquist frequency of the rate in use, modes in all), over the scales: the
+        modes answered quasi-statically (`_responses_at_rate`); none at the training rate or above it."""
+        Lambda = torch.view_as_complex(self.Lambda_pairs.detach())
+        above = _above_nyquist(Lambda, self.steps.detach()[:, None], self._delta_factor)
+        return int(above.sum()), above.numel()
 
     def responses(self, u: torch.Tensor, scales: slice = slice(None)) -> torch.Tensor:
         """y: (batch, scales, kernels, length) float32: every kernel of the chosen scales applied
@@ -290,6 +301,11 @@ class FeatureReadout(nn.Module):
             raise ValueError("the first difference needs series of at least 2 steps (difference=True)")
         return torch.diff(u, dim=-1) / self.difference._delta_factor
 
+    def modes_above_nyquist(self) -> tuple[int, int]:
+        """(modes above the Nyquist frequency of the rate in use, modes in all), over every bank."""
+        counts = [bank.modes_above_nyquist() for _, bank, _ in self._banks()]
+        return sum(above for above, _ in counts), sum(modes for _, modes in counts)
+
     def fit_biases(self, series, n_series: int, seed: int = 0) -> "FeatureReadout":
         """series(i) -> (channels, length_i): the i-th training series without padding."""
         for offset, bank, reads_difference in self._banks():
@@ -335,6 +351,48 @@ class FeatureReadout(nn.Module):
         for name in ("feature_low", "feature_high", "output_spread"):
             if prefix + name in missing_keys:
                 missing_keys.remove(prefix + name)
+
+
+def _responses_at_rate(Lambda: torch.Tensor, Delta: torch.Tensor, factor: float, l: torch.Tensor) -> torch.Tensor:
+    """(s, P, len(l)) complex128: gamma_p Abar_p^l of the modes Lambda (P,) for data at another rate,
+    whose step is `factor` x the training steps Delta (s, 1): the continuous-time kernels that the
+    training rate's ZOH kernels sample, as far as the new rate can represent them.
+
+    A mode that turns by more than pi per training step (|Im(lambda)| Delta > pi) is aliased at the
+    training rate: its ZOH kernel there is that of the mode lambda' whose Im is wrapped into
+    (-pi / Delta, pi / Delta], times gamma(lambda) / gamma(lambda'). That mode and that factor carry
+    over (for a mode below the Nyquist frequency, lambda' = lambda and the factor is 1). A mode
+    above the new Nyquist frequency (|Im(lambda')| Delta factor > pi) would alias onto a frequency
+    within the band at the new rate and resonate there. Data at that rate has no content near the
+    mode's own frequency, only far below it, where the mode follows its input: it becomes its
+    quasi-static response, the feedthrough -1/lambda' of its DC gain (Abar = 0, gamma = -1/lambda':
+    the limit of ZOH for a mode much faster than the step). Every kernel keeps its sum, its DC gain,
+    at every rate."""
+    turns = Lambda.imag * Delta  # (s, P): radians per training step
+    wrapped = _sampled_turns(Lambda, Delta)
+    imag = torch.where(wrapped == turns, Lambda.imag, wrapped / Delta)  # unaliased modes keep their Lambda exactly
+    continuous = torch.complex(Lambda.real.expand_as(imag), imag)  # (s, P)
+    _, gamma_trained = discretize(Lambda[None, :], Delta)
+    _, gamma_continuous = discretize(continuous, Delta)
+    _, gamma = discretize(continuous, Delta * factor)
+    beyond = _above_nyquist(Lambda, Delta, factor)
+    gamma = torch.where(beyond, -1.0 / continuous, gamma) * (gamma_trained / gamma_continuous)
+    powers = torch.exp((continuous * (Delta * factor))[:, :, None] * l)  # Abar^l
+    powers = torch.where(beyond[:, :, None], (l == 0).to(powers.dtype), powers)  # 0^l
+    return gamma[:, :, None] * powers
+
+
+def _sampled_turns(Lambda: torch.Tensor, Delta: torch.Tensor) -> torch.Tensor:
+    """(s, P): the turn of every mode Lambda (P,) per training step Delta (s, 1), Im(lambda) Delta,
+    wrapped into [-pi, pi]: the frequency at which the training rate samples it."""
+    turns = Lambda.imag * Delta
+    return turns - 2 * math.pi * torch.round(turns / (2 * math.pi))
+
+
+def _above_nyquist(Lambda: torch.Tensor, Delta: torch.Tensor, factor: float) -> torch.Tensor:
+    """(s, P) bool: the modes whose sampled turn exceeds pi at a step of `factor` x the training steps,
+    above the Nyquist frequency of that rate."""
+    return _sampled_turns(Lambda, Delta).abs() * factor > math.pi
 
 
 _COUNT_CHUNK = 128

@@ -1,6 +1,8 @@
 """SSMFeatureClassifier / SSMFeatureRegressor: the folded read-out is scikit-learn's scaler + ridge,
 predictions survive save/load, unequal lengths, memory maps and a change of sample rate."""
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -9,7 +11,9 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from ssmts import SSMFeatureClassifier, SSMFeatureRegressor
+from ssmts.estimators import ExtrapolationWarning
 from ssmts.estimators.features import RIDGE_ALPHAS
+from ssmts.nn import scaled_delta
 
 SMALL = dict(n_scales=3, n_kernels=8, normalize="channel", device="cpu", random_state=0)
 
@@ -130,6 +134,50 @@ def test_zero_shot_sample_rate_reads_data_sampled_twice_as_densely():
     assert (clf.predict(signals(40), sample_rate=40) == at_train_rate).mean() >= 0.95
     with pytest.raises(ValueError, match="fitted without sample_rate"):
         SSMFeatureClassifier(**SMALL).fit(signals(20), y).predict(signals(40), sample_rate=40)
+
+
+def _features_at(estimator, X, factor: float = 1.0):
+    """The features the fitted network computes for X (n, L) read with every Delta times `factor`."""
+    with scaled_delta(estimator.model_, factor):
+        return _training_features(estimator, X)
+
+
+def test_readout_fitted_with_a_rate_reads_the_training_series_at_half_that_rate_too():
+    """With sample_rate, the ridge is scikit-learn's scaler + ridge on the training series' features at
+    that rate and, below them, at half of it (x[::2], then x[1::2], read with Delta doubled), which
+    predict computes for those series at half the rate."""
+    rng = np.random.default_rng(3)
+    X, y = rng.standard_normal((30, 64)), rng.integers(0, 3, 30)
+    clf = SSMFeatureClassifier(sample_rate=100, **SMALL).fit(X, y)
+    assert clf.readout_rates_ == (100.0, 50.0)
+    F = np.concatenate(
+        [_training_features(clf, X), _features_at(clf, X[:, ::2], 2.0), _features_at(clf, X[:, 1::2], 2.0)]
+    )
+    reference = make_pipeline(StandardScaler(), RidgeClassifierCV(alphas=RIDGE_ALPHAS)).fit(F, np.tile(y, 3))
+    assert clf.alpha_ == reference[-1].alpha_
+    for rows, (x, rate) in enumerate([(X, 100), (X[:, ::2], 50), (X[:, 1::2], 50)]):
+        expected = reference.decision_function(F[30 * rows : 30 * (rows + 1)])
+        np.testing.assert_allclose(clf.decision_function(x, sample_rate=rate), expected, rtol=1e-6, atol=1e-8)
+    assert SSMFeatureClassifier(**SMALL).fit(X, y).readout_rates_ == ()  # no rate: the training series only
+    assert SSMFeatureClassifier(sample_rate=100, **SMALL).fit(X[:, :3], y).readout_rates_ == (100.0,)  # too short
+
+
+def test_data_below_every_rate_of_the_readout_warns(tmp_path):
+    """At half the training rate the read-out has seen the features; below it, predict says how many modes
+    answer quasi-statically and that the read-out never saw the rate (also after save and load)."""
+    X, y, _ = _waves(20, 64)
+    clf = SSMFeatureClassifier(sample_rate=100, **SMALL).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ExtrapolationWarning)
+        clf.predict(X[:, ::2], sample_rate=50)
+    loaded = SSMFeatureClassifier.load(clf.save(tmp_path / "rates.safetensors"))
+    assert loaded.readout_rates_ == (100.0, 50.0)
+    for model in (clf, loaded):
+        with pytest.warns(
+            ExtrapolationWarning,
+            match=r"sample_rate=25 lies below 50, .* training rate 100 and half of it\): \d+ of the 96 modes",
+        ):
+            model.predict(X[:, ::4], sample_rate=25)
 
 
 def test_bad_input_is_named():
