@@ -305,11 +305,14 @@ class SequenceEstimatorMixin:
         saturated units: predict and an exported file refuse the same rows. x: (n, channels, length)."""
         if not len(x):
             return
-        # a memory map (LazyRows) is read in blocks of rows, as predict reads it
-        blocks = [x]
+        # a memory map (LazyRows) is read in blocks of rows, as predict reads it, keeping only their maxima
         if isinstance(x, LazyRows):
-            blocks = [x[np.arange(start, min(start + 1024, len(x)))].materialize() for start in range(0, len(x), 1024)]
-        largest = torch.cat([block.abs().flatten(1).amax(1) for block in blocks])
+            starts = range(0, len(x), 256)
+            largest = torch.cat(
+                [_row_maxima(x[np.arange(start, min(start + 256, len(x)))].materialize()) for start in starts]
+            )
+        else:
+            largest = _row_maxima(x)
         rows = torch.nonzero(largest > SCALED_LIMIT).flatten().tolist()
         if rows:
             raise ValueError(
@@ -523,6 +526,11 @@ class NetworkFitMixin:
         )
         self.model_, self.history_, self.training_state_ = result.model, result.history, result.state
         self.n_iter_ = len(result.history)
+
+
+def _row_maxima(x: torch.Tensor) -> torch.Tensor:
+    """The largest |value| of each row: x (n, ...) -> (n,)."""
+    return x.abs().flatten(1).amax(1)
 
 
 class SSMEstimatorMixin(NetworkFitMixin, SequenceEstimatorMixin, SequenceModelParams, ContinuationParams):
