@@ -152,8 +152,9 @@ def test_parameters_assembled_at_import_time_are_documented(site):
 
 
 def test_the_defaults_of_each_estimator_are_tabled_from_the_estimators(site):
-    """n_layers is declared with 4 and every network face starts from 2: the group's table names the
-    faces that differ, and the faces table gives each its own value (both read from the classes)."""
+    """n_layers is declared with 4, the classifiers start from 3 and the other network faces from 2: the
+    group's table names the faces that differ, and the faces table gives each its own value (both read
+    from the classes)."""
     import re
 
     from ssmts import SSMClassifier
@@ -165,7 +166,7 @@ def test_the_defaults_of_each_estimator_are_tabled_from_the_estimators(site):
     text = re.sub(r"<[^>]+>", "", html)
     row = re.search(r"n_layers\s*4\s*((?:\d+\s*){2,8})", text)
     assert row is not None, "no n_layers row in the faces table"
-    assert row.group(1).split()[0] == str(SSMClassifier().n_layers) == "2"
+    assert row.group(1).split()[0] == str(SSMClassifier().n_layers) == "3"
     assert f"SSMForecaster {SSMForecaster().d_model}" in text  # the Backbone table names the forecaster's d_model
 
 
