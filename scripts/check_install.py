@@ -34,7 +34,9 @@ from pathlib import Path
 
 REPOSITORY = Path(__file__).resolve().parents[1]
 # The packages named in the pyproject's dependencies, whose resolved versions each step reports.
-DIRECT = "torch torchaudio numpy scipy scikit-learn pandas sktime numba joblib soundfile tqdm matplotlib safetensors".split()
+DIRECT = (
+    "torch torchaudio numpy scipy scikit-learn pandas sktime numba joblib soundfile tqdm matplotlib safetensors"
+).split()
 QUICK_TESTS = ["-m", "not slow"]
 # Where uv resolves otherwise than pip (the README's installer): for aeon's numba<0.64 beside numpy 2.4,
 # pip keeps numba 0.63.1 and numpy 2.3, uv takes the pre-releases numba 0.63.0b1/rc1, whose metadata lack
