@@ -127,14 +127,9 @@ def diagonal_recurrence(
     abar: (S, P) complex, initial: (batch, S, P) complex -> x (batch, S, 2P, L), the same planes.
     reverse: run from the last step back (x_k = abar * x_{k+1} + v_k, x_L = initial), the
     anti-causal direction of a bidirectional layer. The causal convolution of v with Abar^l,
-    which the FFT path computes with two FFTs of size 2L; on a CPU this runs compiled loops of
-    one multiply-add a step (ssmts.nn._compiled), elsewhere the parallel scan.
+    which the FFT path computes with two FFTs of size 2L; this runs compiled CPU loops of one
+    multiply-add a step (ssmts.nn._compiled). A GPU runs the FFT path (kernels.state_convolution).
     """
-    if v.device.type == "cpu":
-        return _CompiledRecurrence.apply(v, abar, initial, reverse)
-    P = abar.shape[-1]
-    z = torch.complex(v[:, :, :P], v[:, :, P:]).flip(-1) if reverse else torch.complex(v[:, :, :P], v[:, :, P:])
-    a = abar[None, None].expand(z.shape[0], z.shape[-1], *abar.shape)
-    x = diagonal_scan(a, z.permute(0, 3, 1, 2), initial).permute(0, 2, 3, 1)
-    x = x.flip(-1) if reverse else x
-    return torch.cat([x.real, x.imag], dim=2)
+    if v.device.type != "cpu":
+        raise ValueError(f"diagonal_recurrence runs on the CPU, got a tensor on {v.device}; a GPU runs the FFTs")
+    return _CompiledRecurrence.apply(v, abar, initial, reverse)

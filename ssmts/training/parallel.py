@@ -59,11 +59,14 @@ def shard_bounds(n: int, shards: int) -> list[tuple[int, int]]:
     return list(zip(edges[:-1], edges[1:]))
 
 
+def normalizes_by_batch(module: nn.Module) -> bool:
+    """Whether `module` normalizes with statistics of its training batch (any batch normalization)."""
+    return isinstance(module, nn.modules.batchnorm._BatchNorm) or hasattr(module, "running_mean")
+
+
 def _has_batch_statistics(module: nn.Module) -> bool:
     """Statistics over the batch that a shard cannot compute alone (MaskedBatchNorm records its updates)."""
-    if isinstance(module, MaskedBatchNorm):
-        return False
-    return isinstance(module, nn.modules.batchnorm._BatchNorm) or hasattr(module, "running_mean")
+    return normalizes_by_batch(module) and not isinstance(module, MaskedBatchNorm)
 
 
 def _draws_random_numbers(module: nn.Module) -> bool:
@@ -201,6 +204,7 @@ __all__ = [
     "SHARD_MIN_STEPS",
     "ShardWorkers",
     "concatenate",
+    "normalizes_by_batch",
     "runs_in_shards",
     "shard_bounds",
     "shard_count",

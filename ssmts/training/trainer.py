@@ -27,7 +27,15 @@ from torch import nn
 from .._files import replacing
 from ..nn.backbone import parameter_groups
 from .callbacks import Callback, Checkpoint, ProgressBar
-from .parallel import ShardWorkers, concatenate, shard_bounds, shard_count, sharded_gradients, shards_of
+from .parallel import (
+    ShardWorkers,
+    concatenate,
+    normalizes_by_batch,
+    shard_bounds,
+    shard_count,
+    sharded_gradients,
+    shards_of,
+)
 from .params import TrainerConfig, resolve_device
 
 
@@ -126,11 +134,6 @@ class SequenceData:
             return None if t is None else t.to(device, non_blocking=True)
 
         return SequenceData(move(self.x), move(self.y), move(self.mask), move(self.weight), self.crop_padding)
-
-
-def normalizes_by_batch(model: nn.Module) -> bool:
-    """Whether `model` normalizes with statistics of its training batch (any batch normalization)."""
-    return any(isinstance(m, nn.modules.batchnorm._BatchNorm) or hasattr(m, "running_mean") for m in model.modules())
 
 
 # Shuffled batches with crop_padding are formed inside pools of this many batches sorted by
@@ -513,7 +516,7 @@ class Trainer:
         # Batches of similar lengths would give batch normalization statistics that depend on the
         # length, which the running statistics used at prediction average away: a model that
         # normalizes by the batch trains on batches of random lengths (each still cropped).
-        by_length = not normalizes_by_batch(self.model)
+        by_length = not any(normalizes_by_batch(m) for m in self.model.modules())
         order = batch_order(data, self.config.batch_size, self.shuffle_generator, by_length)
         for number, (index, batch) in enumerate(zip(order, batches(data, self.config.batch_size, order=order)), 1):
             n_global = len(batch)
