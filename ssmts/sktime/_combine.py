@@ -32,6 +32,7 @@ this module adds the classical models and the weights.
 from __future__ import annotations
 
 import copy
+import inspect
 import warnings
 from contextlib import contextmanager
 
@@ -113,11 +114,17 @@ def _simulated_quantiles(model, fh, levels: np.ndarray, n_columns: int, seed: in
         if results is None or not hasattr(results, "simulate"):
             return None
         paths = np.asarray(
-            results.simulate(int(steps.max()), anchor="end", repetitions=SIMULATIONS, rng=np.random.default_rng(seed)),
+            results.simulate(int(steps.max()), anchor="end", repetitions=SIMULATIONS, **_seeded(results, seed)),
             dtype=np.float64,
         ).reshape(int(steps.max()), -1)
         out.append(np.quantile(paths[steps - 1], levels, axis=1).T)  # (k, Q)
     return np.stack(out, axis=1)
+
+
+def _seeded(results, seed: int) -> dict:
+    """The keyword that seeds ETSResults.simulate: statsmodels 0.15 calls it rng, 0.14 random_state."""
+    name = "rng" if "rng" in inspect.signature(results.simulate).parameters else "random_state"
+    return {name: np.random.default_rng(seed)}
 
 
 def classical_forecast(model, fh, levels: np.ndarray, n_columns: int, quantiles: bool, seed: int):
