@@ -85,6 +85,30 @@ def test_a_run_writes_a_row_per_fit_resumes_and_reports(tmp_path, capsys):
     assert (tmp_path / "curves.png").stat().st_size > 1000
 
 
+def test_speech_at_another_rate_is_its_own_task_scored_zero_shot_at_half_that_rate(tmp_path, monkeypatch):
+    from ssmts.data.speech import default_spoken_commands_dir
+
+    seen = []
+    real = scale.run_row
+    monkeypatch.setattr(scale, "run_row", lambda *a, **k: seen.append(a) or real(*a, **k))
+    out = tmp_path / "rows.jsonl"
+    argv = [
+        "--tasks", "speech", "--speech-dir", str(default_spoken_commands_dir()), "--speech-rate", "2000",
+        "--sizes", "10", "--seeds", "0", "--models", "features", "--threads", "1", "--out", str(out),
+    ]  # fmt: skip
+    assert scale.main(argv) == 0
+    (row,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert row["task"] == "speech-2000hz" and row["n_test"] == 400 and 0 <= row["test_half_rate"] <= 1
+    (args,) = seen
+    data = args[2]
+    assert data.rate == 2000 and data.X_test.shape[-1] == 2000  # one-second clips at 2 kHz
+    X_half, _, half = data.extra_tests["test_half_rate"]
+    assert half == 1000 and X_half.shape[-1] == 1000
+    assert args[5] == {"sample_rate": 2000}  # the network would be told the rate
+    with pytest.raises(SystemExit):
+        scale.main([*argv[:4], "--speech-rate", "50", "--out", str(out)])
+
+
 def test_bad_requests_are_refused(tmp_path):
     with pytest.raises(SystemExit):
         scale.main(["--tasks", "speech", "--out", str(tmp_path / "x.jsonl")])  # no --speech-dir
