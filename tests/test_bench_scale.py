@@ -57,10 +57,15 @@ def test_summary_averages_seeds_and_gives_their_spread():
     rows = [_row("t", "ssm", 100, 0, 0.5, test_half_rate=0.4), _row("t", "ssm", 100, 1, 0.7, test_half_rate=0.6)]
     s = scale.summarize(rows)[("t", "ssm", 100)]
     assert s["accuracy"] == pytest.approx(0.6) and s["spread"] == pytest.approx(0.2) and s["seeds"] == 2
-    assert s["test_half_rate"] == pytest.approx(0.5)
+    assert s["half_rate"] == pytest.approx(0.5)
+    validation = [_row("t", "ssm", 100, 0, 0.9, split="validation", validation_half_rate=0.8)]
+    assert scale.summarize(rows + validation)[("t", "ssm", 100)]["accuracy"] == pytest.approx(0.6)
+    v = scale.summarize(rows + validation, "validation")[("t", "ssm", 100)]
+    assert v["accuracy"] == pytest.approx(0.9) and v["half_rate"] == pytest.approx(0.8)
 
 
-def test_a_run_writes_a_row_per_fit_resumes_and_reports(tmp_path, capsys):
+def test_a_run_writes_a_row_per_fit_resumes_and_reports(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(scale, "POOL_SIZES", {})  # a pool of 12 images, not 3,000
     out = tmp_path / "rows.jsonl"
     argv = [
         "--tasks", "pathfinder", "--sizes", "12", "--seeds", "0", "--models", "features", "ssm",
@@ -77,10 +82,16 @@ def test_a_run_writes_a_row_per_fit_resumes_and_reports(tmp_path, capsys):
     assert rows[1]["params"]["d_model"] == 8  # the override is recorded
     assert scale.main(argv) == 0  # resumed: nothing left to run
     assert len(out.read_text().splitlines()) == 2
+    assert scale.main([*argv[:-2], "--models", "features", "--out", str(out), "--validation"]) == 0
+    validation = json.loads(out.read_text().splitlines()[-1])
+    assert validation["split"] == "validation" and validation["model"] == "features"
     capsys.readouterr()
     assert scale.main(["--out", str(out), "--report", "--plot", str(tmp_path / "curves.png")]) == 0
     report = capsys.readouterr().out
     assert "| pathfinder | ssm | 12 | 1 |" in report
+    assert report.index("Validation splits") < report.index(
+        "| pathfinder | features | 12 | 1 |", report.index("Validation")
+    )
     assert "pathfinder: the network is ahead" in report or "pathfinder: no crossover" in report
     assert (tmp_path / "curves.png").stat().st_size > 1000
 
@@ -101,12 +112,27 @@ def test_speech_at_another_rate_is_its_own_task_scored_zero_shot_at_half_that_ra
     assert row["task"] == "speech-2000hz" and row["n_test"] == 400 and 0 <= row["test_half_rate"] <= 1
     (args,) = seen
     data = args[2]
-    assert data.rate == 2000 and data.X_test.shape[-1] == 2000  # one-second clips at 2 kHz
-    X_half, _, half = data.extra_tests["test_half_rate"]
+    assert data.rate == 2000 and data.splits["test"].X.shape[-1] == 2000  # one-second clips at 2 kHz
+    assert len(data.splits["validation"].y) == 40
+    X_half, _, half = data.splits["test"].conditions["half_rate"]
     assert half == 1000 and X_half.shape[-1] == 1000
     assert args[5] == {"sample_rate": 2000}  # the network would be told the rate
     with pytest.raises(SystemExit):
         scale.main([*argv[:4], "--speech-rate", "50", "--out", str(out)])
+
+
+@pytest.mark.parametrize("loader", [scale.load_listops, scale.load_pathfinder])
+def test_the_generated_tasks_held_out_sets_do_not_depend_on_the_pool_size(loader):
+    make = (lambda n: loader(n, 60, n_test=6)) if loader is scale.load_listops else (lambda n: loader(n, n_test=6))
+    small, large = make(10), make(30)
+    for split in ("test", "validation"):
+        np.testing.assert_array_equal(small.splits[split].X, large.splits[split].X)
+        np.testing.assert_array_equal(small.splits[split].y, large.splits[split].y)
+    if loader is scale.load_listops:
+        np.testing.assert_array_equal(small.X_pool, large.X_pool[:10])  # one stream: the pool grows at its end
+    pool = {x.tobytes() for x in large.X_pool}
+    held = [x.tobytes() for split in ("test", "validation") for x in large.splits[split].X]
+    assert not pool & set(held) and len(set(held)) == len(held)  # no series both trained on and scored
 
 
 def test_bad_requests_are_refused(tmp_path):

@@ -418,3 +418,27 @@ def test_classify_benchmark_runs_multirocket_hydra_and_drcif_on_equal_and_unequa
     drcif = classify.make_model("drcif", True, {}, 0)
     drcif.estimator.set_params(n_estimators=5)
     assert np.corrcoef(drcif.fit(ragged, target).predict(ragged), target)[0, 1] > 0.5
+
+
+def test_multirocket_hydra_transforms_in_batches_with_the_same_features():
+    # aeon's Hydra convolves every series at once (out of memory for 3,000 clips of 4,000 steps);
+    # the bench's baseline transforms 256 at a time: the features and the model must not change.
+    from aeon.classification.convolution_based import MultiRocketHydraClassifier
+    from aeon.transformations.collection.convolution_based._hydra import HydraTransformer
+
+    from ssmts.bench import classify
+
+    X = np.random.default_rng(0).normal(size=(600, 1, 120))
+    y = np.arange(600) % 3
+    original = getattr(HydraTransformer._transform, "aeon_original", HydraTransformer._transform)
+    try:
+        HydraTransformer._transform = original
+        whole = HydraTransformer(random_state=0).fit(X).transform(X)
+        proba = MultiRocketHydraClassifier(random_state=0).fit(X, y).predict_proba(X)
+        classify._hydra_in_batches()
+        assert HydraTransformer._transform is not original
+        batched = HydraTransformer(random_state=0).fit(X).transform(X)
+        torch.testing.assert_close(batched, whole, rtol=0, atol=0)
+        np.testing.assert_array_equal(MultiRocketHydraClassifier(random_state=0).fit(X, y).predict_proba(X), proba)
+    finally:
+        HydraTransformer._transform = original

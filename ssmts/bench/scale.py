@@ -21,12 +21,15 @@ Tasks (TASKS):
     pathfinder  Pathfinder at 32 x 32 (ssmts.data.pathfinder_synth), 1,024 steps, 2 classes.
 
 Protocol: the training series are a seeded, class-stratified subset of n of the task's training
-pool; the test set is the same for every n and model. The network's preset is fixed per task
-(PRESETS: its settings and where they come from); nothing is tuned on the test set. Every (task,
-model, n, seed) is a row of the JSON-lines file --out: accuracy (and zero-shot accuracy), fit and
-predict seconds, torch threads and the machine's load average before and after. Rows already in the
-file are skipped, so an interrupted run continues where it stopped, and several commands can fill
-one file. `--report` prints the table and the crossovers and `--plot PATH` draws the curves.
+pool; the validation and test sets are the same for every n and model (speech: the corpus's
+voice-disjoint splits, 30 and 50 clips a word; the generated tasks: --test-size series each, drawn
+apart from the pool). The network's preset is fixed per task (PRESETS: its settings and where they
+come from), chosen on `--validation` rows (scored on the validation split); the test split only
+reports. Every (task, model, n, seed, split) is a row of the JSON-lines file --out: accuracy (and
+zero-shot accuracy), fit and predict seconds, torch threads and the machine's load average before
+and after. Rows already in the file are skipped, so an interrupted run continues where it stopped,
+and several commands can fill one file. `--report` prints the table and the crossovers and
+`--plot PATH` draws the curves.
 """
 
 from __future__ import annotations
@@ -48,6 +51,9 @@ SIZES = (100, 300, 1000, 3000, 10000)
 MODELS = ("ssm", "features", "minirocket", "mr-hydra", "quant")
 TRAINING_FREE = ("features", "minirocket", "mr-hydra", "quant")
 SPEECH_RATE = 4000
+# A generated task's training pool holds at least this many series, whatever the sizes asked for, so that
+# the subset of a given n and seed is the same series in every run (pathfinder's images are slow to draw).
+POOL_SIZES = {"listops": 10000, "pathfinder": 3000}
 LISTOPS_TOKENS = 15  # ids 1..15 of ssmts.data.lra's ListOps vocabulary (0 is padding)
 
 
@@ -78,14 +84,22 @@ PRESETS = {
 
 
 @dataclass
+class HeldOut:
+    """Series scored, never trained on; `conditions` are further ways of scoring them."""
+
+    X: np.ndarray
+    y: np.ndarray
+    conditions: dict = field(default_factory=dict)  # name -> (X, y, rate or None)
+
+
+@dataclass
 class ScaleData:
-    """A task's training pool and fixed test set; `extra_tests` are further scored conditions."""
+    """A task's training pool and its held-out splits: "validation" (what presets are chosen on) and
+    "test" (reported only); both the same for every n, seed and model."""
 
     X_pool: np.ndarray
     y_pool: np.ndarray
-    X_test: np.ndarray
-    y_test: np.ndarray
-    extra_tests: dict = field(default_factory=dict)  # name -> (X, y, rate or None)
+    splits: dict[str, HeldOut]
     rate: int | None = None
 
 
@@ -117,39 +131,49 @@ def load_speech(directory: str | Path, n_max: int, rate: int = SPEECH_RATE) -> S
 
     data = load_speech_commands(directory, words="sc10")
     to_rate = lambda X, rate: change_rate(X, SPEECH_COMMANDS_RATE, rate, method="resample")  # noqa: E731
-    test = data.test
     half = rate // 2
+
+    def held_out(split) -> HeldOut:
+        y = np.asarray(split.y)
+        return HeldOut(to_rate(split.X, rate), y, {"half_rate": (to_rate(split.X, half), y, half)})
+
     return ScaleData(
         to_rate(data.train.X, rate),
         np.asarray(data.train.y),
-        to_rate(test.X, rate),
-        np.asarray(test.y),
-        {"test_half_rate": (to_rate(test.X, half), np.asarray(test.y), half)},
+        {"validation": held_out(data.val), "test": held_out(data.test)},
         rate,
     )
 
 
 def load_listops(n_max: int, max_length: int, n_test: int = 2000, seed: int = 0) -> ScaleData:
+    """Expressions in generation order: the test set first, then as many for validation, then the
+    pool, so that neither held-out set depends on n_max (and a smaller pool is a prefix of a larger)."""
     from ssmts.data.listops_synth import make_listops_task
 
-    task = make_listops_task(
-        n_max, 0, n_test, min_length=max_length // 4, max_length=max_length, pad_to=max_length, random_state=seed
+    task = make_listops_task(  # its "train", "val", "test" are the first, second and third in order
+        n_test, n_test, n_max, min_length=max_length // 4, max_length=max_length, pad_to=max_length, random_state=seed
     )
+    held_out = lambda split: HeldOut(_one_hot_tokens(np.asarray(split.X)), np.asarray(split.y))  # noqa: E731
     return ScaleData(
-        _one_hot_tokens(np.asarray(task.train.X)),
-        np.asarray(task.train.y),
         _one_hot_tokens(np.asarray(task.test.X)),
         np.asarray(task.test.y),
+        {"test": held_out(task.train), "validation": held_out(task.val)},
     )
 
 
 def load_pathfinder(n_max: int, n_test: int = 2000, seed: int = 0) -> ScaleData:
+    """Test, validation and pool images from three seeded streams (the held-out sets do not depend on
+    n_max)."""
     from ssmts.data.pathfinder_synth import generate_pathfinder
 
-    samples = generate_pathfinder(n_max + n_test, random_state=seed)
-    X = np.stack([s.image.reshape(1, -1) for s in samples]).astype(np.float32) / np.float32(255.0)
-    y = np.asarray([s.label for s in samples], dtype=np.int64)
-    return ScaleData(X[:n_max], y[:n_max], X[n_max:], y[n_max:])
+    def images(n: int, stream: int) -> tuple[np.ndarray, np.ndarray]:
+        samples = generate_pathfinder(n, random_state=[seed, stream])
+        X = np.stack([s.image.reshape(1, -1) for s in samples]).astype(np.float32) / np.float32(255.0)
+        return X, np.asarray([s.label for s in samples], dtype=np.int64)
+
+    return ScaleData(
+        *images(n_max, 2), {"test": HeldOut(*images(n_test, 0)), "validation": HeldOut(*images(n_test, 1))}
+    )
 
 
 def subset(y_pool: np.ndarray, n: int, seed: int) -> np.ndarray:
@@ -191,11 +215,18 @@ def _predict_at(model, kind: str, X: np.ndarray, rate: int | None, train_rate: i
 
 
 def run_row(
-    task: str, kind: str, data: ScaleData, n: int, seed: int, overrides: dict | None = None, name: str | None = None
+    task: str,
+    kind: str,
+    data: ScaleData,
+    n: int,
+    seed: int,
+    overrides: dict | None = None,
+    name: str | None = None,
+    split: str = "test",
 ) -> dict:
-    """Fit one model on n training series and score it; the row written to the results file.
-    overrides: parameters of the ssm row that replace its preset's (recorded in the row); name: the
-    row's task (default: task, whose preset the network takes)."""
+    """Fit one model on n training series and score it on `split`; the row written to the results
+    file. overrides: parameters of the ssm row that replace its preset's (recorded in the row); name:
+    the row's task (default: task, whose preset the network takes)."""
     import torch
 
     from .classify import make_model
@@ -209,24 +240,26 @@ def run_row(
     started = time.perf_counter()
     model.fit(data.X_pool[index], data.y_pool[index])
     fit_seconds = time.perf_counter() - started
+    held_out = data.splits[split]
     started = time.perf_counter()
-    accuracy = float(np.mean(_predict_at(model, kind, data.X_test, None, data.rate) == data.y_test))
+    accuracy = float(np.mean(_predict_at(model, kind, held_out.X, None, data.rate) == held_out.y))
     predict_seconds = time.perf_counter() - started
     row = dict(
         task=name or task,
         model=kind,
         n=int(n),
         seed=int(seed),
+        split=split,
         accuracy=accuracy,
         fit_seconds=round(fit_seconds, 2),
         predict_seconds=round(predict_seconds, 2),
-        n_test=int(len(data.y_test)),
+        n_test=int(len(held_out.y)),
         threads=torch.get_num_threads(),
         load_before=load_before,
         load_after=_load_average(),
     )
-    for name, (X, y, rate) in data.extra_tests.items():
-        row[name] = float(np.mean(_predict_at(model, kind, X, rate, data.rate) == y))
+    for condition, (X, y, rate) in held_out.conditions.items():
+        row[f"{split}_{condition}"] = float(np.mean(_predict_at(model, kind, X, rate, data.rate) == y))
     if kind == "ssm":
         row["params"] = params
     return row
@@ -246,22 +279,29 @@ def read_rows(path: str | Path) -> list[dict]:
     return rows
 
 
+def _split(row: dict) -> str:
+    return row.get("split", "test")  # rows written before validation runs existed are test rows
+
+
 def _key(row: dict) -> tuple:
-    return row["task"], row["model"], row["n"], row["seed"]
+    return row["task"], row["model"], row["n"], row["seed"], _split(row)
 
 
-def summarize(rows: list[dict]) -> dict:
-    """{(task, model, n): (mean accuracy, spread over seeds (max - min), seeds, mean fit seconds, extras)}."""
+def summarize(rows: list[dict], split: str = "test") -> dict:
+    """{(task, model, n): (mean accuracy, spread over seeds (max - min), seeds, mean fit seconds, and
+    each further condition's mean accuracy, e.g. half_rate)} of the rows scored on `split`."""
     groups: dict = {}
     for row in rows:
-        groups.setdefault((row["task"], row["model"], row["n"]), []).append(row)
+        if _split(row) == split:
+            groups.setdefault((row["task"], row["model"], row["n"]), []).append(row)
     out = {}
     for key, members in sorted(groups.items()):
         accuracy = np.array([m["accuracy"] for m in members])
+        prefix = f"{split}_"
         extras = {
-            name: float(np.mean([m[name] for m in members]))
+            name[len(prefix) :]: float(np.mean([m[name] for m in members]))
             for name in members[0]
-            if name.startswith("test_") and all(name in m for m in members)
+            if name.startswith(prefix) and all(name in m for m in members)
         }
         out[key] = dict(
             accuracy=float(accuracy.mean()),
@@ -295,25 +335,33 @@ def crossovers(summary: dict) -> dict:
     return result
 
 
-def format_report(rows: list[dict]) -> str:
-    summary = summarize(rows)
+def _table(summary: dict) -> list[str]:
     lines = [
         "| task | model | n | seeds | accuracy | spread | zero-shot half rate | fit s |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for (task, model, n), s in summary.items():
-        half = f"{s['test_half_rate']:.3f}" if "test_half_rate" in s else ""
+        half = f"{s['half_rate']:.3f}" if "half_rate" in s else ""
         lines.append(
             f"| {task} | {model} | {n} | {s['seeds']} | {s['accuracy']:.3f} | {s['spread']:.3f} | {half} | "
             f"{s['fit_seconds']:.1f} |"
         )
-    lines.append("")
+    return lines
+
+
+def format_report(rows: list[dict]) -> str:
+    """The test rows' table and crossovers; then the validation rows' table, if any."""
+    summary = summarize(rows)
+    lines = ["Test splits:", "", *_table(summary), ""]
     for task, n in crossovers(summary).items():
         lines.append(
             f"{task}: the network is ahead of every training-free row from n = {n} on (among the sizes measured)"
             if n is not None
             else f"{task}: no crossover: the network is not ahead of every training-free row at the largest size"
         )
+    validation = summarize(rows, "validation")
+    if validation:
+        lines += ["", "Validation splits (what the presets are chosen on):", "", *_table(validation)]
     return "\n".join(lines)
 
 
@@ -337,10 +385,10 @@ def plot(rows: list[dict], path: str | Path) -> None:
             half = [s["spread"] / 2 for _, s in points]
             style = dict(lw=2.4, color="black") if model == "ssm" else dict(lw=1.2)
             ax.errorbar(ns, acc, yerr=half, marker="o", ms=4, capsize=2, label=model, **style)
-            if model == "ssm" and all("test_half_rate" in s for _, s in points):
+            if model == "ssm" and all("half_rate" in s for _, s in points):
                 ax.plot(
                     ns,
-                    [s["test_half_rate"] for _, s in points],
+                    [s["half_rate"] for _, s in points],
                     ls="--",
                     color="black",
                     lw=1.2,
@@ -378,6 +426,11 @@ def main(argv: list[str] | None = None) -> int:
         "--params", default="{}", help="JSON of parameters of the ssm row that replace its preset's (kept in the rows)"
     )
     parser.add_argument("--threads", type=int, default=None, help="torch's and the baselines' threads (default: all)")
+    parser.add_argument(
+        "--validation",
+        action="store_true",
+        help="score on the validation split (what presets are chosen on) instead of the test split",
+    )
     parser.add_argument("--report", action="store_true", help="print the table of --out and exit")
     parser.add_argument("--plot", default=None, metavar="PATH", help="draw the curves of --out to PATH and exit")
     args = parser.parse_args(argv)
@@ -416,6 +469,7 @@ def main(argv: list[str] | None = None) -> int:
         "pathfinder": lambda n: load_pathfinder(n, args.test_size),
     }
     n_max = max(args.sizes)
+    split = "validation" if args.validation else "test"
     for task in args.tasks:
         name = speech_task(args.speech_rate) if task == "speech" else task
         # the network at another speech rate: its Delta set for that rate
@@ -425,24 +479,26 @@ def main(argv: list[str] | None = None) -> int:
             for n in sorted(args.sizes)
             for s in args.seeds
             for m in args.models
-            if (name, m, n, s) not in done
+            if (name, m, n, s, split) not in done
         ]
         if not todo:
             continue
-        print(f"{task}: loading (pool of up to {n_max} training series)", flush=True)
-        data = loaders[task](n_max)
+        pool = max(n_max, POOL_SIZES.get(task, 0))
+        print(f"{task}: loading (pool of up to {pool} training series)", flush=True)
+        data = loaders[task](pool)
         sizes = [n for n in sorted(args.sizes) if n <= len(data.y_pool)]
         if len(sizes) < len(args.sizes):
             print(f"{task}: the pool has {len(data.y_pool)} training series; sizes above it are skipped", flush=True)
         for model, n, seed in todo:
             if n not in sizes:
                 continue
-            row = run_row(task, model, data, n, seed, task_overrides, name)
+            row = run_row(task, model, data, n, seed, task_overrides, name, split)
             with open(args.out, "a") as f:
                 f.write(json.dumps(row) + "\n")
-            extra = f", half rate {row['test_half_rate']:.3f}" if "test_half_rate" in row else ""
+            half = f"{split}_half_rate"
+            extra = f", half rate {row[half]:.3f}" if half in row else ""
             print(
-                f"{name} {model} n={n} seed={seed}: accuracy {row['accuracy']:.3f}{extra}, "
+                f"{name} {model} n={n} seed={seed} ({split}): accuracy {row['accuracy']:.3f}{extra}, "
                 f"fit {row['fit_seconds']:.1f} s ({row['threads']} threads, load {row['load_before']})",
                 flush=True,
             )
