@@ -41,7 +41,13 @@ import pandas as pd
 
 from .._warnings import caller_stacklevel
 from ._export import ForecasterExportMixin
-from ._strategies import interpolate_quantiles, quantile_probabilities
+from ._strategies import (
+    conformal_rank,
+    fewest_points_to_calibrate,
+    interpolate_quantiles,
+    quantile_probabilities,
+    uncalibrated_coverages,
+)
 from ._windows import TooFewWindowsError, key_name
 
 COMPONENTS = ("network", "ets", "theta", "naive", "drift")
@@ -277,8 +283,8 @@ def conformal_factors(grids: list, truths: list, levels: np.ndarray) -> np.ndarr
         lo, hi = grid[:, low], grid[:, high]
         scale = np.maximum(np.abs(lo) + np.abs(hi), 1e-12) * 1e-9
         score = np.sort(np.maximum(lo - truth, truth - hi) / np.maximum(hi - lo, scale))
-        rank = int(np.ceil((len(score) + 1) * (1 - 2 * levels[low])))
-        if len(score) and rank <= len(score):
+        rank = conformal_rank(len(score), 1 - 2 * levels[low])
+        if rank is not None:
             factors[low] = factors[high] = max(0.0, float(score[rank - 1]))
     return factors
 
@@ -301,6 +307,12 @@ def _failures(failed: dict) -> str:
         for (key, why), names in grouped.items()
     ]
     return "; ".join(items[:5]) + (f"; and {len(items) - 5} more" if len(items) > 5 else "")
+
+
+def _coverages(coverages: list[float]) -> str:
+    """[0.9, 0.8] -> "90 % and 80 %"."""
+    names = [f"{c:.0%}".replace("%", " %") for c in coverages]
+    return " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)
 
 
 def _warn(message: str) -> None:
@@ -414,6 +426,7 @@ class CombinationMixin:
             prefix = yp.to_numpy()[: len(yp) - self._validation_plan[key] * H]
             self._scales[key] = np.array([_naive_scale(prefix[:, c], int(self.sp_)) for c in range(C)])
         self._weights, self._pooled, self._factors, calibrated = {}, {}, {}, {}
+        self._calibration_points = {}  # rule -> the held-out points its factors were set on
         for rule in RULES:
             self._weights[rule], self._pooled[rule] = self._rule_weights(rule)
             factors = self._calibrate(rule, median)
@@ -456,6 +469,15 @@ class CombinationMixin:
                         self.combine_rule,
                         "the weights of the other series' errors, pooled in units of their MASE scales",
                     )
+                )
+            points = self._calibration_points.get(self.combine_rule, 0)
+            too_few = uncalibrated_coverages(points, self.quantile_levels_) if calibrated else []
+            if too_few:
+                _warn(
+                    f"the held-out windows give {points} forecast point(s) to calibrate the intervals on, too few "
+                    f"for the {_coverages(too_few)} interval(s) (conformal calibration of a central p interval needs "
+                    f"at least {fewest_points_to_calibrate(max(too_few))} points for p = {max(too_few):.0%}): those "
+                    "are not widened; set combine_windows higher or pass longer series"
                 )
             if not calibrated:
                 _warn(
@@ -612,6 +634,7 @@ class CombinationMixin:
                     )
                     grids.append(grid)
                     truths.append(truth[j, :, c])
+        self._calibration_points[rule] = int(sum(np.isfinite(t).sum() for t in truths))
         return conformal_factors(grids, truths, self.quantile_levels_) if grids else None
 
     def _available(self, key: tuple) -> np.ndarray:

@@ -14,6 +14,7 @@ what fit and update do with them.
 
 from __future__ import annotations
 
+import warnings
 from contextlib import contextmanager
 
 import numpy as np
@@ -21,10 +22,11 @@ import pandas as pd
 import torch
 from sktime.utils.validation.forecasting import check_fh
 
+from .._warnings import caller_stacklevel
 from ..nn import ForecastEnsemble
 from ..training import SequenceData, predict_batches, resolve_device
 from ..training.objectives import pinball_loss
-from ._strategies import FORECAST_BATCH, conformal_widening
+from ._strategies import FORECAST_BATCH, conformal_widening, fewest_points_to_calibrate, uncalibrated_coverages
 from ._windows import (
     TooFewWindowsError,
     Windows,
@@ -278,6 +280,18 @@ class ForecasterFitMixin:
         out = predict_batches(self.model_, inputs, FORECAST_BATCH, device).double().numpy()
         grid = np.sort(out, axis=-1).mean(1)  # (n, H, C, Q), as predict forms it
         target, observed = held_out.y.double().numpy(), held_out.weight.numpy() > 0
+        fewest = int(observed.sum((0, 2)).min())  # held-out targets of the step with the fewest
+        too_few = uncalibrated_coverages(fewest, self.quantile_levels_)
+        if too_few:
+            warnings.warn(
+                f"calibration='conformal': the held-out windows give {fewest} target(s) at the horizon step with "
+                f"the fewest, too few to calibrate the central {', '.join(f'{c:.0%}' for c in too_few)} "
+                f"interval(s) there (a central p interval needs at least {fewest_points_to_calibrate(max(too_few))} "
+                f"for p = {max(too_few):.0%}): those steps' intervals are left as the network gives them; raise "
+                "validation_fraction or pass longer series",
+                UserWarning,
+                stacklevel=caller_stacklevel(),
+            )
         return conformal_widening(grid, target, observed, self.quantile_levels_)
 
     def _build_network(self, spec=None) -> ForecastEnsemble:

@@ -49,6 +49,32 @@ def interpolate_quantiles(values: np.ndarray, levels: np.ndarray, alpha: np.ndar
     return values[..., left] + w * (values[..., right] - values[..., left])
 
 
+def conformal_rank(m: int, coverage: float) -> int | None:
+    """The rank k (1-based) of the sorted nonconformity scores of m held-out points whose value makes a
+    central interval of `coverage` valid, ceil((m + 1) coverage); None where k > m (too few points)."""
+    rank = int(np.ceil(round((m + 1) * coverage, 9)))  # rounded: levels (0.35, 0.65) give 10 * 0.3 = 3.0000000000000004
+    return rank if m and rank <= m else None
+
+
+def uncalibrated_coverages(m: int, levels: np.ndarray) -> list[float]:
+    """The central coverages 1 - 2l of the symmetric level pairs (l, 1 - l) that m held-out points are
+    too few to calibrate (conformal_rank None)."""
+    Q = len(levels)
+    return [
+        float(1 - 2 * levels[low])
+        for low in range(Q // 2)
+        if np.isclose(levels[Q - 1 - low], 1 - levels[low]) and conformal_rank(m, 1 - 2 * levels[low]) is None
+    ]
+
+
+def fewest_points_to_calibrate(coverage: float) -> int:
+    """The smallest m for which conformal_rank(m, coverage) is a rank."""
+    m = 1
+    while conformal_rank(m, coverage) is None:
+        m += 1
+    return m
+
+
 def conformal_widening(grid: np.ndarray, target: np.ndarray, observed: np.ndarray, levels: np.ndarray) -> np.ndarray:
     """Split-conformal quantile regression (CQR) of a sorted quantile grid, per horizon step.
 
@@ -67,8 +93,8 @@ def conformal_widening(grid: np.ndarray, target: np.ndarray, observed: np.ndarra
         score = np.maximum(grid[..., low] - target, target - grid[..., high])  # > 0: outside the interval
         for h in range(H):
             s = np.sort(score[:, h][observed[:, h]])
-            rank = int(np.ceil((len(s) + 1) * (1 - 2 * levels[low])))
-            if len(s) and rank <= len(s):
+            rank = conformal_rank(len(s), 1 - 2 * levels[low])
+            if rank is not None:
                 widening[h, low] = widening[h, high] = s[rank - 1]
     return widening
 

@@ -754,6 +754,19 @@ def test_conformal_intervals_cover_their_level_on_the_held_out_windows(level):
         assert coverage(raw) < level  # two epochs leave this grid too narrow: calibration has work to do
 
 
+def test_conformal_calibration_with_too_few_held_out_targets_says_which_intervals_it_leaves():
+    # 30 points, context 8: 22 one-step windows, 3 held out; the 80 % interval needs 4 to calibrate
+    params = dict(context_length=8, early_stopping=True, validation_fraction=0.15, max_epochs=1)
+    with pytest.warns(UserWarning, match=r"give 3 target\(s\).*central 80% interval.*at least 4 for p = 80%"):
+        f = forecaster(**params, quantiles=(0.1, 0.25, 0.5, 0.75, 0.9), calibration="conformal").fit(
+            seasonal(30), fh=[1]
+        )
+    assert f.interval_widening_[0, 0] == 0 and f.interval_widening_[0, 1] != 0  # 80 % left, 50 % calibrated
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)  # enough targets: no warning
+        forecaster(**params, quantiles=(0.25, 0.5, 0.75), calibration="conformal").fit(seasonal(30), fh=[1])
+
+
 def test_held_out_windows_are_purged_of_training_windows_that_share_their_targets(monkeypatch):
     """56 windows (60 points, context 4); the latest 6 are held out, and the 2 training windows whose
     3-step targets reach the first held-out target are used for neither."""

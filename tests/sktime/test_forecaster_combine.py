@@ -602,6 +602,14 @@ def test_with_one_window_a_series_cannot_calibrate_weights_chosen_on_it_and_a_wa
     assert set(f.combination_widening_.values()) == {0.0}
 
 
+def test_too_few_held_out_points_for_an_interval_warn_and_leave_it_unwidened():
+    # one step ahead, two windows: 2 points calibrate the 50 % interval but not the 80 % one (it needs 4)
+    with pytest.warns(UserWarning, match=r"give 2 forecast point\(s\).*too few for the 80 % interval.*at least 4"):
+        f = combined(combine_rule="calibrate", combine_windows=2).fit(noisy(), fh=[1])
+    assert f.combination_widening_[0.1] == f.combination_widening_[0.9] == 0.0
+    assert f.combination_widening_[0.25] == f.combination_widening_[0.75]
+
+
 def test_too_little_data_for_the_validation_network_warns_and_nothing_is_validated():
     # early stopping needs windows before its own held-out ones: 18 observations before the windows are too few
     with pytest.warns(

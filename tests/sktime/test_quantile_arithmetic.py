@@ -1,12 +1,21 @@
 """The forecaster's quantile arithmetic against direct computations: interpolation on the
 normal-score scale (exact for a Gaussian) and the conformal widening (coverage and minimality)."""
 
+from fractions import Fraction
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import norm
 
-from ssmts.sktime._strategies import conformal_widening, interpolate_quantiles, widen
+from ssmts.sktime._strategies import (
+    conformal_rank,
+    conformal_widening,
+    fewest_points_to_calibrate,
+    interpolate_quantiles,
+    uncalibrated_coverages,
+    widen,
+)
 
 LEVELS = np.array([0.05, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95])
 
@@ -44,3 +53,22 @@ def test_conformal_widening_reaches_its_coverage_and_no_more_than_needed(seed, n
             assert ((t >= lo - d + tol) & (t <= hi + d - tol)).sum() < need  # and by the smallest such d
             assert widening[h, high] == d
     assert np.all(np.diff(wide, axis=-1) >= 0)  # still a sorted grid
+
+
+def test_conformal_rank_is_ceil_m_plus_1_times_p_in_exact_arithmetic():
+    for low in ("0.05", "0.1", "0.25", "0.35", "0.025", "0.15"):
+        p = 1 - 2 * Fraction(low)
+        for m in range(0, 120):
+            exact = -(-(m + 1) * p.numerator // p.denominator)  # ceil((m + 1) p) in integers
+            expected = exact if m and exact <= m else None
+            assert conformal_rank(m, 1 - 2 * float(low)) == expected, (low, m)
+    assert conformal_rank(9, 1 - 2 * 0.35) == 3  # 10 * 0.30000000000000004 in floats: not 4
+
+
+def test_the_points_needed_and_the_pairs_left_uncalibrated():
+    assert fewest_points_to_calibrate(0.9) == 9 and fewest_points_to_calibrate(0.8) == 4
+    assert fewest_points_to_calibrate(0.5) == 1
+    assert uncalibrated_coverages(3, LEVELS) == [0.9, 0.8]  # (0.25, 0.75) needs 1 point, (0.1, 0.9) 4
+    assert uncalibrated_coverages(8, LEVELS) == [0.9]
+    assert uncalibrated_coverages(9, LEVELS) == []
+    assert uncalibrated_coverages(0, np.array([0.1, 0.5, 0.9])) == [0.8]
