@@ -140,4 +140,14 @@ def change_rate(X: np.ndarray, orig_rate: int, new_rate: int, method: str = "dec
     return out.reshape(*lead_shape, new_length)
 
 
-__all__ = ["check_delta_factor", "delta_factor", "scaled_delta", "change_rate", "RESAMPLE_METHODS"]
+def half_rate(x: torch.Tensor) -> torch.Tensor:
+    """x: (..., L) float -> (..., ceil(L / 2)): the signals at half their rate, band-limited as
+    change_rate's "resample" (windowed sinc), on x's device."""
+    import torchaudio.functional as AF
+
+    if not x.is_floating_point():
+        raise ValueError(f"only real-valued signals can be read at half their rate, got {x.dtype} (token ids?)")
+    return AF.resample(x, 2, 1)
+
+
+__all__ = ["check_delta_factor", "delta_factor", "scaled_delta", "change_rate", "half_rate", "RESAMPLE_METHODS"]

@@ -9,7 +9,8 @@ Groups, and who takes them:
     EarlyStoppingParams  every estimator                      (hold-out, patience, callbacks)
     SequenceModelParams  Backbone, Sequence, Optimizer and EarlyStopping params with the sequence-level
                          estimators' defaults
-    ContinuationParams   the scikit-learn estimators          (warm_start, sample_rate)
+    HalfRateParams       TrainerConfig, ContinuationParams    (training batches read at half their rate)
+    ContinuationParams   the scikit-learn estimators          (warm_start, sample_rate, half_rate_share)
     ClassifierParams     the classifiers                      (class weights, label smoothing)
     FeatureParams        the SSM-feature estimators           (time scales, read-outs, difference)
     FeatureModelParams   FeatureParams with the few parameters of the groups above that apply to them
@@ -398,7 +399,32 @@ class ScheduleParams(Configurable):
     grad_clip: float | None = param(default=1.0, doc="Gradient-norm clipping (None: off).", constraint=NoneOr(POSITIVE))
 
 
-class TrainerConfig(OptimizerParams, ScheduleParams):
+class HalfRateParams(Configurable):
+    _params_group = "Training"
+    half_rate_share: float = param(
+        default=0.0,
+        doc="Share of the training batches read at half their rate (band-limited, every Delta doubled), "
+        "so that predictions at sample rates down to half the training rate hold: the network learns "
+        "not to lean on the band above the half rate's Nyquist frequency, which such data has lost. "
+        "0: every batch at the training rate.",
+        constraint=Real(0.0, 1.0, closed="left"),
+    )
+
+
+class ContinuationParams(HalfRateParams):
+    _params_group = "Training"
+    warm_start: bool = param(
+        default=False, doc="Continue training the fitted model on the next fit.", constraint=Boolean()
+    )
+    sample_rate: float | None = param(
+        default=None,
+        doc="Rate (Hz) of the data passed in; the rate at fit is the training rate, data at another "
+        "rate is handled zero-shot by Delta x training rate / new rate.",
+        constraint=NoneOr(POSITIVE),
+    )
+
+
+class TrainerConfig(OptimizerParams, ScheduleParams, HalfRateParams):
     """Settings of one Trainer: the estimators' training parameters plus the schedule details."""
 
     def validate_params(self) -> None:
@@ -448,19 +474,6 @@ class SequenceModelParams(BackboneParams, SequenceParams, OptimizerParams, Early
     data these estimators meet is often tens to hundreds of series."""
 
     _param_defaults = SEQUENCE_MODEL_DEFAULTS
-
-
-class ContinuationParams(Configurable):
-    _params_group = "Training"
-    warm_start: bool = param(
-        default=False, doc="Continue training the fitted model on the next fit.", constraint=Boolean()
-    )
-    sample_rate: float | None = param(
-        default=None,
-        doc="Rate (Hz) of the data passed in; the rate at fit is the training rate, data at another "
-        "rate is handled zero-shot by Delta x training rate / new rate.",
-        constraint=NoneOr(POSITIVE),
-    )
 
 
 class ClassifierParams(Configurable):
@@ -555,6 +568,7 @@ __all__ = [
     "SEQUENCE_MODEL_DEFAULTS",
     "FeatureParams",
     "FeatureModelParams",
+    "HalfRateParams",
     "ContinuationParams",
     "ClassifierParams",
     "OPTIMIZERS",

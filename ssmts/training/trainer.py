@@ -26,6 +26,7 @@ from torch import nn
 
 from .._files import replacing
 from ..nn.backbone import parameter_groups
+from ..nn.resampling import half_rate, scaled_delta
 from .callbacks import Callback, Checkpoint, ProgressBar
 from .parallel import (
     ShardWorkers,
@@ -160,6 +161,12 @@ def batch_order(
         pool = pool[torch.argsort(lengths[pool], stable=True)]
         groups.extend(pool.split(batch_size))
     return [groups[i] for i in torch.randperm(len(groups), generator=shuffle_generator).tolist()]
+
+
+def _half_rate_batch(batch: SequenceData) -> SequenceData:
+    """The batch at half its rate: x band-limited to ceil(L / 2) steps, the mask's every other step."""
+    mask = None if batch.mask is None else batch.mask[:, ::2]
+    return SequenceData(half_rate(batch.x), batch.y, mask, batch.weight, batch.crop_padding)
 
 
 def batches(
@@ -525,19 +532,23 @@ class Trainer:
                 index = index[positions]  # the shard's rows of the training data
             source = batch.x
             batch = batch.to(self.device)
+            at_half_rate = self._at_half_rate()
+            if at_half_rate:
+                batch = _half_rate_batch(batch)
             self.optimizer.zero_grad(set_to_none=True)
             scale = (lambda value: value) if self._scaler is None else self._scaler.scale
-            if self._workers is not None:
-                loss = self._sharded_step(batch)
-            elif self.world_size > 1:
-                # DDP averages gradients over the ranks; weighting each rank's mean loss by its
-                # share of the global batch makes that the gradient of the global batch's mean.
-                loss = self._loss(batch)
-                scale(loss * weight * self.world_size).backward()
-                loss = _all_reduce_sum(loss.detach() * weight)
-            else:
-                loss = self._loss(batch)
-                scale(loss).backward()
+            with scaled_delta(self.model, 2.0) if at_half_rate else contextlib.nullcontext():
+                if self._workers is not None:
+                    loss = self._sharded_step(batch)
+                elif self.world_size > 1:
+                    # DDP averages gradients over the ranks; weighting each rank's mean loss by its
+                    # share of the global batch makes that the gradient of the global batch's mean.
+                    loss = self._loss(batch)
+                    scale(loss * weight * self.world_size).backward()
+                    loss = _all_reduce_sum(loss.detach() * weight)
+                else:
+                    loss = self._loss(batch)
+                    scale(loss).backward()
             if self._scaler is not None:
                 self._scaler.unscale_(self.optimizer)  # clipping reads the true gradients
             if self.config.grad_clip:
@@ -564,6 +575,12 @@ class Trainer:
             total += value * n_global
             count += n_global
         return total / count
+
+    def _at_half_rate(self) -> bool:
+        """Whether the next batch is read at half its rate (config.half_rate_share of them), drawn from the
+        generator that orders the batches (the same on every rank; nothing drawn when the share is 0)."""
+        share = self.config.half_rate_share
+        return bool(share) and float(torch.rand((), generator=self.shuffle_generator)) < share
 
     def _loss(self, batch: SequenceData) -> torch.Tensor:
         """The loss of one batch, its forward pass recorded for the backward."""

@@ -92,8 +92,8 @@ def test_faces_share_declarations_and_only_change_defaults():
     assert SSMPanelClassifier.__params__["min_steps"].default == SSMClassifier.__params__["min_steps"].default == 500
     assert SSMForecaster.__params__["min_steps"].default == 0
     adapter = set(SSMPanelClassifier.__params__)
-    assert adapter == set(SSMClassifier.__params__) - {"warm_start", "sample_rate"}
-    assert not {"pooling", "warm_start", "sample_rate"} & set(SSMForecaster.__params__)
+    assert adapter == set(SSMClassifier.__params__) - {"warm_start", "sample_rate", "half_rate_share"}
+    assert not {"pooling", "warm_start", "sample_rate", "half_rate_share"} & set(SSMForecaster.__params__)
     # normalize: the faces' one name for input scaling, declared by the forecaster for its windows
     assert SSMForecaster.__params__["normalize"].default is True
     assert SSMForecaster.__params__["normalize"].group == "Forecaster"

@@ -129,3 +129,51 @@ def test_verbose_states_the_plan_then_counts_the_epochs(capsys):
     assert "3/3" in err and "train_loss=" in err
     Trainer(_Mean(), _mse, max_epochs=1, min_steps=0, device="cpu").fit(data)  # verbose=0: silent
     assert capsys.readouterr().err == ""
+
+
+class _Recorder(nn.Module):
+    """Records the length of every input and the Delta factor in force (as an SSM layer holds it)."""
+
+    _delta_factor = 1.0
+
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(3, 1)
+        self.seen = []
+
+    def forward(self, x, mask=None):
+        self.seen.append((x.shape[-1], self._delta_factor, None if mask is None else mask.shape[-1]))
+        return self.linear(x.mean(-1))[:, 0]
+
+
+@pytest.mark.parametrize("share", [0.0, 0.5, 0.999])
+def test_a_share_of_batches_is_read_at_half_the_rate_with_delta_doubled(share):
+    x = torch.sin(torch.linspace(0, 6, 9)).repeat(32, 3, 1)  # 9 steps: 5 at half the rate
+    mask = torch.ones(32, 9, dtype=torch.bool)
+    model = _Recorder()
+    Trainer(model, _mse, batch_size=4, max_epochs=4, lr=1e-3, half_rate_share=share, random_state=0).fit(
+        SequenceData(x, x.mean((1, 2)), mask)
+    )
+    assert len(model.seen) == 32
+    halves = [seen for seen in model.seen if seen[0] == 5]
+    assert all(seen in [(9, 1.0, 9), (5, 2.0, 5)] for seen in model.seen)
+    if share == 0.0:
+        assert not halves
+    elif share == 0.999:
+        assert len(halves) == 32
+    else:
+        assert 8 <= len(halves) <= 24  # 16 expected of 32 batches
+    assert model._delta_factor == 1.0  # restored
+    if share == 0.5:
+        with pytest.raises(ValueError, match="half_rate_share"):  # all at half the rate: that rate is the training one
+            Trainer(_Recorder(), _mse, half_rate_share=1.0)
+
+
+def test_half_the_rate_is_band_limited_resampling():
+    from ssmts.nn.resampling import change_rate, half_rate
+
+    x = torch.randn(2, 3, 101, generator=torch.Generator().manual_seed(0))
+    expected = change_rate(x.numpy(), 2000, 1000, method="resample")
+    torch.testing.assert_close(half_rate(x), torch.from_numpy(expected))
+    with pytest.raises(ValueError, match="real-valued signals.*token ids"):
+        half_rate(torch.ones(2, 10, dtype=torch.int64))
