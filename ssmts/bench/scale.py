@@ -67,9 +67,13 @@ class Preset:
 
 PRESETS = {
     "speech": Preset(
-        dict(DEMO.classifier, max_epochs=30, min_steps=500, max_steps=3000, sample_rate=SPEECH_RATE),
+        dict(
+            DEMO.classifier, max_epochs=30, min_steps=500, max_steps=3000, sample_rate=SPEECH_RATE, half_rate_share=0.5
+        ),
         "SSMClassifier's defaults, the demo's network (chosen on the shipped clips' validation voices, then "
-        "on the development protocol), 30 epochs and at least 500 steps as there, at most 3,000 steps",
+        "on the development protocol), 30 epochs and at least 500 steps as there, at most 3,000 steps; half "
+        "of the batches at half the rate (on the validation voices at n = 3,000, seed 0: 67.3 % and 65.0 % "
+        "at 2 kHz, against 61.7 % and 50.3 % without)",
     ),
     "listops": Preset(
         dict(d_model=64, d_state=32, n_layers=4, batch_size=32, lr=3e-3, max_epochs=30, min_steps=300, max_steps=3000),
