@@ -396,7 +396,8 @@ def plot(rows: list[dict], path: str | Path) -> None:
             ns = [n for n, _ in points]
             acc = [s["accuracy"] for _, s in points]
             half = [s["spread"] / 2 for _, s in points]
-            style = dict(lw=2.4, color="black") if model == "ssm" else dict(lw=1.2)
+            # one colour a model in every panel (a panel without some model must not shift the others')
+            style = dict(lw=2.4, color="black") if model == "ssm" else dict(lw=1.2, color=f"C{MODELS.index(model)}")
             ax.errorbar(ns, acc, yerr=half, marker="o", ms=4, capsize=2, label=model, **style)
             if model == "ssm" and all("half_rate" in s for _, s in points):
                 ax.plot(
