@@ -423,6 +423,7 @@ def test_classify_benchmark_runs_multirocket_hydra_and_drcif_on_equal_and_unequa
 def test_multirocket_hydra_transforms_in_batches_with_the_same_features():
     # aeon's Hydra convolves every series at once (out of memory for 3,000 clips of 4,000 steps);
     # the bench's baseline transforms 256 at a time: the features and the model must not change.
+    pytest.importorskip("aeon")
     from aeon.classification.convolution_based import MultiRocketHydraClassifier
     from aeon.transformations.collection.convolution_based._hydra import HydraTransformer
 
