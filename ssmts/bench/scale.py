@@ -11,10 +11,11 @@ Tasks (TASKS):
                 others get the 2 kHz clips resampled back to 4 kHz. --speech-rate R trains and
                 tests at R instead (the rows' task "speech-<R>hz"), the zero-shot test at R / 2:
                 with R = 2000 its accuracy is what the same clips at 2 kHz hold for a network
-                trained on them, the ceiling of the 4 kHz network's zero-shot accuracy. Read from --speech-dir, a
-                directory in the Speech Commands layout; an empty or missing one is first filled
-                by ssmts.data.speech_corpus.make_corpus (espeak-ng voices, voice-disjoint splits,
-                max(--sizes) / 10 training clips a word, 50 test clips a word; cached).
+                trained on them, the ceiling of the 4 kHz network's zero-shot accuracy. Read
+                from --speech-dir, a directory in the Speech Commands layout; an empty or missing
+                one is first filled by ssmts.data.speech_corpus.make_corpus (espeak-ng voices,
+                voice-disjoint splits, max(--sizes) / 10 training clips a word, 30 validation and
+                50 test clips a word; cached).
     listops     ListOps (the Long Range Arena generator, ssmts.data.listops_synth), expressions of
                 --listops-length tokens at most (LRA: 2,000), one-hot channels of the 15 tokens
                 (padding all zeros), 10 classes.

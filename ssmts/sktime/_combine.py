@@ -425,12 +425,11 @@ class CombinationMixin:
             )
             prefix = yp.to_numpy()[: len(yp) - self._validation_plan[key] * H]
             self._scales[key] = np.array([_naive_scale(prefix[:, c], int(self.sp_)) for c in range(C)])
-        self._weights, self._pooled, self._factors, calibrated = {}, {}, {}, {}
-        self._calibration_points = {}  # rule -> the held-out points its factors were set on
+        self._weights, self._pooled, self._factors, calibration = {}, {}, {}, {}
         for rule in RULES:
             self._weights[rule], self._pooled[rule] = self._rule_weights(rule)
-            factors = self._calibrate(rule, median)
-            calibrated[rule] = factors is not None
+            factors, points = self._calibrate(rule, median)
+            calibration[rule] = (factors is not None, points)
             self._factors[rule] = np.zeros(len(levels)) if factors is None else factors
 
         # the classical models on all the data, and their forecasts of every step predict may ask
@@ -442,10 +441,13 @@ class CombinationMixin:
             left_out.update({(key, name): why for name, why in {**failures, **more}.items()})
         self._set_combination_attributes()
 
-        self._report_fit(parts, plan, H, network_failure, calibrated[self.combine_rule], unvalidated, left_out)
+        calibrated, points = calibration[self.combine_rule]
+        self._report_fit(parts, plan, H, network_failure, calibrated, points, unvalidated, left_out)
 
-    def _report_fit(self, parts, plan, H, network_failure, calibrated, unvalidated, left_out) -> None:
-        """Warnings: what fit could not validate, calibrate or fit, and what the forecasts do instead."""
+    def _report_fit(self, parts, plan, H, network_failure, calibrated, points, unvalidated, left_out) -> None:
+        """Warnings: what fit could not validate, calibrate or fit, and what the forecasts do instead.
+        calibrated, points: whether the chosen rule's intervals could be calibrated, and on how many
+        held-out forecast points."""
         validation, min_prefix = self._validation, max(MIN_PREFIX, H)
         unweighted = {"calibrate": "the network alone", "network_first": "the network alone", "median": "the median"}
         if not validation:
@@ -470,7 +472,6 @@ class CombinationMixin:
                         "the weights of the other series' errors, pooled in units of their MASE scales",
                     )
                 )
-            points = self._calibration_points.get(self.combine_rule, 0)
             too_few = uncalibrated_coverages(points, self.quantile_levels_) if calibrated else []
             if too_few:
                 _warn(
@@ -611,9 +612,10 @@ class CombinationMixin:
         others = mean_errors(np.delete(self._absolute[key], j, axis=0))  # (C, M); NaN with one window
         return np.stack([rule_weights(row, rule) if np.isfinite(row).any() else row for row in others])
 
-    def _calibrate(self, rule: str, median: int) -> np.ndarray | None:
-        """Conformal widening factors (Q,) of the rule's combined grids on the held-out windows, each window
-        combined with weights chosen without it (_window_weights); None where no window can be."""
+    def _calibrate(self, rule: str, median: int) -> tuple[np.ndarray | None, int]:
+        """(conformal widening factors (Q,) of the rule's combined grids on the held-out windows, each window
+        combined with weights chosen without it (_window_weights), None where no window can be; the observed
+        held-out points they were set on)."""
         grids, truths = [], []
         for key, (truth, comps) in self._validation.items():
             for j in range(len(truth)):
@@ -634,8 +636,8 @@ class CombinationMixin:
                     )
                     grids.append(grid)
                     truths.append(truth[j, :, c])
-        self._calibration_points[rule] = int(sum(np.isfinite(t).sum() for t in truths))
-        return conformal_factors(grids, truths, self.quantile_levels_) if grids else None
+        observed = int(sum(np.isfinite(t).sum() for t in truths))
+        return (conformal_factors(grids, truths, self.quantile_levels_) if grids else None), observed
 
     def _available(self, key: tuple) -> np.ndarray:
         """(M,) bool: the components that forecast the series (the network, and the classical models that
