@@ -119,8 +119,34 @@ def _peak_rss_bytes() -> int:
 
 
 # ---------------------------------------------------------------- one measurement
+AUTOCAST = ("off", "bf16")
+
+
+def autocast_context(device: str, autocast: str):
+    """torch.autocast in bfloat16 for autocast="bf16" (what precision="bf16-mixed" trains under), else
+    nothing: weights and the loss stay float32 either way."""
+    import contextlib
+
+    import torch
+
+    if autocast == "off":
+        return contextlib.nullcontext()
+    if autocast == "bf16":
+        return torch.autocast(torch.device(device).type, dtype=torch.bfloat16)
+    raise ValueError(f"unknown autocast {autocast!r}; choose one of {AUTOCAST}")
+
+
 def measure(
-    name: str, batch: int, L: int, H: int, repeats: int, device: str, threads: int, warmup: int = 1, seed: int = 0
+    name: str,
+    batch: int,
+    L: int,
+    H: int,
+    repeats: int,
+    device: str,
+    threads: int,
+    warmup: int = 1,
+    seed: int = 0,
+    autocast: str = "off",
 ) -> dict:
     """Median fwd+bwd time (ms) and peak memory increase (MB) of one configuration, in this process."""
     import torch
@@ -140,8 +166,9 @@ def measure(
     x = torch.randn(batch, L, H, device=device)
 
     def step() -> None:
-        y = _forward(name, model, x)
-        y.pow(2).mean().backward()
+        with autocast_context(device, autocast):
+            y = _forward(name, model, x)
+        y.float().pow(2).mean().backward()
         for p in model.parameters():
             p.grad = None
 
@@ -214,6 +241,12 @@ def parse_args(argv: list[str] | None):
     p.add_argument("--warmup", type=int, default=1, help="untimed fwd+bwd passes before timing (default 1)")
     p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N (default cpu)")
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: all cores available)")
+    p.add_argument(
+        "--autocast",
+        default="off",
+        choices=AUTOCAST,
+        help="bf16: forward under torch.autocast in bfloat16, as precision='bf16-mixed' trains (default off)",
+    )
     p.add_argument("--models", default=",".join(MODELS), help=f"comma-separated subset of {','.join(MODELS)}")
     p.add_argument(
         "--max-attention-gb",
@@ -273,7 +306,7 @@ def run(args) -> list[Result]:
                     row.note = f"skipped (memory: ~{gb:.3g} GB attention > {args.max_attention_gb:g} GB)"
                     results.append(row)
                     continue
-                call = (name, args.batch, L, H, args.repeats, args.device, args.threads, args.warmup)
+                call = (name, args.batch, L, H, args.repeats, args.device, args.threads, args.warmup, 0, args.autocast)
                 if isolated:
                     status, payload = measure_isolated(ctx, args.timeout, *call)
                 else:
@@ -357,8 +390,9 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     print(
-        f"ssmts layer benchmark: device={args.device} threads={args.threads} batch={args.batch} "
-        f"repeats={args.repeats} (median of fwd+bwd after {args.warmup} warm-up) torch={torch.__version__}"
+        f"ssmts layer benchmark: device={args.device} autocast={args.autocast} threads={args.threads} "
+        f"batch={args.batch} repeats={args.repeats} (median of fwd+bwd after {args.warmup} warm-up) "
+        f"torch={torch.__version__}"
     )
     start = time.perf_counter()
     df = table(run(args))

@@ -26,6 +26,10 @@ the reason. `--step` adds streaming rows: steps per second of SSM.step against n
 What each layer contains: S4D = kernel + FFT convolution + D + GELU + Conv1d(H, 2H) + GLU;
 ssmts = kernel + FFT convolution + D (+ a Linear(H, H) mixer when heads > 1); S5 = parallel
 scan + C + D; Mamba = in/out projections (H -> 4H -> H), causal conv, selective scan.
+`--device cuda` runs every model on the GPU (nn.LSTM through cuDNN), timing each pass from a
+synchronized device to a synchronized device, and adds each model's peak memory of one pass alone
+(torch.cuda.max_memory_allocated above what was allocated before it); `--autocast bf16` runs every
+forward under torch.autocast in bfloat16.
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from .layer import AUTOCAST
 
 PEERS = ("s4d", "s5", "mamba")
 SISO_PEERS = ("s4d", "mamba")  # one state (or state block) per channel
@@ -71,6 +77,7 @@ class Row:
     vs_peer: float | None = None
     vs_floor: float | None = None
     vs_equal_state: float | None = None  # ssmts heads=k / "s5 state xk"
+    peak_mb: float | None = None  # CUDA: memory a fwd+bwd pass allocates above what was allocated before
 
 
 @dataclass
@@ -128,10 +135,16 @@ def peer_version(name: str, s4d_path: str | None) -> str:
     if name == "s4d":
         root = Path(s4d_path).expanduser().resolve()
         try:
-            commit = subprocess.run(
-                ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10
-            ).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
+            # HEAD only where the checkout is itself a repository's root (a copy inside another
+            # repository would report that one's commit)
+            top, commit = subprocess.run(
+                ["git", "-C", str(root), "rev-parse", "--show-toplevel", "HEAD"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+            ).stdout.split()[:2] or ("", "")
+            commit = commit if Path(top).resolve() == root else ""
+        except (OSError, subprocess.SubprocessError, ValueError):
             commit = ""
         return f"{root} @ {commit or 'no git commit'}"
     package = {"s5": "s5-pytorch", "mamba": "mambapy"}[name]
@@ -193,29 +206,63 @@ def _floor_forward(kernel, L: int):
     return forward
 
 
-def prepare(name: str, H: int, N: int, L: int, batch: int, peers: Peers, seed: int = 0):
-    """A function running one forward+backward pass of the model on one random batch; returns seconds."""
+def prepare(
+    name: str,
+    H: int,
+    N: int,
+    L: int,
+    batch: int,
+    peers: Peers,
+    seed: int = 0,
+    device: str = "cpu",
+    autocast: str = "off",
+):
+    """A function running one forward+backward pass of the model on one random batch on `device` (under
+    autocast in bfloat16 for autocast="bf16"); returns seconds."""
     import torch
+
+    from .layer import autocast_context
 
     torch.manual_seed(seed)
     module, forward, layout = build(name, H, N, peers)
     if module is None:  # the FFT floor
-        module = torch.nn.Parameter(torch.randn(H, L) / math.sqrt(L))
+        module = torch.nn.Parameter(torch.randn(H, L, device=device) / math.sqrt(L))
         forward = _floor_forward(module, L)
+    else:
+        module.to(device)
     params = list(module.parameters()) if isinstance(module, torch.nn.Module) else [module]
-    x = torch.randn(batch, H, L)
+    x = torch.randn(batch, H, L).to(device)
     if layout == "BLH":
         x = x.transpose(1, 2).contiguous()
+    cuda = torch.device(device).type == "cuda"
 
     def once() -> float:
+        if cuda:
+            torch.cuda.synchronize(device)
         start = time.perf_counter()
-        forward(x).pow(2).mean().backward()
+        with autocast_context(device, autocast):
+            y = forward(x)
+        y.float().pow(2).mean().backward()
+        if cuda:  # the kernels are queued: the pass ends when the device is done
+            torch.cuda.synchronize(device)
         elapsed = time.perf_counter() - start
         for p in params:
             p.grad = None
         return elapsed
 
     return once
+
+
+def cuda_peak_mb(once, device: str) -> float:
+    """MB that one fwd+bwd pass allocates on the device above what was allocated before it (activations,
+    gradients, workspaces; the parameters and input are already there)."""
+    import torch
+
+    torch.cuda.synchronize(device)
+    torch.cuda.reset_peak_memory_stats(device)
+    base = torch.cuda.memory_allocated(device)
+    once()
+    return (torch.cuda.max_memory_allocated(device) - base) / 2**20
 
 
 def measure_interleaved(passes: dict, repeats: int, warmup: int, budget_s: float) -> dict:
@@ -252,9 +299,11 @@ def measure(
     warmup: int,
     budget_s: float,
     seed: int = 0,
+    device: str = "cpu",
+    autocast: str = "off",
 ) -> tuple[float, str]:
     """Fastest fwd+bwd milliseconds (and a note) of one model at one shape."""
-    once = prepare(name, H, N, L, batch, peers, seed)
+    once = prepare(name, H, N, L, batch, peers, seed, device, autocast)
     return measure_interleaved({name: once}, repeats, warmup, budget_s)[name]
 
 
@@ -280,16 +329,17 @@ def estimate_gb(name: str, H: int, N: int, L: int, batch: int) -> float:
 
 
 # ---------------------------------------------------------------- streaming
-def measure_steps(name: str, H: int, N: int, batch: int, steps: int, seed: int = 0) -> float:
+def measure_steps(name: str, H: int, N: int, batch: int, steps: int, seed: int = 0, device: str = "cpu") -> float:
     """Steps per second of a streaming recurrence under torch.no_grad (median of 3 runs)."""
     import torch
 
     torch.manual_seed(seed)
-    x = torch.randn(steps, batch, H)
+    x = torch.randn(steps, batch, H).to(device)
+    cuda = torch.device(device).type == "cuda"
     with torch.no_grad():
         if name == "lstm cell":
-            cell = torch.nn.LSTMCell(H, H)
-            state = (torch.zeros(batch, H), torch.zeros(batch, H))
+            cell = torch.nn.LSTMCell(H, H).to(device)
+            state = (torch.zeros(batch, H, device=device), torch.zeros(batch, H, device=device))
 
             def run():
                 s = state
@@ -298,8 +348,8 @@ def measure_steps(name: str, H: int, N: int, batch: int, steps: int, seed: int =
         else:
             from ssmts.nn import SSM
 
-            layer = SSM(H, N, heads=int(name.split("=")[1])).eval()
-            state = layer.initial_state(batch)
+            layer = SSM(H, N, heads=int(name.split("=")[1])).to(device).eval()
+            state = layer.initial_state(batch, device=x.device)
 
             def run():
                 s = state
@@ -309,8 +359,12 @@ def measure_steps(name: str, H: int, N: int, batch: int, steps: int, seed: int =
         run()
         times = []
         for _ in range(3):
+            if cuda:
+                torch.cuda.synchronize(device)
             start = time.perf_counter()
             run()
+            if cuda:
+                torch.cuda.synchronize(device)
             times.append(time.perf_counter() - start)
     return steps / statistics.median(times)
 
@@ -351,6 +405,13 @@ def parse_args(argv: list[str] | None):
     )
     p.add_argument("--warmup", type=int, default=1, help="untimed passes first (default 1)")
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: all cores available)")
+    p.add_argument("--device", default="cpu", help="cpu, cuda, cuda:N (default cpu)")
+    p.add_argument(
+        "--autocast",
+        default="off",
+        choices=AUTOCAST,
+        help="bf16: every model's forward under torch.autocast in bfloat16 (default off)",
+    )
     p.add_argument(
         "--max-seconds",
         type=float,
@@ -400,6 +461,7 @@ def run(args, peers: Peers, log=print) -> list[Row]:
     import torch
 
     torch.set_num_threads(args.threads)
+    cuda = torch.device(args.device).type == "cuda"
     rows: list[Row] = []
     last: dict = {}  # (model, H) -> (N, L, ms) of its last measurement, for the time estimate
     for H in args.widths:
@@ -426,7 +488,15 @@ def run(args, peers: Peers, log=print) -> list[Row]:
                     if estimate is not None and estimate > args.max_seconds:
                         row.note = f"skipped: ~{estimate:.0f} s per pass estimated (> --max-seconds)"
                         continue
-                    passes[name] = prepare(name, H, N, L, args.batch, peers)
+                    passes[name] = prepare(name, H, N, L, args.batch, peers, 0, args.device, args.autocast)
+                if cuda:  # one pass each alone, for its memory (on CPU the process's peak is not per model)
+                    for name in list(passes):
+                        try:
+                            shape_rows[name].peak_mb = cuda_peak_mb(passes[name], args.device)
+                        except (RuntimeError, MemoryError) as error:  # CUDA out of memory, say
+                            shape_rows[name].note = f"error: {type(error).__name__}: {str(error).splitlines()[0][:80]}"
+                            del passes[name]
+                            torch.cuda.empty_cache()
                 for name, (ms, note) in measure_interleaved(
                     passes, args.repeats, args.warmup, args.max_seconds
                 ).items():
@@ -436,6 +506,8 @@ def run(args, peers: Peers, log=print) -> list[Row]:
                         last[(name, H)] = (N, L, ms)
                     log(f"  H={H} N={N} L={L} {name:15s} {'' if ms is None else f'{ms:.1f} ms'} {note}")
                 del passes
+                if cuda:
+                    torch.cuda.empty_cache()
     add_ratios(rows)
     return rows
 
@@ -471,10 +543,10 @@ def run_steps(args, log=print) -> list[StepRow]:
     rows = []
     for H in args.widths:
         for batch in (1, 64):
-            lstm = measure_steps("lstm cell", H, 0, batch, args.step_count)
+            lstm = measure_steps("lstm cell", H, 0, batch, args.step_count, device=args.device)
             for N in args.states:
                 for heads in sorted({1, H}):
-                    rate = measure_steps(f"ssmts heads={heads}", H, N, batch, args.step_count)
+                    rate = measure_steps(f"ssmts heads={heads}", H, N, batch, args.step_count, device=args.device)
                     rows.append(StepRow(H, N, batch, f"ssmts heads={heads}", rate, rate / lstm))
                     log(f"  step H={H} N={N} batch={batch} heads={heads}: {rate:.0f} steps/s")
             rows.append(StepRow(H, 0, batch, "lstm cell", lstm, 1.0))
@@ -488,6 +560,7 @@ def _fmt(value, spec: str, suffix: str = "") -> str:
 def format_table(rows: list[Row], markdown: bool) -> str:
     header = ["H", "N", "L", "model", "fwd+bwd ms", "ssmts/peer", "peer", "ssmts/floor", "note"]
     equal = any(r.model.startswith(EQUAL_STATE_S5) for r in rows)
+    memory = any(r.peak_mb is not None for r in rows)
     if equal:
         header.insert(-1, "ssmts/s5 same state")
     body = []
@@ -505,8 +578,13 @@ def format_table(rows: list[Row], markdown: bool) -> str:
         ]
         if equal:
             cells.insert(-1, _fmt(r.vs_equal_state, ".2f", "x"))
+        if memory:
+            cells.insert(5, _fmt(r.peak_mb, ".0f"))
         body.append(cells)
-    return _table(header, body, markdown, right=(0, 1, 2, 4, 5, 7, 8) if equal else (0, 1, 2, 4, 5, 7))
+    if memory:
+        header.insert(5, "peak MB")
+    text = {"model", "peer", "note"}
+    return _table(header, body, markdown, right=tuple(i for i, name in enumerate(header) if name not in text))
 
 
 def format_steps(rows: list[StepRow], markdown: bool) -> str:
@@ -559,9 +637,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     import torch
 
+    if torch.device(args.device).type == "cuda" and not torch.cuda.is_available():
+        raise SystemExit(f"--device {args.device} requested but torch.cuda.is_available() is False")
     peers = load_peers(args.peers, args.s4d)
     print(
-        f"ssmts peers benchmark: threads={args.threads} batch={args.batch} repeats={args.repeats} "
+        f"ssmts peers benchmark: device={args.device} autocast={args.autocast} threads={args.threads} "
+        f"batch={args.batch} repeats={args.repeats} "
         f"(fastest of the interleaved fwd+bwd passes after {args.warmup} warm-up) torch={torch.__version__}"
     )
     for name, reason in peers.missing.items():

@@ -92,7 +92,10 @@ def resolve_device(device: str | torch.device) -> torch.device:
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if device.startswith("cuda") and not torch.cuda.is_available():
-        raise InvalidParameterError(f"device={device!r} was requested but no CUDA device is available")
+        raise InvalidParameterError(
+            f"device={device!r} was requested but no CUDA device is available (a model trained and saved on "
+            "a GPU runs here after set_params(device='cpu'), or device='auto', which uses a GPU when there is one)"
+        )
     return torch.device(device)
 
 
