@@ -226,3 +226,42 @@ def test_the_s4d_checkout_comes_from_the_environment_and_its_commit_is_printed(
     assert f"peer s4d: {stand_in_s4_checkout.resolve()} @ {commit}" in out
     (row,) = _rows(out, "s4d")
     assert re.search(r"\s\d+\.\d(\s|$)", row), row
+
+
+def test_csv_keeps_each_shape_as_it_is_measured_and_autocast_is_stated(tmp_path, capsys):
+    """--csv appends every shape's rows when that shape is done (a run stopped by a time limit keeps
+    them), with one header over several runs; --autocast bf16 runs every forward under autocast."""
+    path = tmp_path / "peers.csv"
+    args = TINY + ["--no-lstm", "--peers", "", "--lengths", "16,32", "--autocast", "bf16", "--csv", str(path)]
+    assert bench_peers.main(args) == 0
+    assert "autocast=bf16" in capsys.readouterr().out
+    assert bench_peers.main(args) == 0
+    lines = path.read_text().splitlines()
+    assert lines[0] == "H,N,L,model,time_ms,note,peak_mb"
+    models = ["ssmts heads=1", "ssmts heads=2", "ssmts heads=8", "fft floor"]
+    assert [line.split(",")[3] for line in lines[1:]] == models * 4  # 2 runs x 2 lengths
+    assert [line.split(",")[2] for line in lines[1:5]] == ["16"] * 4
+    assert all(float(line.split(",")[4]) > 0 for line in lines[1:])
+
+
+def test_the_table_shows_peak_memory_when_measured():
+    rows = [bench_peers.Row(8, 4, 32, "ssmts heads=8", 1.5, peak_mb=12.25), bench_peers.Row(8, 4, 32, "s4d", 2.0)]
+    bench_peers.add_ratios(rows)
+    header, first, second = bench_peers.format_table(rows, markdown=False).splitlines()
+    assert header.split()[6:8] == ["peak", "MB"]  # after "fwd+bwd ms"
+    assert re.search(r"1\.5\s+12\s+0\.75x\s+s4d", first)
+    assert "peak" not in bench_peers.format_table(rows[1:], markdown=False)
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_a_checkout_copied_into_another_repository_names_no_commit(stand_in_s4_checkout, tmp_path):
+    """The commit printed is the checkout's own: a copy inside another repository (the GPU run carries
+    one inside the project) has none, rather than the surrounding repository's."""
+    outer = tmp_path / "outer"
+    shutil.copytree(stand_in_s4_checkout, outer / "s4", ignore=shutil.ignore_patterns("outer"))
+    git = ["git", "-C", str(outer), "-c", "user.name=test", "-c", "user.email=test@example.com"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "-c", "commit.gpgsign=false", "commit", "-q", "-m", "outer"], check=True)
+    assert bench_peers.peer_version("s4d", str(outer / "s4")).endswith("@ no git commit")
+    assert not bench_peers.peer_version("s4d", str(outer)).endswith("@ no git commit")  # needs models/s4 only to load

@@ -443,3 +443,14 @@ def test_multirocket_hydra_transforms_in_batches_with_the_same_features():
         np.testing.assert_array_equal(MultiRocketHydraClassifier(random_state=0).fit(X, y).predict_proba(X), proba)
     finally:
         HydraTransformer._transform = original
+
+
+def test_layer_runs_under_bf16_autocast_and_says_so(capsys):
+    """--autocast bf16 (precision='bf16-mixed''s arithmetic): every model still gets a time, and the header
+    names the setting; an unknown setting is refused."""
+    assert bench_layer.main(["--quick", "--in-process", "--models", "ssm,lstm", "--autocast", "bf16"]) == 0
+    out = capsys.readouterr().out
+    assert "autocast=bf16" in out
+    assert len(re.findall(r"^\s*(ssm|lstm)\s+\d+\s+16\s+\d+\s+\d+\.\d", out, flags=re.M)) == 4
+    with pytest.raises(SystemExit):
+        bench_layer.main(["--quick", "--autocast", "fp8"])

@@ -43,7 +43,7 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .layer import AUTOCAST
@@ -434,6 +434,7 @@ def parse_args(argv: list[str] | None):
         help="H=64, N=16,64, L=1024, --max-seconds 3, 1 thread unless --threads: a smoke run",
     )
     p.add_argument("--markdown", action="store_true", help="print markdown tables")
+    p.add_argument("--csv", default=None, help="append each shape's rows to this CSV file as soon as they are measured")
     args = p.parse_args(argv)
     if args.quick:
         args.widths, args.states, args.lengths = [64], [16, 64], [1024]
@@ -505,11 +506,27 @@ def run(args, peers: Peers, log=print) -> list[Row]:
                     if ms is not None:
                         last[(name, H)] = (N, L, ms)
                     log(f"  H={H} N={N} L={L} {name:15s} {'' if ms is None else f'{ms:.1f} ms'} {note}")
+                if args.csv:
+                    append_csv(args.csv, list(shape_rows.values()))
                 del passes
                 if cuda:
                     torch.cuda.empty_cache()
     add_ratios(rows)
     return rows
+
+
+def append_csv(path: str, rows: list[Row]) -> None:
+    """Append rows (times, memory, notes; the ratios are the table's) to a CSV file, as each shape is
+    done: a run stopped midway keeps what it measured."""
+    import csv
+
+    fields = [name for name in asdict(rows[0]) if not name.startswith("vs_") and name != "peer"]
+    new = not Path(path).exists() or Path(path).stat().st_size == 0
+    with open(path, "a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
+        if new:
+            writer.writeheader()
+        writer.writerows(asdict(row) for row in rows)
 
 
 def add_ratios(rows: list[Row]) -> None:
