@@ -372,6 +372,7 @@ class CombinationMixin:
         params = self.get_params(deep=False)
         params.update(
             combine="none",
+            calibration="none",  # the combination widens the intervals on its own windows
             random_state=int(self._seed_),
             callbacks=None,
             sp=int(self.sp_),

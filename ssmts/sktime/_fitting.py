@@ -14,6 +14,8 @@ what fit and update do with them.
 
 from __future__ import annotations
 
+import copy
+import math
 import warnings
 from contextlib import contextmanager
 
@@ -24,7 +26,7 @@ from sktime.utils.validation.forecasting import check_fh
 
 from .._warnings import caller_stacklevel
 from ..nn import ForecastEnsemble
-from ..training import SequenceData, predict_batches, resolve_device
+from ..training import SequenceData, TrainerConfig, predict_batches, resolve_device
 from ..training.objectives import pinball_loss
 from ._strategies import FORECAST_BATCH, conformal_widening, fewest_points_to_calibrate, uncalibrated_coverages
 from ._windows import (
@@ -49,6 +51,10 @@ from ._windows import (
     window_scaling,
 )
 from ._windows import steps as horizon_steps
+
+# calibration="holdout": the continuation on every window after the held-out calibration, as a share of
+# the fit's epochs and steps
+HOLDOUT_CONTINUATION = 0.25
 
 
 class ForecasterFitMixin:
@@ -257,16 +263,57 @@ class ForecasterFitMixin:
             if self.combine != "none":
                 self._fit_combination(y, X, requested_horizon)
             return self
-        train, val = self._train_val(data, windows)
         network = self._build_network if pretrained is None else self._pretrained_network(*pretrained)
-        # epochs: max_epochs within min_steps..max_steps
-        self._train_network(network, train, self._loss(), validation=val, settings=self._fine_tune_settings())
-        self.interval_widening_ = self._conformal_widening(val)
+        if self._calibrates_on_holdout():
+            self._fit_holdout_calibrated(network, data, windows)
+        else:
+            train, val = self._train_val(data, windows)
+            # epochs: max_epochs within min_steps..max_steps
+            self._train_network(network, train, self._loss(), validation=val, settings=self._fine_tune_settings())
+            self.interval_widening_ = self._conformal_widening(val)
         if self.combine != "none":
             self._fit_combination(y, X, requested_horizon)
         return self
 
-    def _conformal_widening(self, held_out: SequenceData | None) -> np.ndarray | None:
+    def _calibrates_on_holdout(self) -> bool:
+        return self.calibration == "holdout"  # (the recursive strategy with it is refused when fit starts)
+
+    def _fit_holdout_calibrated(self, network, data: Windows, windows: list) -> None:
+        """calibration='holdout': the network trained on each series' windows before its latest
+        validation_fraction (purged, as early stopping holds them out), its grid calibrated on those
+        held-out windows (no epoch was chosen on them), then trained on every window for
+        HOLDOUT_CONTINUATION of the budget from those weights: one fit and a short continuation instead
+        of a second fit. With too few windows to hold any out, the network is trained on all of them
+        and left uncalibrated, with a warning."""
+        try:
+            train, held_out = self._holdout_split(data, windows, calibrating=True)
+        except TooFewWindowsError as error:
+            warnings.warn(
+                f"calibration='holdout': {error}; the intervals are the network's own, not calibrated",
+                UserWarning,
+                stacklevel=caller_stacklevel(),
+            )
+            self._train_network(network, data.data(), self._loss(), settings=self._fine_tune_settings())
+            self.interval_widening_ = None
+            return
+        settings = self._fine_tune_settings()
+        monitored = held_out if self.early_stopping else None
+        self._train_network(network, train, self._loss(), validation=monitored, settings=settings)
+        self.interval_widening_ = self._conformal_widening(held_out, "holdout")
+        config = TrainerConfig.from_params(self, **settings)
+        short = {
+            "max_epochs": max(1, math.ceil(HOLDOUT_CONTINUATION * config.max_epochs)),
+            "min_steps": math.ceil(HOLDOUT_CONTINUATION * config.min_steps),
+            "max_steps": (
+                None if config.max_steps is None else max(1, math.ceil(HOLDOUT_CONTINUATION * config.max_steps))
+            ),
+        }
+        history = self.history_
+        self._train_network(copy.deepcopy(self.model_), data.data(), self._loss(), settings={**settings, **short})
+        self.history_ = history + self.history_  # the epochs of both parts, in order
+        self.n_iter_ = len(self.history_)
+
+    def _conformal_widening(self, held_out: SequenceData | None, how: str = "conformal") -> np.ndarray | None:
         """Split-conformal calibration of the quantile grid (conformalized quantile regression) on
         the windows held out from training: (H, Q) amounts, in normalized units, by which each grid
         level moves away from the median (negative: towards it) so that the central interval of
@@ -284,7 +331,7 @@ class ForecasterFitMixin:
         too_few = uncalibrated_coverages(fewest, self.quantile_levels_)
         if too_few:
             warnings.warn(
-                f"calibration='conformal': the held-out windows give {fewest} target(s) at the horizon step with "
+                f"calibration={how!r}: the held-out windows give {fewest} target(s) at the horizon step with "
                 f"the fewest, too few to calibrate the central {', '.join(f'{c:.0%}' for c in too_few)} "
                 f"interval(s) there (a central p interval needs at least {fewest_points_to_calibrate(max(too_few))} "
                 f"for p = {max(too_few):.0%}): those steps' intervals are left as the network gives them; raise "
@@ -319,25 +366,39 @@ class ForecasterFitMixin:
     def _train_val(self, data: Windows, windows: list) -> tuple[SequenceData, SequenceData | None]:
         if not self.early_stopping:
             return data.data(), None
+        return self._holdout_split(data, windows)
+
+    def _holdout_split(
+        self, data: Windows, windows: list, calibrating: bool = False
+    ) -> tuple[SequenceData, SequenceData]:
         # Temporal hold-out: the latest validation_fraction of each series' windows. The training windows
         # whose targets reach the held-out targets are left out of both (purged), so that neither early
-        # stopping nor the conformal calibration scores targets the network was trained on.
+        # stopping nor the conformal calibration scores targets the network was trained on. Calibrating,
+        # only windows whose last horizon step is observed are held out (the series' final windows, which
+        # run past its end, would leave the far steps without targets), and at least as many as the
+        # widest central interval of the grid needs at every step (half of them at most).
+        levels = self.quantile_levels_
+        needed = fewest_points_to_calibrate(float(levels[-1] - levels[0])) if calibrating else 1
         is_val, is_train, offset = np.zeros(len(data.x), dtype=bool), np.ones(len(data.x), dtype=bool), 0
         for w in windows:
             if w is None:
                 continue
             n = len(w.x)
+            candidates = np.flatnonzero(w.weight[:, -1, :].any(-1)) if calibrating else np.arange(n)
             n_val = int(round(self.validation_fraction * n))
+            if calibrating:
+                n_val = min(max(n_val, needed), len(candidates) // 2)
             if n >= 2 and n_val >= 1:
-                held = np.argsort(w.end, kind="stable")[-n_val:]
+                held = candidates[np.argsort(w.end[candidates], kind="stable")[-n_val:]]
                 is_val[offset + held] = True
                 first_held_target = w.end[held].min() - self.horizon_ + 1
                 is_train[offset : offset + n] = w.end < first_held_target
             offset += n
         if not is_val.any() or not is_train.any():
             raise TooFewWindowsError(
-                f"early_stopping needs validation windows and training windows before them, but the series give "
-                f"{len(data.x)} window(s); use longer series, another validation_fraction or early_stopping=False"
+                f"holding out the latest validation_fraction of the windows needs held-out windows and training "
+                f"windows before them, but the series give {len(data.x)} window(s); use longer series, another "
+                "validation_fraction, or early_stopping=False and calibration='none'"
             )
         return data.data(np.flatnonzero(is_train)), data.data(np.flatnonzero(is_val))
 

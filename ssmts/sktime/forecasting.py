@@ -136,13 +136,14 @@ class ForecasterParams(BackboneParams, OptimizerParams, EarlyStoppingParams):
     update_epochs: int = param(
         default=5, doc="Fine-tuning epochs of update(update_params=True).", constraint=Integer(0)
     )
-    calibration: Literal["conformal", "none"] = param(
+    calibration: Literal["holdout", "conformal", "none"] = param(
         default="none",
-        doc="'conformal': the intervals are calibrated on the windows early_stopping holds out (split "
-        "conformal quantile regression per horizon step; strategy='direct'), so that an interval at "
-        "level p covers about p of them; 'none': the quantile head's grid as trained (the default: on the "
-        "development panels calibration did not improve the coverage of later outcomes).",
-        constraint=Options("conformal", "none"),
+        doc="'holdout': the network trained on each series' windows before its latest validation_fraction "
+        "(purged), its intervals calibrated on those held-out windows (split conformal quantile regression "
+        "per horizon step; strategy='direct'), then trained on every window for a quarter of the budget "
+        "from those weights; 'conformal': calibrated on the windows early_stopping holds out (and chose its "
+        "epoch on); 'none': the quantile head's grid as trained.",
+        constraint=Options("holdout", "conformal", "none"),
     )
     irregular: Literal["refuse", "time_deltas"] = param(
         default="refuse",
@@ -454,6 +455,16 @@ class SSMForecaster(
             )
         if quantile_levels(self.quantiles).size < 2:
             raise ValueError("quantiles needs at least one level besides 0.5, to give intervals")
+        if self.calibration == "conformal" and not self.early_stopping:
+            raise ValueError(
+                "calibration='conformal' calibrates on the windows early_stopping holds out, and "
+                "early_stopping=False holds out none: set early_stopping=True, or use calibration='holdout'"
+            )
+        if self.calibration != "none" and self.strategy != "direct":
+            raise ValueError(
+                f"calibration={self.calibration!r} calibrates the quantile grid of strategy='direct'; "
+                "strategy='recursive' takes its quantiles from sample paths: use calibration='none' with it"
+            )
         if self.combine != "none" and self.irregular == "time_deltas":
             raise ValueError(
                 "combine='validation' combines with classical forecasts, which need a regular time index; with "

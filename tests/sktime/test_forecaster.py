@@ -780,3 +780,83 @@ def test_held_out_windows_are_purged_of_training_windows_that_share_their_target
     monkeypatch.setattr(SSMForecaster, "_train_network", spy)
     forecaster(context_length=4, early_stopping=True, max_epochs=1).fit(seasonal(60), fh=[1, 2, 3])
     assert seen == {"train": 48, "validation": 6}
+
+
+def test_holdout_calibration_holds_out_complete_windows_and_trains_on_them_afterwards(monkeypatch):
+    """calibration='holdout', 60 points, context 4, h=3: 56 windows, of which the last two run past the
+    end. 9 are held out (round(0.1 x 56) = 6, raised to the 9 that the grid's central 90 % interval
+    needs), the latest complete ones; the training windows whose targets reach the first held-out target
+    (2) and the two partial ones are purged. Then all 56 train for a quarter of the epochs, starting
+    from the first part's weights."""
+    calls = []
+    original = SSMForecaster._train_network
+
+    def spy(self, network, train, loss_fn, **kwargs):
+        start = weights_of(network) if isinstance(network, torch.nn.Module) else None
+        calls.append(dict(train=len(train), validation=kwargs.get("validation"), start=start))
+        original(self, network, train, loss_fn, **kwargs)
+        calls[-1]["end"] = weights(self)
+
+    def weights_of(module):
+        return {k: v.detach().clone() for k, v in module.state_dict().items()}
+
+    monkeypatch.setattr(SSMForecaster, "_train_network", spy)
+    params = dict(context_length=4, max_epochs=8, quantiles=(0.05, 0.5, 0.95), calibration="holdout")
+    f = forecaster(**params).fit(seasonal(60), fh=[1, 2, 3])
+    first, second = calls
+    assert first["train"] == 56 - 9 - 2 - 2 and first["validation"] is None  # no epoch chosen on them
+    assert second["train"] == 56
+    assert all(torch.equal(second["start"][k], first["end"][k]) for k in first["end"])  # warm start
+    assert f.n_iter_ == len(f.history_) == 8 + 2  # ceil(8 / 4) more epochs
+    assert f.interval_widening_.shape == (3, 3)
+
+
+def test_holdout_intervals_cover_the_held_out_windows_for_the_network_they_were_set_on(monkeypatch):
+    """Oracle: split conformal's guarantee on its own calibration windows. The network after the first
+    part (kept by a spy), its grid on the held-out windows widened by interval_widening_, covers at
+    least 80 % of their targets at every step."""
+    from ssmts.sktime._strategies import widen
+    from ssmts.training import SequenceData, predict_batches
+
+    captured = {}
+    original = SSMForecaster._conformal_widening
+
+    def spy(self, held_out, how="conformal"):
+        captured["held_out"], captured["model"] = held_out, copy.deepcopy(self.model_)
+        return original(self, held_out, how)
+
+    monkeypatch.setattr(SSMForecaster, "_conformal_widening", spy)
+    f = forecaster(context_length=6, max_epochs=2, quantiles=(0.1, 0.5, 0.9), calibration="holdout")
+    f.fit(seasonal(80), fh=[1, 2])
+    held = captured["held_out"]
+    out = predict_batches(captured["model"], SequenceData(held.x), 64, torch.device("cpu")).double().numpy()
+    grid = np.sort(out, axis=-1).mean(1)  # (n, H, C, Q), as predict forms it
+    target, observed = held.y.double().numpy(), held.weight.numpy() > 0
+    assert observed.all() and len(target) == 7  # round(0.1 x 73) = 7 complete windows, at least the 4 needed
+    widened = widen(grid, f.interval_widening_, f.quantile_levels_)
+    inside = (target >= widened[..., 0]) & (target <= widened[..., -1])
+    assert (inside.mean(0) >= 0.8).all()
+    assert np.abs(f.interval_widening_).max() > 0
+
+
+def test_holdout_calibration_with_too_few_windows_says_what_it_leaves_uncalibrated():
+    """One window (5 points, context 4): nothing can be held out, the network trains on it alone; two
+    windows: one is held out, too few targets for the 80 % interval, which is left as the network gives it."""
+    with pytest.warns(UserWarning, match=r"calibration='holdout':.*not calibrated"):
+        f = forecaster(context_length=4, calibration="holdout").fit(seasonal(5), fh=[1])
+    assert f.interval_widening_ is None and f.n_iter_ == TINY["max_epochs"]
+    with pytest.warns(UserWarning, match=r"calibration='holdout': the held-out windows give 1 target\(s\)"):
+        f = forecaster(context_length=4, calibration="holdout").fit(seasonal(6), fh=[1])
+    assert f.interval_widening_[0, 0] == 0
+
+
+@pytest.mark.parametrize(
+    "params, message",
+    [
+        (dict(calibration="conformal"), r"early_stopping=False holds out none"),
+        (dict(calibration="holdout", strategy="recursive", bidirectional=False), r"takes its quantiles from sample"),
+    ],
+)
+def test_a_calibration_that_could_not_apply_is_refused_instead_of_silently_skipped(params, message):
+    with pytest.raises(ValueError, match=message):
+        forecaster(**params).fit(seasonal(), fh=[1])
