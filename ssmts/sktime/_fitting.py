@@ -270,13 +270,15 @@ class ForecasterFitMixin:
             train, val = self._train_val(data, windows)
             # epochs: max_epochs within min_steps..max_steps
             self._train_network(network, train, self._loss(), validation=val, settings=self._fine_tune_settings())
-            self.interval_widening_ = self._conformal_widening(val)
+            self.interval_widening_ = self._conformal_widening(val) if self.calibration == "conformal" else None
         if self.combine != "none":
             self._fit_combination(y, X, requested_horizon)
         return self
 
     def _calibrates_on_holdout(self) -> bool:
-        return self.calibration == "holdout"  # (the recursive strategy with it is refused when fit starts)
+        if self.calibration == "auto":
+            return self.strategy == "direct" and self.combine == "none"
+        return self.calibration == "holdout"  # (refused when fit starts where it cannot apply)
 
     def _fit_holdout_calibrated(self, network, data: Windows, windows: list) -> None:
         """calibration='holdout': the network trained on each series' windows before its latest
@@ -318,9 +320,9 @@ class ForecasterFitMixin:
         the windows held out from training: (H, Q) amounts, in normalized units, by which each grid
         level moves away from the median (negative: towards it) so that the central interval of
         every symmetric pair of levels (l, 1 - l) covers 1 - 2l of the held-out targets at each
-        horizon step. None without held-out windows, with calibration='none' or the recursive strategy;
-        0 for a pair whose held-out windows are too few to calibrate it ((n + 1)(1 - 2l) > n)."""
-        if held_out is None or self.calibration == "none" or self.strategy != "direct":
+        horizon step (how: the calibration named in warnings). None without held-out windows; 0 for a
+        pair whose held-out windows are too few to calibrate it ((n + 1)(1 - 2l) > n)."""
+        if held_out is None:
             return None
         inputs = SequenceData(held_out.x)
         device = resolve_device(self.device)

@@ -136,14 +136,15 @@ class ForecasterParams(BackboneParams, OptimizerParams, EarlyStoppingParams):
     update_epochs: int = param(
         default=5, doc="Fine-tuning epochs of update(update_params=True).", constraint=Integer(0)
     )
-    calibration: Literal["holdout", "conformal", "none"] = param(
+    calibration: Literal["auto", "holdout", "conformal", "none"] = param(
         default="none",
         doc="'holdout': the network trained on each series' windows before its latest validation_fraction "
         "(purged), its intervals calibrated on those held-out windows (split conformal quantile regression "
         "per horizon step; strategy='direct'), then trained on every window for a quarter of the budget "
         "from those weights; 'conformal': calibrated on the windows early_stopping holds out (and chose its "
-        "epoch on); 'none': the quantile head's grid as trained.",
-        constraint=Options("holdout", "conformal", "none"),
+        "epoch on); 'none': the quantile head's grid as trained; 'auto': 'holdout' where it applies (a "
+        "network trained with strategy='direct' and combine='none'), else 'none'.",
+        constraint=Options("auto", "holdout", "conformal", "none"),
     )
     irregular: Literal["refuse", "time_deltas"] = param(
         default="refuse",
@@ -460,10 +461,16 @@ class SSMForecaster(
                 "calibration='conformal' calibrates on the windows early_stopping holds out, and "
                 "early_stopping=False holds out none: set early_stopping=True, or use calibration='holdout'"
             )
-        if self.calibration != "none" and self.strategy != "direct":
+        if self.calibration in ("holdout", "conformal") and self.strategy != "direct":
             raise ValueError(
                 f"calibration={self.calibration!r} calibrates the quantile grid of strategy='direct'; "
                 "strategy='recursive' takes its quantiles from sample paths: use calibration='none' with it"
+            )
+        if self.calibration in ("holdout", "conformal") and self.combine != "none":
+            raise ValueError(
+                f"combine={self.combine!r} widens the combined intervals on its own held-out windows; with "
+                f"calibration={self.calibration!r} the network's would be widened twice: use calibration='none' "
+                "or 'auto' with it"
             )
         if self.combine != "none" and self.irregular == "time_deltas":
             raise ValueError(

@@ -855,8 +855,27 @@ def test_holdout_calibration_with_too_few_windows_says_what_it_leaves_uncalibrat
     [
         (dict(calibration="conformal"), r"early_stopping=False holds out none"),
         (dict(calibration="holdout", strategy="recursive", bidirectional=False), r"takes its quantiles from sample"),
+        (dict(calibration="holdout", combine="validation"), r"would be widened twice"),
     ],
 )
 def test_a_calibration_that_could_not_apply_is_refused_instead_of_silently_skipped(params, message):
     with pytest.raises(ValueError, match=message):
         forecaster(**params).fit(seasonal(), fh=[1])
+
+
+@pytest.mark.parametrize(
+    "params, calibrated",
+    [
+        (dict(), True),
+        (dict(strategy="recursive", bidirectional=False), False),
+        (dict(combine="validation", combine_rule="calibrate", combine_windows=1, sp=1), False),
+    ],
+)
+def test_auto_calibration_holds_out_where_it_applies_and_nowhere_else(params, calibrated):
+    """'auto' is 'holdout' for a network trained with the direct strategy and no combination (the
+    recursive strategy's quantiles come from sample paths; a combination widens on its own windows)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        f = forecaster(calibration="auto", context_length=4, **params).fit(seasonal(60), fh=[1, 2])
+    assert (f.interval_widening_ is not None) == calibrated
+    assert f.n_iter_ == TINY["max_epochs"] + (1 if calibrated else 0)  # ceil(3 / 4): the continuation
