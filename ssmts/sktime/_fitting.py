@@ -14,7 +14,6 @@ what fit and update do with them.
 
 from __future__ import annotations
 
-import copy
 import math
 import warnings
 from contextlib import contextmanager
@@ -26,7 +25,7 @@ from sktime.utils.validation.forecasting import check_fh
 
 from .._warnings import caller_stacklevel
 from ..nn import ForecastEnsemble
-from ..training import SequenceData, TrainerConfig, predict_batches, resolve_device
+from ..training import SequenceData, predict_batches, resolve_device
 from ..training.objectives import pinball_loss
 from ._strategies import FORECAST_BATCH, conformal_widening, fewest_points_to_calibrate, uncalibrated_coverages
 from ._windows import (
@@ -270,23 +269,30 @@ class ForecasterFitMixin:
             train, val = self._train_val(data, windows)
             # epochs: max_epochs within min_steps..max_steps
             self._train_network(network, train, self._loss(), validation=val, settings=self._fine_tune_settings())
-            self.interval_widening_ = self._conformal_widening(val) if self.calibration == "conformal" else None
+            calibrating = self._calibrates_on_early_stopping_windows()
+            self.interval_widening_ = self._conformal_widening(val) if calibrating else None
         if self.combine != "none":
             self._fit_combination(y, X, requested_horizon)
         return self
 
     def _calibrates_on_holdout(self) -> bool:
         if self.calibration == "auto":
-            return self.strategy == "direct" and self.combine == "none"
+            return self.strategy == "direct" and self.combine == "none" and not self.early_stopping
         return self.calibration == "holdout"  # (refused when fit starts where it cannot apply)
+
+    def _calibrates_on_early_stopping_windows(self) -> bool:
+        if self.calibration == "auto":
+            return self.strategy == "direct" and self.combine == "none" and self.early_stopping
+        return self.calibration == "conformal"
 
     def _fit_holdout_calibrated(self, network, data: Windows, windows: list) -> None:
         """calibration='holdout': the network trained on each series' windows before its latest
-        validation_fraction (purged, as early stopping holds them out), its grid calibrated on those
-        held-out windows (no epoch was chosen on them), then trained on every window for
-        HOLDOUT_CONTINUATION of the budget from those weights: one fit and a short continuation instead
-        of a second fit. With too few windows to hold any out, the network is trained on all of them
-        and left uncalibrated, with a warning."""
+        validation_fraction (purged), its grid calibrated on those held-out windows (no epoch was chosen
+        on them), then trained on to every window for HOLDOUT_CONTINUATION of its epochs, its optimizer
+        state carried on (as update(update_params=True) continues): one fit and a short continuation
+        instead of a second fit. With too few windows to hold any out, the network is trained on all of
+        them and left uncalibrated, with a warning."""
+        settings = self._fine_tune_settings()
         try:
             train, held_out = self._holdout_split(data, windows, calibrating=True)
         except TooFewWindowsError as error:
@@ -295,25 +301,15 @@ class ForecasterFitMixin:
                 UserWarning,
                 stacklevel=caller_stacklevel(),
             )
-            self._train_network(network, data.data(), self._loss(), settings=self._fine_tune_settings())
+            self._train_network(network, data.data(), self._loss(), settings=settings)
             self.interval_widening_ = None
             return
-        settings = self._fine_tune_settings()
-        monitored = held_out if self.early_stopping else None
-        self._train_network(network, train, self._loss(), validation=monitored, settings=settings)
+        self._train_network(network, train, self._loss(), settings=settings)
         self.interval_widening_ = self._conformal_widening(held_out, "holdout")
-        config = TrainerConfig.from_params(self, **settings)
-        short = {
-            "max_epochs": max(1, math.ceil(HOLDOUT_CONTINUATION * config.max_epochs)),
-            "min_steps": math.ceil(HOLDOUT_CONTINUATION * config.min_steps),
-            "max_steps": (
-                None if config.max_steps is None else max(1, math.ceil(HOLDOUT_CONTINUATION * config.max_steps))
-            ),
-        }
-        history = self.history_
-        self._train_network(copy.deepcopy(self.model_), data.data(), self._loss(), settings={**settings, **short})
-        self.history_ = history + self.history_  # the epochs of both parts, in order
-        self.n_iter_ = len(self.history_)
+        more = max(1, math.ceil(HOLDOUT_CONTINUATION * self.n_iter_))
+        self._train_network(
+            self.model_, data.data(), self._loss(), epochs=more, continue_training=True, settings=settings
+        )
 
     def _conformal_widening(self, held_out: SequenceData | None, how: str = "conformal") -> np.ndarray | None:
         """Split-conformal calibration of the quantile grid (conformalized quantile regression) on

@@ -101,9 +101,13 @@ def conformal_widening(grid: np.ndarray, target: np.ndarray, observed: np.ndarra
 
 def widen(grid: np.ndarray, widening: np.ndarray, levels: np.ndarray) -> np.ndarray:
     """grid (n, H, C, Q) with each level moved away from the median by widening (H, Q), sorted again
-    (a narrowing may cross levels)."""
+    (a narrowing may cross levels), never past the median: the point forecast stays the network's."""
     sign = np.sign(levels - 0.5)
-    return np.sort(grid + (sign * widening)[None, :, None, :], axis=-1)
+    moved = grid + (sign * widening)[None, :, None, :]
+    if (levels == 0.5).any():
+        median = grid[..., np.flatnonzero(levels == 0.5)[:1]]
+        moved = np.where(sign < 0, np.minimum(moved, median), np.where(sign > 0, np.maximum(moved, median), moved))
+    return np.sort(moved, axis=-1)
 
 
 def sample_from_grid(q: torch.Tensor, z_grid: torch.Tensor, u: torch.Tensor) -> torch.Tensor:

@@ -142,8 +142,8 @@ class ForecasterParams(BackboneParams, OptimizerParams, EarlyStoppingParams):
         "(purged), its intervals calibrated on those held-out windows (split conformal quantile regression "
         "per horizon step; strategy='direct'), then trained on every window for a quarter of the budget "
         "from those weights; 'conformal': calibrated on the windows early_stopping holds out (and chose its "
-        "epoch on); 'none': the quantile head's grid as trained; 'auto': 'holdout' where it applies (a "
-        "network trained with strategy='direct' and combine='none'), else 'none'.",
+        "epoch on); 'none': the quantile head's grid as trained; 'auto': for a network trained with "
+        "strategy='direct' and combine='none', 'holdout', or 'conformal' with early_stopping=True; else 'none'.",
         constraint=Options("auto", "holdout", "conformal", "none"),
     )
     irregular: Literal["refuse", "time_deltas"] = param(
@@ -465,6 +465,12 @@ class SSMForecaster(
             raise ValueError(
                 f"calibration={self.calibration!r} calibrates the quantile grid of strategy='direct'; "
                 "strategy='recursive' takes its quantiles from sample paths: use calibration='none' with it"
+            )
+        if self.calibration == "holdout" and self.early_stopping:
+            raise ValueError(
+                "calibration='holdout' calibrates on held-out windows no epoch was chosen on, and "
+                "early_stopping=True would choose its epoch on them: use calibration='conformal' (or 'auto') "
+                "with early stopping"
             )
         if self.calibration in ("holdout", "conformal") and self.combine != "none":
             raise ValueError(

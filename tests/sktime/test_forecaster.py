@@ -423,7 +423,8 @@ def test_ensemble_forecast_is_the_average_of_its_members(strategy):
     from ssmts.nn import ForecastEnsemble
 
     y = seasonal()
-    f = forecaster(strategy=strategy, ensemble_size=3, n_sample_paths=2000).fit(y, fh=[1, 2, 3])
+    # calibration="none": a calibrated grid is widened after the averaging (and never past the median)
+    f = forecaster(strategy=strategy, ensemble_size=3, n_sample_paths=2000, calibration="none").fit(y, fh=[1, 2, 3])
     members = f.model_.members
     assert len(members) == 3
     first = [m.backbone.encoder.weight.detach() for m in members]
@@ -451,7 +452,7 @@ def test_ensemble_forecast_is_the_average_of_its_members(strategy):
 def test_normalize_location_is_the_forecast_of_a_zero_output(location):
     """With the head's weights zeroed, the forecast is the context's last value or mean."""
     y = seasonal()
-    f = forecaster(normalize=location, ensemble_size=2).fit(y, fh=[1, 2, 3])
+    f = forecaster(normalize=location, ensemble_size=2, calibration="none").fit(y, fh=[1, 2, 3])
     with torch.no_grad():
         for member in f.model_.members:
             member.head.weight.zero_()
@@ -727,7 +728,7 @@ def test_drift_forecasts_a_straight_line_that_a_short_training_leaves_near_it():
 @pytest.mark.parametrize("budget, epochs", [(dict(), 5), (dict(max_steps=8), 2), (dict(min_steps=40), 10)])
 def test_the_training_budget_bounds_the_epochs_in_optimizer_steps(budget, epochs):
     """seasonal() gives 60 - 4 = 56 windows, 4 batches of 16 an epoch."""
-    f = forecaster(context_length=4, max_epochs=5, batch_size=16, **budget).fit(seasonal(), fh=[1])
+    f = forecaster(context_length=4, max_epochs=5, batch_size=16, calibration="none", **budget).fit(seasonal(), fh=[1])
     assert f.n_iter_ == epochs
 
 
@@ -739,7 +740,7 @@ def test_conformal_intervals_cover_their_level_on_the_held_out_windows(level):
     low, high = (1 - level) / 2, (1 + level) / 2
     params = dict(context_length=8, early_stopping=True, validation_fraction=0.5, max_epochs=2, quantiles=(low, high))
     calibrated = forecaster(**params, calibration="conformal").fit(y, fh=[1])
-    raw = forecaster(**params).fit(y, fh=[1])
+    raw = forecaster(**params, calibration="none").fit(y, fh=[1])
     assert calibrated.interval_widening_.shape == (1, 3) and raw.interval_widening_ is None
     cutoffs = y.index[33:59]
     truth = y.iloc[34:60].to_numpy()
@@ -808,6 +809,7 @@ def test_holdout_calibration_holds_out_complete_windows_and_trains_on_them_after
     assert second["train"] == 56
     assert all(torch.equal(second["start"][k], first["end"][k]) for k in first["end"])  # warm start
     assert f.n_iter_ == len(f.history_) == 8 + 2  # ceil(8 / 4) more epochs
+    assert f.training_state_["optimizer"]["state"]  # the optimizer carried on, as update continues it
     assert f.interval_widening_.shape == (3, 3)
 
 
@@ -856,6 +858,7 @@ def test_holdout_calibration_with_too_few_windows_says_what_it_leaves_uncalibrat
         (dict(calibration="conformal"), r"early_stopping=False holds out none"),
         (dict(calibration="holdout", strategy="recursive", bidirectional=False), r"takes its quantiles from sample"),
         (dict(calibration="holdout", combine="validation"), r"would be widened twice"),
+        (dict(calibration="holdout", early_stopping=True), r"would choose its epoch on them"),
     ],
 )
 def test_a_calibration_that_could_not_apply_is_refused_instead_of_silently_skipped(params, message):
@@ -869,13 +872,18 @@ def test_a_calibration_that_could_not_apply_is_refused_instead_of_silently_skipp
         (dict(), True),
         (dict(strategy="recursive", bidirectional=False), False),
         (dict(combine="validation", combine_rule="calibrate", combine_windows=1, sp=1), False),
+        (dict(early_stopping=True), "conformal"),
     ],
 )
 def test_auto_calibration_holds_out_where_it_applies_and_nowhere_else(params, calibrated):
-    """'auto' is 'holdout' for a network trained with the direct strategy and no combination (the
+    """'auto' is 'holdout' for a network trained with the direct strategy, no combination and no early
+    stopping, 'conformal' on the windows early stopping holds out with it, and nothing otherwise (the
     recursive strategy's quantiles come from sample paths; a combination widens on its own windows)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         f = forecaster(calibration="auto", context_length=4, **params).fit(seasonal(60), fh=[1, 2])
-    assert (f.interval_widening_ is not None) == calibrated
-    assert f.n_iter_ == TINY["max_epochs"] + (1 if calibrated else 0)  # ceil(3 / 4): the continuation
+    assert (f.interval_widening_ is not None) == bool(calibrated)
+    if calibrated == "conformal":  # early stopping: on the windows it held out, no continuation
+        assert "val_loss" in f.history_[-1]
+    else:
+        assert f.n_iter_ == TINY["max_epochs"] + (1 if calibrated else 0)  # ceil(3 / 4): the continuation

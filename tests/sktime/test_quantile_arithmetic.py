@@ -72,3 +72,15 @@ def test_the_points_needed_and_the_pairs_left_uncalibrated():
     assert uncalibrated_coverages(8, LEVELS) == [0.9]
     assert uncalibrated_coverages(9, LEVELS) == []
     assert uncalibrated_coverages(0, np.array([0.1, 0.5, 0.9])) == [0.8]
+
+
+def test_a_narrowing_stops_at_the_median_so_the_point_forecast_stays():
+    """A negative widening larger than the interval's half-width would carry the low level above the
+    median: it stops there (and the high one below it stops there too), so the median, the point
+    forecast, is the network's."""
+    levels = np.array([0.1, 0.25, 0.5, 0.75, 0.9])
+    grid = np.array([1.0, 2.0, 3.0, 4.0, 5.0]).reshape(1, 1, 1, 5)
+    widening = np.array([[-5.0, -0.5, 0.0, -0.5, -5.0]])  # the 80 % pair narrowed past the median
+    wide = widen(grid, widening, levels)[0, 0, 0]
+    np.testing.assert_allclose(wide, [2.5, 3.0, 3.0, 3.0, 3.5])
+    assert wide[2] == grid[0, 0, 0, 2]
