@@ -528,10 +528,10 @@ class SSMForecaster(
     # ------------------------------------------------------------ testing
     @classmethod
     def get_test_params(cls, parameter_set="default"):
-        """Four tiny configurations (direct / recursive ensemble of two / recursive on a diagonal-plus-low-rank
+        """Five tiny configurations (direct / recursive ensemble of two / recursive on a diagonal-plus-low-rank
         LinearCDE block, which rolls forward with the layer's `step` / direct combined with the classical
-        forecasts by validation, without a season so that AutoETS tries few models) that fit in well under a second
-        (the combination in about one)."""
+        forecasts by validation, without a season so that AutoETS tries few models / direct with its intervals
+        calibrated on held-out windows) that fit in well under a second (the combination in about one)."""
         tiny = dict(
             d_model=8,
             d_state=4,
@@ -563,4 +563,5 @@ class SSMForecaster(
                 "lncde_structure": "dplr",
             },
             {**tiny, "context_length": 4, "combine": "validation", "combine_windows": 1, "sp": 1, "random_state": 3},
+            {**tiny, "context_length": 4, "calibration": "holdout", "random_state": 4},
         ]
