@@ -288,25 +288,6 @@ def measure_interleaved(passes: dict, repeats: int, warmup: int, budget_s: float
     return results
 
 
-def measure(
-    name: str,
-    H: int,
-    N: int,
-    L: int,
-    batch: int,
-    peers: Peers,
-    repeats: int,
-    warmup: int,
-    budget_s: float,
-    seed: int = 0,
-    device: str = "cpu",
-    autocast: str = "off",
-) -> tuple[float, str]:
-    """Fastest fwd+bwd milliseconds (and a note) of one model at one shape."""
-    once = prepare(name, H, N, L, batch, peers, seed, device, autocast)
-    return measure_interleaved({name: once}, repeats, warmup, budget_s)[name]
-
-
 def estimate_seconds(previous, N: int, L: int, name: str) -> float | None:
     """A pass at (N, L) from the model's last timed pass at the same H: linear in L, and in N for the
     peers whose work grows with it (ssmts rows are never skipped)."""
