@@ -2,7 +2,8 @@
 # The GPU measurements in one short run, each step under its own time limit (a step cut off leaves the
 # rows it finished), logs and results under $OUT (one log, one tarball of results).
 #
-#   scripts/gpu_run.sh                 on a machine with a CUDA device (at most 9.5 minutes)
+#   scripts/gpu_run.sh                 on a machine with a CUDA device (at most 9 min 40 s; run it with a
+#                                      600 s limit)
 #   scripts/gpu_run.sh --rehearse      the same steps on the CPU at tiny sizes (a few minutes)
 #
 # Needs: torch with CUDA; the spoken words prepared here first
@@ -56,7 +57,7 @@ if [ $REHEARSE = 1 ]; then
 else
     LAYER="--lengths 1024,4096,16384,65536 --widths 64,256,512 --repeats 3 --max-attention-gb 24"
     PEERS="--widths 64,256,512 --states 64 --lengths 1024,4096,16384,65536 --heads 8 --repeats 3 --max-seconds 5 --max-gb 40 --no-lstm"
-    SPEECH="--sizes 3000 --seeds 0"
+    SPEECH="--sizes 1000 3000 --seeds 0"
     SHORT="--n 3000 --steps 300"
     TESTS="tests/estimators tests/training"
     PRECISIONS="--compile false"
@@ -68,22 +69,23 @@ stage "save-model" 25 python3 scripts/gpu_run.py save-model --out "$RESULTS/save
     --devices $([ $REHEARSE = 1 ] && echo cpu || echo auto cuda)
 stage "tests marked cuda" 40 python3 -m pytest -p no:cacheprovider -q -rfEs -m cuda $CUDA_TESTS
 XDIST=$(python3 -c "import xdist" 2>/dev/null && echo "-n 12")
-stage "tests (the GPU as the default device)" 60 python3 -m pytest -p no:cacheprovider -v -rfE $XDIST \
+stage "tests (the GPU as the default device)" 50 python3 -m pytest -p no:cacheprovider -v -rfE $XDIST \
     --timeout 60 -m "not slow and not cuda" --continue-on-collection-errors $TESTS --junitxml="$RESULTS/tests.xml"
 # 2. the layer against LSTM (cuDNN), GRU and a Transformer layer, and against the peers' own code (their
 #    LSTM row left out: the layer step has it at the same shapes). bf16 autocast of the peers was measured
 #    on 2026-11-28 (docs/results/gpu.md): float32 only here.
 for ac in off bf16; do
-    stage "layer autocast=$ac" 35 python3 -m ssmts.bench layer --device $DEVICE --autocast $ac $LAYER \
+    stage "layer autocast=$ac" 30 python3 -m ssmts.bench layer --device $DEVICE --autocast $ac $LAYER \
         --models ssm,ssm_block,lstm,gru,transformer --csv "$RESULTS/layer_$ac.csv"
 done
-stage "peers" 50 python3 -m ssmts.bench peers --device $DEVICE $PEERS --s4d .gpu/s4 --markdown \
+stage "peers" 45 python3 -m ssmts.bench peers --device $DEVICE $PEERS --s4d .gpu/s4 --markdown \
     --csv "$RESULTS/peers.csv"
-# 3. the scale benchmark's spoken words on the GPU (n = 3,000 took over 215 s on the H200 on 2026-11-28)
-stage "speech" 240 python3 scripts/gpu_run.py speech --data .gpu/speech.npz --device $DEVICE $SPEECH \
+# 3. the scale benchmark's spoken words on the GPU: n = 1,000 first (n = 3,000 took over 215 s on the
+#    H200 on 2026-11-28, its steps host-bound at about 29 ms), each row written as it is done
+stage "speech" 300 python3 scripts/gpu_run.py speech --data .gpu/speech.npz --device $DEVICE $SPEECH \
     --out "$RESULTS/scale_gpu.jsonl"
 # 4. precision (compile=True did not finish its first compilations in 60 s there), and where a step's time goes
-stage "precision" 45 python3 scripts/gpu_run.py precision --data .gpu/speech.npz --device $DEVICE $SHORT \
+stage "precision" 30 python3 scripts/gpu_run.py precision --data .gpu/speech.npz --device $DEVICE $SHORT \
     $PRECISIONS --out "$RESULTS/precision.jsonl"
 stage "profile" 30 python3 scripts/gpu_run.py profile --data .gpu/speech.npz --device $DEVICE \
     $([ $REHEARSE = 1 ] && echo "--n 200 --steps 10" || echo "--n 3000 --steps 40")
