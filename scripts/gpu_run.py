@@ -84,6 +84,7 @@ def save_model(args) -> None:
     X, y = save_model_data()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    np.save(out / "inputs.npy", X)
     record = {"device_name": _device_name(args.devices[-1]), "models": {}}
     for device in args.devices:
         clf = SSMClassifier(**SAVE_MODEL_PARAMS, device=device).fit(X, y)
@@ -94,7 +95,6 @@ def save_model(args) -> None:
             predict_proba=clf.predict_proba(X).tolist(),
         )
         print(f"saved {path.name} (device={device}), training accuracy {np.mean(clf.predict(X) == y):.3f}")
-        np.save(out / "inputs.npy", X)
         (out / "predictions.json").write_text(json.dumps(record))  # after each model: a cut-off run keeps it
 
 
@@ -186,8 +186,14 @@ def profile(args) -> None:
     events = prof.key_averages()
     print(events.table(sort_by="self_cuda_time_total", row_limit=20))
     print(events.table(sort_by="self_cpu_time_total", row_limit=20))
-    watched = ("aten::item", "aten::_local_scalar_dense", "cudaStreamSynchronize", "cudaDeviceSynchronize")
-    syncs = {e.key: e.count for e in events if e.key in watched + ("cudaMemcpyAsync",)}
+    watched = (
+        "aten::item",
+        "aten::_local_scalar_dense",
+        "cudaStreamSynchronize",
+        "cudaDeviceSynchronize",
+        "cudaMemcpyAsync",
+    )
+    syncs = {e.key: e.count for e in events if e.key in watched}
     print(f"profile: {args.steps} training steps; host-device synchronizations and copies: {syncs}")
 
 

@@ -253,6 +253,11 @@ def prepare(
     return once
 
 
+def _error_note(error: BaseException) -> str:
+    """A row's note for a pass that failed: the error's type and the start of its first line."""
+    return f"error: {type(error).__name__}: {str(error).splitlines()[0][:80]}"
+
+
 def cuda_peak_mb(once, device: str) -> float:
     """MB that one fwd+bwd pass allocates on the device above what was allocated before it (activations,
     gradients, workspaces; the parameters and input are already there)."""
@@ -274,7 +279,7 @@ def measure_interleaved(passes: dict, repeats: int, warmup: int, budget_s: float
         try:
             seconds = [once() for _ in range(max(warmup, 1))][-1]
         except (RuntimeError, MemoryError) as error:
-            results[name] = (None, f"error: {type(error).__name__}: {str(error).splitlines()[0][:80]}")
+            results[name] = (None, _error_note(error))
             continue
         if seconds > budget_s or repeats == 0:
             results[name] = (1e3 * seconds, "1 pass (over --max-seconds)" if seconds > budget_s else "")
@@ -476,7 +481,7 @@ def run(args, peers: Peers, log=print) -> list[Row]:
                         try:
                             shape_rows[name].peak_mb = cuda_peak_mb(passes[name], args.device)
                         except (RuntimeError, MemoryError) as error:  # CUDA out of memory, say
-                            shape_rows[name].note = f"error: {type(error).__name__}: {str(error).splitlines()[0][:80]}"
+                            shape_rows[name].note = _error_note(error)
                             del passes[name]
                             torch.cuda.empty_cache()
                 for name, (ms, note) in measure_interleaved(

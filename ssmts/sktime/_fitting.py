@@ -52,7 +52,7 @@ from ._windows import (
 from ._windows import steps as horizon_steps
 
 # calibration="holdout": the continuation on every window after the held-out calibration, as a share of
-# the fit's epochs and steps
+# the epochs the first part ran
 HOLDOUT_CONTINUATION = 0.25
 
 
@@ -263,27 +263,27 @@ class ForecasterFitMixin:
                 self._fit_combination(y, X, requested_horizon)
             return self
         network = self._build_network if pretrained is None else self._pretrained_network(*pretrained)
-        if self._calibrates_on_holdout():
+        calibration = self._calibration_in_effect()
+        if calibration == "holdout":
             self._fit_holdout_calibrated(network, data, windows)
         else:
             train, val = self._train_val(data, windows)
             # epochs: max_epochs within min_steps..max_steps
             self._train_network(network, train, self._loss(), validation=val, settings=self._fine_tune_settings())
-            calibrating = self._calibrates_on_early_stopping_windows()
-            self.interval_widening_ = self._conformal_widening(val) if calibrating else None
+            self.interval_widening_ = self._conformal_widening(val) if calibration == "conformal" else None
         if self.combine != "none":
             self._fit_combination(y, X, requested_horizon)
         return self
 
-    def _calibrates_on_holdout(self) -> bool:
-        if self.calibration == "auto":
-            return self.strategy == "direct" and self.combine == "none" and not self.early_stopping
-        return self.calibration == "holdout"  # (refused when fit starts where it cannot apply)
-
-    def _calibrates_on_early_stopping_windows(self) -> bool:
-        if self.calibration == "auto":
-            return self.strategy == "direct" and self.combine == "none" and self.early_stopping
-        return self.calibration == "conformal"
+    def _calibration_in_effect(self) -> str:
+        """The calibration this fit applies: 'auto' resolved ('holdout' for a direct network without a
+        combination, 'conformal' on the early-stopping windows with early stopping, else 'none'); an
+        explicit one as given (refused when fit starts where it cannot apply)."""
+        if self.calibration != "auto":
+            return self.calibration
+        if self.strategy != "direct" or self.combine != "none":
+            return "none"
+        return "conformal" if self.early_stopping else "holdout"
 
     def _fit_holdout_calibrated(self, network, data: Windows, windows: list) -> None:
         """calibration='holdout': the network trained on each series' windows before its latest

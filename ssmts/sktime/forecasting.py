@@ -140,7 +140,7 @@ class ForecasterParams(BackboneParams, OptimizerParams, EarlyStoppingParams):
         default="none",
         doc="'holdout': the network trained on each series' windows before its latest validation_fraction "
         "(purged), its intervals calibrated on those held-out windows (split conformal quantile regression "
-        "per horizon step; strategy='direct'), then trained on every window for a quarter of the budget "
+        "per horizon step; strategy='direct'), then trained on every window for a quarter of its epochs "
         "from those weights; 'conformal': calibrated on the windows early_stopping holds out (and chose its "
         "epoch on); 'none': the quantile head's grid as trained; 'auto': for a network trained with "
         "strategy='direct' and combine='none', 'holdout', or 'conformal' with early_stopping=True; else 'none'.",

@@ -1,8 +1,9 @@
 """A classifier trained and saved on a GPU loads and predicts on this machine, whatever it has.
 
 data/gpu_trained_classifier.safetensors was written on an NVIDIA H200 (torch 2.11.0+cu130, Python
-3.12.3) by `python scripts/gpu_run.py save-model`: SSMClassifier(d_model=16, d_state=8, n_layers=2,
-max_epochs=3, batch_size=16, random_state=0, device="auto") fitted there on the CUDA device to the
+3.12.3) by `python scripts/gpu_run.py save-model` as it was then (the script now also sets min_steps=60):
+SSMClassifier(d_model=16, d_state=8, n_layers=2, max_epochs=3, batch_size=16, random_state=0,
+device="auto") fitted there on the CUDA device to the
 two-class data of data/gpu_trained_classifier_data.npz (noisy sines of two frequencies, (64, 2, 96)),
 where it classified all 64 series correctly. Its GPU probabilities were not kept (that step of the run
 ran out of time after saving), so the oracle is the GPU's reported accuracy and the file's own
