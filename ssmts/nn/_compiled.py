@@ -1,5 +1,6 @@
-"""Compiled CPU loops (numba) of the diagonal linear recurrence and its adjoint, for
-`ssmts.nn.scan.diagonal_recurrence`.
+"""Compiled CPU loops (numba): the diagonal linear recurrence and its adjoint, for
+`ssmts.nn.scan.diagonal_recurrence`, and the fused pass of the SSM features
+(`ssmts.nn.features.SSMFeatures`), which recurs, reads out and pools without keeping any response.
 
 A sequence of the recurrence costs one complex multiply-add a step, where its FFT convolution
 costs two complex FFTs of twice its length: on a CPU the loop is an order of magnitude faster.
@@ -13,6 +14,10 @@ threads run them side by side. Compiled on first use and cached on disk.
 from __future__ import annotations
 
 import numba
+import numpy as np
+
+FEATURE_CHUNK = 256
+"""Steps whose states and responses `mode_features` keeps at once (they stay in the cache)."""
 
 
 @numba.njit(nogil=True, cache=True)
@@ -65,3 +70,84 @@ def adjoint(grad_x, abar_re, abar_im, x, initial_re, initial_im, reverse, grad_v
                     total_im += gi * xr - gr * xi
                 grad_abar_re[i, s, p] = total_re
                 grad_abar_im[i, s, p] = total_im
+
+
+@numba.njit(nogil=True, cache=True)
+def pool(y, steps, biases, out):
+    """Pool the first `steps` responses y (M, >= steps) of a sample into the running sums of `out`
+    (M, Q + 2): the count of steps above each bias (M, Q), the sum and the maximum."""
+    M, Q = biases.shape
+    for m in range(M):
+        for q in range(Q):
+            bias = biases[m, q]
+            above = 0
+            for t in range(steps):
+                above += y[m, t] > bias
+            out[m, q] += above
+        total = 0.0
+        largest = out[m, Q + 1]
+        for t in range(steps):
+            value = y[m, t]
+            total += value
+            if value > largest:
+                largest = value
+        out[m, Q] += total
+        out[m, Q + 1] = largest
+
+
+@numba.njit(nogil=True, cache=True)
+def pool_responses(y, lengths, biases, out):
+    """`pool` for a batch: responses y (b, M, L) float32 of which sample i's first lengths[i] steps are
+    real; biases (M, Q); out (b, M, Q + 2) float64, written (steps above each bias, sum, maximum)."""
+    Q = biases.shape[1]
+    for i in range(y.shape[0]):
+        out[i, :, : Q + 1] = 0.0
+        out[i, :, Q + 1] = -np.inf
+        pool(y[i], lengths[i], biases, out[i])
+
+
+@numba.njit(nogil=True, cache=True)
+def mode_features(u, lengths, abar_re, abar_im, gamma_re, gamma_im, combination, biases, reverse, out):
+    """Every response of a bank of SSM features, pooled in one pass without keeping the responses.
+
+    For each sample i, scale s, channel h and mode p, the states x[t] = abar x[t -+ 1] + gamma u[h, t]
+    (backwards from the sample's last step when `reverse`) over the sample's first lengths[i] steps, in
+    float64, in chunks of FEATURE_CHUNK steps; each chunk's responses y = combination[s] @ states
+    (states as real planes, channel by channel: Re of the P modes, then Im), pooled by `pool`.
+    u: (b, H, L) float32; lengths: (b,) int64; abar_*, gamma_*: (S, P) float64;
+    combination: (S, M, H * 2P) float32; biases: (S, M, Q) float32;
+    out: (b, S, M, Q + 2) float64, written: steps above each bias, sum, maximum (-inf with no step).
+    """
+    b, H, L = u.shape
+    S, P = abar_re.shape
+    M, Q = biases.shape[1], biases.shape[2]
+    T = FEATURE_CHUNK
+    states = np.zeros((H * 2 * P, T), dtype=np.float32)
+    y = np.empty((M, T), dtype=np.float32)
+    state_re = np.empty(H * P)
+    state_im = np.empty(H * P)
+    for i in range(b):
+        n = lengths[i]
+        for s in range(S):
+            out[i, s, :, : Q + 1] = 0.0
+            out[i, s, :, Q + 1] = -np.inf
+            state_re[:] = 0.0
+            state_im[:] = 0.0
+            for start in range(0, n, T):
+                steps = min(T, n - start)
+                for h in range(H):
+                    for p in range(P):
+                        ar, ai, gr, gi = abar_re[s, p], abar_im[s, p], gamma_re[s, p], gamma_im[s, p]
+                        xr, xi = state_re[h * P + p], state_im[h * P + p]
+                        row = h * 2 * P + p
+                        for j in range(steps):
+                            k = n - 1 - (start + j) if reverse else start + j
+                            v = u[i, h, k]
+                            xr, xi = ar * xr - ai * xi + gr * v, ar * xi + ai * xr + gi * v
+                            states[row, j] = xr
+                            states[row + P, j] = xi
+                        state_re[h * P + p], state_im[h * P + p] = xr, xi
+                if steps < T:  # the last chunk's unused columns: zeros, not the previous chunk's states
+                    states[:, steps:] = 0.0
+                np.dot(combination[s], states, y)
+                pool(y, steps, biases[s], out[i, s])

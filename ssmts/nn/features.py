@@ -13,7 +13,7 @@ fastest a few steps. Every response is pooled into the proportion of steps above
 biases (PPV, the biases being quantiles of the responses on training series), its mean
 and its maximum. A linear read-out (ridge, in closed form) goes on top. Data at another rate
 (inside ssmts.nn.scaled_delta) meets the same continuous-time kernels discretized at its step,
-a mode above its Nyquist frequency answering quasi-statically (`_responses_at_rate`).
+a mode above its Nyquist frequency answering quasi-statically (`_modes_at_rate`).
 
 The bank is also the first stage of a network that can be trained from there: Lambda, the
 steps Delta and the read-outs C are parameters (frozen until `requires_grad_()`), and while
@@ -120,25 +120,39 @@ class SSMFeatures(nn.Module):
     def _trained(self) -> bool:
         return torch.is_grad_enabled() and any(p.requires_grad for p in self.parameters())
 
+    def _discrete_modes(self, scales: slice = slice(None)) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(gamma, exponent, quasi_static), each (s, P): the ZOH gain gamma_p of every mode at the step in
+        use and its exponent, Abar_p = exp(exponent_p) (Lambda_p Delta at the training rate; inside
+        `scaled_delta`, those of `_modes_at_rate`), and the modes answered quasi-statically there
+        (Abar_p = 0)."""
+        Lambda_pairs = self.Lambda_pairs
+        if self.Lambda_pairs.requires_grad:  # a trained real part must not cross into instability
+            Lambda_pairs = torch.stack([Lambda_pairs[:, 0].clamp_max(MAX_REAL_LAMBDA), Lambda_pairs[:, 1]], -1)
+        Lambda = torch.view_as_complex(Lambda_pairs)
+        Delta = self.steps[scales, None].clamp_min(torch.finfo(torch.float64).tiny)  # (s, 1): training steps
+        if self._delta_factor != 1.0:
+            return _modes_at_rate(Lambda, Delta, self._delta_factor)
+        _, gamma = discretize(Lambda[None, :], Delta)  # (s, P)
+        exponent = Lambda[None, :] * Delta
+        return gamma, exponent, torch.zeros(exponent.shape, dtype=torch.bool)
+
+    def _readout_weights(self, scales: slice = slice(None)) -> torch.Tensor:
+        """(s, kernels, 2P) float64: 2 Re(C B) and -2 Im(C B), the weights of Re and Im of the modes."""
+        readout = torch.view_as_complex(self.readout_pairs)[scales]
+        return torch.cat([2.0 * readout.real, -2.0 * readout.imag], dim=-1)
+
     def modes(self, length: int, scales: slice = slice(None)) -> tuple[torch.Tensor, torch.Tensor]:
         """(weights (s, kernels, 2P), basis (s, 2P, length)) float64 with K = weights @ basis: the
         basis holds Re and Im of gamma_p Abar_p^l (ZOH) for the P modes, so every kernel is a real
         combination of 2P mode responses (weights 2 Re(C B) and -2 Im(C B)). Inside `scaled_delta`
-        (data at another rate) the modes are those of `_responses_at_rate`."""
-        Lambda_pairs = self.Lambda_pairs
-        if self.Lambda_pairs.requires_grad:  # a trained real part must not cross into instability
-            Lambda_pairs = torch.stack([Lambda_pairs[:, 0].clamp_max(MAX_REAL_LAMBDA), Lambda_pairs[:, 1]], -1)
-        Lambda, readout = torch.view_as_complex(Lambda_pairs), torch.view_as_complex(self.readout_pairs)[scales]
-        Delta = self.steps[scales, None].clamp_min(torch.finfo(torch.float64).tiny)  # (s, 1): training steps
+        (data at another rate) the modes are those of `_modes_at_rate`."""
+        gamma, exponent, quasi_static = self._discrete_modes(scales)
         l = torch.arange(length, dtype=torch.float64)
-        if self._delta_factor == 1.0:
-            _, gamma = discretize(Lambda[None, :], Delta)  # (s, P)
-            responses = gamma[:, :, None] * torch.exp((Lambda[None, :] * Delta)[:, :, None] * l)  # Abar^l
-        else:
-            responses = _responses_at_rate(Lambda, Delta, self._delta_factor, l)
+        powers = torch.exp(exponent[:, :, None] * l)  # Abar^l
+        powers = torch.where(quasi_static[:, :, None], (l == 0).to(powers.dtype), powers)  # 0^l
+        responses = gamma[:, :, None] * powers
         basis = torch.cat([responses.real, responses.imag], dim=1)
-        weights = torch.cat([2.0 * readout.real, -2.0 * readout.imag], dim=-1)
-        return weights, basis
+        return self._readout_weights(scales), basis
 
     def kernels(self, length: int) -> torch.Tensor:
         """K: (scales, kernels, length) float64, K_m[l] = 2 Re(sum_p C_mp gamma_p B_p Abar_p^l) (ZOH)."""
@@ -147,7 +161,7 @@ class SSMFeatures(nn.Module):
 
     def modes_above_nyquist(self) -> tuple[int, int]:
         """(modes above the Nyquist frequency of the rate in use, modes in all), over the scales: the
-        modes answered quasi-statically (`_responses_at_rate`); none at the training rate or above it."""
+        modes answered quasi-statically (`_modes_at_rate`); none at the training rate or above it."""
         Lambda = torch.view_as_complex(self.Lambda_pairs.detach())
         above = _above_nyquist(Lambda, self.steps.detach()[:, None], self._delta_factor)
         return int(above.sum()), above.numel()
@@ -189,6 +203,47 @@ class SSMFeatures(nn.Module):
             mixed = torch.einsum("smh,bhf->bsmf", mix.to(u_f.dtype), u_f)
         return torch.fft.irfft(mixed * K_f, n=n_fft)[..., :L]
 
+    def _pooled_compiled(self, u: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        """forward's features (batch, n_features) float32 by the compiled CPU pass (no response kept, no
+        gradient): u (b, H, L), lengths (b,) the real steps of each series, its first ones. With few
+        channels, one pass recurs the modes and reads out (H x 2P mode states instead of M responses a
+        step); with many, the responses come from FFT convolutions and only their pooling is compiled."""
+        from . import _compiled
+
+        if u.ndim != 3 or u.shape[1] != self.d_input:
+            raise ValueError(f"expected u of shape (batch, {self.d_input}, length), got {tuple(u.shape)}")
+        (b, H, L), (S, M, Q) = u.shape, self.biases.shape
+        pooled = torch.empty(b, S, M, Q + 2, dtype=torch.float64)
+        biases = self.biases.float().contiguous()
+        with torch.no_grad():
+            weights = self._readout_weights()  # (S, M, 2P)
+            if H * weights.shape[-1] < M:
+                gamma, exponent, quasi_static = self._discrete_modes()
+                abar = torch.where(quasi_static, 0.0, torch.exp(exponent))
+                combination = (self.channel_mix[..., None] * weights[:, :, None, :]).reshape(S, M, -1)
+                _compiled.mode_features(
+                    u.float().contiguous().numpy(),
+                    lengths.numpy(),
+                    *(part.contiguous().numpy() for part in (abar.real, abar.imag, gamma.real, gamma.imag)),
+                    combination.float().contiguous().numpy(),
+                    biases.numpy(),
+                    self.backward,
+                    pooled.numpy(),
+                )
+            else:
+                if self.backward:  # what follows a series' end is zero, not its padding's value
+                    u = u.masked_fill(torch.arange(L) >= lengths[:, None, None], 0.0)
+                u_f, n_fft = self._spectrum(u)
+                weights, basis = self.modes(L)
+                for s in range(S):  # one scale at a time bounds the FFT buffers
+                    one = slice(s, s + 1)
+                    y = self._convolve(u_f, n_fft, L, weights[one], basis[one], self.channel_mix[one])[:, 0]
+                    y, out = y.contiguous().numpy(), pooled[:, s].numpy()
+                    _compiled.pool_responses(y, lengths.numpy(), biases[s].numpy(), out)
+        count = lengths.clamp_min(1).to(torch.float64)[:, None, None]
+        pooled[..., : Q + 1] /= count[..., None]  # PPV and the mean
+        return pooled.float().reshape(b, -1)
+
     def fit_biases(self, series, n_series: int, seed: int) -> "SSMFeatures":
         """Biases of PPV: for every kernel, quantiles (at its fixed random levels in [0.1, 0.9]) of
         its response to one training series drawn at random, as MiniRocket draws them (each midway
@@ -225,6 +280,19 @@ class SSMFeatures(nn.Module):
         return self
 
     def forward(self, u: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+        lengths = _prefix_lengths(mask, len(u), u.shape[-1]) if u.device.type == "cpu" else None
+        if lengths is None:  # on a GPU, or a mask with gaps
+            return self._pooled(u, mask)
+        features = self._pooled_compiled(u, lengths)
+        if not self._trained():
+            return features
+        # The values of the compiled pass (those of the fixed features, exactly), the gradient of the
+        # differentiable one: a trained bank starts at exactly the features' predictions.
+        differentiable = self._pooled(u, mask)
+        return features + (differentiable - differentiable.detach())
+
+    def _pooled(self, u: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """forward's features by FFT convolutions and tensor operations, differentiable."""
         L = u.shape[-1]
         count = torch.full((len(u), 1), float(L)) if mask is None else mask.sum(-1, keepdim=True).float().clamp_min(1.0)
         if self.backward and mask is not None:  # what follows a series' end is zero, not its padding's value
@@ -353,10 +421,11 @@ class FeatureReadout(nn.Module):
                 missing_keys.remove(prefix + name)
 
 
-def _responses_at_rate(Lambda: torch.Tensor, Delta: torch.Tensor, factor: float, l: torch.Tensor) -> torch.Tensor:
-    """(s, P, len(l)) complex128: gamma_p Abar_p^l of the modes Lambda (P,) for data at another rate,
+def _modes_at_rate(Lambda: torch.Tensor, Delta: torch.Tensor, factor: float) -> tuple[torch.Tensor, ...]:
+    """(gamma, exponent, quasi_static), each (s, P), of the modes Lambda (P,) for data at another rate,
     whose step is `factor` x the training steps Delta (s, 1): the continuous-time kernels that the
-    training rate's ZOH kernels sample, as far as the new rate can represent them.
+    training rate's ZOH kernels sample, as far as the new rate can represent them: their kernels
+    are gamma_p Abar_p^l with Abar_p = exp(exponent_p), and Abar_p = 0 where quasi_static.
 
     A mode that turns by more than pi per training step (|Im(lambda)| Delta > pi) is aliased at the
     training rate: its ZOH kernel there is that of the mode lambda' whose Im is wrapped into
@@ -377,9 +446,7 @@ def _responses_at_rate(Lambda: torch.Tensor, Delta: torch.Tensor, factor: float,
     _, gamma = discretize(continuous, Delta * factor)
     beyond = _above_nyquist(Lambda, Delta, factor)
     gamma = torch.where(beyond, -1.0 / continuous, gamma) * (gamma_trained / gamma_continuous)
-    powers = torch.exp((continuous * (Delta * factor))[:, :, None] * l)  # Abar^l
-    powers = torch.where(beyond[:, :, None], (l == 0).to(powers.dtype), powers)  # 0^l
-    return gamma[:, :, None] * powers
+    return gamma, continuous * (Delta * factor), beyond
 
 
 def _sampled_turns(Lambda: torch.Tensor, Delta: torch.Tensor) -> torch.Tensor:
@@ -393,6 +460,16 @@ def _above_nyquist(Lambda: torch.Tensor, Delta: torch.Tensor, factor: float) -> 
     """(s, P) bool: the modes whose sampled turn exceeds pi at a step of `factor` x the training steps,
     above the Nyquist frequency of that rate."""
     return _sampled_turns(Lambda, Delta).abs() * factor > math.pi
+
+
+def _prefix_lengths(mask: torch.Tensor | None, b: int, L: int) -> torch.Tensor | None:
+    """(b,) int64 real steps of each series when every mask (b, L) marks its first steps only (the
+    padding at the end), all L without a mask; None for any other mask."""
+    if mask is None:
+        return torch.full((b,), L, dtype=torch.int64)
+    lengths = mask.sum(-1).to(torch.int64)
+    prefix = torch.arange(L, device=mask.device) < lengths[:, None]
+    return lengths.cpu() if torch.equal(mask != 0, prefix) else None
 
 
 _COUNT_CHUNK = 128

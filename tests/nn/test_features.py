@@ -219,3 +219,71 @@ def test_count_above_equals_a_count_by_comparison(L):
     expected = (y.numpy()[:, :, None, :] > biases.numpy()[None, :, :, None]).sum(-1)
     assert counts.dtype == torch.int32
     np.testing.assert_array_equal(counts.numpy(), expected)
+
+
+# (channels, kernels): 1 x 8 < 20 and 2 x 8 < 40 recur the mode states and read them out in one compiled
+# pass; 3 x 8 >= 5 convolves every kernel and pools in the compiled pass.
+@pytest.mark.parametrize("channels, n_kernels", [(1, 20), (2, 40), (3, 5)])
+@pytest.mark.parametrize("backward", [False, True])
+@pytest.mark.parametrize("factor", [1.0, 2.0])
+def test_compiled_features_equal_a_float64_filter_of_each_series_pooled_by_numpy(channels, n_kernels, backward, factor):
+    """The compiled pass (no gradient) against an independent float64 oracle: every mode of every kernel
+    run by scipy's lfilter (x[t] = Abar x[t-1] + gamma u[t]; backwards, the reversed series), read out,
+    and pooled by numpy over each series' own steps (unequal lengths, padded with junk after their end),
+    at the training rate and, factor 2, at half of it (`scaled_delta`, with its quasi-static modes).
+    Counts of PPV must agree exactly except where a response lies within float32's error of a bias."""
+    length = 300
+    features = SSMFeatures(
+        channels, log_spaced_steps(length, 4, shortest=1.0), n_kernels=n_kernels, d_state=8, backward=backward, seed=3
+    )
+    rng = np.random.default_rng(7)
+    lengths = [300, 211, 64, 2]
+    u = torch.from_numpy(rng.standard_normal((4, channels, length)).cumsum(-1).astype(np.float32) * 0.2)
+    mask = torch.zeros(4, length)
+    for i, n in enumerate(lengths):
+        mask[i, :n] = 1.0
+        u[i, :, n:] = 9.0  # padding the mask must hide
+    features.fit_biases(lambda i: u[i, :, : lengths[i]], 4, seed=0)
+    with scaled_delta(features, factor), torch.no_grad():
+        got = features(u, mask).double().numpy().reshape(4, features.n_scales, n_kernels, -1)
+        gamma, exponent, quasi_static = (t.numpy() for t in features._discrete_modes())
+    assert factor == 1.0 or quasi_static.any()  # the shortest step's fastest modes lie above the new Nyquist rate
+    abar = np.where(quasi_static, 0.0, np.exp(exponent))
+    readout = torch.view_as_complex(features.readout_pairs).numpy()  # (S, M, P): C B
+    mix, biases = features.channel_mix.numpy(), features.biases.double().numpy()
+    Q = features.n_biases
+
+    def run(s: int, m: int, x: np.ndarray) -> np.ndarray:
+        """Kernel m of scale s over x: each mode by lfilter, read out in float64."""
+        states = np.stack([signal.lfilter([g], [1.0, -a], x) for g, a in zip(gamma[s], abar[s])])
+        return 2.0 * (readout[s, m] @ states).real
+
+    for i, n in enumerate(lengths):
+        series = u[i, :, :n].double().numpy()
+        drive = np.einsum("smh,hl->sml", mix, series)
+        for s in range(features.n_scales):
+            for m in range(n_kernels):
+                y = run(s, m, drive[s, m, ::-1] if backward else drive[s, m])
+                # |y| <= max |x| x sum |K|: float32 arithmetic errs in proportion to that bound, and an FFT
+                # of the padded batch in proportion to the padding's values too
+                bound = np.abs(mix[s, m] @ u[i].abs().double().numpy()).max() * np.abs(run(s, m, np.eye(1, n)[0])).sum()
+                counts = (y[:, None] > biases[s, m]).sum(0)
+                near = (np.abs(y[:, None] - biases[s, m]) < 1e-5 * bound).any(0)
+                np.testing.assert_array_equal((got[i, s, m, :Q] * n).round()[~near], counts[~near])
+                np.testing.assert_allclose(got[i, s, m, Q:], [y.mean(), y.max()], rtol=1e-4, atol=1e-5 * bound)
+
+
+def test_a_mask_with_gaps_pools_its_marked_steps():
+    """A mask that is not a prefix (a gap inside the series) is pooled over its marked steps only (the
+    tensor path; the compiled pass takes padding at the end only)."""
+    features = SSMFeatures(1, log_spaced_steps(50, 2), n_kernels=3, d_state=8, seed=0)
+    u = torch.randn(1, 1, 50, generator=torch.Generator().manual_seed(0))
+    features.fit_biases(lambda i: u[i], 1, seed=0)
+    mask = torch.ones(1, 50)
+    mask[0, 10:20] = 0
+    y = features.responses(u)[0].numpy()[..., mask[0].bool().numpy()]  # (S, M, 40)
+    b = features.biases.numpy()
+    expected = np.concatenate(
+        [(y[..., None, :] > b[..., None]).mean(-1), y.mean(-1)[..., None], y.max(-1)[..., None]], -1
+    )
+    np.testing.assert_allclose(features(u, mask)[0].numpy(), expected.reshape(-1), rtol=1e-5, atol=1e-6)
