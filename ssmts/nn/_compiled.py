@@ -73,81 +73,95 @@ def adjoint(grad_x, abar_re, abar_im, x, initial_re, initial_im, reverse, grad_v
 
 
 @numba.njit(nogil=True, cache=True)
-def pool(y, steps, biases, out):
-    """Pool the first `steps` responses y (M, >= steps) of a sample into the running sums of `out`
-    (M, Q + 2): the count of steps above each bias (M, Q), the sum and the maximum."""
-    M, Q = biases.shape
+def pool(y, steps, biases, counts, totals, maxima):
+    """Add the first `steps` rows of responses y (>= steps, M) to the running pools of M responses:
+    counts (Q, M) of steps above each bias of biases (Q, M), totals (M,) float64 and maxima (M,).
+    Time-major, so that the inner loops run over the M responses of a step (vectorized)."""
+    Q, M = biases.shape
+    for t in range(steps):
+        row = y[t]
+        for q in range(Q):
+            bias, count = biases[q], counts[q]
+            for m in range(M):
+                count[m] += row[m] > bias[m]
+        for m in range(M):
+            totals[m] += row[m]
+            maxima[m] = max(maxima[m], row[m])
+
+
+@numba.njit(nogil=True, cache=True)
+def _write_pools(counts, totals, maxima, out):
+    """out (M, Q + 2): the counts (Q, M), totals and maxima side by side."""
+    Q, M = counts.shape
     for m in range(M):
         for q in range(Q):
-            bias = biases[m, q]
-            above = 0
-            for t in range(steps):
-                above += y[m, t] > bias
-            out[m, q] += above
-        total = 0.0
-        largest = out[m, Q + 1]
-        for t in range(steps):
-            value = y[m, t]
-            total += value
-            if value > largest:
-                largest = value
-        out[m, Q] += total
-        out[m, Q + 1] = largest
+            out[m, q] = counts[q, m]
+        out[m, Q] = totals[m]
+        out[m, Q + 1] = maxima[m]
 
 
 @numba.njit(nogil=True, cache=True)
 def pool_responses(y, lengths, biases, out):
-    """`pool` for a batch: responses y (b, M, L) float32 of which sample i's first lengths[i] steps are
-    real; biases (M, Q); out (b, M, Q + 2) float64, written (steps above each bias, sum, maximum)."""
-    Q = biases.shape[1]
+    """`pool` for a batch: responses y (b, L, M) float32 of which sample i's first lengths[i] steps are
+    real; biases (Q, M); out (b, M, Q + 2) float64, written (steps above each bias, sum, maximum)."""
+    Q, M = biases.shape
+    counts = np.empty((Q, M), dtype=np.int64)
+    totals = np.empty(M)
+    maxima = np.empty(M, dtype=np.float32)
     for i in range(y.shape[0]):
-        out[i, :, : Q + 1] = 0.0
-        out[i, :, Q + 1] = -np.inf
-        pool(y[i], lengths[i], biases, out[i])
+        counts[:] = 0
+        totals[:] = 0.0
+        maxima[:] = -np.inf
+        pool(y[i], lengths[i], biases, counts, totals, maxima)
+        _write_pools(counts, totals, maxima, out[i])
 
 
 @numba.njit(nogil=True, cache=True)
 def mode_features(u, lengths, abar_re, abar_im, gamma_re, gamma_im, combination, biases, reverse, out):
     """Every response of a bank of SSM features, pooled in one pass without keeping the responses.
 
-    For each sample i, scale s, channel h and mode p, the states x[t] = abar x[t -+ 1] + gamma u[h, t]
-    (backwards from the sample's last step when `reverse`) over the sample's first lengths[i] steps, in
-    float64, in chunks of FEATURE_CHUNK steps; each chunk's responses y = combination[s] @ states
-    (states as real planes, channel by channel: Re of the P modes, then Im), pooled by `pool`.
+    For each sample i and scale s, the states of every channel h and mode p, x[t] = abar x[t -+ 1] +
+    gamma u[h, t] (backwards from the sample's last step when `reverse`), over the sample's first
+    lengths[i] steps, in float64, in chunks of FEATURE_CHUNK steps (the modes of a step side by side);
+    each chunk's responses y = states @ combination[s] (states as real planes, channel by channel: Re of
+    the P modes, then Im), pooled by `pool`.
     u: (b, H, L) float32; lengths: (b,) int64; abar_*, gamma_*: (S, P) float64;
-    combination: (S, M, H * 2P) float32; biases: (S, M, Q) float32;
+    combination: (S, H * 2P, M) float32; biases: (S, Q, M) float32;
     out: (b, S, M, Q + 2) float64, written: steps above each bias, sum, maximum (-inf with no step).
     """
     b, H, L = u.shape
     S, P = abar_re.shape
-    M, Q = biases.shape[1], biases.shape[2]
+    Q, M = biases.shape[1], biases.shape[2]
     T = FEATURE_CHUNK
-    states = np.zeros((H * 2 * P, T), dtype=np.float32)
-    y = np.empty((M, T), dtype=np.float32)
-    state_re = np.empty(H * P)
-    state_im = np.empty(H * P)
+    states = np.zeros((T, H * 2 * P), dtype=np.float32)
+    y = np.empty((T, M), dtype=np.float32)
+    state_re = np.empty((H, P))
+    state_im = np.empty((H, P))
+    counts = np.empty((Q, M), dtype=np.int64)
+    totals = np.empty(M)
+    maxima = np.empty(M, dtype=np.float32)
     for i in range(b):
         n = lengths[i]
         for s in range(S):
-            out[i, s, :, : Q + 1] = 0.0
-            out[i, s, :, Q + 1] = -np.inf
+            ar, ai, gr, gi = abar_re[s], abar_im[s], gamma_re[s], gamma_im[s]
             state_re[:] = 0.0
             state_im[:] = 0.0
+            counts[:] = 0
+            totals[:] = 0.0
+            maxima[:] = -np.inf
             for start in range(0, n, T):
                 steps = min(T, n - start)
                 for h in range(H):
-                    for p in range(P):
-                        ar, ai, gr, gi = abar_re[s, p], abar_im[s, p], gamma_re[s, p], gamma_im[s, p]
-                        xr, xi = state_re[h * P + p], state_im[h * P + p]
-                        row = h * 2 * P + p
-                        for j in range(steps):
-                            k = n - 1 - (start + j) if reverse else start + j
-                            v = u[i, h, k]
-                            xr, xi = ar * xr - ai * xi + gr * v, ar * xi + ai * xr + gi * v
-                            states[row, j] = xr
-                            states[row + P, j] = xi
-                        state_re[h * P + p], state_im[h * P + p] = xr, xi
-                if steps < T:  # the last chunk's unused columns: zeros, not the previous chunk's states
-                    states[:, steps:] = 0.0
-                np.dot(combination[s], states, y)
-                pool(y, steps, biases[s], out[i, s])
+                    xr, xi, first = state_re[h], state_im[h], h * 2 * P
+                    for j in range(steps):
+                        v = u[i, h, n - 1 - (start + j) if reverse else start + j]
+                        row = states[j]
+                        for p in range(P):  # independent modes: vectorized
+                            r = ar[p] * xr[p] - ai[p] * xi[p] + gr[p] * v
+                            xi[p] = ar[p] * xi[p] + ai[p] * xr[p] + gi[p] * v
+                            xr[p] = r
+                            row[first + p] = r
+                            row[first + P + p] = xi[p]
+                np.dot(states[:steps], combination[s], y[:steps])
+                pool(y, steps, biases[s], counts, totals, maxima)
+            _write_pools(counts, totals, maxima, out[i, s])

@@ -214,7 +214,7 @@ class SSMFeatures(nn.Module):
             raise ValueError(f"expected u of shape (batch, {self.d_input}, length), got {tuple(u.shape)}")
         (b, H, L), (S, M, Q) = u.shape, self.biases.shape
         pooled = torch.empty(b, S, M, Q + 2, dtype=torch.float64)
-        biases = self.biases.float().contiguous()
+        biases = self.biases.float().transpose(1, 2).contiguous()  # (S, Q, M): time-major pooling
         with torch.no_grad():
             weights = self._readout_weights()  # (S, M, 2P)
             if H * weights.shape[-1] < M:
@@ -225,7 +225,7 @@ class SSMFeatures(nn.Module):
                     u.float().contiguous().numpy(),
                     lengths.numpy(),
                     *(part.contiguous().numpy() for part in (abar.real, abar.imag, gamma.real, gamma.imag)),
-                    combination.float().contiguous().numpy(),
+                    combination.float().transpose(1, 2).contiguous().numpy(),
                     biases.numpy(),
                     self.backward,
                     pooled.numpy(),
@@ -238,7 +238,7 @@ class SSMFeatures(nn.Module):
                 for s in range(S):  # one scale at a time bounds the FFT buffers
                     one = slice(s, s + 1)
                     y = self._convolve(u_f, n_fft, L, weights[one], basis[one], self.channel_mix[one])[:, 0]
-                    y, out = y.contiguous().numpy(), pooled[:, s].numpy()
+                    y, out = y.transpose(1, 2).contiguous().numpy(), pooled[:, s].numpy()
                     _compiled.pool_responses(y, lengths.numpy(), biases[s].numpy(), out)
         count = lengths.clamp_min(1).to(torch.float64)[:, None, None]
         pooled[..., : Q + 1] /= count[..., None]  # PPV and the mean
