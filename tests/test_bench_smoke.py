@@ -242,7 +242,41 @@ def test_classify_benchmark_markdown_shows_mean_and_std_and_writes_json(capsys, 
     assert {(r["model"], r["set"], r["resample"]) for r in saved["results"]} == {
         (m, s, i) for m in ("ssm", "1nn") for s in ("UnitTest", "ItalyPowerDemand") for i in range(3)
     }
-    assert all(0 <= r["score"] <= 1 and r["seconds"] >= 0 for r in saved["results"])
+    assert all(0 <= r["score"] <= 1 and r["seconds"] >= 0 and r["predict_seconds"] >= 0 for r in saved["results"])
+
+
+def test_classify_cost_ratios_sum_fit_and_predict_over_the_sets_against_minirocket():
+    """The cost line: each model's fit + predict seconds (mean over folds) summed over the sets, over
+    MiniRocket's, and the largest single set's ratio (a hand-made table)."""
+    from ssmts.bench import classify
+
+    table = {
+        "minirocket": {"A": [(0.9, 1.0, 1.0), (0.9, 3.0, 1.0)], "B": [(0.8, 1.0, 0.0)]},  # A: 3 s, B: 1 s
+        "features": {"A": [(0.9, 2.0, 1.0)], "B": [(0.8, 2.0, 2.0)]},  # A: 3 s (1x), B: 4 s (4x)
+    }
+    assert classify.cost_ratios(table, ["A", "B"]) == {"features": (7.0 / 4.0, 4.0)}
+
+
+def test_classify_benchmark_busy_processes_run_beside_the_rows_and_stop_with_them(capsys, monkeypatch):
+    """--busy N: N processes spin beside the rows and are gone when the run returns; the cost line names
+    the threads, the busy processes and the load."""
+    import subprocess
+
+    from ssmts.bench import classify
+
+    started = []
+    popen = subprocess.Popen
+
+    def recording(*args, **kwargs):
+        started.append(popen(*args, **kwargs))
+        return started[-1]
+
+    monkeypatch.setattr(subprocess, "Popen", recording)
+    classify.main(["--sets", "UnitTest", "--models", "1nn", "minirocket", "--busy", "1"])
+    assert len(started) == 1 and started[0].poll() is not None  # started, and stopped with the run
+    out = capsys.readouterr().out
+    assert re.search(r"1 thread\(s\), 1 busy process\(es\), load average \d+\.\d -> \d+\.\d", out)
+    assert re.search(r"^1nn +\d+\.\d+x  \(largest \d+\.\d+x\)$", out, re.MULTILINE)
 
 
 def test_classify_benchmark_loads_the_development_sets():
@@ -316,7 +350,7 @@ def test_classify_benchmark_rows_are_pluggable_and_the_default_rows_are_distinct
         return classify.make_model("1nn", regression, {}, seed)
 
     monkeypatch.setitem(classify.MODEL_FACTORIES, "features", factory)
-    assert classify.main(["--sets", "UnitTest", "--models", "features", "--seed", "7"]) == 0
+    assert classify.main(["--sets", "UnitTest", "--models", "features", "--seed", "7", "--no-warmup"]) == 0
     # the row ran as 1-NN ED: 19 of UnitTest's 22 test series
     assert calls == [(False, {}, 7)] and re.search(r"^features\s+0\.864 \(\d+\.\d s\)", capsys.readouterr().out, re.M)
     assert (

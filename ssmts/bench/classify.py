@@ -50,7 +50,13 @@ Protocols (one model per row; the same model seed --seed in every fit):
                    classification); --repeats S repeats it with S shufflings (seeds seed..seed+S-1).
 The development protocols (--resamples, --cv) are what the defaults are chosen on
 (docs/results/classification.md); test splits only report. Rows show the mean +- (sample) standard
-deviation of the score over the resamples/folds and the mean fit seconds.
+deviation of the score over the resamples/folds and the mean fit and predict seconds.
+
+Cost: with MiniRocket among the rows, a last line gives every other model's fit + predict seconds
+over MiniRocket's, summed over the sets (and the largest ratio of one set), with the threads and the
+machine's load average. Before the rows, every model fits and predicts once on a few series of the
+first set, untimed, so that no row holds a first compilation (--no-warmup times them too). --busy N
+runs N processes that keep a core busy each beside the rows: times beside a busy machine.
 
 --regression runs SSMRegressor and SSMFeatureRegressor on the regression sets, --resamples or --cv
 only, against MiniRocket + RidgeCV, 1-NN and the training mean; the score is the RMSE over the
@@ -71,6 +77,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import subprocess
 import sys
 import time
 from typing import Callable
@@ -375,12 +382,44 @@ def score(y_true, y_pred, regression: bool, y_train=None) -> float:
 
 
 def run_one(kind: str, X_train, y_train, X_test, y_test, *, regression: bool, params: dict, seed: int):
-    """(score on the test data, fit seconds)."""
+    """(score on the test data, fit seconds, predict seconds)."""
     model = make_model(kind, regression, params, seed)
     started = time.perf_counter()
     model.fit(X_train, y_train)
-    seconds = time.perf_counter() - started
-    return score(y_test, model.predict(X_test), regression, y_train), seconds
+    fitted = time.perf_counter()
+    predictions = model.predict(X_test)
+    return score(y_test, predictions, regression, y_train), fitted - started, time.perf_counter() - fitted
+
+
+def warm_up(kinds, data: tuple, *, regression: bool, params: dict, seed: int, size: int = 30) -> None:
+    """Fit and predict every model once on the first `size` training series of `data` (untimed), so
+    that no row's time holds a first compilation (MiniRocket's numba, the features' compiled pass) or a
+    first import."""
+    X_train, y_train = data[0], np.asarray(data[1])
+    rows = np.arange(min(size, len(y_train)))
+    if not regression and len(np.unique(y_train[rows])) < 2:
+        rows = np.concatenate([np.flatnonzero(y_train == label)[:3] for label in np.unique(y_train)])
+    for kind in kinds:
+        X = _rows(X_train, rows)
+        run_one(kind, X, y_train[rows], X, y_train[rows], regression=regression, params=params.get(kind, {}), seed=seed)
+
+
+def cost_ratios(table: dict, sets, baseline: str = "minirocket") -> dict[str, tuple[float, float]]:
+    """{model: (its fit + predict seconds over `baseline`'s, summed over the sets; the largest ratio of
+    one set)} of every other model of `table` ({model: {set: [(score, fit s, predict s)]}})."""
+
+    def seconds(kind, name):
+        return float(np.mean([fit + predict for _, fit, predict in table[kind][name]]))
+
+    base = {name: seconds(baseline, name) for name in sets}
+    return {
+        kind: (
+            sum(seconds(kind, name) for name in sets) / sum(base.values()),
+            max(seconds(kind, name) / base[name] for name in sets),
+        )
+        for kind in table
+        if kind != baseline
+    }
 
 
 def _rows(X, index):
@@ -388,7 +427,7 @@ def _rows(X, index):
 
 
 def evaluate(kind: str, data: tuple, *, regression: bool, folds: list | None, params: dict, seed: int):
-    """[(score, fit seconds)] of one model on one set, data = (X_train, y_train, X_test, y_test) as the
+    """[(score, fit seconds, predict seconds)] of one model on one set, data = (X_train, y_train, X_test, y_test) as the
     loaders return it: one pair on the test split (folds None), else one per (fit, held) index pair of
     the training split."""
     X_train, y_train, X_test, y_test = data
@@ -410,13 +449,15 @@ def evaluate(kind: str, data: tuple, *, regression: bool, folds: list | None, pa
     ]
 
 
-def summary(results) -> tuple[float, float, float]:
-    """(mean score, sample standard deviation of the score (0 for one fit), mean fit seconds)."""
+def summary(results) -> tuple[float, float, float, float]:
+    """(mean score, sample standard deviation of the score (0 for one fit), mean fit seconds, mean
+    predict seconds)."""
     scores = np.array([r[0] for r in results])
     return (
         float(scores.mean()),
         float(scores.std(ddof=1)) if len(scores) > 1 else 0.0,
         float(np.mean([r[1] for r in results])),
+        float(np.mean([r[2] for r in results])),
     )
 
 
@@ -456,6 +497,19 @@ def main(argv: list[str] | None = None) -> int:
         type=int,
         default=1,
         help="torch's (and numba's) threads, a cap (default 1: fit times compare between rows)",
+    )
+    parser.add_argument(
+        "--busy",
+        type=int,
+        default=0,
+        metavar="N",
+        help="run N processes that keep a core busy each beside the rows (times under load; default 0)",
+    )
+    parser.add_argument(
+        "--no-warmup",
+        action="store_true",
+        help="time each model's first fit too (by default every model first fits a few series untimed, so "
+        "that no row holds a first compilation)",
     )
     parser.add_argument("--markdown", action="store_true", help="print a Markdown table")
     parser.add_argument(
@@ -507,8 +561,31 @@ def main(argv: list[str] | None = None) -> int:
         f"# {metric} ({protocol}), fit seconds at {args.threads} thread(s); overrides: "
         + "; ".join(f"{kind} {overrides[kind] or 'none'}" for kind in PARAMS_OPTION)
     )
-    table: dict[str, dict[str, list[tuple[float, float]]]] = {}
-    records = []
+    table: dict[str, dict[str, list[tuple[float, float, float]]]] = {}
+    records: list[dict] = []
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
+    try:
+        if not args.no_warmup:
+            first = (load_regression if args.regression else load_classification)(sets[0])
+            warm_up(models, first, regression=args.regression, params=overrides, seed=args.seed)
+        loads = [os.getloadavg()[0]]
+        _run_rows(args, sets, models, overrides, params, metric, protocol, table, records)
+        loads.append(os.getloadavg()[0])
+    finally:
+        for process in busy:
+            process.kill()
+            process.wait()
+    load = f"{args.threads} thread(s), {args.busy} busy process(es), load average {loads[0]:.1f} -> {loads[1]:.1f}"
+    _print_table(table, sets, metric, args.markdown)
+    if "minirocket" in table and len(table) > 1:
+        print(f"# fit + predict seconds against MiniRocket's (summed over the sets; the largest set's ratio), {load}")
+        for kind, (overall, worst) in cost_ratios(table, sets).items():
+            print(f"{kind:11s} {overall:6.2f}x  (largest {worst:.2f}x)")
+    return 0
+
+
+def _run_rows(args, sets, models, overrides, params, metric, protocol, table, records) -> None:
+    """Every (set, model) row: scored, timed, printed, kept in `table` and `records` (and in --json)."""
     for name in sets:
         data = (load_regression if args.regression else load_classification)(name)
         X_train, y_train = data[0], data[1]
@@ -523,10 +600,17 @@ def main(argv: list[str] | None = None) -> int:
                 kind, data, regression=args.regression, folds=folds, params=overrides.get(kind, {}), seed=args.seed
             )
             table.setdefault(kind, {})[name] = results
-            records += [dict(model=kind, set=name, resample=i, score=s, seconds=t) for i, (s, t) in enumerate(results)]
-            mean, std, seconds = summary(results)
+            records += [
+                dict(model=kind, set=name, resample=i, score=s, seconds=t, predict_seconds=p)
+                for i, (s, t, p) in enumerate(results)
+            ]
+            mean, std, seconds, predict_seconds = summary(results)
             spread = f" ± {std:.4f} over {len(results)}" if len(results) > 1 else ""
-            print(f"{name:24s} {kind:11s} {metric} {mean:.4f}{spread}  fit {seconds:7.2f} s", flush=True)
+            print(
+                f"{name:24s} {kind:11s} {metric} {mean:.4f}{spread}  fit {seconds:7.2f} s  "
+                f"predict {predict_seconds:6.2f} s",
+                flush=True,
+            )
             if args.json:  # after every row, so that an interrupted run keeps what it measured
                 _write_json(
                     args.json,
@@ -547,8 +631,6 @@ def main(argv: list[str] | None = None) -> int:
                         results=records,
                     ),
                 )
-    _print_table(table, sets, metric, args.markdown)
-    return 0
 
 
 def _write_json(path: str, payload: dict) -> None:
@@ -565,12 +647,12 @@ def _print_table(table, sets, metric, markdown: bool) -> None:
         summaries = [summary(by_set[name]) for name in sets]
         cells = [
             (f"{m:.3f} ± {s:.3f}" if len(by_set[name]) > 1 else f"{m:.3f}") + f" ({t:.1f} s)"
-            for name, (m, s, t) in zip(sets, summaries)
+            for name, (m, s, t, _) in zip(sets, summaries)
         ]
         rows.append(
             [kind]
             + cells
-            + [f"{np.mean([m for m, _, _ in summaries]):.3f}", f"{np.mean([t for _, _, t in summaries]):.1f}"]
+            + [f"{np.mean([m for m, _, _, _ in summaries]):.3f}", f"{np.mean([t for _, _, t, _ in summaries]):.1f}"]
         )
     if markdown:
         print("| " + " | ".join(header) + " |")
