@@ -66,7 +66,7 @@ standard deviation of the fit part's targets (lower is better; the mean scores a
 "features" row; --models picks rows
 (MODEL_FACTORIES); --json PATH writes every score and fit time (model, set, resample, score,
 seconds) so that results pages can be regenerated.
---threads N sets torch's intra-op threads (default 1, so that fit times compare between rows);
+--threads N sets torch's intra-op threads and BLAS's (default 1, so that fit times compare between rows);
 it is a cap: the estimators' fits may use fewer while other processes keep cores busy. MiniRocket
 runs on numba with N threads too (sktime's n_jobs=N; its default is 1), and MultiRocket-Hydra and
 DrCIF with aeon's n_jobs=N.
@@ -83,6 +83,7 @@ import time
 from typing import Callable
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from ssmts.baselines import MiniRocketRidge
 
@@ -569,7 +570,8 @@ def main(argv: list[str] | None = None) -> int:
             first = (load_regression if args.regression else load_classification)(sets[0])
             warm_up(models, first, regression=args.regression, params=overrides, seed=args.seed)
         loads = [os.getloadavg()[0]]
-        _run_rows(args, sets, models, overrides, params, metric, protocol, table, records)
+        with threadpool_limits(limits=args.threads, user_api="blas"):  # every row's BLAS (the ridges) too
+            _run_rows(args, sets, models, overrides, params, metric, protocol, table, records)
         loads.append(os.getloadavg()[0])
     finally:
         for process in busy:

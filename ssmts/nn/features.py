@@ -509,6 +509,9 @@ def _ppv_surrogate_gradient(y: torch.Tensor, biases: torch.Tensor, count: torch.
 def _channel_mix(S: int, M: int, H: int, max_channels: int, generator: torch.Generator) -> torch.Tensor:
     """(S, M, H): every kernel reads the sum of a random subset of 1 to min(H, max_channels)
     channels (sizes log-uniform, as MiniRocket's multivariate version draws them)."""
+    if H == 1:  # every kernel reads the one channel; the same draws as the loop below (randperm(1) draws none)
+        torch.rand(S * M, generator=generator)
+        return torch.ones(S, M, 1, dtype=torch.float64)
     mix = torch.zeros(S, M, H, dtype=torch.float64)
     top = math.log2(min(H, max_channels) + 1)
     for s in range(S):

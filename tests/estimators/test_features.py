@@ -202,3 +202,26 @@ def test_bad_input_is_named():
     # Text targets for a regressor: named as y, with the way out.
     with pytest.raises(ValueError, match="y must hold numbers.*'a'.*classifier"):
         SSMFeatureRegressor(**SMALL).fit(X, np.array(["a", "b"] * 5))
+
+
+def test_the_ridge_keeps_blas_to_torchs_thread_cap():
+    """The read-out's ridge runs BLAS on at most torch's threads (the estimators' one thread setting):
+    BLAS threads beyond the idle cores of a busy machine wait for each other."""
+    from threadpoolctl import threadpool_info
+
+    from ssmts.estimators.features import _fit_ridge
+
+    seen = []
+
+    class Recording:
+        def fit(self, X, y):
+            seen.append(max(pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"))
+            return self
+
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        _fit_ridge(Recording, np.random.default_rng(0).standard_normal((5, 3)), np.arange(5))
+    finally:
+        torch.set_num_threads(threads)
+    assert seen == [1]

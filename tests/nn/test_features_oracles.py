@@ -124,6 +124,20 @@ def test_channel_mix_sizes_are_log_uniform_up_to_9_channels_as_minirocket():
     np.testing.assert_allclose(observed, expected, atol=0.035)
 
 
+def test_one_channel_mix_reads_it_and_draws_what_the_general_loop_draws():
+    """With one channel every kernel reads it, and the shortcut leaves the generator where the per-kernel
+    loop (a size draw and a permutation of the one channel each) leaves it: later draws (bias levels) are
+    those of the loop."""
+    from ssmts.nn.features import _channel_mix
+
+    fast, loop = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+    assert torch.equal(_channel_mix(4, 7, 1, 9, fast), torch.ones(4, 7, 1, dtype=torch.float64))
+    for _ in range(4 * 7):
+        torch.rand(1, generator=loop)
+        torch.randperm(1, generator=loop)
+    assert torch.equal(torch.rand(5, generator=fast), torch.rand(5, generator=loop))
+
+
 def test_construction_and_fitting_follow_the_seed_and_leave_the_global_rng_alone():
     """Every draw (read-outs, channel mixes, bias levels, the training series of each kernel) comes from the
     seed: the same seed gives the same state, another seed another, and torch's global RNG is not touched."""
