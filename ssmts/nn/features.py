@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 from scipy.fft import next_fast_len
 from torch import nn
@@ -34,7 +35,7 @@ from .discretization import discretize
 from .init import initialize_head
 
 _BIAS_BATCH = 16  # training series whose responses fit_biases computes at once
-_BIAS_ELEMENTS = 1 << 25  # float64 mode responses fit_biases gathers at once (256 MiB)
+_BIAS_ELEMENTS = 1 << 23  # response values fit_biases computes at once (32 MiB of float32)
 
 PPV_TEMPERATURE = 0.1
 """Width of the sigmoid whose gradient stands in for PPV's step, in units of each response's
@@ -258,7 +259,8 @@ class SSMFeatures(nn.Module):
             by_length.setdefault(row.shape[-1], []).append((i, row))
         for L, rows in by_length.items():
             weights, basis = self.modes(L)
-            block = max(1, _BIAS_ELEMENTS // (basis.shape[1] * L))  # kernels whose modes are gathered at once
+            kernels = (weights @ basis).float()  # (S, M, L): every kernel at this length
+            block = max(1, _BIAS_ELEMENTS // L)  # kernels whose responses are computed at once
             for start in range(0, len(rows), _BIAS_BATCH):  # series of one length go through together
                 chunk = rows[start : start + _BIAS_BATCH]
                 u_f, n_fft = self._spectrum(torch.stack([r for _, r in chunk]))
@@ -266,16 +268,17 @@ class SSMFeatures(nn.Module):
                 drawn = (pick[:, :, None] == torch.tensor([i for i, _ in chunk])).nonzero(as_tuple=True)
                 for first in range(0, len(drawn[0]), block):
                     scale, kernel, row = (index[first : first + block] for index in drawn)
-                    K = torch.einsum("np,npl->nl", weights[scale, kernel], basis[scale])  # (kernels picked, L)
-                    K_f = torch.fft.rfft(K.float(), n=n_fft)
+                    K_f = torch.fft.rfft(kernels[scale, kernel], n=n_fft)  # (kernels picked, F)
                     K_f = K_f.conj() if self.backward else K_f
                     mixed = torch.einsum("nh,nhf->nf", self.channel_mix[scale, kernel].to(u_f.dtype), u_f[row])
-                    ordered = torch.fft.irfft(mixed * K_f, n=n_fft)[:, :L].double().sort(dim=-1).values
+                    responses = torch.fft.irfft(mixed * K_f, n=n_fft)[:, :L].numpy()
                     # Midway between two neighbouring order statistics: a bias equal to one of the series'
                     # own values would count that step as above or not by rounding (with padding, for instance).
                     position = (self.bias_levels[scale, kernel] * (L - 1)).floor().long()  # (kernels picked, Q)
-                    above = (position + 1).clamp_max(L - 1)
-                    biases[scale, kernel] = (0.5 * (ordered.gather(1, position) + ordered.gather(1, above))).float()
+                    ranks = torch.cat([position, (position + 1).clamp_max(L - 1)], 1).numpy()  # (kernels picked, 2Q)
+                    ordered = torch.from_numpy(_order_statistics(responses, ranks)).double()
+                    Q = position.shape[1]
+                    biases[scale, kernel] = (0.5 * (ordered[:, :Q] + ordered[:, Q:])).float()
         self.biases.copy_(biases)
         return self
 
@@ -460,6 +463,15 @@ def _above_nyquist(Lambda: torch.Tensor, Delta: torch.Tensor, factor: float) -> 
     """(s, P) bool: the modes whose sampled turn exceeds pi at a step of `factor` x the training steps,
     above the Nyquist frequency of that rate."""
     return _sampled_turns(Lambda, Delta).abs() * factor > math.pi
+
+
+def _order_statistics(rows: np.ndarray, ranks: np.ndarray) -> np.ndarray:
+    """(n, k): the order statistics of the given ranks (n, k) of every row of `rows` (n, L), the values
+    a sort would put there, by a partial sort of each row (linear time, where a sort is L log L)."""
+    picked = np.empty(ranks.shape, dtype=rows.dtype)
+    for i, (row, kth) in enumerate(zip(rows, ranks)):
+        picked[i] = np.partition(row, kth)[kth]
+    return picked
 
 
 def _prefix_lengths(mask: torch.Tensor | None, b: int, L: int) -> torch.Tensor | None:

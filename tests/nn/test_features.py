@@ -287,3 +287,16 @@ def test_a_mask_with_gaps_pools_its_marked_steps():
         [(y[..., None, :] > b[..., None]).mean(-1), y.mean(-1)[..., None], y.max(-1)[..., None]], -1
     )
     np.testing.assert_allclose(features(u, mask)[0].numpy(), expected.reshape(-1), rtol=1e-5, atol=1e-6)
+
+
+def test_order_statistics_are_those_of_a_full_sort():
+    """The partial sort picks, for each row, the values a sort would put at the given ranks (ties, the
+    first and the last rank, a rank asked twice)."""
+    from ssmts.nn.features import _order_statistics
+
+    rng = np.random.default_rng(0)
+    rows = rng.integers(0, 20, (50, 37)).astype(np.float32)  # many ties
+    ranks = rng.integers(0, 37, (50, 6))
+    ranks[0] = [0, 36, 5, 5, 18, 0]
+    expected = np.take_along_axis(np.sort(rows, axis=1), ranks, axis=1)
+    np.testing.assert_array_equal(_order_statistics(rows, ranks), expected)
