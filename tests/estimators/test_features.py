@@ -87,7 +87,7 @@ def test_gunpoint_accuracy_beats_one_nearest_neighbour():
     clf = SSMFeatureClassifier(random_state=0, device="cpu").fit(X, y)
     assert clf.score(X_test, y_test) >= 0.95
     # (series, difference) x (forward, backward) x scales x kernels x (4 PPV + mean + max)
-    assert clf.n_features_out_ == 2 * 2 * 10 * 84 * 6
+    assert clf.n_features_out_ == 2 * 2 * 10 * 42 * 6
 
 
 def test_save_load_reproducibility_and_unequal_lengths(tmp_path):
