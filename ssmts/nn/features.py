@@ -6,8 +6,10 @@ modes of one head (HiPPO-LegS normal part, as `init="legs"`) with random read-ou
 
     y_m[t] = 2 Re( sum_p C[m, p] x_p[t] ),   x_p[t] = Abar_p x_p[t-1] + gamma_p B_p u_m[t]
 
-where u_m is a random signed sum of a few input channels. The output is the convolution of
-u_m with the kernel K_m[l] = 2 Re( sum_p C[m, p] gamma_p B_p Abar_p^l ), done by FFT. The
+where u_m is the sum of a random subset of the input channels. The output is the convolution of
+u_m with the kernel K_m[l] = 2 Re( sum_p C[m, p] gamma_p B_p Abar_p^l ): on a CPU, a compiled
+pass runs the recurrence of the modes and reads and pools the outputs as it goes, storing none
+(ssmts.nn._compiled.mode_features); on a GPU, and while the bank is trained, FFT convolutions. The
 steps are log-spaced so that the slowest mode remembers about the whole series and the
 fastest a few steps. Every response is pooled into the proportion of steps above a few
 biases (PPV, the biases being quantiles of the responses on training series), its mean
