@@ -39,6 +39,12 @@ from .init import initialize_head
 _BIAS_BATCH = 16  # training series whose responses fit_biases computes at once
 _BIAS_ELEMENTS = 1 << 23  # response values fit_biases computes at once (32 MiB of float32)
 
+COMPILED_RECURRENCE_STATES = 160
+"""The compiled pass recurs the modes of every channel (channels x 2P real states) up to this many; with
+more it pools FFT convolutions' outputs instead. Measured at 42 kernels and d_state=16 (2P = 16), one
+thread: the recurrence 1.5-3.9x faster from 2 to 8 channels (128 states), the FFTs 1.1-1.4x faster at
+15 (240)."""
+
 PPV_TEMPERATURE = 0.1
 """Width of the sigmoid whose gradient stands in for PPV's step, in units of each response's
 standard deviation over the batch."""
@@ -210,7 +216,8 @@ class SSMFeatures(nn.Module):
         """forward's features (batch, n_features) float32 by the compiled CPU pass (no response kept, no
         gradient): u (b, H, L), lengths (b,) the real steps of each series, its first ones. With few
         channels, one pass recurs the modes and reads out (H x 2P mode states instead of M responses a
-        step); with many, the responses come from FFT convolutions and only their pooling is compiled."""
+        step; up to COMPILED_RECURRENCE_STATES of them); with more, the responses come from FFT
+        convolutions and only their pooling is compiled."""
         from . import _compiled
 
         if u.ndim != 3 or u.shape[1] != self.d_input:
@@ -220,7 +227,7 @@ class SSMFeatures(nn.Module):
         biases = self.biases.float().transpose(1, 2).contiguous()  # (S, Q, M): time-major pooling
         with torch.no_grad():
             weights = self._readout_weights()  # (S, M, 2P)
-            if H * weights.shape[-1] < M:
+            if H * weights.shape[-1] <= COMPILED_RECURRENCE_STATES:
                 gamma, exponent, quasi_static = self._discrete_modes()
                 abar = torch.where(quasi_static, 0.0, torch.exp(exponent))
                 combination = (self.channel_mix[..., None] * weights[:, :, None, :]).reshape(S, M, -1)
