@@ -181,10 +181,13 @@ class SSMFeatures(nn.Module):
         u_f, n_fft = self._spectrum(u)
         return self._convolve(u_f, n_fft, u.shape[-1], *self.modes(u.shape[-1], scales), self.channel_mix[scales])
 
-    def _spectrum(self, u: torch.Tensor) -> tuple[torch.Tensor, int]:
-        """(rfft of u zero-padded to n_fft >= 2 L - 1 (no wrap-around), n_fft)."""
+    def _check_input(self, u: torch.Tensor) -> None:
         if u.ndim != 3 or u.shape[1] != self.d_input:
             raise ValueError(f"expected u of shape (batch, {self.d_input}, length), got {tuple(u.shape)}")
+
+    def _spectrum(self, u: torch.Tensor) -> tuple[torch.Tensor, int]:
+        """(rfft of u zero-padded to n_fft >= 2 L - 1 (no wrap-around), n_fft)."""
+        self._check_input(u)
         n_fft = next_fast_len(2 * u.shape[-1] - 1, real=True)
         return torch.fft.rfft(u.float(), n=n_fft), n_fft
 
@@ -220,8 +223,7 @@ class SSMFeatures(nn.Module):
         convolutions and only their pooling is compiled."""
         from . import _compiled
 
-        if u.ndim != 3 or u.shape[1] != self.d_input:
-            raise ValueError(f"expected u of shape (batch, {self.d_input}, length), got {tuple(u.shape)}")
+        self._check_input(u)
         (b, H, L), (S, M, Q) = u.shape, self.biases.shape
         pooled = torch.empty(b, S, M, Q + 2, dtype=torch.float64)
         biases = self.biases.float().transpose(1, 2).contiguous()  # (S, Q, M): time-major pooling
@@ -241,13 +243,8 @@ class SSMFeatures(nn.Module):
                     pooled.numpy(),
                 )
             else:
-                if self.backward:  # what follows a series' end is zero, not its padding's value
-                    u = u.masked_fill(torch.arange(L) >= lengths[:, None, None], 0.0)
-                u_f, n_fft = self._spectrum(u)
-                weights, basis = self.modes(L)
-                for s in range(S):  # one scale at a time bounds the FFT buffers
-                    one = slice(s, s + 1)
-                    y = self._convolve(u_f, n_fft, L, weights[one], basis[one], self.channel_mix[one])[:, 0]
+                padded = torch.arange(L) >= lengths[:, None]
+                for s, y in enumerate(self._responses_by_scale(u, padded)):
                     y, out = y.transpose(1, 2).contiguous().numpy(), pooled[:, s].numpy()
                     _compiled.pool_responses(y, lengths.numpy(), biases[s].numpy(), out)
         count = lengths.clamp_min(1).to(torch.float64)[:, None, None]
@@ -303,20 +300,27 @@ class SSMFeatures(nn.Module):
         differentiable = self._pooled(u, mask)
         return features + (differentiable - differentiable.detach())
 
+    def _responses_by_scale(self, u: torch.Tensor, padded: torch.Tensor | None):
+        """Yield the responses (b, M, L) of each scale in turn, by FFT convolution (one scale at a time
+        bounds the FFT buffers). padded: (b, L) bool of the steps after each series' end, or None; running
+        backward they are zeroed first: what follows a series' end is zero, not its padding's value."""
+        L = u.shape[-1]
+        if self.backward and padded is not None:
+            u = u.masked_fill(padded[:, None, :], 0.0)
+        u_f, n_fft = self._spectrum(u)
+        weights, basis = self.modes(L)
+        for s in range(self.n_scales):
+            one = slice(s, s + 1)
+            yield self._convolve(u_f, n_fft, L, weights[one], basis[one], self.channel_mix[one])[:, 0]
+
     def _pooled(self, u: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         """forward's features by FFT convolutions and tensor operations, differentiable."""
         L = u.shape[-1]
         count = torch.full((len(u), 1), float(L)) if mask is None else mask.sum(-1, keepdim=True).float().clamp_min(1.0)
-        if self.backward and mask is not None:  # what follows a series' end is zero, not its padding's value
-            u = u.masked_fill(mask[:, None, :] == 0, 0.0)
-        u_f, n_fft = self._spectrum(u)
-        weights, basis = self.modes(L)
         trained = self._trained()
         comparisons = _comparison_buffer(len(u), self.n_kernels, self.n_biases, L)
         out = []
-        for s in range(self.n_scales):  # one scale at a time bounds the FFT buffers
-            one = slice(s, s + 1)
-            y = self._convolve(u_f, n_fft, L, weights[one], basis[one], self.channel_mix[one])[:, 0]  # (b, M, L)
+        for s, y in enumerate(self._responses_by_scale(u, None if mask is None else mask == 0)):  # y: (b, M, L)
             if mask is not None:
                 y = y.masked_fill(mask[:, None, :] == 0, -math.inf)  # padded steps are above no bias
             above = _count_above(y, self.biases[s], comparisons).to(y.dtype)
