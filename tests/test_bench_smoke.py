@@ -454,6 +454,36 @@ def test_classify_benchmark_runs_multirocket_hydra_and_drcif_on_equal_and_unequa
     assert np.corrcoef(drcif.fit(ragged, target).predict(ragged), target)[0, 1] > 0.5
 
 
+def test_quant_row_is_aeons_default_forest_on_the_rows_threads():
+    # the row hands QUANT an explicit forest only to give it threads: at 1 and 2 threads it must be
+    # the very model aeon builds by default (same trees, same predictions of unseen series)
+    pytest.importorskip("aeon")
+    from aeon.classification.interval_based import QUANTClassifier
+    from aeon.regression.interval_based import QUANTRegressor
+
+    from ssmts.bench import classify
+
+    rng = np.random.default_rng(1)
+    y = np.arange(80) % 4
+    X = rng.normal(size=(80, 2, 64)) + 0.3 * y[:, None, None] * np.cos(np.arange(64) / 4)
+    X_new = X[:20] + rng.normal(size=(20, 2, 64))  # unseen series: grown trees memorize the training ones
+    target = y + 0.3 * rng.standard_normal(80)
+    proba = QUANTClassifier(random_state=3).fit(X, y).predict_proba(X_new)
+    values = QUANTRegressor(random_state=3).fit(X, target).predict(X_new)
+    threads = torch.get_num_threads()
+    try:
+        for n in (1, 2):
+            torch.set_num_threads(n)
+            model = classify.make_model("quant", False, {}, 3)
+            assert model.estimator.estimator.n_jobs == n
+            # summed over the trees in the order the threads finish: equal to the last bits
+            np.testing.assert_allclose(model.fit(X, y).estimator.predict_proba(X_new), proba, rtol=1e-12)
+            regressor = classify.make_model("quant", True, {}, 3).fit(X, target)
+            np.testing.assert_allclose(regressor.estimator.predict(X_new), values, rtol=1e-12)
+    finally:
+        torch.set_num_threads(threads)
+
+
 def test_multirocket_hydra_transforms_in_batches_with_the_same_features():
     # aeon's Hydra convolves every series at once (out of memory for 3,000 clips of 4,000 steps);
     # the bench's baseline transforms 256 at a time: the features and the model must not change.
