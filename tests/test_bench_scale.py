@@ -66,6 +66,7 @@ def test_summary_averages_seeds_and_gives_their_spread():
 
 def test_a_run_writes_a_row_per_fit_resumes_and_reports(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(scale, "POOL_SIZES", {})  # a pool of 12 images, not 3,000
+    monkeypatch.setattr(scale, "PATHFINDER_BLOCK", 12)
     out = tmp_path / "rows.jsonl"
     argv = [
         "--tasks", "pathfinder", "--sizes", "12", "--seeds", "0", "--models", "features", "ssm",
@@ -122,17 +123,69 @@ def test_speech_at_another_rate_is_its_own_task_scored_zero_shot_at_half_that_ra
 
 
 @pytest.mark.parametrize("loader", [scale.load_listops, scale.load_pathfinder])
-def test_the_generated_tasks_held_out_sets_do_not_depend_on_the_pool_size(loader):
+def test_the_generated_tasks_held_out_sets_do_not_depend_on_the_pool_size(loader, monkeypatch):
+    monkeypatch.setattr(scale, "PATHFINDER_BLOCK", 10)
     make = (lambda n: loader(n, 60, n_test=6)) if loader is scale.load_listops else (lambda n: loader(n, n_test=6))
     small, large = make(10), make(30)
     for split in ("test", "validation"):
         np.testing.assert_array_equal(small.splits[split].X, large.splits[split].X)
         np.testing.assert_array_equal(small.splits[split].y, large.splits[split].y)
-    if loader is scale.load_listops:
-        np.testing.assert_array_equal(small.X_pool, large.X_pool[:10])  # one stream: the pool grows at its end
+    np.testing.assert_array_equal(small.X_pool, large.X_pool[:10])  # the pool grows at its end
+    np.testing.assert_array_equal(small.y_pool, large.y_pool[:10])
+    assert len(large.y_pool) == 30 and not np.array_equal(large.X_pool[:10], large.X_pool[10:20])
     pool = {x.tobytes() for x in large.X_pool}
     held = [x.tobytes() for split in ("test", "validation") for x in large.splits[split].X]
     assert not pool & set(held) and len(set(held)) == len(held)  # no series both trained on and scored
+
+
+def test_pathfinder_images_are_kept_and_read_back_from_the_cache(tmp_path, monkeypatch):
+    from ssmts.data import pathfinder_synth
+
+    monkeypatch.setattr(scale, "PATHFINDER_BLOCK", 8)
+    drawn = scale.load_pathfinder(12, n_test=4, seed=3)
+    kept = scale.load_pathfinder(12, n_test=4, seed=3, cache_dir=tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "pathfinder32-3-0-4.npz", "pathfinder32-3-1-4.npz", "pathfinder32-3-2-1-8.npz", "pathfinder32-3-2-8.npz",
+    ]  # fmt: skip
+
+    def no_drawing(*args, **kwargs):
+        raise AssertionError("the images should have been read from the cache")
+
+    monkeypatch.setattr(pathfinder_synth, "generate_pathfinder", no_drawing)
+    read = scale.load_pathfinder(12, n_test=4, seed=3, cache_dir=tmp_path)
+    for data in (kept, read):
+        np.testing.assert_array_equal(data.X_pool, drawn.X_pool)
+        np.testing.assert_array_equal(data.y_pool, drawn.y_pool)
+        for split in ("test", "validation"):
+            np.testing.assert_array_equal(data.splits[split].X, drawn.splits[split].X)
+            np.testing.assert_array_equal(data.splits[split].y, drawn.splits[split].y)
+    assert drawn.X_pool.shape == (12, 1, 1024) and drawn.X_pool.dtype == np.float32 and drawn.X_pool.max() <= 1
+    np.savez(tmp_path / "pathfinder32-3-0-4.npz", pixels=np.zeros((3, 1024), np.uint8), labels=np.zeros(3))
+    with pytest.raises(ValueError, match="does not hold 4 Pathfinder images of 32 x 32: delete it"):
+        scale.load_pathfinder(12, n_test=4, seed=3, cache_dir=tmp_path)
+
+
+def test_a_size_draws_from_the_task_pool_whatever_the_largest_size_of_the_command(monkeypatch):
+    # rows of one size from commands with different largest sizes are the same measurement
+    y = np.arange(40) % 2
+    data = scale.ScaleData(np.arange(40, dtype=np.float32)[:, None, None], y, {"test": scale.HeldOut(np.zeros((2, 1, 1)), y[:2])})
+    fitted = []
+
+    class Recorder:
+        def fit(self, X, y):
+            fitted.append(X[:, 0, 0].astype(int).tolist())
+            return self
+
+        def predict(self, X):
+            return np.zeros(len(X), dtype=int)
+
+    monkeypatch.setattr("ssmts.bench.classify.make_model", lambda *args: Recorder())
+    monkeypatch.setattr(scale, "POOL_SIZES", {"pathfinder": 20})
+    scale.run_row("pathfinder", "minirocket", data, 6, 0)
+    scale.run_row("pathfinder", "minirocket", scale.ScaleData(data.X_pool[:20], y[:20], data.splits), 6, 0)
+    scale.run_row("pathfinder", "minirocket", data, 30, 0)
+    assert fitted[0] == fitted[1] and max(fitted[0]) < 20
+    assert len(fitted[2]) == 30 and max(fitted[2]) >= 20  # beyond the task's pool: the whole pool
 
 
 def test_bad_requests_are_refused(tmp_path):

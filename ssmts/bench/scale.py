@@ -19,10 +19,11 @@ Tasks (TASKS):
     listops     ListOps (the Long Range Arena generator, ssmts.data.listops_synth), expressions of
                 --listops-length tokens at most (LRA: 2,000), one-hot channels of the 15 tokens
                 (padding all zeros), 10 classes.
-    pathfinder  Pathfinder at 32 x 32 (ssmts.data.pathfinder_synth), 1,024 steps, 2 classes.
+    pathfinder  Pathfinder at 32 x 32 (ssmts.data.pathfinder_synth), 1,024 steps, 2 classes; the
+                pool is drawn in blocks of 3,000 images, kept in --cache-dir when given.
 
 Protocol: the training series are a seeded, class-stratified subset of n of the task's training
-pool; the validation and test sets are the same for every n and model (speech: the corpus's
+pool (of its first POOL_SIZES series for the sizes up to that, whatever the command's largest); the validation and test sets are the same for every n and model (speech: the corpus's
 voice-disjoint splits, 30 and 50 clips a word; the generated tasks: --test-size series each, drawn
 apart from the pool). The network's preset is fixed per task (PRESETS: its settings and where they
 come from), chosen on `--validation` rows (scored on the validation split); the test split only
@@ -54,7 +55,10 @@ TRAINING_FREE = ("features", "minirocket", "mr-hydra", "quant")
 SPEECH_RATE = 4000
 # A generated task's training pool holds at least this many series, whatever the sizes asked for, so that
 # the subset of a given n and seed is the same series in every run (pathfinder's images are slow to draw).
+# The pool every size up to it draws from (so that a row does not depend on the largest size of its
+# command); larger sizes draw from the whole pool.
 POOL_SIZES = {"listops": 10000, "pathfinder": 3000}
+PATHFINDER_BLOCK = 3000  # images of one seeded stream of the Pathfinder pool
 LISTOPS_TOKENS = 15  # ids 1..15 of ssmts.data.lra's ListOps vocabulary (0 is padding)
 
 
@@ -175,19 +179,46 @@ def load_listops(n_max: int, max_length: int, n_test: int = 2000, seed: int = 0)
     )
 
 
-def load_pathfinder(n_max: int, n_test: int = 2000, seed: int = 0) -> ScaleData:
-    """Test, validation and pool images from three seeded streams (the held-out sets do not depend on
-    n_max)."""
+def _pathfinder_images(
+    n: int, random_state: list[int], cache_dir: str | Path | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """n images of one seeded stream, (n, 1, 1024) float32 in [0, 1], and their labels. With cache_dir
+    they are kept there (uint8, .npz, no pickles) and read back by later runs: drawing one takes
+    ~0.06 s."""
     from ssmts.data.pathfinder_synth import generate_pathfinder
 
-    def images(n: int, stream: int) -> tuple[np.ndarray, np.ndarray]:
-        samples = generate_pathfinder(n, random_state=[seed, stream])
-        X = np.stack([s.image.reshape(1, -1) for s in samples]).astype(np.float32) / np.float32(255.0)
-        return X, np.asarray([s.label for s in samples], dtype=np.int64)
+    path = None if cache_dir is None else Path(cache_dir) / f"pathfinder32-{'-'.join(map(str, random_state))}-{n}.npz"
+    if path is not None and path.exists():
+        with np.load(path, allow_pickle=False) as saved:
+            pixels, labels = saved["pixels"], saved["labels"]
+        if pixels.shape != (n, 1024) or pixels.dtype != np.uint8 or labels.shape != (n,):
+            raise ValueError(f"{path} does not hold {n} Pathfinder images of 32 x 32: delete it to draw them again")
+    else:
+        samples = generate_pathfinder(n, random_state=random_state)
+        pixels = np.stack([s.image.reshape(-1) for s in samples]) if samples else np.zeros((0, 1024), np.uint8)
+        labels = np.asarray([s.label for s in samples], dtype=np.int64)
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            partial = path.with_suffix(".partial.npz")
+            np.savez(partial, pixels=pixels, labels=labels)
+            os.replace(partial, path)  # a run killed while writing leaves no half file behind
+    return pixels[:, None, :].astype(np.float32) / np.float32(255.0), labels.astype(np.int64)
 
-    return ScaleData(
-        *images(n_max, 2), {"test": HeldOut(*images(n_test, 0)), "validation": HeldOut(*images(n_test, 1))}
-    )
+
+def load_pathfinder(
+    n_max: int, n_test: int = 2000, seed: int = 0, cache_dir: str | Path | None = None
+) -> ScaleData:
+    """Test and validation images from two seeded streams, the pool from blocks of PATHFINDER_BLOCK
+    images of further streams: the held-out sets do not depend on n_max, and a smaller pool is a
+    prefix of a larger. (The first block's stream is [seed, 2], the pool of the first rows measured.)"""
+    blocks = [
+        _pathfinder_images(PATHFINDER_BLOCK, [seed, 2] if k == 0 else [seed, 2, k], cache_dir)
+        for k in range(-(-n_max // PATHFINDER_BLOCK))
+    ]
+    X_pool = np.concatenate([X for X, _ in blocks])[:n_max]
+    y_pool = np.concatenate([y for _, y in blocks])[:n_max]
+    held_out = lambda stream: HeldOut(*_pathfinder_images(n_test, [seed, stream], cache_dir))  # noqa: E731
+    return ScaleData(X_pool, y_pool, {"test": held_out(0), "validation": held_out(1)})
 
 
 def subset(y_pool: np.ndarray, n: int, seed: int) -> np.ndarray:
@@ -245,7 +276,8 @@ def run_row(
 
     from .classify import make_model
 
-    index = subset(data.y_pool, n, seed)
+    base = POOL_SIZES.get(task, len(data.y_pool))
+    index = subset(data.y_pool[: base if n <= base else len(data.y_pool)], n, seed)
     params = dict(PRESETS[task].params, **(overrides or {})) if kind == "ssm" else {}
     if kind == "features" and data.rate is not None:
         params["sample_rate"] = data.rate
@@ -438,6 +470,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--listops-length", type=int, default=1000, help="longest ListOps expression (tokens)")
     parser.add_argument("--test-size", type=int, default=2000, help="test series of the generated tasks")
     parser.add_argument(
+        "--cache-dir",
+        default=None,
+        help="where the generated Pathfinder images are kept (uint8 .npz), read back by later runs (default: "
+        "drawn again by every run, ~0.06 s an image)",
+    )
+    parser.add_argument(
         "--params", default="{}", help="JSON of parameters of the ssm row that replace its preset's (kept in the rows)"
     )
     parser.add_argument("--threads", type=int, default=None, help="torch's and the baselines' threads (default: all)")
@@ -481,7 +519,7 @@ def main(argv: list[str] | None = None) -> int:
     loaders: dict[str, Callable[[int], ScaleData]] = {
         "speech": lambda n: load_speech(args.speech_dir, n, args.speech_rate),
         "listops": lambda n: load_listops(n, args.listops_length, args.test_size),
-        "pathfinder": lambda n: load_pathfinder(n, args.test_size),
+        "pathfinder": lambda n: load_pathfinder(n, args.test_size, cache_dir=args.cache_dir),
     }
     n_max = max(args.sizes)
     split = "validation" if args.validation else "test"
