@@ -14,6 +14,7 @@ what fit and update do with them.
 
 from __future__ import annotations
 
+import copy
 import math
 import warnings
 from contextlib import contextmanager
@@ -264,8 +265,8 @@ class ForecasterFitMixin:
             return self
         network = self._build_network if pretrained is None else self._pretrained_network(*pretrained)
         calibration = self._calibration_in_effect()
-        if calibration == "holdout":
-            self._fit_holdout_calibrated(network, data, windows)
+        if calibration in ("holdout", "refit"):
+            self._fit_holdout_calibrated(network, data, windows, refit=calibration == "refit")
         else:
             train, val = self._train_val(data, windows)
             # epochs: max_epochs within min_steps..max_steps
@@ -285,31 +286,40 @@ class ForecasterFitMixin:
             return "none"
         return "conformal" if self.early_stopping else "holdout"
 
-    def _fit_holdout_calibrated(self, network, data: Windows, windows: list) -> None:
+    def _fit_holdout_calibrated(self, network, data: Windows, windows: list, refit: bool = False) -> None:
         """calibration='holdout': the network trained on each series' windows before its latest
         validation_fraction (purged), its grid calibrated on those held-out windows (no epoch was chosen
         on them), then trained on to every window for HOLDOUT_CONTINUATION of its epochs, its optimizer
         state carried on (as update(update_params=True) continues): one fit and a short continuation
-        instead of a second fit. With too few windows to hold any out, the network is trained on all of
-        them and left uncalibrated, with a warning."""
+        instead of a second fit. refit (calibration='refit'): instead of the continuation, the network
+        trained again from the start on every window, the very network of calibration='none', widened as
+        calibrated. With too few windows to hold any out, the network is trained on all of them and left
+        uncalibrated, with a warning."""
         settings = self._fine_tune_settings()
+        how = "refit" if refit else "holdout"
         try:
             train, held_out = self._holdout_split(data, windows, calibrating=True)
         except TooFewWindowsError as error:
             warnings.warn(
-                f"calibration='holdout': {error}; the intervals are the network's own, not calibrated",
+                f"calibration={how!r}: {error}; the intervals are the network's own, not calibrated",
                 UserWarning,
                 stacklevel=caller_stacklevel(),
             )
             self._train_network(network, data.data(), self._loss(), settings=settings)
             self.interval_widening_ = None
             return
-        self._train_network(network, train, self._loss(), settings=settings)
-        self.interval_widening_ = self._conformal_widening(held_out, "holdout")
-        more = max(1, math.ceil(HOLDOUT_CONTINUATION * self.n_iter_))
-        self._train_network(
-            self.model_, data.data(), self._loss(), epochs=more, continue_training=True, settings=settings
-        )
+        # a pretrained module is trained in place: the refit starts from its weights again
+        first = copy.deepcopy(network) if refit and isinstance(network, torch.nn.Module) else network
+        self._train_network(first, train, self._loss(), settings=settings)
+        widening = self._conformal_widening(held_out, how)
+        if refit:
+            self._train_network(network, data.data(), self._loss(), settings=settings)
+        else:
+            more = max(1, math.ceil(HOLDOUT_CONTINUATION * self.n_iter_))
+            self._train_network(
+                self.model_, data.data(), self._loss(), epochs=more, continue_training=True, settings=settings
+            )
+        self.interval_widening_ = widening
 
     def _conformal_widening(self, held_out: SequenceData | None, how: str = "conformal") -> np.ndarray | None:
         """Split-conformal calibration of the quantile grid (conformalized quantile regression) on

@@ -136,15 +136,17 @@ class ForecasterParams(BackboneParams, OptimizerParams, EarlyStoppingParams):
     update_epochs: int = param(
         default=5, doc="Fine-tuning epochs of update(update_params=True).", constraint=Integer(0)
     )
-    calibration: Literal["auto", "holdout", "conformal", "none"] = param(
+    calibration: Literal["auto", "holdout", "refit", "conformal", "none"] = param(
         default="none",
         doc="'holdout': the network trained on each series' windows before its latest validation_fraction "
         "(purged), its intervals calibrated on those held-out windows (split conformal quantile regression "
         "per horizon step; strategy='direct'), then trained on every window for a quarter of its epochs "
-        "from those weights; 'conformal': calibrated on the windows early_stopping holds out (and chose its "
-        "epoch on); 'none': the quantile head's grid as trained; 'auto': for a network trained with "
-        "strategy='direct' and combine='none', 'holdout', or 'conformal' with early_stopping=True; else 'none'.",
-        constraint=Options("auto", "holdout", "conformal", "none"),
+        "from those weights; 'refit': calibrated as 'holdout', then the network trained again from the start "
+        "on every window (the network of 'none', widened; a second fit); 'conformal': calibrated on the "
+        "windows early_stopping holds out (and chose its epoch on); 'none': the quantile head's grid as "
+        "trained; 'auto': for a network trained with strategy='direct' and combine='none', 'holdout', or "
+        "'conformal' with early_stopping=True; else 'none'.",
+        constraint=Options("auto", "holdout", "refit", "conformal", "none"),
     )
     irregular: Literal["refuse", "time_deltas"] = param(
         default="refuse",
@@ -461,18 +463,18 @@ class SSMForecaster(
                 "calibration='conformal' calibrates on the windows early_stopping holds out, and "
                 "early_stopping=False holds out none: set early_stopping=True, or use calibration='holdout'"
             )
-        if self.calibration in ("holdout", "conformal") and self.strategy != "direct":
+        if self.calibration in ("holdout", "refit", "conformal") and self.strategy != "direct":
             raise ValueError(
                 f"calibration={self.calibration!r} calibrates the quantile grid of strategy='direct'; "
                 "strategy='recursive' takes its quantiles from sample paths: use calibration='none' with it"
             )
-        if self.calibration == "holdout" and self.early_stopping:
+        if self.calibration in ("holdout", "refit") and self.early_stopping:
             raise ValueError(
-                "calibration='holdout' calibrates on held-out windows no epoch was chosen on, and "
+                f"calibration={self.calibration!r} calibrates on held-out windows no epoch was chosen on, and "
                 "early_stopping=True would choose its epoch on them: use calibration='conformal' (or 'auto') "
                 "with early stopping"
             )
-        if self.calibration in ("holdout", "conformal") and self.combine != "none":
+        if self.calibration in ("holdout", "refit", "conformal") and self.combine != "none":
             raise ValueError(
                 f"combine={self.combine!r} widens the combined intervals on its own held-out windows; with "
                 f"calibration={self.calibration!r} the network's would be widened twice: use calibration='none' "

@@ -813,6 +813,29 @@ def test_holdout_calibration_holds_out_complete_windows_and_trains_on_them_after
     assert f.interval_widening_.shape == (3, 3)
 
 
+def test_refit_calibration_is_the_uncalibrated_network_widened_as_holdout_calibrates(monkeypatch):
+    """calibration='refit': the first part and its widening as 'holdout' gives them, then a fresh fit on
+    every window, which must be the very network of calibration='none' (same seed, same windows): its
+    medians equal, its intervals those of 'none' widened by the held-out amounts."""
+    y, fh = seasonal(60), [1, 2, 3]
+    params = dict(context_length=4, max_epochs=4, quantiles=(0.05, 0.25, 0.5, 0.75, 0.95))
+    none = forecaster(**params, calibration="none").fit(y, fh=fh)
+    holdout = forecaster(**params, calibration="holdout").fit(y, fh=fh)
+    refit = forecaster(**params, calibration="refit").fit(y, fh=fh)
+    np.testing.assert_array_equal(refit.interval_widening_, holdout.interval_widening_)
+    assert np.abs(refit.interval_widening_).max() > 0 and refit.n_iter_ == none.n_iter_ == 4
+    for name, value in none.model_.state_dict().items():
+        torch.testing.assert_close(refit.model_.state_dict()[name], value, rtol=0, atol=0)
+    pd.testing.assert_series_equal(refit.predict(), none.predict())
+    assert not holdout.predict().equals(none.predict())  # the continuation is another network
+    raw = none.predict_quantiles(alpha=[0.05, 0.95]).to_numpy()
+    wide = refit.predict_quantiles(alpha=[0.05, 0.95]).to_numpy()
+    # each level moves away from the median by its widening (towards it where negative), step by step
+    amounts = refit.interval_widening_[:, [0, -1]]
+    np.testing.assert_array_equal(np.sign(raw[:, 0] - wide[:, 0]), np.sign(amounts[:, 0]))
+    np.testing.assert_array_equal(np.sign(wide[:, 1] - raw[:, 1]), np.sign(amounts[:, 1]))
+
+
 def test_holdout_intervals_cover_the_held_out_windows_for_the_network_they_were_set_on(monkeypatch):
     """Oracle: split conformal's guarantee on its own calibration windows. The network after the first
     part (kept by a spy), its grid on the held-out windows widened by interval_widening_, covers at
@@ -859,6 +882,9 @@ def test_holdout_calibration_with_too_few_windows_says_what_it_leaves_uncalibrat
         (dict(calibration="holdout", strategy="recursive", bidirectional=False), r"takes its quantiles from sample"),
         (dict(calibration="holdout", combine="validation"), r"would be widened twice"),
         (dict(calibration="holdout", early_stopping=True), r"would choose its epoch on them"),
+        (dict(calibration="refit", early_stopping=True), r"calibration='refit' calibrates on held-out windows no"),
+        (dict(calibration="refit", combine="validation"), r"would be widened twice"),
+        (dict(calibration="refit", strategy="recursive", bidirectional=False), r"takes its quantiles from sample"),
     ],
 )
 def test_a_calibration_that_could_not_apply_is_refused_instead_of_silently_skipped(params, message):
