@@ -1,6 +1,7 @@
 """`python -m ssmts.bench scale`: stratified subsets, resumable rows, the report's crossovers, the plot."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -199,3 +200,70 @@ def test_bad_requests_are_refused(tmp_path):
     bad.write_text('{"task": "t"}\nnot json\n')
     with pytest.raises(ValueError, match="line 2: not a JSON row"):
         scale.read_rows(bad)
+
+
+def test_quant_in_chunks_is_the_mean_vote_of_its_seeded_chunks_and_resumes(tmp_path, monkeypatch):
+    """--work-dir: QUANT's trees grown chunk by chunk, each chunk's class probabilities kept; the
+    prediction is the class of the highest mean probability over the chunks (oracle: sklearn forests
+    of the documented seeds on aeon's transform). A stopped fit continues with the missing chunks only."""
+    pytest.importorskip("aeon")
+    from aeon.transformations.collection.interval_based import QUANTTransformer
+    from sklearn.ensemble import ExtraTreesClassifier
+
+    monkeypatch.setattr(scale, "QUANT_TREES", 12)
+    monkeypatch.setattr(scale, "QUANT_CHUNKS", 3)
+    rng = np.random.default_rng(0)
+    y = np.arange(90) % 3
+    X = rng.normal(size=(90, 2, 48)).astype(np.float32) + 0.4 * y[:, None, None] * np.sin(np.arange(48) / 3)
+    half = X[60:, :, ::2]
+    data = scale.ScaleData(
+        X[:60], y[:60], {"test": scale.HeldOut(X[60:], y[60:], {"half_rate": (half, y[60:], 500)})}, rate=1000
+    )
+    row = scale.run_row("t", "quant", data, 30, 1, work_dir=tmp_path)
+    assert row["tree_chunks"] == 3 and row["n"] == 30 and row["fit_seconds"] > 0 and row["predict_seconds"] > 0
+
+    index = scale.subset(y[:60], 30, 1)
+    transform = QUANTTransformer().fit(X[:1])
+    from ssmts.nn.resampling import change_rate
+
+    held = {"": X[60:], "half_rate": change_rate(half, 500, 1000, method="resample")}
+    mean = {name: 0.0 for name in held}
+    for chunk in range(3):
+        forest = ExtraTreesClassifier(4, max_features=0.1, criterion="entropy", random_state=1 * 3 + chunk)
+        forest.fit(transform.transform(X[index]), y[index])
+        for name, inputs in held.items():
+            mean[name] = mean[name] + forest.predict_proba(transform.transform(inputs))
+    _, _, predicted = scale._quant_in_chunks(data, index, 1, "test", tmp_path / "direct")
+    for name in held:
+        np.testing.assert_array_equal(predicted[name], np.argmax(mean[name], 1))
+    assert row["accuracy"] == pytest.approx(np.mean(np.argmax(mean[""], 1) == y[60:]))
+    assert row["test_half_rate"] == pytest.approx(np.mean(np.argmax(mean["half_rate"], 1) == y[60:]))
+
+    work = tmp_path / "quant-t-30-1-test"
+    (work / "chunk-1.npz").unlink()  # as if stopped before its second chunk was saved
+    grown = []
+    real = scale._quant_in_chunks.__globals__["np"].savez
+    monkeypatch.setattr(np, "savez", lambda path, **arrays: grown.append(Path(path).name) or real(path, **arrays))
+    again = scale.run_row("t", "quant", data, 30, 1, work_dir=tmp_path)
+    assert grown == ["chunk-1.partial.npz"] and again["accuracy"] == row["accuracy"]
+    other = scale.ScaleData(X[:60] + 1, y[:60], data.splits, rate=1000)
+    with pytest.raises(ValueError, match="holds the work of other training series"):
+        scale.run_row("t", "quant", other, 30, 1, work_dir=tmp_path)
+
+
+def test_a_chunk_claim_holds_while_its_process_runs_and_passes_on_when_it_has_stopped(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    claim = tmp_path / "chunk-0.claim"
+    assert scale._claim(claim) and claim.read_text() == str(os.getpid())
+    assert scale._claim(claim)  # this process's own claim
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        claim.write_text(str(other.pid))
+        assert not scale._claim(claim)  # alive: its chunk is left to it
+    finally:
+        other.kill()
+        other.wait()
+    assert scale._claim(claim) and claim.read_text() == str(os.getpid())  # stopped: taken over

@@ -59,6 +59,8 @@ SPEECH_RATE = 4000
 # command); larger sizes draw from the whole pool.
 POOL_SIZES = {"listops": 10000, "pathfinder": 3000}
 PATHFINDER_BLOCK = 3000  # images of one seeded stream of the Pathfinder pool
+# QUANT's forest (aeon's: 200 extra-trees) grown in chunks when a work directory keeps them (--work-dir)
+QUANT_TREES, QUANT_CHUNKS = 200, 8
 LISTOPS_TOKENS = 15  # ids 1..15 of ssmts.data.lra's ListOps vocabulary (0 is padding)
 
 
@@ -259,6 +261,113 @@ def _predict_at(model, kind: str, X: np.ndarray, rate: int | None, train_rate: i
     return model.predict(change_rate(X, rate, train_rate, method="resample"))
 
 
+def _quant_in_chunks(
+    data: ScaleData, index: np.ndarray, seed: int, split: str, work: Path
+) -> tuple[float, float, dict[str, np.ndarray]]:
+    """QUANT as aeon builds it (its transform; 200 extra-trees, a tenth of the features a split,
+    entropy), the trees grown in QUANT_CHUNKS seeded chunks whose class probabilities on the held-out
+    series are kept in `work` with the transformed series: a fit stopped part way continues at its next
+    chunk. The forest's vote is the mean of the chunks' (equal chunks: the mean over the trees), so this
+    is aeon's model with other tree seeds. Returns the fit and predict seconds (sums over the chunks and
+    the transforms, whenever they ran) and the predictions on `split` ("") and on each of its
+    conditions."""
+    from aeon.transformations.collection.interval_based import QUANTTransformer
+    from sklearn.ensemble import ExtraTreesClassifier
+
+    from .classify import _threads
+
+    work.mkdir(parents=True, exist_ok=True)
+    held_out = data.splits[split]
+    inputs = {"": held_out.X}
+    for condition, (X, _, rate) in held_out.conditions.items():  # what the other rows read: the training rate
+        if rate is None or rate == data.rate:
+            inputs[condition] = X
+        else:
+            from ssmts.nn.resampling import change_rate
+
+            inputs[condition] = change_rate(X, rate, data.rate, method="resample")
+
+    def saved(name: str, compute):
+        """(array, seconds): computed once, then read from work/<name>.npz (no pickles)."""
+        path = work / f"{name}.npz"
+        if not path.exists():
+            started = time.perf_counter()
+            value = compute()
+            partial = work / f"{name}.partial.npz"
+            np.savez(partial, value=value, seconds=time.perf_counter() - started)
+            os.replace(partial, path)
+        with np.load(path, allow_pickle=False) as stored:
+            return stored["value"], float(stored["seconds"])
+
+    import hashlib
+
+    X_train, y = data.X_pool[index], data.y_pool[index]
+    fingerprint = hashlib.sha256(np.ascontiguousarray(X_train).tobytes() + y.tobytes()).hexdigest()
+    mark = work / "training-series.sha256"
+    if mark.exists() and mark.read_text() != fingerprint:
+        raise ValueError(f"{work} holds the work of other training series (another pool or length): delete it")
+    mark.write_text(fingerprint)
+    transformer = QUANTTransformer().fit(X_train[:1])  # its intervals depend on the length only
+    train, fit_seconds = saved("train", lambda: transformer.transform(X_train))
+    features, predict_seconds = {}, 0.0
+    for name, X in inputs.items():
+        features[name], seconds = saved(f"held-out-{name or split}", lambda X=X: transformer.transform(X))
+        predict_seconds += seconds if not name else 0.0
+    votes = {name: 0.0 for name in inputs}
+    trees = QUANT_TREES // QUANT_CHUNKS
+    for chunk in range(QUANT_CHUNKS):  # chunks another live process has claimed are left to it
+        path = work / f"chunk-{chunk}.npz"
+        if not path.exists() and _claim(work / f"chunk-{chunk}.claim"):
+            forest = ExtraTreesClassifier(
+                trees, max_features=0.1, criterion="entropy", n_jobs=_threads(), random_state=seed * QUANT_CHUNKS + chunk
+            )
+            started = time.perf_counter()
+            forest.fit(train, y)
+            grown = time.perf_counter() - started
+            started = time.perf_counter()
+            probabilities = {f"p{i}": forest.predict_proba(features[name]) for i, name in enumerate(inputs)}
+            partial = work / f"chunk-{chunk}.partial.npz"
+            np.savez(partial, classes=forest.classes_, fit_seconds=grown, predict_seconds=time.perf_counter() - started, **probabilities)
+            os.replace(partial, path)
+            (work / f"chunk-{chunk}.claim").unlink()
+    for chunk in range(QUANT_CHUNKS):
+        path = work / f"chunk-{chunk}.npz"
+        while not path.exists():  # grown by another process
+            if _claim(work / f"chunk-{chunk}.claim"):
+                raise RuntimeError(f"{path}: the process that claimed this chunk stopped; run again to grow it")
+            time.sleep(10)
+        with np.load(path, allow_pickle=False) as stored:
+            classes = stored["classes"]
+            fit_seconds += float(stored["fit_seconds"])
+            predict_seconds += float(stored["predict_seconds"])
+            for i, name in enumerate(inputs):
+                votes[name] = votes[name] + stored[f"p{i}"] / QUANT_CHUNKS
+    return fit_seconds, predict_seconds, {name: classes[np.argmax(v, axis=1)] for name, v in votes.items()}
+
+
+def _claim(path: Path) -> bool:
+    """True if this process may do the work `path` stands for: no claim, or the claim of a process
+    that no longer runs (then taken over); the claim holds this process's id."""
+    try:
+        owner = int(path.read_text() or 0)
+    except (FileNotFoundError, ValueError):
+        owner = None
+    if owner is not None and owner != os.getpid():
+        try:
+            os.kill(owner, 0)
+            return False  # alive
+        except ProcessLookupError:
+            path.unlink(missing_ok=True)
+        except PermissionError:
+            return False
+    try:
+        with open(path, "x") as f:
+            f.write(str(os.getpid()))
+        return True
+    except FileExistsError:
+        return path.read_text() == str(os.getpid())
+
+
 def run_row(
     task: str,
     kind: str,
@@ -268,10 +377,12 @@ def run_row(
     overrides: dict | None = None,
     name: str | None = None,
     split: str = "test",
+    work_dir: str | Path | None = None,
 ) -> dict:
     """Fit one model on n training series and score it on `split`; the row written to the results
     file. overrides: parameters of the ssm row that replace its preset's (recorded in the row); name:
-    the row's task (default: task, whose preset the network takes)."""
+    the row's task (default: task, whose preset the network takes). work_dir: where the quant row keeps
+    its transformed series and trees' votes chunk by chunk (_quant_in_chunks), to continue a stopped fit."""
     import torch
 
     from .classify import make_model
@@ -281,15 +392,24 @@ def run_row(
     params = dict(PRESETS[task].params, **(overrides or {})) if kind == "ssm" else {}
     if kind == "features" and data.rate is not None:
         params["sample_rate"] = data.rate
-    model = make_model(kind, False, params, seed)
-    load_before = _load_average()
-    started = time.perf_counter()
-    model.fit(data.X_pool[index], data.y_pool[index])
-    fit_seconds = time.perf_counter() - started
     held_out = data.splits[split]
-    started = time.perf_counter()
-    accuracy = float(np.mean(_predict_at(model, kind, held_out.X, None, data.rate) == held_out.y))
-    predict_seconds = time.perf_counter() - started
+    load_before = _load_average()
+    if kind == "quant" and work_dir is not None:
+        work = Path(work_dir) / f"quant-{name or task}-{n}-{seed}-{split}"
+        fit_seconds, predict_seconds, predicted = _quant_in_chunks(data, index, seed, split, work)
+        predict = lambda X, condition=None: predicted[condition or ""]  # noqa: E731
+    else:
+        model = make_model(kind, False, params, seed)
+        started = time.perf_counter()
+        model.fit(data.X_pool[index], data.y_pool[index])
+        fit_seconds = time.perf_counter() - started
+        started = time.perf_counter()
+        held_out_predictions = _predict_at(model, kind, held_out.X, None, data.rate)
+        predict_seconds = time.perf_counter() - started
+        predict = lambda X, condition=None: (  # noqa: E731
+            held_out_predictions if condition is None else _predict_at(model, kind, X, held_out.conditions[condition][2], data.rate)
+        )
+    accuracy = float(np.mean(predict(held_out.X) == held_out.y))
     row = dict(
         task=name or task,
         model=kind,
@@ -305,9 +425,11 @@ def run_row(
         load_after=_load_average(),
     )
     for condition, (X, y, rate) in held_out.conditions.items():
-        row[f"{split}_{condition}"] = float(np.mean(_predict_at(model, kind, X, rate, data.rate) == y))
+        row[f"{split}_{condition}"] = float(np.mean(predict(X, condition) == y))
     if kind == "ssm":
         row["params"] = params
+    if kind == "quant" and work_dir is not None:
+        row["tree_chunks"] = QUANT_CHUNKS
     return row
 
 
@@ -476,6 +598,12 @@ def main(argv: list[str] | None = None) -> int:
         "drawn again by every run, ~0.06 s an image)",
     )
     parser.add_argument(
+        "--work-dir",
+        default=None,
+        help="where the quant rows keep their transformed series and their trees' votes, 25 trees at a time, "
+        "so that a stopped QUANT fit (hours at n = 10,000 on ListOps) continues where it stopped",
+    )
+    parser.add_argument(
         "--params", default="{}", help="JSON of parameters of the ssm row that replace its preset's (kept in the rows)"
     )
     parser.add_argument("--threads", type=int, default=None, help="torch's and the baselines' threads (default: all)")
@@ -545,7 +673,9 @@ def main(argv: list[str] | None = None) -> int:
         for model, n, seed in todo:
             if n not in sizes:
                 continue
-            row = run_row(task, model, data, n, seed, task_overrides, name, split)
+            row = run_row(task, model, data, n, seed, task_overrides, name, split, args.work_dir)
+            if _key(row) in {_key(r) for r in read_rows(args.out)}:  # another command wrote it meanwhile
+                continue
             with open(args.out, "a") as f:
                 f.write(json.dumps(row) + "\n")
             half = f"{split}_half_rate"
