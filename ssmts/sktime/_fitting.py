@@ -383,10 +383,14 @@ class ForecasterFitMixin:
         # whose targets reach the held-out targets are left out of both (purged), so that neither early
         # stopping nor the conformal calibration scores targets the network was trained on. Calibrating,
         # only windows whose last horizon step is observed are held out (the series' final windows, which
-        # run past its end, would leave the far steps without targets), and at least as many as the
-        # widest central interval of the grid needs at every step (half of them at most).
+        # run past its end, would leave the far steps without targets), and, over the panel, at least as
+        # many as the widest central interval of the grid needs at every step (shared among the series:
+        # of a 196-series panel one window each; of one series all 9 a 90 % interval needs; half of a
+        # series' windows at most).
         levels = self.quantile_levels_
         needed = fewest_points_to_calibrate(float(levels[-1] - levels[0])) if calibrating else 1
+        series = sum(w is not None and len(w.x) >= 2 for w in windows)
+        needed = -(-needed // max(series, 1))
         is_val, is_train, offset = np.zeros(len(data.x), dtype=bool), np.ones(len(data.x), dtype=bool), 0
         for w in windows:
             if w is None:

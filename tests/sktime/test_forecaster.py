@@ -836,6 +836,24 @@ def test_refit_calibration_is_the_uncalibrated_network_widened_as_holdout_calibr
     np.testing.assert_array_equal(np.sign(wide[:, 1] - raw[:, 1]), np.sign(amounts[:, 1]))
 
 
+@pytest.mark.parametrize("lengths, held_each", [((60,), 9), ((60, 60, 60), 3), ((60,) * 12, 1)])
+def test_holdout_shares_the_points_a_90_percent_interval_needs_among_a_panels_series(monkeypatch, lengths, held_each):
+    """A central 90 % interval needs 9 held-out targets at every step, over the whole panel: one series
+    holds out 9 windows, three series 3 each, twelve series 1 each (validation_fraction asks for ~1)."""
+    held = {}
+    original = SSMForecaster._conformal_widening
+
+    def spy(self, held_out, how="conformal"):
+        held["windows"] = len(held_out.x)
+        return original(self, held_out, how)
+
+    monkeypatch.setattr(SSMForecaster, "_conformal_widening", spy)
+    y = _panel(lengths, [10.0] * len(lengths))
+    params = dict(context_length=4, max_epochs=1, quantiles=(0.05, 0.5, 0.95), validation_fraction=0.02)
+    forecaster(**params, calibration="holdout").fit(y, fh=[1, 2, 3])
+    assert held["windows"] == held_each * len(lengths)
+
+
 def test_holdout_intervals_cover_the_held_out_windows_for_the_network_they_were_set_on(monkeypatch):
     """Oracle: split conformal's guarantee on its own calibration windows. The network after the first
     part (kept by a spy), its grid on the held-out windows widened by interval_widening_, covers at
