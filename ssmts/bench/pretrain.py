@@ -114,6 +114,9 @@ def main(argv: list[str] | None = None) -> int:
         min_steps=args.steps,
         random_state=args.seed,
         verbose=True,
+        # the weights are what is kept: a widening would not travel with them, and holding out
+        # windows to calibrate would take them from the corpus
+        calibration="none",
         **NETWORK,
     )
     with warnings.catch_warnings():

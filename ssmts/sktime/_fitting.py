@@ -259,12 +259,12 @@ class ForecasterFitMixin:
                 None,
                 0,
             )
-            self.interval_widening_ = None
+            self.interval_widening_, self.calibration_ = None, "none"
             if self.combine != "none":
                 self._fit_combination(y, X, requested_horizon)
             return self
         network = self._build_network if pretrained is None else self._pretrained_network(*pretrained)
-        calibration = self._calibration_in_effect()
+        calibration = self._calibration_in_effect(sum(w is not None for w in windows))
         if calibration in ("holdout", "refit"):
             self._fit_holdout_calibrated(network, data, windows, refit=calibration == "refit")
         else:
@@ -272,19 +272,27 @@ class ForecasterFitMixin:
             # epochs: max_epochs within min_steps..max_steps
             self._train_network(network, train, self._loss(), validation=val, settings=self._fine_tune_settings())
             self.interval_widening_ = self._conformal_widening(val) if calibration == "conformal" else None
+        self.calibration_ = calibration if self.interval_widening_ is not None else "none"
         if self.combine != "none":
             self._fit_combination(y, X, requested_horizon)
         return self
 
-    def _calibration_in_effect(self) -> str:
-        """The calibration this fit applies: 'auto' resolved ('holdout' for a direct network without a
-        combination, 'conformal' on the early-stopping windows with early stopping, else 'none'); an
-        explicit one as given (refused when fit starts where it cannot apply)."""
+    def _calibration_in_effect(self, n_series: int) -> str:
+        """The calibration this fit applies: 'auto' resolved for a direct network without a combination
+        ('conformal' on the early-stopping windows with early stopping; else 'refit' for one series and
+        'holdout' for a panel), 'none' for the others; an explicit one as given (refused when fit starts
+        where it cannot apply). Why: of one series, the latest windows 'holdout' leaves out of its first
+        part are much of what there is to learn from, and its short continuation did not bring back the
+        accuracy of a fit on all of them (the development series: geometric mean MASE 0.80-0.87 against
+        0.74-0.77); 'refit' keeps that fit's accuracy exactly at a second fit's cost. A panel's first part
+        still sees every series, and there 'holdout' was as accurate as a fit on all windows, or more."""
         if self.calibration != "auto":
             return self.calibration
         if self.strategy != "direct" or self.combine != "none":
             return "none"
-        return "conformal" if self.early_stopping else "holdout"
+        if self.early_stopping:
+            return "conformal"
+        return "refit" if n_series == 1 else "holdout"
 
     def _fit_holdout_calibrated(self, network, data: Windows, windows: list, refit: bool = False) -> None:
         """calibration='holdout': the network trained on each series' windows before its latest

@@ -260,6 +260,7 @@ FORECASTER_ATTRIBUTES = (
     "x_scale_",
     "time_unit_",
     "interval_widening_",
+    "calibration_",
     "history_",
     "n_iter_",
     "_seed_",
@@ -478,7 +479,8 @@ class ForecasterPersistenceMixin(SaveLoadMixin):
         if unknown:
             raise _altered(path, f"it holds unexpected attributes {unknown}")
         exog = fitted.get("n_exog_")
-        optional = {"interval_widening_"} | ({"x_mean_", "x_scale_"} if exog == 0 else set())
+        # calibration_: absent from files written before it existed
+        optional = {"interval_widening_", "calibration_"} | ({"x_mean_", "x_scale_"} if exog == 0 else set())
         optional |= set() if self.irregular == "time_deltas" else {"time_unit_"}
         optional |= set() if self.pretrained is not False else {"pretrained_params_"}
         missing = sorted(known - set(fitted) - optional)
@@ -534,6 +536,11 @@ class ForecasterPersistenceMixin(SaveLoadMixin):
         widening = fitted.get("interval_widening_")
         if widening is not None:
             _check_array(path, "interval_widening_", widening, "f", (H, len(levels)))
+        # before calibration_ was saved, a widening came from 'holdout' or, with early stopping, 'conformal'
+        earlier = "none" if widening is None else ("conformal" if self.early_stopping else "holdout")
+        calibration = fitted.get("calibration_", earlier)
+        if calibration not in ("holdout", "refit", "conformal", "none") or (calibration == "none") != (widening is None):
+            raise _altered(path, f"calibration_={calibration!r:.80} contradicts interval_widening_")
         names = fitted["_index_names"]
         if not isinstance(names, list) or not names or not all(isinstance(n, (str, int, type(None))) for n in names):
             raise _altered(path, "_index_names is not a list of level names")
@@ -586,7 +593,7 @@ class ForecasterPersistenceMixin(SaveLoadMixin):
         for attr in FORECASTER_ATTRIBUTES:
             if attr in fitted:
                 setattr(self, attr, fitted[attr])
-        self.interval_widening_ = widening
+        self.interval_widening_, self.calibration_ = widening, calibration
         self._y_columns, self._x_columns = y_columns, x_columns  # the checked ones
         self._store, self._statics = store, statics
         self._cutoff, self._fh = cutoff, fh

@@ -137,15 +137,16 @@ class ForecasterParams(BackboneParams, OptimizerParams, EarlyStoppingParams):
         default=5, doc="Fine-tuning epochs of update(update_params=True).", constraint=Integer(0)
     )
     calibration: Literal["auto", "holdout", "refit", "conformal", "none"] = param(
-        default="none",
+        default="auto",
         doc="'holdout': the network trained on each series' windows before its latest validation_fraction "
         "(purged), its intervals calibrated on those held-out windows (split conformal quantile regression "
         "per horizon step; strategy='direct'), then trained on every window for a quarter of its epochs "
         "from those weights; 'refit': calibrated as 'holdout', then the network trained again from the start "
         "on every window (the network of 'none', widened; a second fit); 'conformal': calibrated on the "
         "windows early_stopping holds out (and chose its epoch on); 'none': the quantile head's grid as "
-        "trained; 'auto': for a network trained with strategy='direct' and combine='none', 'holdout', or "
-        "'conformal' with early_stopping=True; else 'none'.",
+        "trained; 'auto': for a network trained with strategy='direct' and combine='none', 'refit' for one "
+        "series, 'holdout' for a panel, or 'conformal' with early_stopping=True; else 'none' "
+        "(calibration_ holds the one applied).",
         constraint=Options("auto", "holdout", "refit", "conformal", "none"),
     )
     irregular: Literal["refuse", "time_deltas"] = param(

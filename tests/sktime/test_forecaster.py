@@ -911,23 +911,26 @@ def test_a_calibration_that_could_not_apply_is_refused_instead_of_silently_skipp
 
 
 @pytest.mark.parametrize(
-    "params, calibrated",
+    "params, panel, calibrated",
     [
-        (dict(), True),
-        (dict(strategy="recursive", bidirectional=False), False),
-        (dict(combine="validation", combine_rule="calibrate", combine_windows=1, sp=1), False),
-        (dict(early_stopping=True), "conformal"),
+        (dict(), False, "refit"),
+        (dict(), True, "holdout"),
+        (dict(strategy="recursive", bidirectional=False), False, "none"),
+        (dict(combine="validation", combine_rule="calibrate", combine_windows=1, sp=1), False, "none"),
+        (dict(early_stopping=True), False, "conformal"),
     ],
 )
-def test_auto_calibration_holds_out_where_it_applies_and_nowhere_else(params, calibrated):
-    """'auto' is 'holdout' for a network trained with the direct strategy, no combination and no early
-    stopping, 'conformal' on the windows early stopping holds out with it, and nothing otherwise (the
-    recursive strategy's quantiles come from sample paths; a combination widens on its own windows)."""
+def test_auto_calibration_holds_out_where_it_applies_and_nowhere_else(params, panel, calibrated):
+    """'auto' for a network trained with the direct strategy, no combination and no early stopping:
+    'refit' for one series, 'holdout' for a panel; 'conformal' on the windows early stopping holds out
+    with it; nothing otherwise (the recursive strategy's quantiles come from sample paths; a combination
+    widens on its own windows). calibration_ says which was applied."""
+    y = _panel([60, 50], [10.0, 20.0]) if panel else seasonal(60)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        f = forecaster(calibration="auto", context_length=4, **params).fit(seasonal(60), fh=[1, 2])
-    assert (f.interval_widening_ is not None) == bool(calibrated)
+        f = forecaster(calibration="auto", context_length=4, **params).fit(y, fh=[1, 2])
+    assert f.calibration_ == calibrated and (f.interval_widening_ is not None) == (calibrated != "none")
     if calibrated == "conformal":  # early stopping: on the windows it held out, no continuation
         assert "val_loss" in f.history_[-1]
-    else:
-        assert f.n_iter_ == TINY["max_epochs"] + (1 if calibrated else 0)  # ceil(3 / 4): the continuation
+    else:  # ceil(3 / 4): the continuation of holdout; refit ends with a whole fit
+        assert f.n_iter_ == TINY["max_epochs"] + (1 if calibrated == "holdout" else 0)

@@ -128,7 +128,7 @@ def _scenario(name):
         y_fit, y_new = _split(pd.concat(frames), 2)
         f = SSMForecaster(**TINY, calibration="conformal", early_stopping=True, validation_fraction=0.3)
         f.fit(y_fit, fh=[1, 2])
-        assert f.interval_widening_ is not None
+        assert f.interval_widening_ is not None and f.calibration_ == "conformal"
         return f, {}, (y_new, None), {}
     if name == "numpy":
         values = _series(50).to_numpy()[:, None]
@@ -216,7 +216,7 @@ def test_the_scenarios_are_what_they_say(fitted):
 def test_a_loaded_forecaster_predicts_bit_identically_and_continues(fitted, name):
     f, kwargs, (y_new, x_new), after, path = fitted(name)
     loaded = SSMForecaster.load(path)
-    assert loaded.get_params() == f.get_params()
+    assert loaded.get_params() == f.get_params() and loaded.calibration_ == f.calibration_
     assert loaded.cutoff.equals(f.cutoff) and loaded.context_length_ == f.context_length_
     _assert_identical(_predictions(loaded, kwargs), _predictions(f, kwargs))
     # update without fine-tuning: the same weights read the same new contexts
@@ -557,6 +557,10 @@ HOSTILE = {
         "_x_static contradicts the parameters",
     ),
     "a parameter out of range": (_set("params", "n_layers", value=-1), "n_layers"),
+    "a widening said to be none": (
+        _set("fitted", "calibration_", value="none"),
+        "calibration_='none' contradicts interval_widening_",
+    ),
     "an object dtype": (_set("fitted", "quantile_levels_", "dtype", value="|O"), "never writes"),
 }
 
@@ -684,3 +688,13 @@ def test_a_series_key_the_format_cannot_hold_is_refused_at_save(tmp_path):
     f = SSMForecaster(**{**TINY, "context_length": 4}).fit(y, fh=[1])
     with pytest.raises(TypeError, match="its key holds a Timestamp"):
         f.save(tmp_path / "f.safetensors")
+
+
+@pytest.mark.parametrize(
+    "name, applied",
+    [("hierarchical-conformal", "conformal"), ("panel-covariates-direct", "holdout"), ("series-recursive-ensemble", "none")],
+)
+def test_a_file_from_before_calibration_was_saved_says_what_its_widening_came_from(fitted, tmp_path, name, applied):
+    path = fitted(name)[-1]
+    older = _rewrite(path, tmp_path / "older.safetensors", lambda header, tensors: header["fitted"].pop("calibration_"))
+    assert SSMForecaster.load(older).calibration_ == applied
