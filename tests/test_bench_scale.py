@@ -54,6 +54,16 @@ def test_crossover_is_the_first_size_from_which_the_network_stays_ahead():
     assert scale.crossovers(scale.summarize(rows_behind)) == {"t": None}
 
 
+def test_the_report_names_the_training_free_rows_a_crossover_was_not_checked_against():
+    rows = [_row("t", "ssm", n, 0, 0.5 if n == 100 else 0.9) for n in (100, 1000)]
+    rows += [_row("t", m, 100, 0, 0.6) for m in scale.TRAINING_FREE] + [_row("t", "features", 1000, 0, 0.7)]
+    report = scale.format_report(rows)
+    assert "t: the network is ahead of every training-free row measured from n = 1000 on" in report
+    assert "not measured there: minirocket at n = 1000; mr-hydra at n = 1000; quant at n = 1000" in report
+    complete = rows + [_row("t", m, 1000, 0, 0.7) for m in ("minirocket", "mr-hydra", "quant")]
+    assert "not measured" not in scale.format_report(complete)
+
+
 def test_summary_averages_seeds_and_gives_their_spread():
     rows = [_row("t", "ssm", 100, 0, 0.5, test_half_rate=0.4), _row("t", "ssm", 100, 1, 0.7, test_half_rate=0.6)]
     s = scale.summarize(rows)[("t", "ssm", 100)]

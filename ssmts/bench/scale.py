@@ -522,10 +522,18 @@ def format_report(rows: list[dict]) -> str:
     summary = summarize(rows)
     lines = ["Test splits:", "", *_table(summary), ""]
     for task, n in crossovers(summary).items():
+        sizes = sorted({key[2] for key in summary if key[0] == task and key[1] == "ssm"})
+        deciding = [m for m in sizes if m >= n] if n is not None else sizes[-1:]
+        missing = {m: [k for k in deciding if (task, m, k) not in summary] for m in TRAINING_FREE}
+        caveat = "; ".join(f"{m} at n = {', '.join(map(str, ks))}" for m, ks in missing.items() if ks)
         lines.append(
-            f"{task}: the network is ahead of every training-free row from n = {n} on (among the sizes measured)"
-            if n is not None
-            else f"{task}: no crossover: the network is not ahead of every training-free row at the largest size"
+            (
+                f"{task}: the network is ahead of every training-free row measured from n = {n} on (among the sizes "
+                "measured)"
+                if n is not None
+                else f"{task}: no crossover: the network is not ahead of every training-free row at the largest size"
+            )
+            + (f"; not measured there: {caveat}" if caveat else "")
         )
     validation = summarize(rows, "validation")
     if validation:
