@@ -496,6 +496,13 @@ def _set(*keys, value):
     return edit
 
 
+def _huge_horizon(header, tensors):
+    # an uncalibrated file: with its widening, the widening's shape would be refused first
+    header["fitted"]["horizon_"] = 10**9
+    header["fitted"].pop("interval_widening_", None)
+    header["fitted"]["calibration_"] = "none"
+
+
 def _layout_field(field, value):
     def edit(header, tensors):
         header["fitted"]["series"]["time_layouts"][0][field] = value
@@ -521,7 +528,8 @@ def _time_overflowing(header, tensors):
 
 
 HOSTILE = {
-    "huge horizon": (_set("fitted", "horizon_", value=10**9), "need more weights than the"),
+    "huge horizon": (_huge_horizon, "need more weights than the"),
+    "huge horizon and its widening": (_set("fitted", "horizon_", value=10**9), "not a float array of shape (1000000000, 5)"),
     "huge d_model": (_set("params", "d_model", value=10**8), "d_model=100000000 cannot describe"),
     "huge ensemble": (_set("params", "ensemble_size", value=10**8), "ensemble_size=100000000 cannot describe"),
     "unknown attribute": (_set("fitted", "payload_", value=1), "unexpected attributes ['payload_']"),
