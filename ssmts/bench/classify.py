@@ -267,18 +267,23 @@ def _drcif(regression: bool, params: dict, seed: int):
     return _Padded((DrCIFRegressor if regression else DrCIFClassifier)(random_state=seed, n_jobs=_threads()))
 
 
-def _quant(regression: bool, params: dict, seed: int):
-    """aeon's QUANT, its extra-trees given the row's threads: aeon's own forest (200 trees, a tenth of
-    the features a split; entropy for classes), which it builds on one thread."""
-    from aeon.classification.interval_based import QUANTClassifier
-    from aeon.regression.interval_based import QUANTRegressor
+def quant_forest(regression: bool):
+    """aeon's QUANT forest (200 extra-trees, a tenth of the features a split; entropy for classes), on
+    the row's threads (aeon builds it on one)."""
     from sklearn.ensemble import ExtraTreesClassifier, ExtraTreesRegressor
 
     if regression:
-        forest = ExtraTreesRegressor(n_estimators=200, max_features=0.1, n_jobs=_threads())
-        return _Padded(QUANTRegressor(estimator=forest, random_state=seed))
-    forest = ExtraTreesClassifier(n_estimators=200, max_features=0.1, criterion="entropy", n_jobs=_threads())
-    return _Padded(QUANTClassifier(estimator=forest, random_state=seed))
+        return ExtraTreesRegressor(n_estimators=200, max_features=0.1, n_jobs=_threads())
+    return ExtraTreesClassifier(n_estimators=200, max_features=0.1, criterion="entropy", n_jobs=_threads())
+
+
+def _quant(regression: bool, params: dict, seed: int):
+    """aeon's QUANT, its forest given the row's threads (quant_forest)."""
+    from aeon.classification.interval_based import QUANTClassifier
+    from aeon.regression.interval_based import QUANTRegressor
+
+    model = QUANTRegressor if regression else QUANTClassifier
+    return _Padded(model(estimator=quant_forest(regression), random_state=seed))
 
 
 MODEL_FACTORIES: dict[str, Callable[[bool, dict, int], object]] = {

@@ -181,6 +181,13 @@ def load_listops(n_max: int, max_length: int, n_test: int = 2000, seed: int = 0)
     )
 
 
+def _write_npz(path: Path, **arrays) -> None:
+    """np.savez to `path` through a partial file: a run killed while writing leaves no half file."""
+    partial = path.with_name(path.name.removesuffix(".npz") + ".partial.npz")
+    np.savez(partial, **arrays)
+    os.replace(partial, path)
+
+
 def _pathfinder_images(
     n: int, random_state: list[int], cache_dir: str | Path | None
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -201,9 +208,7 @@ def _pathfinder_images(
         labels = np.asarray([s.label for s in samples], dtype=np.int64)
         if path is not None:
             path.parent.mkdir(parents=True, exist_ok=True)
-            partial = path.with_suffix(".partial.npz")
-            np.savez(partial, pixels=pixels, labels=labels)
-            os.replace(partial, path)  # a run killed while writing leaves no half file behind
+            _write_npz(path, pixels=pixels, labels=labels)
     return pixels[:, None, :].astype(np.float32) / np.float32(255.0), labels.astype(np.int64)
 
 
@@ -249,16 +254,21 @@ def _load_average() -> float | None:
         return None
 
 
+def _at_training_rate(X: np.ndarray, rate: int | None, train_rate: int | None) -> np.ndarray:
+    """X at `rate` resampled back to the training rate: what the rows that cannot be told a rate read."""
+    if rate is None or rate == train_rate:
+        return X
+    from ssmts.nn.resampling import change_rate
+
+    return change_rate(X, rate, train_rate, method="resample")
+
+
 def _predict_at(model, kind: str, X: np.ndarray, rate: int | None, train_rate: int | None) -> np.ndarray:
     """Predictions for X at `rate`: the SSM rows are told the rate (Delta rescaled); the others get X
     resampled back to the training rate (what they need to see the same signal)."""
-    if rate is None or rate == train_rate:
-        return model.predict(X)
-    if kind in ("ssm", "features"):
+    if kind in ("ssm", "features") and rate is not None and rate != train_rate:
         return model.predict(X, sample_rate=rate)
-    from ssmts.nn.resampling import change_rate
-
-    return model.predict(change_rate(X, rate, train_rate, method="resample"))
+    return model.predict(_at_training_rate(X, rate, train_rate))
 
 
 def _quant_in_chunks(
@@ -272,20 +282,14 @@ def _quant_in_chunks(
     the transforms, whenever they ran) and the predictions on `split` ("") and on each of its
     conditions."""
     from aeon.transformations.collection.interval_based import QUANTTransformer
-    from sklearn.ensemble import ExtraTreesClassifier
 
-    from .classify import _threads
+    from .classify import quant_forest
 
     work.mkdir(parents=True, exist_ok=True)
     held_out = data.splits[split]
     inputs = {"": held_out.X}
-    for condition, (X, _, rate) in held_out.conditions.items():  # what the other rows read: the training rate
-        if rate is None or rate == data.rate:
-            inputs[condition] = X
-        else:
-            from ssmts.nn.resampling import change_rate
-
-            inputs[condition] = change_rate(X, rate, data.rate, method="resample")
+    for condition, (X, _, rate) in held_out.conditions.items():
+        inputs[condition] = _at_training_rate(X, rate, data.rate)
 
     def saved(name: str, compute):
         """(array, seconds): computed once, then read from work/<name>.npz (no pickles)."""
@@ -293,9 +297,7 @@ def _quant_in_chunks(
         if not path.exists():
             started = time.perf_counter()
             value = compute()
-            partial = work / f"{name}.partial.npz"
-            np.savez(partial, value=value, seconds=time.perf_counter() - started)
-            os.replace(partial, path)
+            _write_npz(path, value=value, seconds=time.perf_counter() - started)
         with np.load(path, allow_pickle=False) as stored:
             return stored["value"], float(stored["seconds"])
 
@@ -318,9 +320,7 @@ def _quant_in_chunks(
     for chunk in range(QUANT_CHUNKS):  # chunks another live process has claimed are left to it
         path = work / f"chunk-{chunk}.npz"
         if not path.exists() and _claim(work / f"chunk-{chunk}.claim"):
-            forest = ExtraTreesClassifier(
-                trees, max_features=0.1, criterion="entropy", n_jobs=_threads(), random_state=seed * QUANT_CHUNKS + chunk
-            )
+            forest = quant_forest(False).set_params(n_estimators=trees, random_state=seed * QUANT_CHUNKS + chunk)
             started = time.perf_counter()
             forest.fit(train, y)
             grown = time.perf_counter() - started
@@ -328,9 +328,7 @@ def _quant_in_chunks(
             probabilities = {"p0": forest.predict_proba(features[""])}  # timed: the split's own predictions
             predicted = time.perf_counter() - started
             probabilities |= {f"p{i}": forest.predict_proba(features[name]) for i, name in enumerate(inputs) if name}
-            partial = work / f"chunk-{chunk}.partial.npz"
-            np.savez(partial, classes=forest.classes_, fit_seconds=grown, predict_seconds=predicted, **probabilities)
-            os.replace(partial, path)
+            _write_npz(path, classes=forest.classes_, fit_seconds=grown, predict_seconds=predicted, **probabilities)
             (work / f"chunk-{chunk}.claim").unlink()
     for chunk in range(QUANT_CHUNKS):
         path = work / f"chunk-{chunk}.npz"
