@@ -179,7 +179,9 @@ def test_pathfinder_images_are_kept_and_read_back_from_the_cache(tmp_path, monke
 def test_a_size_draws_from_the_task_pool_whatever_the_largest_size_of_the_command(monkeypatch):
     # rows of one size from commands with different largest sizes are the same measurement
     y = np.arange(40) % 2
-    data = scale.ScaleData(np.arange(40, dtype=np.float32)[:, None, None], y, {"test": scale.HeldOut(np.zeros((2, 1, 1)), y[:2])})
+    data = scale.ScaleData(
+        np.arange(40, dtype=np.float32)[:, None, None], y, {"test": scale.HeldOut(np.zeros((2, 1, 1)), y[:2])}
+    )
     fitted = []
 
     class Recorder:

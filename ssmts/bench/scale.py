@@ -23,7 +23,8 @@ Tasks (TASKS):
                 pool is drawn in blocks of 3,000 images, kept in --cache-dir when given.
 
 Protocol: the training series are a seeded, class-stratified subset of n of the task's training
-pool (of its first POOL_SIZES series for the sizes up to that, whatever the command's largest); the validation and test sets are the same for every n and model (speech: the corpus's
+pool (of its first POOL_SIZES series for the sizes up to that, whatever the command's largest);
+the validation and test sets are the same for every n and model (speech: the corpus's
 voice-disjoint splits, 30 and 50 clips a word; the generated tasks: --test-size series each, drawn
 apart from the pool). The network's preset is fixed per task (PRESETS: its settings and where they
 come from), chosen on `--validation` rows (scored on the validation split); the test split only
@@ -188,9 +189,7 @@ def _write_npz(path: Path, **arrays) -> None:
     os.replace(partial, path)
 
 
-def _pathfinder_images(
-    n: int, random_state: list[int], cache_dir: str | Path | None
-) -> tuple[np.ndarray, np.ndarray]:
+def _pathfinder_images(n: int, random_state: list[int], cache_dir: str | Path | None) -> tuple[np.ndarray, np.ndarray]:
     """n images of one seeded stream, (n, 1, 1024) float32 in [0, 1], and their labels. With cache_dir
     they are kept there (uint8, .npz, no pickles) and read back by later runs: drawing one takes
     ~0.06 s."""
@@ -212,9 +211,7 @@ def _pathfinder_images(
     return pixels[:, None, :].astype(np.float32) / np.float32(255.0), labels.astype(np.int64)
 
 
-def load_pathfinder(
-    n_max: int, n_test: int = 2000, seed: int = 0, cache_dir: str | Path | None = None
-) -> ScaleData:
+def load_pathfinder(n_max: int, n_test: int = 2000, seed: int = 0, cache_dir: str | Path | None = None) -> ScaleData:
     """Test and validation images from two seeded streams, the pool from blocks of PATHFINDER_BLOCK
     images of further streams: the held-out sets do not depend on n_max, and a smaller pool is a
     prefix of a larger. (The first block's stream is [seed, 2], the pool of the first rows measured.)"""
@@ -407,7 +404,9 @@ def run_row(
         held_out_predictions = _predict_at(model, kind, held_out.X, None, data.rate)
         predict_seconds = time.perf_counter() - started
         predict = lambda X, condition=None: (  # noqa: E731
-            held_out_predictions if condition is None else _predict_at(model, kind, X, held_out.conditions[condition][2], data.rate)
+            held_out_predictions
+            if condition is None
+            else _predict_at(model, kind, X, held_out.conditions[condition][2], data.rate)
         )
     accuracy = float(np.mean(predict(held_out.X) == held_out.y))
     row = dict(

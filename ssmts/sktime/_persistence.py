@@ -539,7 +539,8 @@ class ForecasterPersistenceMixin(SaveLoadMixin):
         # before calibration_ was saved, a widening came from 'holdout' or, with early stopping, 'conformal'
         earlier = "none" if widening is None else ("conformal" if self.early_stopping else "holdout")
         calibration = fitted.get("calibration_", earlier)
-        if calibration not in ("holdout", "refit", "conformal", "none") or (calibration == "none") != (widening is None):
+        widened = widening is not None
+        if calibration not in ("holdout", "refit", "conformal", "none") or (calibration != "none") != widened:
             raise _altered(path, f"calibration_={calibration!r:.80} contradicts interval_widening_")
         names = fitted["_index_names"]
         if not isinstance(names, list) or not names or not all(isinstance(n, (str, int, type(None))) for n in names):

@@ -529,7 +529,10 @@ def _time_overflowing(header, tensors):
 
 HOSTILE = {
     "huge horizon": (_huge_horizon, "need more weights than the"),
-    "huge horizon and its widening": (_set("fitted", "horizon_", value=10**9), "not a float array of shape (1000000000, 5)"),
+    "huge horizon and its widening": (
+        _set("fitted", "horizon_", value=10**9),
+        "not a float array of shape (1000000000, 5)",
+    ),
     "huge d_model": (_set("params", "d_model", value=10**8), "d_model=100000000 cannot describe"),
     "huge ensemble": (_set("params", "ensemble_size", value=10**8), "ensemble_size=100000000 cannot describe"),
     "unknown attribute": (_set("fitted", "payload_", value=1), "unexpected attributes ['payload_']"),
@@ -700,7 +703,11 @@ def test_a_series_key_the_format_cannot_hold_is_refused_at_save(tmp_path):
 
 @pytest.mark.parametrize(
     "name, applied",
-    [("hierarchical-conformal", "conformal"), ("panel-covariates-direct", "holdout"), ("series-recursive-ensemble", "none")],
+    [
+        ("hierarchical-conformal", "conformal"),
+        ("panel-covariates-direct", "holdout"),
+        ("series-recursive-ensemble", "none"),
+    ],
 )
 def test_a_file_from_before_calibration_was_saved_says_what_its_widening_came_from(fitted, tmp_path, name, applied):
     path = fitted(name)[-1]
