@@ -10,6 +10,7 @@ from sklearn.utils.validation import check_array
 
 from ..training.config import with_params_doc
 from ..training.objectives import mse_loss, negative_mse
+from ..training.params import REGRESSOR_DEFAULTS
 from ._base import SSMEstimatorMixin, require_y, target_statistics, transactional
 
 
@@ -50,6 +51,8 @@ class SSMRegressor(SSMEstimatorMixin, RateRegressorMixin, BaseEstimator):
     X as for SSMClassifier; y: (n_samples,) or (n_samples, n_targets). Targets are
     standardized for training and predictions are returned in the original units.
     """
+
+    _param_defaults = REGRESSOR_DEFAULTS
 
     def fit(self, X, y):
         return self._fit(X, y, partial=False)

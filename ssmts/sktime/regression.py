@@ -13,6 +13,7 @@ from ..estimators import SSMRegressor
 from ..estimators._base import transactional
 from ..training import SequenceModelParams
 from ..training.config import with_params_doc
+from ..training.params import REGRESSOR_DEFAULTS
 from ._persistence import PanelPersistenceMixin
 from .classification import panel_to_sklearn
 
@@ -45,6 +46,8 @@ class SSMPanelRegressor(SequenceModelParams, PanelPersistenceMixin, BaseRegresso
     >>> reg.predict(X[:3]).shape
     (3,)
     """
+
+    _param_defaults = REGRESSOR_DEFAULTS
 
     _tags = {
         "authors": ["ssmts developers"],
