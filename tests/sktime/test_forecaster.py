@@ -2,6 +2,7 @@
 quantiles, update, reproducibility, persistence and errors. Tiny networks, few epochs."""
 
 import copy
+import itertools
 import pickle
 import warnings
 
@@ -934,3 +935,32 @@ def test_auto_calibration_holds_out_where_it_applies_and_nowhere_else(params, pa
         assert "val_loss" in f.history_[-1]
     else:  # ceil(3 / 4): the continuation of holdout; refit ends with a whole fit
         assert f.n_iter_ == TINY["max_epochs"] + (1 if calibrated == "holdout" else 0)
+
+
+@pytest.mark.parametrize("panel", [False, True])
+def test_calibrated_forecasts_do_not_depend_on_how_many_workers_run(monkeypatch, panel):
+    """The machine's load sets the workers of every training step (one, two, changing from step to step):
+    the default calibration ('refit' for one series: two fits; 'holdout' for a panel: a fit and its
+    continuation) gives the same intervals to the last bit."""
+    from ssmts.training import parallel, threads
+
+    monkeypatch.setattr(parallel, "SHARD_MIN_STEPS", 1)  # these small batches split into shards too
+    before = torch.get_num_threads()
+    y = _panel([60, 50], [10.0, 20.0]) if panel else seasonal(60)
+
+    asked = []
+
+    def intervals(workers_per_step):
+        answers = itertools.cycle(workers_per_step)
+        monkeypatch.setattr(threads.CoreShare, "update", lambda self: asked.append(1) or min(self.limit, next(answers)))
+        f = forecaster(context_length=4).fit(y, fh=[1, 2])
+        return f.calibration_, f.predict_interval(coverage=[0.8]).to_numpy()
+
+    try:
+        torch.set_num_threads(2)
+        applied, alone = intervals([2])
+        assert applied == ("holdout" if panel else "refit") and asked  # the workers were asked for every step
+        np.testing.assert_array_equal(intervals([1])[1], alone)
+        np.testing.assert_array_equal(intervals([1, 2, 2, 1, 1])[1], alone)
+    finally:
+        torch.set_num_threads(before)
