@@ -81,14 +81,17 @@ def test_signature_docstring_and_params_come_from_the_declarations(cls):
 
 def test_faces_share_declarations_and_only_change_defaults():
     assert SSMClassifier.__params__["d_model"].doc == SSMForecaster.__params__["d_model"].doc
-    # One declaration (BackboneParams: 64); the forecaster and the classifiers change its default, the sequence
-    # estimators n_layers'.
-    assert BackboneParams.__params__["d_model"].default == SSMRegressor.__params__["d_model"].default == 64
+    # One declaration (BackboneParams: 64); the forecaster, the classifiers and the regressors change its default
+    assert BackboneParams.__params__["d_model"].default == 64
     assert SSMForecaster.__params__["d_model"].default == SSMClassifier.__params__["d_model"].default == 32
-    assert SSMPanelClassifier.__params__["d_model"].default == 32
-    assert BackboneParams.__params__["n_layers"].default == 4 and SSMRegressor.__params__["n_layers"].default == 2
+    assert SSMPanelClassifier.__params__["d_model"].default == SSMRegressor.__params__["d_model"].default == 32
+    assert BackboneParams.__params__["n_layers"].default == 4
     assert SSMClassifier.__params__["n_layers"].default == SSMPanelClassifier.__params__["n_layers"].default == 3
-    assert SSMClassifier.__params__["norm"].default == "batch" and SSMRegressor.__params__["norm"].default == "layer"
+    assert SSMClassifier.__params__["norm"].default == SSMRegressor.__params__["norm"].default == "batch"
+    # the regressors: the classifiers' network at lr=3e-3, in both faces
+    assert SSMRegressor.__params__["lr"].default == SSMPanelRegressor.__params__["lr"].default == 3e-3
+    assert SSMClassifier.__params__["lr"].default == 1e-2
+    assert SSMPanelRegressor.__params__["n_layers"].default == SSMRegressor.__params__["n_layers"].default == 3
     assert SSMPanelClassifier.__params__["min_steps"].default == SSMClassifier.__params__["min_steps"].default == 500
     assert SSMForecaster.__params__["min_steps"].default == 0
     adapter = set(SSMPanelClassifier.__params__)
