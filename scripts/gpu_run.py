@@ -106,7 +106,7 @@ def speech(args) -> None:
     data = load_prepared(args.data)
     for n in args.sizes:
         for seed in args.seeds:
-            row = run_row("speech", "ssm", data, n, seed, {"device": args.device}, "speech", args.split)
+            [row] = run_row("speech", "ssm", data, n, seed, {"device": args.device}, "speech", [args.split])
             row["device_name"] = _device_name(args.device)
             row["torch"] = torch.__version__
             row["data"] = "float16 copy of the 4 kHz clips (scripts/gpu_run.py prepare)"

@@ -108,6 +108,32 @@ def test_a_run_writes_a_row_per_fit_resumes_and_reports(tmp_path, capsys, monkey
     assert (tmp_path / "curves.png").stat().st_size > 1000
 
 
+def test_one_fit_scored_on_both_splits_gives_a_row_each_as_separate_runs_would(tmp_path, monkeypatch):
+    monkeypatch.setattr(scale, "POOL_SIZES", {})
+    monkeypatch.setattr(scale, "PATHFINDER_BLOCK", 12)
+    fits = []
+    real = scale.run_row
+    monkeypatch.setattr(scale, "run_row", lambda *a, **k: fits.append(a[7]) or real(*a, **k))
+    common = [
+        "--tasks", "pathfinder", "--sizes", "12", "--seeds", "0", "--models", "ssm",
+        "--test-size", "10", "--params", TINY, "--threads", "1",
+    ]  # fmt: skip
+    both, apart = tmp_path / "both.jsonl", tmp_path / "apart.jsonl"
+    assert scale.main([*common, "--out", str(both), "--splits", "validation", "test"]) == 0
+    rows = [json.loads(line) for line in both.read_text().splitlines()]
+    assert [r["split"] for r in rows] == ["validation", "test"] and fits == [["validation", "test"]]
+    assert rows[0]["fit_seconds"] == rows[1]["fit_seconds"]  # one fit
+    assert scale.main([*common, "--out", str(apart), "--validation"]) == 0
+    assert scale.main([*common, "--out", str(apart)]) == 0
+    separate = [json.loads(line) for line in apart.read_text().splitlines()]
+    assert [r["accuracy"] for r in separate] == [r["accuracy"] for r in rows]
+    fits.clear()
+    assert scale.main([*common, "--out", str(apart), "--splits", "test", "validation"]) == 0
+    assert fits == [] and len(apart.read_text().splitlines()) == 2  # both rows there: nothing fitted
+    with pytest.raises(SystemExit):
+        scale.main([*common, "--out", str(apart), "--splits", "test", "--validation"])
+
+
 def test_speech_at_another_rate_is_its_own_task_scored_zero_shot_at_half_that_rate(tmp_path, monkeypatch):
     from ssmts.data.speech import default_spoken_commands_dir
 
@@ -231,7 +257,7 @@ def test_quant_in_chunks_is_the_mean_vote_of_its_seeded_chunks_and_resumes(tmp_p
     data = scale.ScaleData(
         X[:60], y[:60], {"test": scale.HeldOut(X[60:], y[60:], {"half_rate": (half, y[60:], 500)})}, rate=1000
     )
-    row = scale.run_row("t", "quant", data, 30, 1, work_dir=tmp_path)
+    [row] = scale.run_row("t", "quant", data, 30, 1, work_dir=tmp_path)
     assert row["tree_chunks"] == 3 and row["n"] == 30 and row["fit_seconds"] > 0 and row["predict_seconds"] > 0
 
     index = scale.subset(y[:60], 30, 1)
@@ -256,7 +282,7 @@ def test_quant_in_chunks_is_the_mean_vote_of_its_seeded_chunks_and_resumes(tmp_p
     grown = []
     real = scale._quant_in_chunks.__globals__["np"].savez
     monkeypatch.setattr(np, "savez", lambda path, **arrays: grown.append(Path(path).name) or real(path, **arrays))
-    again = scale.run_row("t", "quant", data, 30, 1, work_dir=tmp_path)
+    [again] = scale.run_row("t", "quant", data, 30, 1, work_dir=tmp_path)
     assert grown == ["chunk-1.partial.npz"] and again["accuracy"] == row["accuracy"]
     other = scale.ScaleData(X[:60] + 1, y[:60], data.splits, rate=1000)
     with pytest.raises(ValueError, match="holds the work of other training series"):

@@ -28,7 +28,8 @@ the validation and test sets are the same for every n and model (speech: the cor
 voice-disjoint splits, 30 and 50 clips a word; the generated tasks: --test-size series each, drawn
 apart from the pool). The network's preset is fixed per task (PRESETS: its settings and where they
 come from), chosen on `--validation` rows (scored on the validation split); the test split only
-reports. Every (task, model, n, seed, split) is a row of the JSON-lines file --out: accuracy (and
+reports. `--splits validation test` scores each fit on both splits, a row each. Every (task, model,
+n, seed, split) is a row of the JSON-lines file --out: accuracy (and
 zero-shot accuracy), fit and predict seconds, torch threads and the machine's load average before
 and after. Rows already in the file are skipped, so an interrupted run continues where it stopped,
 and several commands can fill one file. `--report` prints the table and the crossovers and
@@ -44,7 +45,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -373,13 +374,15 @@ def run_row(
     seed: int,
     overrides: dict | None = None,
     name: str | None = None,
-    split: str = "test",
+    splits: Sequence[str] = ("test",),
     work_dir: str | Path | None = None,
-) -> dict:
-    """Fit one model on n training series and score it on `split`; the row written to the results
-    file. overrides: parameters of the ssm row that replace its preset's (recorded in the row); name:
-    the row's task (default: task, whose preset the network takes). work_dir: where the quant row keeps
-    its transformed series and trees' votes chunk by chunk (_quant_in_chunks), to continue a stopped fit."""
+) -> list[dict]:
+    """Fit one model on n training series and score it on each of `splits`: the rows written to the
+    results file, one a split, all of the one fit (their fit seconds are that fit's). overrides:
+    parameters of the ssm row that replace its preset's (recorded in the rows); name: the rows' task
+    (default: task, whose preset the network takes). work_dir: where the quant rows keep their
+    transformed series and trees' votes chunk by chunk (_quant_in_chunks), to continue a stopped fit
+    (there the forest is grown once a split)."""
     import torch
 
     from .classify import make_model
@@ -389,47 +392,51 @@ def run_row(
     params = dict(PRESETS[task].params, **(overrides or {})) if kind == "ssm" else {}
     if kind == "features" and data.rate is not None:
         params["sample_rate"] = data.rate
-    held_out = data.splits[split]
     load_before = _load_average()
-    if kind == "quant" and work_dir is not None:
-        work = Path(work_dir) / f"quant-{name or task}-{n}-{seed}-{split}"
-        fit_seconds, predict_seconds, predicted = _quant_in_chunks(data, index, seed, split, work)
-        predict = lambda X, condition=None: predicted[condition or ""]  # noqa: E731
-    else:
+    model, fit_seconds = None, None
+    if not (kind == "quant" and work_dir is not None):
         model = make_model(kind, False, params, seed)
         started = time.perf_counter()
         model.fit(data.X_pool[index], data.y_pool[index])
         fit_seconds = time.perf_counter() - started
-        started = time.perf_counter()
-        held_out_predictions = _predict_at(model, kind, held_out.X, None, data.rate)
-        predict_seconds = time.perf_counter() - started
-        predict = lambda X, condition=None: (  # noqa: E731
-            held_out_predictions
-            if condition is None
-            else _predict_at(model, kind, X, held_out.conditions[condition][2], data.rate)
+    rows = []
+    for split in splits:
+        held_out = data.splits[split]
+        if model is None:
+            work = Path(work_dir) / f"quant-{name or task}-{n}-{seed}-{split}"
+            fit_seconds, predict_seconds, predicted = _quant_in_chunks(data, index, seed, split, work)
+            predict = lambda X, condition=None: predicted[condition or ""]  # noqa: E731
+        else:
+            started = time.perf_counter()
+            held_out_predictions = _predict_at(model, kind, held_out.X, None, data.rate)
+            predict_seconds = time.perf_counter() - started
+            predict = lambda X, condition=None, first=held_out_predictions, held_out=held_out: (  # noqa: E731
+                first
+                if condition is None
+                else _predict_at(model, kind, X, held_out.conditions[condition][2], data.rate)
+            )
+        row = dict(
+            task=name or task,
+            model=kind,
+            n=int(n),
+            seed=int(seed),
+            split=split,
+            accuracy=float(np.mean(predict(held_out.X) == held_out.y)),
+            fit_seconds=round(fit_seconds, 2),
+            predict_seconds=round(predict_seconds, 2),
+            n_test=int(len(held_out.y)),
+            threads=torch.get_num_threads(),
+            load_before=load_before,
+            load_after=_load_average(),
         )
-    accuracy = float(np.mean(predict(held_out.X) == held_out.y))
-    row = dict(
-        task=name or task,
-        model=kind,
-        n=int(n),
-        seed=int(seed),
-        split=split,
-        accuracy=accuracy,
-        fit_seconds=round(fit_seconds, 2),
-        predict_seconds=round(predict_seconds, 2),
-        n_test=int(len(held_out.y)),
-        threads=torch.get_num_threads(),
-        load_before=load_before,
-        load_after=_load_average(),
-    )
-    for condition, (X, y, rate) in held_out.conditions.items():
-        row[f"{split}_{condition}"] = float(np.mean(predict(X, condition) == y))
-    if kind == "ssm":
-        row["params"] = params
-    if kind == "quant" and work_dir is not None:
-        row["tree_chunks"] = QUANT_CHUNKS
-    return row
+        for condition, (X, y, rate) in held_out.conditions.items():
+            row[f"{split}_{condition}"] = float(np.mean(predict(X, condition) == y))
+        if kind == "ssm":
+            row["params"] = params
+        if model is None:
+            row["tree_chunks"] = QUANT_CHUNKS
+        rows.append(row)
+    return rows
 
 
 def read_rows(path: str | Path) -> list[dict]:
@@ -615,9 +622,17 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--threads", type=int, default=None, help="torch's and the baselines' threads (default: all)")
     parser.add_argument(
+        "--splits",
+        nargs="+",
+        default=None,
+        choices=("validation", "test"),
+        help="the held-out splits each fit is scored on, a row each (default: test)",
+    )
+    parser.add_argument(
         "--validation",
         action="store_true",
-        help="score on the validation split (what presets are chosen on) instead of the test split",
+        help="score on the validation split (what presets are chosen on) instead of the test split: --splits "
+        "validation",
     )
     parser.add_argument("--report", action="store_true", help="print the table of --out and exit")
     parser.add_argument("--plot", default=None, metavar="PATH", help="draw the curves of --out to PATH and exit")
@@ -657,7 +672,9 @@ def main(argv: list[str] | None = None) -> int:
         "pathfinder": lambda n: load_pathfinder(n, args.test_size, cache_dir=args.cache_dir),
     }
     n_max = max(args.sizes)
-    split = "validation" if args.validation else "test"
+    if args.validation and args.splits is not None:
+        parser.error("give --splits or --validation, not both (--validation is --splits validation)")
+    splits = list(dict.fromkeys(args.splits or (["validation"] if args.validation else ["test"])))
     for task in args.tasks:
         name = speech_task(args.speech_rate) if task == "speech" else task
         # the network at another speech rate: its Delta set for that rate
@@ -667,7 +684,7 @@ def main(argv: list[str] | None = None) -> int:
             for n in sorted(args.sizes)
             for s in args.seeds
             for m in args.models
-            if (name, m, n, s, split) not in done
+            if any((name, m, n, s, split) not in done for split in splits)
         ]
         if not todo:
             continue
@@ -680,18 +697,19 @@ def main(argv: list[str] | None = None) -> int:
         for model, n, seed in todo:
             if n not in sizes:
                 continue
-            row = run_row(task, model, data, n, seed, task_overrides, name, split, args.work_dir)
-            if _key(row) in {_key(r) for r in read_rows(args.out)}:  # another command wrote it meanwhile
-                continue
-            with open(args.out, "a") as f:
-                f.write(json.dumps(row) + "\n")
-            half = f"{split}_half_rate"
-            extra = f", half rate {row[half]:.3f}" if half in row else ""
-            print(
-                f"{name} {model} n={n} seed={seed} ({split}): accuracy {row['accuracy']:.3f}{extra}, "
-                f"fit {row['fit_seconds']:.1f} s ({row['threads']} threads, load {row['load_before']})",
-                flush=True,
-            )
+            wanted = [split for split in splits if (name, model, n, seed, split) not in done]
+            for row in run_row(task, model, data, n, seed, task_overrides, name, wanted, args.work_dir):
+                if _key(row) in {_key(r) for r in read_rows(args.out)}:  # another command wrote it meanwhile
+                    continue
+                with open(args.out, "a") as f:
+                    f.write(json.dumps(row) + "\n")
+                half = f"{row['split']}_half_rate"
+                extra = f", half rate {row[half]:.3f}" if half in row else ""
+                print(
+                    f"{name} {model} n={n} seed={seed} ({row['split']}): accuracy {row['accuracy']:.3f}{extra}, "
+                    f"fit {row['fit_seconds']:.1f} s ({row['threads']} threads, load {row['load_before']})",
+                    flush=True,
+                )
     return 0
 
 
