@@ -536,10 +536,10 @@ class ForecasterPersistenceMixin(SaveLoadMixin):
         widening = fitted.get("interval_widening_")
         if widening is not None:
             _check_array(path, "interval_widening_", widening, "f", (H, len(levels)))
-        # before calibration_ was saved, a widening came from 'holdout' or, with early stopping, 'conformal'
-        earlier = "none" if widening is None else ("conformal" if self.early_stopping else "holdout")
-        calibration = fitted.get("calibration_", earlier)
         widened = widening is not None
+        # before calibration_ was saved, a widening came from 'holdout' or, with early stopping, 'conformal'
+        earlier = ("conformal" if self.early_stopping else "holdout") if widened else "none"
+        calibration = fitted.get("calibration_", earlier)
         if calibration not in ("holdout", "refit", "conformal", "none") or (calibration != "none") != widened:
             raise _altered(path, f"calibration_={calibration!r:.80} contradicts interval_widening_")
         names = fitted["_index_names"]
