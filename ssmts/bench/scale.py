@@ -96,11 +96,13 @@ PRESETS = {
     "listops": Preset(
         dict(d_model=64, d_state=32, n_layers=4, batch_size=32, lr=3e-3, max_epochs=30, min_steps=300, max_steps=3000),
         "4 blocks of H=64, N=32 and the classifier's normalization (ListOps needs depth: LRA presets use 4-6 "
-        "blocks), at most 3,000 steps",
+        "blocks), at most 3,000 steps; chosen on the validation expressions at n = 10,000, seed 0, against "
+        "9,000 steps (34.3 % against 34.95 %: less than the 1 point set beforehand to pay for three times "
+        "the fit, so the cheaper one stays)",
     ),
     "pathfinder": Preset(
         dict(d_model=64, d_state=32, n_layers=4, batch_size=32, lr=3e-3, max_epochs=30, min_steps=300, max_steps=3000),
-        "as listops",
+        "the ListOps preset, not searched on Pathfinder's validation images",
     ),
 }
 
