@@ -134,6 +134,52 @@ def test_one_fit_scored_on_both_splits_gives_a_row_each_as_separate_runs_would(t
         scale.main([*common, "--out", str(apart), "--splits", "test", "--validation"])
 
 
+def test_own_lengths_cuts_each_series_after_its_last_nonzero_step():
+    X = np.zeros((3, 2, 6), dtype=np.float32)
+    X[0, 0, [0, 3]] = 1.0  # a zero step inside is kept: length 4
+    X[1, 1, 5] = 2.0  # no padding: length 6
+    parts = scale.own_lengths(X)
+    assert [p.shape for p in parts] == [(2, 4), (2, 6), (2, 1)]  # an all-zero series keeps one step
+    np.testing.assert_array_equal(parts[0], X[0, :, :4])
+
+
+def test_the_network_reads_listops_at_its_own_lengths_and_the_baselines_padded(tmp_path, monkeypatch):
+    from ssmts.bench import classify
+
+    seen = {}
+    real = classify.make_model
+
+    def recording(kind, *args, **kwargs):
+        model = real(kind, *args, **kwargs)
+        fit = model.fit
+
+        def fit_recorded(X, y):
+            seen[kind] = X
+            return fit(X, y)
+
+        model.fit = fit_recorded
+        return model
+
+    monkeypatch.setattr(classify, "make_model", recording)
+    out = tmp_path / "rows.jsonl"
+    argv = [
+        "--tasks", "listops", "--sizes", "20", "--seeds", "0", "--models", "ssm", "minirocket",
+        "--listops-length", "40", "--test-size", "10", "--params", TINY, "--threads", "1", "--own-lengths",
+        "--out", str(out),
+    ]  # fmt: skip
+    monkeypatch.setattr(scale, "POOL_SIZES", {})
+    assert scale.main(argv) == 0
+    rows = {r["model"]: r for r in map(json.loads, out.read_text().splitlines())}
+    assert rows["ssm"]["own_lengths"] is True and "own_lengths" not in rows["minirocket"]
+    assert isinstance(seen["ssm"], list) and isinstance(seen["minirocket"], np.ndarray)
+    lengths = [x.shape[-1] for x in seen["ssm"]]
+    assert min(lengths) >= 10 and max(lengths) <= 40 and len(set(lengths)) > 1  # lengths 10-40, unequal
+    padded = seen["minirocket"]
+    for x, cut in zip(padded, seen["ssm"]):
+        np.testing.assert_array_equal(x[:, : cut.shape[-1]], cut)
+        assert not x[:, cut.shape[-1] :].any()  # what was cut is padding
+
+
 def test_speech_at_another_rate_is_its_own_task_scored_zero_shot_at_half_that_rate(tmp_path, monkeypatch):
     from ssmts.data.speech import default_spoken_commands_dir
 

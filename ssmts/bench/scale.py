@@ -125,6 +125,15 @@ class ScaleData:
     y_pool: np.ndarray
     splits: dict[str, HeldOut]
     rate: int | None = None
+    padded: bool = False  # series end in all-zero steps up to a common length (ListOps)
+
+
+def own_lengths(X: np.ndarray) -> list[np.ndarray]:
+    """Padded series (n, channels, L) -> a list of (channels, L_i), each cut after its last step with a
+    nonzero value (all-zero series keep one step)."""
+    nonzero = np.any(X != 0, axis=1)  # (n, L)
+    lengths = np.where(nonzero.any(1), X.shape[-1] - np.argmax(nonzero[:, ::-1], axis=1), 1)
+    return [x[:, :length] for x, length in zip(X, lengths)]
 
 
 def _one_hot_tokens(X: np.ndarray) -> np.ndarray:
@@ -182,6 +191,7 @@ def load_listops(n_max: int, max_length: int, n_test: int = 2000, seed: int = 0)
         _one_hot_tokens(np.asarray(task.test.X)),
         np.asarray(task.test.y),
         {"test": held_out(task.train), "validation": held_out(task.val)},
+        padded=True,
     )
 
 
@@ -378,13 +388,15 @@ def run_row(
     name: str | None = None,
     splits: Sequence[str] = ("test",),
     work_dir: str | Path | None = None,
+    unpadded: bool = False,
 ) -> list[dict]:
     """Fit one model on n training series and score it on each of `splits`: the rows written to the
     results file, one a split, all of the one fit (their fit seconds are that fit's). overrides:
     parameters of the ssm row that replace its preset's (recorded in the rows); name: the rows' task
     (default: task, whose preset the network takes). work_dir: where the quant rows keep their
     transformed series and trees' votes chunk by chunk (_quant_in_chunks), to continue a stopped fit
-    (there the forest is grown once a split)."""
+    (there the forest is grown once a split). unpadded: the network reads padded series (data.padded)
+    at their own lengths (`own_lengths`), as a list of unequal series; the others keep the padding."""
     import torch
 
     from .classify import make_model
@@ -394,12 +406,14 @@ def run_row(
     params = dict(PRESETS[task].params, **(overrides or {})) if kind == "ssm" else {}
     if kind == "features" and data.rate is not None:
         params["sample_rate"] = data.rate
+    unpadded = unpadded and kind == "ssm" and data.padded
+    series = own_lengths if unpadded else (lambda X: X)
     load_before = _load_average()
     model, fit_seconds = None, None
     if not (kind == "quant" and work_dir is not None):
         model = make_model(kind, False, params, seed)
         started = time.perf_counter()
-        model.fit(data.X_pool[index], data.y_pool[index])
+        model.fit(series(data.X_pool[index]), data.y_pool[index])
         fit_seconds = time.perf_counter() - started
     rows = []
     for split in splits:
@@ -410,12 +424,12 @@ def run_row(
             predict = lambda X, condition=None: predicted[condition or ""]  # noqa: E731
         else:
             started = time.perf_counter()
-            held_out_predictions = _predict_at(model, kind, held_out.X, None, data.rate)
+            held_out_predictions = _predict_at(model, kind, series(held_out.X), None, data.rate)
             predict_seconds = time.perf_counter() - started
             predict = lambda X, condition=None, first=held_out_predictions, held_out=held_out: (  # noqa: E731
                 first
                 if condition is None
-                else _predict_at(model, kind, X, held_out.conditions[condition][2], data.rate)
+                else _predict_at(model, kind, series(X), held_out.conditions[condition][2], data.rate)
             )
         row = dict(
             task=name or task,
@@ -435,6 +449,8 @@ def run_row(
             row[f"{split}_{condition}"] = float(np.mean(predict(X, condition) == y))
         if kind == "ssm":
             row["params"] = params
+        if unpadded:
+            row["own_lengths"] = True
         if model is None:
             row["tree_chunks"] = QUANT_CHUNKS
         rows.append(row)
@@ -622,6 +638,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--params", default="{}", help="JSON of parameters of the ssm row that replace its preset's (kept in the rows)"
     )
+    parser.add_argument(
+        "--own-lengths",
+        action="store_true",
+        help="the network reads the padded series (ListOps) at their own lengths, a list of unequal series, "
+        "instead of padded to --listops-length (the training-free rows need equal lengths and keep the padding)",
+    )
     parser.add_argument("--threads", type=int, default=None, help="torch's and the baselines' threads (default: all)")
     parser.add_argument(
         "--splits",
@@ -700,7 +722,8 @@ def main(argv: list[str] | None = None) -> int:
             if n not in sizes:
                 continue
             wanted = [split for split in splits if (name, model, n, seed, split) not in done]
-            for row in run_row(task, model, data, n, seed, task_overrides, name, wanted, args.work_dir):
+            fits = run_row(task, model, data, n, seed, task_overrides, name, wanted, args.work_dir, args.own_lengths)
+            for row in fits:
                 if _key(row) in {_key(r) for r in read_rows(args.out)}:  # another command wrote it meanwhile
                     continue
                 with open(args.out, "a") as f:
