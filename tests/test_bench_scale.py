@@ -178,6 +178,8 @@ def test_the_network_reads_listops_at_its_own_lengths_and_the_baselines_padded(t
     for x, cut in zip(padded, seen["ssm"]):
         np.testing.assert_array_equal(x[:, : cut.shape[-1]], cut)
         assert not x[:, cut.shape[-1] :].any()  # what was cut is padding
+    with pytest.raises(SystemExit):  # no padded task: the flag would do nothing
+        scale.main(["--tasks", "pathfinder", "--own-lengths", "--out", str(out)])
 
 
 def test_speech_at_another_rate_is_its_own_task_scored_zero_shot_at_half_that_rate(tmp_path, monkeypatch):

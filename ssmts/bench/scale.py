@@ -696,6 +696,8 @@ def main(argv: list[str] | None = None) -> int:
         "pathfinder": lambda n: load_pathfinder(n, args.test_size, cache_dir=args.cache_dir),
     }
     n_max = max(args.sizes)
+    if args.own_lengths and "listops" not in args.tasks:
+        parser.error("--own-lengths applies to the padded ListOps expressions: add listops to --tasks")
     if args.validation and args.splits is not None:
         parser.error("give --splits or --validation, not both (--validation is --splits validation)")
     splits = list(dict.fromkeys(args.splits or (["validation"] if args.validation else ["test"])))
@@ -722,8 +724,8 @@ def main(argv: list[str] | None = None) -> int:
             if n not in sizes:
                 continue
             wanted = [split for split in splits if (name, model, n, seed, split) not in done]
-            fits = run_row(task, model, data, n, seed, task_overrides, name, wanted, args.work_dir, args.own_lengths)
-            for row in fits:
+            one_fit = run_row(task, model, data, n, seed, task_overrides, name, wanted, args.work_dir, args.own_lengths)
+            for row in one_fit:
                 if _key(row) in {_key(r) for r in read_rows(args.out)}:  # another command wrote it meanwhile
                     continue
                 with open(args.out, "a") as f:
