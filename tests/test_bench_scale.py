@@ -144,6 +144,7 @@ def test_own_lengths_cuts_each_series_after_its_last_nonzero_step():
 
 
 def test_the_network_reads_listops_at_its_own_lengths_and_the_baselines_padded(tmp_path, monkeypatch):
+    """The ListOps preset's network reads each expression at its own length; --padded gives it the padding."""
     from ssmts.bench import classify
 
     seen = {}
@@ -164,8 +165,7 @@ def test_the_network_reads_listops_at_its_own_lengths_and_the_baselines_padded(t
     out = tmp_path / "rows.jsonl"
     argv = [
         "--tasks", "listops", "--sizes", "20", "--seeds", "0", "--models", "ssm", "minirocket",
-        "--listops-length", "40", "--test-size", "10", "--params", TINY, "--threads", "1", "--own-lengths",
-        "--out", str(out),
+        "--listops-length", "40", "--test-size", "10", "--params", TINY, "--threads", "1", "--out", str(out),
     ]  # fmt: skip
     monkeypatch.setattr(scale, "POOL_SIZES", {})
     assert scale.main(argv) == 0
@@ -178,8 +178,14 @@ def test_the_network_reads_listops_at_its_own_lengths_and_the_baselines_padded(t
     for x, cut in zip(padded, seen["ssm"]):
         np.testing.assert_array_equal(x[:, : cut.shape[-1]], cut)
         assert not x[:, cut.shape[-1] :].any()  # what was cut is padding
-    with pytest.raises(SystemExit):  # no padded task: the flag would do nothing
-        scale.main(["--tasks", "pathfinder", "--own-lengths", "--out", str(out)])
+    seen.clear()
+    padded_out = tmp_path / "padded.jsonl"
+    assert scale.main([*argv[:-2], "--models", "ssm", "--padded", "--out", str(padded_out)]) == 0
+    (row,) = map(json.loads, padded_out.read_text().splitlines())
+    assert row["own_lengths"] is False and isinstance(seen["ssm"], np.ndarray) and seen["ssm"].shape[-1] == 40
+    for argv_padded in (["--tasks", "pathfinder"], ["--tasks", "listops", "--models", "quant"]):
+        with pytest.raises(SystemExit):  # the flag would do nothing
+            scale.main([*argv_padded, "--padded", "--out", str(out)])
 
 
 def test_speech_at_another_rate_is_its_own_task_scored_zero_shot_at_half_that_rate(tmp_path, monkeypatch):
