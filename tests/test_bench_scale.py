@@ -183,6 +183,10 @@ def test_the_network_reads_listops_at_its_own_lengths_and_the_baselines_padded(t
     assert scale.main([*argv[:-2], "--models", "ssm", "--padded", "--out", str(padded_out)]) == 0
     (row,) = map(json.loads, padded_out.read_text().splitlines())
     assert row["own_lengths"] is False and isinstance(seen["ssm"], np.ndarray) and seen["ssm"].shape[-1] == 40
+    with pytest.raises(SystemExit):  # padded rows into the file of the preset's: refused, not mixed
+        scale.main([*argv[:-2], "--models", "ssm", "--padded", "--out", str(out)])
+    with pytest.raises(SystemExit):  # and the other way round
+        scale.main([*argv[:-2], "--models", "ssm", "--out", str(padded_out)])
     for argv_padded in (["--tasks", "pathfinder"], ["--tasks", "listops", "--models", "quant"]):
         with pytest.raises(SystemExit):  # the flag would do nothing
             scale.main([*argv_padded, "--padded", "--out", str(out)])

@@ -698,7 +698,20 @@ def main(argv: list[str] | None = None) -> int:
     overrides = json.loads(args.params)
     if not isinstance(overrides, dict):
         parser.error(f"--params must be a JSON object of parameters, got {args.params!r}")
-    done = {_key(row) for row in read_rows(args.out)}
+    existing = read_rows(args.out)
+    done = {_key(row) for row in existing}
+    # One file, one input of the ListOps network: a row read the other way would count as done, and the
+    # report would average the two.
+    other_input = [
+        row
+        for row in existing
+        if row["task"] == "listops" and row["model"] == "ssm" and row.get("own_lengths", False) == args.padded
+    ]
+    if other_input and "listops" in args.tasks and "ssm" in args.models:
+        parser.error(
+            f"{args.out} holds ListOps network rows read {'at their own lengths' if args.padded else 'padded'} "
+            f"({len(other_input)}); write rows {'read padded' if args.padded else 'of the preset'} to another --out"
+        )
     loaders: dict[str, Callable[[int], ScaleData]] = {
         "speech": lambda n: load_speech(args.speech_dir, n, args.speech_rate),
         "listops": lambda n: load_listops(n, args.listops_length, args.test_size),
