@@ -54,7 +54,6 @@ class _FlatGroup:
             start += gap
         values = torch.cat(self._with_gaps([p.detach() for p in params]))
         moments = [torch.zeros_like(values), torch.zeros_like(values)]
-        steps = set()
         for p, (a, b) in zip(params, self.bounds):
             p.data = values[a:b].view_as(p)
             entry = state[p]
@@ -64,11 +63,15 @@ class _FlatGroup:
                 entry[key] = buffer[a:b].view_as(p)
             if "step" not in entry:  # what torch's Adam starts a parameter's state with
                 entry["step"] = torch.tensor(0.0, dtype=_get_scalar_dtype())
-            steps.add(float(entry["step"]))
         self.values, self.exp_avg, self.exp_avg_sq = values, moments[0], moments[1]
         self.pointers = [p.data_ptr() for p in params]
-        # One count for the group while its parameters have taken the same number of steps.
-        self.step = state[params[0]]["step"].clone() if len(steps) == 1 else None
+        self.read_steps(state)
+
+    def read_steps(self, state: dict) -> None:
+        """The group's step count from its parameters' (None once they differ: then torch's per-tensor
+        step counts each)."""
+        steps = {float(state[p]["step"]) for p in self.params}
+        self.step = state[self.params[0]]["step"].clone() if len(steps) == 1 else None
         self.steps_written = True  # the parameters' own step counts hold the group's
 
     def _with_gaps(self, tensors: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -142,9 +145,9 @@ class FlatAdam(torch.optim.Adam):
         )
         if not flat:
             self._write_steps()
-            super().step()
-            if self._flat is not None:  # the step counts may now differ within a group
-                self._gather()
+            super().step()  # in place, on the buffers' views
+            for group in self._flat or ():  # the step counts may now differ within a group
+                group.read_steps(self.state)
             return loss
         for options, group in zip(self.param_groups, self._flat):
             if group.params[0].grad is None:  # no gradient in the whole group: torch skips it too
