@@ -9,6 +9,7 @@ import torch
 from ssmts.bench.pretrain import main
 from ssmts.sktime import SSMForecaster
 from ssmts.sktime._pretrained import read_pretrained
+from ssmts.training.flat import FlatAdam
 
 
 def _run(path, seed=0):
@@ -54,7 +55,7 @@ def test_a_short_run_trains_and_the_file_records_it(tmp_path, monkeypatch):
         return counted
 
     monkeypatch.setattr(SSMForecaster, "_build_network", build_and_keep)
-    monkeypatch.setattr(torch.optim.AdamW, "step", count_steps(torch.optim.AdamW.step))
+    monkeypatch.setattr(FlatAdam, "step", count_steps(FlatAdam.step))  # the Trainer's optimizer on a CPU
     monkeypatch.setattr(pretrained, "write_pretrained", write_and_keep)
     argv = ["--series", "40", "--steps", "300", "--context", "12", "--horizon", "4", "--seed", "0", "--threads", "1"]
     assert main([*argv, "--out", str(tmp_path / "w.safetensors")]) == 0
