@@ -698,19 +698,23 @@ def main(argv: list[str] | None = None) -> int:
     overrides = json.loads(args.params)
     if not isinstance(overrides, dict):
         parser.error(f"--params must be a JSON object of parameters, got {args.params!r}")
+    if args.padded and ("listops" not in args.tasks or "ssm" not in args.models):
+        parser.error("--padded applies to the network's rows (ssm) on ListOps: add listops to --tasks, ssm to --models")
+    unpadded = False if args.padded else None  # None: as the preset says
     existing = read_rows(args.out)
     done = {_key(row) for row in existing}
     # One file, one input of the ListOps network: a row read the other way would count as done, and the
-    # report would average the two.
+    # report would average the two. Rows from before the key was written read the padding.
+    own = PRESETS["listops"].own_lengths if unpadded is None else unpadded
     other_input = [
         row
         for row in existing
-        if row["task"] == "listops" and row["model"] == "ssm" and row.get("own_lengths", False) == args.padded
+        if row["task"] == "listops" and row["model"] == "ssm" and row.get("own_lengths", False) != own
     ]
     if other_input and "listops" in args.tasks and "ssm" in args.models:
         parser.error(
-            f"{args.out} holds ListOps network rows read {'at their own lengths' if args.padded else 'padded'} "
-            f"({len(other_input)}); write rows {'read padded' if args.padded else 'of the preset'} to another --out"
+            f"{args.out} holds ListOps network rows read {'padded' if own else 'at their own lengths'} "
+            f"({len(other_input)}); write rows read {'at their own lengths' if own else 'padded'} to another --out"
         )
     loaders: dict[str, Callable[[int], ScaleData]] = {
         "speech": lambda n: load_speech(args.speech_dir, n, args.speech_rate),
@@ -718,8 +722,6 @@ def main(argv: list[str] | None = None) -> int:
         "pathfinder": lambda n: load_pathfinder(n, args.test_size, cache_dir=args.cache_dir),
     }
     n_max = max(args.sizes)
-    if args.padded and ("listops" not in args.tasks or "ssm" not in args.models):
-        parser.error("--padded applies to the network's rows (ssm) on ListOps: add listops to --tasks, ssm to --models")
     if args.validation and args.splits is not None:
         parser.error("give --splits or --validation, not both (--validation is --splits validation)")
     splits = list(dict.fromkeys(args.splits or (["validation"] if args.validation else ["test"])))
@@ -746,7 +748,6 @@ def main(argv: list[str] | None = None) -> int:
             if n not in sizes:
                 continue
             wanted = [split for split in splits if (name, model, n, seed, split) not in done]
-            unpadded = False if args.padded else None
             one_fit = run_row(task, model, data, n, seed, task_overrides, name, wanted, args.work_dir, unpadded)
             for row in one_fit:
                 if _key(row) in {_key(r) for r in read_rows(args.out)}:  # another command wrote it meanwhile

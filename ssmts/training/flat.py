@@ -118,7 +118,7 @@ class FlatAdam(torch.optim.Adam):
 
     def _gather(self) -> None:
         """Put each group's parameters and moments into buffers (again, after a load or a move)."""
-        groups = [[p for p in group["params"]] for group in self.param_groups]
+        groups = [list(group["params"]) for group in self.param_groups]
         self._lazy = any(is_lazy(p) for params in groups for p in params)
         if not all(_flattenable(params) for params in groups):
             self._flat = None

@@ -367,7 +367,7 @@ class Trainer:
         c = self.config
         groups = parameter_groups(self.model, c.lr, c.lr_ssm, c.weight_decay)
         if c.optimizer in ("adam", "adamw") and self.device.type == "cpu":
-            # the same steps, bit for bit, one buffer a group (a small network's step: 10-15 % faster)
+            # the same steps, bit for bit, one buffer a group (a forecaster's fit: about 0.88x the time)
             decoupled = c.optimizer == "adamw"
             return FlatAdam(groups, lr=c.lr, weight_decay=1e-2 if decoupled else 0.0, decoupled_weight_decay=decoupled)
         if c.optimizer == "adamw":
