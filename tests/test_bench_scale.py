@@ -54,6 +54,23 @@ def test_crossover_is_the_first_size_from_which_the_network_stays_ahead():
     assert scale.crossovers(scale.summarize(rows_behind)) == {"t": None}
 
 
+def test_each_seed_has_its_own_crossover_in_the_report():
+    rows = []
+    for n, ssm_by_seed, other in [(100, (0.5, 0.5), 0.6), (300, (0.7, 0.5), 0.6), (1000, (0.8, 0.7), 0.6)]:
+        for seed in (0, 1):
+            rows += [_row("t", "ssm", n, seed, ssm_by_seed[seed])]
+            rows += [_row("t", m, n, seed, other) for m in scale.TRAINING_FREE]
+    assert scale.crossovers(scale.summarize(rows)) == {"t": 1000}  # the means: 0.6 = 0.6 at 300
+    assert scale.crossovers_by_seed(rows) == {"t": {0: 300, 1: 1000}}
+    assert "each seed alone: seed 0 from n = 300, seed 1 from n = 1000" in scale.format_report(rows)
+    behind = [r for r in rows if not (r["seed"] == 1 and r["n"] == 1000 and r["model"] == "ssm")]
+    behind.append(_row("t", "ssm", 1000, 1, 0.5))
+    assert scale.crossovers_by_seed(behind)["t"] == {0: 300, 1: None}
+    assert "seed 1 never" in scale.format_report(behind)
+    no_quant_seed_1 = [r for r in rows if not (r["seed"] == 1 and r["model"] == "quant")]
+    assert "seed 1 from n = 1000 (not measured there: quant at n = 1000)" in scale.format_report(no_quant_seed_1)
+
+
 def test_the_report_names_the_training_free_rows_a_crossover_was_not_checked_against():
     rows = [_row("t", "ssm", n, 0, 0.5 if n == 100 else 0.9) for n in (100, 1000)]
     rows += [_row("t", m, 100, 0, 0.6) for m in scale.TRAINING_FREE] + [_row("t", "features", 1000, 0, 0.7)]

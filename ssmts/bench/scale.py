@@ -535,6 +535,17 @@ def crossovers(summary: dict) -> dict:
     return result
 
 
+def crossovers_by_seed(rows: list[dict], split: str = "test") -> dict:
+    """{task: {seed: crossover n (None: never)}}: `crossovers` of each seed's rows alone, the spread
+    the mean's crossover hides (a seed compares against the training-free rows of the same seed)."""
+    result: dict = {}
+    for seed in sorted({row["seed"] for row in rows if _split(row) == split}):
+        seed_rows = [row for row in rows if row["seed"] == seed]
+        for task, n in crossovers(summarize(seed_rows, split)).items():
+            result.setdefault(task, {})[seed] = n
+    return result
+
+
 def _table(summary: dict) -> list[str]:
     lines = [
         "| task | model | n | seeds | accuracy | spread | zero-shot half rate | fit s |",
@@ -549,15 +560,29 @@ def _table(summary: dict) -> list[str]:
     return lines
 
 
+def _unchecked(summary: dict, task: str, n: int | None) -> str:
+    """The training-free rows missing at the sizes that decide crossover `n` ('' when none is)."""
+    sizes = sorted({key[2] for key in summary if key[0] == task and key[1] == "ssm"})
+    deciding = [m for m in sizes if m >= n] if n is not None else sizes[-1:]
+    missing = {m: [k for k in deciding if (task, m, k) not in summary] for m in TRAINING_FREE}
+    return "; ".join(f"{m} at n = {', '.join(map(str, ks))}" for m, ks in missing.items() if ks)
+
+
 def format_report(rows: list[dict]) -> str:
-    """The test rows' table and crossovers; then the validation rows' table, if any."""
+    """The test rows' table and crossovers (of the seeds' means, then of each seed alone); then the
+    validation rows' table, if any."""
     summary = summarize(rows)
     lines = ["Test splits:", "", *_table(summary), ""]
+    by_seed = crossovers_by_seed(rows)
     for task, n in crossovers(summary).items():
-        sizes = sorted({key[2] for key in summary if key[0] == task and key[1] == "ssm"})
-        deciding = [m for m in sizes if m >= n] if n is not None else sizes[-1:]
-        missing = {m: [k for k in deciding if (task, m, k) not in summary] for m in TRAINING_FREE}
-        caveat = "; ".join(f"{m} at n = {', '.join(map(str, ks))}" for m, ks in missing.items() if ks)
+        caveat = _unchecked(summary, task, n)
+        seeds = []
+        for seed, m in by_seed.get(task, {}).items():
+            seed_caveat = _unchecked(summarize([r for r in rows if r["seed"] == seed]), task, m)
+            seeds.append(
+                f"seed {seed} {'from n = ' + str(m) if m is not None else 'never'}"
+                + (f" (not measured there: {seed_caveat})" if seed_caveat else "")
+            )
         lines.append(
             (
                 f"{task}: the network is ahead of every training-free row measured from n = {n} on (among the sizes "
@@ -566,6 +591,8 @@ def format_report(rows: list[dict]) -> str:
                 else f"{task}: no crossover: the network is not ahead of every training-free row at the largest size"
             )
             + (f"; not measured there: {caveat}" if caveat else "")
+            + "; each seed alone: "
+            + ", ".join(seeds)
         )
     validation = summarize(rows, "validation")
     if validation:
