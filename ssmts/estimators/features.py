@@ -35,8 +35,12 @@ from ._input import PreparedInput
 from .classification import RateClassifierMixin, check_labels, label_encoder, restored_label_encoder
 from .regression import RateRegressorMixin, check_targets
 
-RIDGE_ALPHAS = np.logspace(-3, 3, 10)
-"""Penalties the ridge read-out chooses from by efficient leave-one-out (as MiniRocket's)."""
+RIDGE_ALPHAS = np.logspace(-3, 6, 19)
+"""Penalties the ridge read-out chooses from by efficient leave-one-out: MiniRocket's grid (1e-3 to 1e3)
+extended to 1e6, since with thousands of features and tens of series the leave-one-out optimum lies
+beyond 1e3 where the targets carry little signal (it did on every fold of CardanoSentiment and
+Covid3Month, whose relative RMSE fell from 1.125 to 1.057 and from 1.000 to 0.948 under 5-fold CV x 2
+on their training splits; the development classification sets moved by 0.001)."""
 
 EXTRAPOLATION_SPREADS = 1.0
 """A prediction warns when clipping its series' features to the training range moves it by more than

@@ -47,6 +47,20 @@ def test_classifier_readout_is_sklearns_scaler_and_ridge_on_the_features():
     assert (clf.predict(X) == reference.predict(F)).all()
 
 
+def test_regressor_penalty_reaches_past_minirockets_grid_when_the_targets_are_noise():
+    # With hundreds of features and 40 series, the leave-one-out penalty for targets unrelated to the
+    # series lies beyond MiniRocket's grid (1e3), where the predictions shrink to the training mean.
+    strongly_shrunk = 0
+    for seed in range(3):
+        rng = np.random.default_rng(seed)
+        X, y, X_new = rng.standard_normal((40, 60)), rng.standard_normal(40), rng.standard_normal((40, 60))
+        reg = SSMFeatureRegressor(**dict(SMALL, random_state=seed)).fit(X, y)
+        if reg.alpha_ > 1e3:
+            strongly_shrunk += 1
+            assert np.std(reg.predict(X_new)) < 0.1 * np.std(y)
+    assert strongly_shrunk >= 1
+
+
 def test_regressor_readout_is_sklearns_scaler_and_ridge_and_multioutput_works():
     X, _, freq = _waves(40, 60, seed=1)
     Y = np.stack([freq, -2.0 * freq + 1.0], 1)
