@@ -9,11 +9,15 @@ word has the same voice), so a voice carries no information about the word; a sp
 clips per word than voices cycles through its voices again, with new random settings.
 
 Every clip's pitch, speed, loudness, position in the 1 s window, background noise (white, pink,
-brown or mains hum) and SNR are drawn in advance from one generator seeded by `seed`, so the
-corpus does not depend on the number of worker processes, and the same seed (and espeak-ng
-version) gives the same bytes. A directory is a cache: rerunning the same request skips the
-clips already written (checked against the SHA-256 in the manifest); a different request into
-the same directory is refused.
+brown or mains hum) and SNR are drawn in advance from a generator of its own, seeded by `seed`, its
+split, word and index, so the corpus does not depend on the number of worker processes, and the same
+seed (and espeak-ng version) gives the same bytes. A larger request holds a smaller one: with the
+same seed and validation and test sizes, the validation and test clips are the same, and the first n
+training clips of each word are those of a request for n (while the training voices outnumber the
+clips per word), so learning curves read one test set and nested training sets.
+
+A directory is a cache: rerunning the same request skips the clips already written (checked
+against the SHA-256 in the manifest); a different request into the same directory is refused.
 """
 
 from __future__ import annotations
@@ -52,7 +56,7 @@ SPLITS = ("train", "val", "test")
 SETTINGS_NAME = "corpus_settings.json"
 """The request a corpus directory was made with; a different request into it is refused."""
 
-CORPUS_FORMAT = 1
+CORPUS_FORMAT = 2  # 2: each clip's settings from its own seeded generator, training voices in a fixed order
 """Version of the recipe below; a change that alters the clips must increase it."""
 
 _PARTIAL_MANIFEST_NAME = ".manifest_partial.jsonl"
@@ -291,7 +295,9 @@ def _claim_directory(out_dir: Path, settings: dict) -> None:
 
 
 def _split_voices(settings: dict, pool: dict[str, tuple[str, ...]], rng: np.random.Generator) -> dict[str, list]:
-    """Disjoint voice lists, in the order the clips use them: test, then validation, then training."""
+    """Disjoint voice lists, in the order the clips use them: test, then validation, then training. The
+    training list is a prefix of one fixed order of the voices left (English ones at the positions that
+    keep english_fraction of every prefix), so that a larger corpus's training voices extend a smaller one's."""
     remaining = {group: [voices[i] for i in rng.permutation(len(voices))] for group, voices in pool.items()}
     quarter = (len(pool["english"]) + len(pool["other"])) // 4
     if quarter < 1:
@@ -302,7 +308,7 @@ def _split_voices(settings: dict, pool: dict[str, tuple[str, ...]], rng: np.rand
     available = len(pool["english"]) + len(pool["other"]) - sizes["test"] - sizes["val"]
     sizes["train"] = min(settings["train_per_word"], available)
     voices = {}
-    for split in ("test", "val", "train"):
+    for split in ("test", "val"):
         n_english = min(round(settings["english_fraction"] * sizes[split]), len(remaining["english"]))
         n_other = min(sizes[split] - n_english, len(remaining["other"]))
         n_english = sizes[split] - n_other  # when the other languages run out, English voices fill in
@@ -310,18 +316,26 @@ def _split_voices(settings: dict, pool: dict[str, tuple[str, ...]], rng: np.rand
         remaining["english"] = remaining["english"][n_english:]
         remaining["other"] = remaining["other"][n_other:]
         voices[split] = [chosen[i] for i in rng.permutation(len(chosen))]
+    english, other = iter(remaining["english"]), iter(remaining["other"])
+    fraction, order = settings["english_fraction"], []
+    for i in range(sizes["train"]):
+        wants_english = math.floor(fraction * (i + 1) + 0.5) > math.floor(fraction * i + 0.5)
+        first, second = (english, other) if wants_english else (other, english)
+        order.append(next(first, None) or next(second))  # when one group runs out, the other fills in
+    voices["train"] = order
     return voices
 
 
 def _plan(settings: dict, pool: dict[str, tuple[str, ...]]) -> list[dict]:
-    """Every clip's file name and random settings, drawn in a fixed order from one seeded generator."""
-    rng = np.random.default_rng(settings["seed"])
-    voices = _split_voices(settings, pool, rng)
+    """Every clip's file name and random settings: the voices from a generator seeded by `seed`, the k-th
+    clip of a word in a split from its own generator (seed, split, word, k)."""
+    voices = _split_voices(settings, pool, np.random.default_rng(settings["seed"]))
     pitch, speed = settings["pitch_range"], settings["speed_range"]
     plan = []
-    for split in SPLITS:
-        for word in settings["words"]:
+    for split_index, split in enumerate(SPLITS):
+        for word_index, word in enumerate(settings["words"]):
             for k in range(settings[f"{split}_per_word"]):
+                rng = np.random.default_rng([settings["seed"], split_index, word_index, k])
                 voice = voices[split][k % len(voices[split])]
                 plan.append(
                     {

@@ -159,6 +159,25 @@ def test_training_voices_grow_with_the_corpus_and_stay_balanced(train_per_word):
     assert len({clip["file"] for clip in plan}) == len(plan), "file names are unique"
 
 
+@needs_espeak
+def test_a_larger_corpus_holds_a_smaller_one():
+    # Learning curves read one test set and nested training sets: 100 clips a word inside 1,000.
+    pool = speech_corpus.corpus_voice_pool(tuple(speech_corpus.WORD_SETS["sc10"]))
+    plans = {
+        n: speech_corpus._plan(speech_corpus._settings(**{**_SETTINGS, "train_per_word": n}), pool) for n in (100, 1000)
+    }
+    by_file = {n: {clip["file"]: clip for clip in plan} for n, plan in plans.items()}
+    small, large = by_file[100], by_file[1000]
+    assert all(large[name] == clip for name, clip in small.items()), "every clip of the smaller corpus, the same"
+    for split in ("val", "test"):
+        assert [c for c in plans[100] if c["split"] == split] == [c for c in plans[1000] if c["split"] == split]
+    assert sum(clip["split"] == "train" for clip in large.values()) == 10 * sum(
+        clip["split"] == "train" for clip in small.values()
+    )
+    other_seed = speech_corpus._plan(speech_corpus._settings(**{**_SETTINGS, "train_per_word": 100, "seed": 1}), pool)
+    assert [c["pitch"] for c in other_seed] != [c["pitch"] for c in plans[100]]
+
+
 @pytest.fixture(scope="module")
 def tiny_corpus(tmp_path_factory) -> Path:
     return speech_corpus.make_corpus(tmp_path_factory.mktemp("corpus") / "tiny", jobs=1, **TINY)
