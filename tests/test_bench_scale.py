@@ -234,6 +234,24 @@ def test_speech_at_another_rate_is_its_own_task_scored_zero_shot_at_half_that_ra
         scale.main([*argv[:4], "--speech-rate", "50", "--out", str(out)])
 
 
+def test_a_larger_speech_corpus_gives_the_same_test_set_and_a_pool_that_starts_with_the_smaller(tmp_path):
+    import shutil
+
+    from ssmts.data.speech_corpus import make_corpus
+
+    if shutil.which("espeak-ng") is None:
+        pytest.skip("needs espeak-ng (apt-get install espeak-ng)")
+    sizes = {}
+    for per_word in (1, 2):
+        make_corpus(tmp_path / f"c{per_word}", "sc10", per_word, 1, 1, seed=3, jobs=1, progress=False)
+        sizes[per_word] = scale.load_speech(tmp_path / f"c{per_word}", 10 * per_word, rate=1000)
+    small, large = sizes[1], sizes[2]
+    assert large.y_pool[:10].tolist() == small.y_pool.tolist() == list(range(10))  # k = 0 of every word first
+    np.testing.assert_array_equal(large.X_pool[:10], small.X_pool)
+    np.testing.assert_array_equal(large.splits["test"].X, small.splits["test"].X)
+    assert large.y_pool[10:].tolist() == list(range(10)) and not np.array_equal(large.X_pool[10:], small.X_pool)
+
+
 @pytest.mark.parametrize("loader", [scale.load_listops, scale.load_pathfinder])
 def test_the_generated_tasks_held_out_sets_do_not_depend_on_the_pool_size(loader, monkeypatch):
     monkeypatch.setattr(scale, "PATHFINDER_BLOCK", 10)

@@ -14,8 +14,10 @@ Tasks (TASKS):
                 trained on them, the ceiling of the 4 kHz network's zero-shot accuracy. Read
                 from --speech-dir, a directory in the Speech Commands layout; an empty or missing
                 one is first filled by ssmts.data.speech_corpus.make_corpus (espeak-ng voices,
-                voice-disjoint splits, max(--sizes) / 10 training clips a word, 30 validation and
-                50 test clips a word; cached).
+                voice-disjoint splits, max(--sizes, 3,000) / 10 training clips a word, 30 validation
+                and 50 test clips a word; cached). The pool is ordered by each clip's index within
+                its word, so that its first 3,000 clips are the same in every corpus of format 2
+                at least that large (a larger corpus holds a smaller one).
     listops     ListOps (the Long Range Arena generator, ssmts.data.listops_synth), expressions of
                 --listops-length tokens at most (LRA: 2,000), one-hot channels of the 15 tokens
                 (padding all zeros), 10 classes.
@@ -59,7 +61,7 @@ SPEECH_RATE = 4000
 # the subset of a given n and seed is the same series in every run (pathfinder's images are slow to draw).
 # The pool every size up to it draws from (so that a row does not depend on the largest size of its
 # command); larger sizes draw from the whole pool.
-POOL_SIZES = {"listops": 10000, "pathfinder": 3000}
+POOL_SIZES = {"listops": 10000, "pathfinder": 3000, "speech": 3000}
 PATHFINDER_BLOCK = 3000  # images of one seeded stream of the Pathfinder pool
 # QUANT's forest (aeon's: 200 extra-trees) grown in chunks when a work directory keeps them (--work-dir)
 QUANT_TREES, QUANT_CHUNKS = 200, 8
@@ -171,16 +173,42 @@ def load_speech(directory: str | Path, n_max: int, rate: int = SPEECH_RATE) -> S
     data = load_speech_commands(directory, words="sc10")
     to_rate = lambda X, rate: change_rate(X, SPEECH_COMMANDS_RATE, rate, method="resample")  # noqa: E731
     half = rate // 2
+    order = _clip_order(directory, data.meta["files"]["train"])
 
     def held_out(split) -> HeldOut:
         y = np.asarray(split.y)
         return HeldOut(to_rate(split.X, rate), y, {"half_rate": (to_rate(split.X, half), y, half)})
 
     return ScaleData(
-        to_rate(data.train.X, rate),
-        np.asarray(data.train.y),
+        to_rate(data.train.X[order], rate),
+        np.asarray(data.train.y)[order],
         {"validation": held_out(data.val), "test": held_out(data.test)},
         rate,
+    )
+
+
+def _clip_order(directory: Path, train_files: list[str]) -> np.ndarray:
+    """Order of the training clips in the pool: by their index within their word in the corpus's
+    manifest (the k-th clips of every word, then the (k+1)-th), so that the first 10 m clips are the
+    corpus of m clips a word that a larger corpus holds (speech_corpus, format 2) and the pool's
+    prefix of POOL_SIZES["speech"] is the same in every corpus at least that large. Clips the
+    manifest does not name (a corpus of other origin) keep the loader's order, after the others."""
+    import csv
+
+    from ssmts.data.speech_synth import MANIFEST_NAME
+
+    index: dict[str, int] = {}
+    manifest = directory / MANIFEST_NAME
+    if manifest.is_file():
+        seen: dict[str, int] = {}
+        with open(manifest, newline="", encoding="utf-8") as handle:
+            for row in csv.DictReader(handle):
+                if row.get("split") == "train":
+                    index[row["file"]] = seen.get(row["word"], 0)
+                    seen[row["word"]] = index[row["file"]] + 1
+    unnamed = len(train_files)
+    return np.asarray(
+        sorted(range(len(train_files)), key=lambda i: (index.get(train_files[i], unnamed), i)), dtype=np.int64
     )
 
 

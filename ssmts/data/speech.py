@@ -162,6 +162,7 @@ def load_speech_commands(
             "max_per_class": max_per_class,
             "random_state": random_state,
             "split_protocol": "validation_list.txt / testing_list.txt; all other clips train",
+            "files": {name: [relative for relative, _ in entries] for name, entries in files.items()},
         },
     )
 
