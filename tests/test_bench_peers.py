@@ -6,7 +6,6 @@ import os
 import re
 import shutil
 import subprocess
-import time
 
 import pytest
 
@@ -45,12 +44,9 @@ def test_registered():
 def test_tiny_run_with_every_peer_it_can_import(capsys):
     """Every ssmts head count (1, 2, H), the importable peers and the FFT floor get a time; each ssmts row
     a ratio to its structure's peer (when that peer is importable) and to the floor."""
-    start = time.perf_counter()
     args = TINY + ["--no-lstm"] + (["--s4d", S4_CHECKOUT] if os.path.isdir(S4_CHECKOUT) else [])
     assert bench_peers.main(args) == 0
     out = capsys.readouterr().out
-    # 4 to 10 s measured on the shared 2-core machine, most of it importing the peers; a loose bound.
-    assert time.perf_counter() - start < 30
     loaded = bench_peers.load_peers(bench_peers.PEERS, S4_CHECKOUT if os.path.isdir(S4_CHECKOUT) else None)
     for model in ("ssmts heads=1", "ssmts heads=2", "ssmts heads=8", "fft floor", *loaded.classes):
         (row,) = _rows(out, model)
@@ -72,9 +68,7 @@ def test_tiny_run_with_the_peers_missing(capsys, monkeypatch):
         raise ImportError(f"no module named {name!r} (test)")
 
     monkeypatch.setattr(bench_peers, "load_peer", missing)
-    start = time.perf_counter()
     assert bench_peers.main(TINY + ["--markdown", "--step", "--step-count", "5"]) == 0
-    assert time.perf_counter() - start < 10
     out = capsys.readouterr().out
     for name in bench_peers.PEERS:
         assert f"peer {name} skipped: ImportError: no module named '{name}' (test)" in out

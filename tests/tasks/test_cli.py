@@ -7,7 +7,6 @@ import json
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -192,10 +191,8 @@ def test_run_writes_results_history_and_resumes(tmp_path, capsys):
 
 
 def test_demo_quick_prints_the_zero_shot_table(capsys):
-    started = time.perf_counter()
     assert main(["demo", "--quick", "--epochs", "1", "--quiet"]) == 0
     out = capsys.readouterr().out
-    assert time.perf_counter() - started < 30
     assert "160 training / 20 validation / 20 test clips" not in out  # --quick keeps 2 clips per word
     assert "20 training / 20 validation / 20 test clips" in out
     assert "training at 1000 Hz" in out and "resampled (band-limited)" in out
