@@ -203,7 +203,9 @@ def _with_valid_checksum(header, tensors):
     ],
     ids=["huge d_state", "huge d_model", "huge string dtype", "object dtype"],
 )
-def test_a_hostile_header_with_a_valid_checksum_fails_fast_without_allocating(saved, tmp_path, edit, message):
+def test_a_hostile_header_with_a_valid_checksum_fails_fast_without_allocating(
+    saved, tmp_path, edit, message, monkeypatch
+):
     path, _, _ = saved
     with safe_open(str(path), framework="pt") as f:
         tensors = {k: f.get_tensor(k) for k in f.keys()}
@@ -213,12 +215,19 @@ def test_a_hostile_header_with_a_valid_checksum_fails_fast_without_allocating(sa
         _with_valid_checksum(header, tensors)
 
     damaged = _rewrite(path, tmp_path / "hostile.safetensors", hostile)
-    import time
+    import tracemalloc
 
-    start = time.perf_counter()
-    with pytest.raises(ValueError, match=re.escape(message)):
-        SSMClassifier.load(damaged)
-    assert time.perf_counter() - start < 5.0  # checked before any network is built
+    built = []
+    monkeypatch.setattr(SSMClassifier, "_rebuild_network", lambda self: built.append(1))
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            SSMClassifier.load(damaged)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert not built, "a network was built from a file that is then refused"
+    assert peak < 50 * 2**20, f"{peak / 2**20:.0f} MB allocated before the refusal"  # numpy reports to tracemalloc
 
 
 def test_a_header_nested_beyond_the_json_parser_is_a_clear_error(saved, tmp_path):

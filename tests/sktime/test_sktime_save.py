@@ -9,7 +9,6 @@ import copy
 import json
 import pickle
 import re
-import time
 import warnings
 
 import numpy as np
@@ -584,10 +583,8 @@ def test_a_hostile_header_with_a_valid_checksum_is_one_clear_error_before_any_ne
     hostile = _rewrite(path, tmp_path / "hostile.safetensors", edit)
     built = []
     monkeypatch.setattr(SSMForecaster, "_build_network", lambda self: built.append(1))
-    start = time.perf_counter()
     with pytest.raises(ValueError, match=re.escape(message)) as error:
         SSMForecaster.load(hostile)
-    assert time.perf_counter() - start < 5.0
     assert not built, "a network was built from a file that is then refused"
     assert str(hostile) in str(error.value) or "n_layers" in str(error.value)
 
