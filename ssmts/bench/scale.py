@@ -188,24 +188,14 @@ def load_speech(directory: str | Path, n_max: int, rate: int = SPEECH_RATE) -> S
 
 
 def _clip_order(directory: Path, train_files: list[str]) -> np.ndarray:
-    """Order of the training clips in the pool: by their index within their word in the corpus's
-    manifest (the k-th clips of every word, then the (k+1)-th), so that the first 10 m clips are the
-    corpus of m clips a word that a larger corpus holds (speech_corpus, format 2) and the pool's
-    prefix of POOL_SIZES["speech"] is the same in every corpus at least that large. Clips the
+    """Order of the training clips in the pool: by their index within their word in the corpus
+    (speech_corpus.training_clip_index: the k-th clips of every word, then the (k+1)-th), so that the
+    first 10 m clips are the corpus of m clips a word that a larger corpus holds (format 2) and the
+    pool's prefix of POOL_SIZES["speech"] is the same in every corpus at least that large. Clips the
     manifest does not name (a corpus of other origin) keep the loader's order, after the others."""
-    import csv
+    from ssmts.data.speech_corpus import training_clip_index
 
-    from ssmts.data.speech_synth import MANIFEST_NAME
-
-    index: dict[str, int] = {}
-    manifest = directory / MANIFEST_NAME
-    if manifest.is_file():
-        seen: dict[str, int] = {}
-        with open(manifest, newline="", encoding="utf-8") as handle:
-            for row in csv.DictReader(handle):
-                if row.get("split") == "train":
-                    index[row["file"]] = seen.get(row["word"], 0)
-                    seen[row["word"]] = index[row["file"]] + 1
+    index = training_clip_index(directory)
     unnamed = len(train_files)
     return np.asarray(
         sorted(range(len(train_files)), key=lambda i: (index.get(train_files[i], unnamed), i)), dtype=np.int64
@@ -563,13 +553,18 @@ def crossovers(summary: dict) -> dict:
     return result
 
 
+def _summaries_by_seed(rows: list[dict], split: str = "test") -> dict:
+    """{seed: `summarize` of that seed's rows alone}."""
+    seeds = sorted({row["seed"] for row in rows if _split(row) == split})
+    return {seed: summarize([row for row in rows if row["seed"] == seed], split) for seed in seeds}
+
+
 def crossovers_by_seed(rows: list[dict], split: str = "test") -> dict:
     """{task: {seed: crossover n (None: never)}}: `crossovers` of each seed's rows alone, the spread
     the mean's crossover hides (a seed compares against the training-free rows of the same seed)."""
     result: dict = {}
-    for seed in sorted({row["seed"] for row in rows if _split(row) == split}):
-        seed_rows = [row for row in rows if row["seed"] == seed]
-        for task, n in crossovers(summarize(seed_rows, split)).items():
+    for seed, summary in _summaries_by_seed(rows, split).items():
+        for task, n in crossovers(summary).items():
             result.setdefault(task, {})[seed] = n
     return result
 
@@ -601,12 +596,15 @@ def format_report(rows: list[dict]) -> str:
     validation rows' table, if any."""
     summary = summarize(rows)
     lines = ["Test splits:", "", *_table(summary), ""]
-    by_seed = crossovers_by_seed(rows)
+    by_seed = {seed: (s, crossovers(s)) for seed, s in _summaries_by_seed(rows).items()}
     for task, n in crossovers(summary).items():
         caveat = _unchecked(summary, task, n)
         seeds = []
-        for seed, m in by_seed.get(task, {}).items():
-            seed_caveat = _unchecked(summarize([r for r in rows if r["seed"] == seed]), task, m)
+        for seed, (seed_summary, seed_crossovers) in by_seed.items():
+            if task not in seed_crossovers:
+                continue
+            m = seed_crossovers[task]
+            seed_caveat = _unchecked(seed_summary, task, m)
             seeds.append(
                 f"seed {seed} {'from n = ' + str(m) if m is not None else 'never'}"
                 + (f" (not measured there: {seed_caveat})" if seed_caveat else "")

@@ -191,10 +191,29 @@ def make_corpus(
     return out_dir
 
 
+def _manifest_rows(directory: str | Path) -> list[dict[str, str]]:
+    """The manifest's rows, in the plan's order."""
+    with open(Path(directory) / MANIFEST_NAME, newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def training_clip_index(directory: str | Path) -> dict[str, int]:
+    """{file: k}: each training clip's index within its word, from the manifest (the plan's order), so
+    that the clips with k < n are the training clips of a request for n a word (format 2). Empty for a
+    directory without a manifest."""
+    if not (Path(directory) / MANIFEST_NAME).is_file():
+        return {}
+    index, seen = {}, {}
+    for row in _manifest_rows(directory):
+        if row["split"] == "train":
+            index[row["file"]] = seen.get(row["word"], 0)
+            seen[row["word"]] = index[row["file"]] + 1
+    return index
+
+
 def describe_corpus(directory: str | Path) -> dict[str, dict[str, int]]:
     """Clips and distinct voices of each split of a corpus, from its manifest: {split: {"clips", "voices"}}."""
-    with open(Path(directory) / MANIFEST_NAME, newline="", encoding="utf-8") as handle:
-        rows = list(csv.DictReader(handle))
+    rows = _manifest_rows(directory)
     return {
         split: {
             "clips": sum(row["split"] == split for row in rows),
