@@ -2,7 +2,8 @@
 
 A corpus of any size (ssmts.data.speech_corpus.make_corpus): n clips of every word in each
 split, voices drawn from every espeak-ng language and variant that reads the words, validation
-and test voices never heard in training. Rerunning the same command finishes or reuses DIR:
+and test voices never heard in training. Rerunning the same command finishes or reuses DIR, and
+the same command with a larger --train-per-word grows it in place:
 
     python -m ssmts.data.make_spoken_commands --out DIR --words sc10 \\
         --train-per-word 300 --val-per-word 30 --test-per-word 50 --seed 0 --jobs 2

@@ -290,14 +290,24 @@ def _claim_directory(out_dir: Path, settings: dict) -> None:
             existing = json.loads(settings_path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as error:
             raise FileExistsError(f"{settings_path} is not valid JSON ({error}); choose a new directory") from error
+        if _grows(existing, settings):
+            # Format 2's training clips are nested, so the clips already here are the first ones asked for.
+            settings_path.write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
+            return
         if existing != settings:
+            differing = _differing(existing, settings)
             differences = "; ".join(
-                f"{key}: {existing.get(key)!r} there, {settings.get(key)!r} asked"
-                for key in sorted(set(existing) | set(settings))
-                if existing.get(key) != settings.get(key)
+                f"{key}: {existing.get(key)!r} there, {settings.get(key)!r} asked" for key in differing
+            )
+            shrinks = _grows(settings, existing)
+            hint = (
+                f"; its first {settings['train_per_word']} training clips of every word are the ones asked for "
+                "(ssmts.data.speech_corpus.training_clip_index numbers them): use it as it is"
+                if shrinks
+                else ""
             )
             raise FileExistsError(
-                f"{out_dir} holds a corpus made with other settings ({differences}); choose a new directory, "
+                f"{out_dir} holds a corpus made with other settings ({differences}){hint}; choose a new directory, "
                 "or repeat the request it was made with to finish it"
             )
         return
@@ -308,6 +318,22 @@ def _claim_directory(out_dir: Path, settings: dict) -> None:
         )
     out_dir.mkdir(parents=True, exist_ok=True)
     settings_path.write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
+
+
+def _differing(existing: dict, settings: dict) -> list[str]:
+    return [key for key in sorted(set(existing) | set(settings)) if existing.get(key) != settings.get(key)]
+
+
+def _grows(existing: dict, settings: dict) -> bool:
+    """True if `settings` asks for more training clips a word of the corpus `existing` describes, and
+    nothing else: then the corpus is grown in place (format 2 only, whose smaller corpora are prefixes)."""
+    return (
+        _differing(existing, settings) == ["train_per_word"]
+        and existing.get("format") == CORPUS_FORMAT
+        and isinstance(existing["train_per_word"], int)
+        and isinstance(settings["train_per_word"], int)
+        and settings["train_per_word"] > existing["train_per_word"]
+    )
 
 
 # ----------------------------------------------------------------------------- the plan

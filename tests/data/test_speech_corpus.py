@@ -277,8 +277,10 @@ def test_interrupted_run_is_finished_by_the_same_command(tiny_corpus, tmp_path, 
 @needs_espeak
 def test_a_different_request_into_the_same_directory_is_refused(tiny_corpus, tmp_path):
     before = _files(tiny_corpus)
-    with pytest.raises(FileExistsError, match=r"other settings \(train_per_word: 3 there, 4 asked\)"):
-        speech_corpus.make_corpus(tiny_corpus, **{**TINY, "train_per_word": 4})
+    with pytest.raises(FileExistsError, match=r"other settings \(train_per_word: 3 there, 2 asked\); its first 2"):
+        speech_corpus.make_corpus(tiny_corpus, **{**TINY, "train_per_word": 2})
+    with pytest.raises(FileExistsError, match=r"train_per_word: 3 there, 4 asked; val_per_word: 2 there, 3 asked\)"):
+        speech_corpus.make_corpus(tiny_corpus, **{**TINY, "train_per_word": 4, "val_per_word": 3})
     with pytest.raises(FileExistsError, match="seed: 5 there, 6 asked"):
         speech_corpus.make_corpus(tiny_corpus, **{**TINY, "seed": 6})
     assert _files(tiny_corpus) == before
@@ -286,6 +288,27 @@ def test_a_different_request_into_the_same_directory_is_refused(tiny_corpus, tmp
     (tmp_path / "used" / "notes.txt").write_text("x")
     with pytest.raises(FileExistsError, match="not empty and has no corpus_settings.json"):
         speech_corpus.make_corpus(tmp_path / "used", **TINY)
+
+
+@needs_espeak
+def test_a_larger_request_grows_the_corpus_in_place(tiny_corpus, tmp_path, monkeypatch):
+    grown = tmp_path / "grown"
+    for relative, data in _files(tiny_corpus).items():
+        (grown / relative).parent.mkdir(parents=True, exist_ok=True)
+        (grown / relative).write_bytes(data)
+    synthesized = []
+    original = speech_corpus.synthesize_clip
+    monkeypatch.setattr(
+        speech_corpus,
+        "synthesize_clip",
+        lambda clip, out_dir: synthesized.append((clip["split"], clip["file"])) or original(clip, out_dir),
+    )
+    speech_corpus.make_corpus(grown, jobs=1, **{**TINY, "train_per_word": 5})
+    assert len(synthesized) == 4 and {split for split, _ in synthesized} == {"train"}, "only the new clips"
+    monkeypatch.setattr(speech_corpus, "synthesize_clip", original)
+    fresh = speech_corpus.make_corpus(tmp_path / "fresh", jobs=1, **{**TINY, "train_per_word": 5})
+    assert _files(grown) == _files(fresh)
+    assert speech_corpus.describe_corpus(grown)["train"] == {"clips": 10, "voices": 5}
 
 
 @needs_espeak
