@@ -44,6 +44,22 @@ def _files(directory: Path) -> dict[str, bytes]:
     return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
 
 
+def _copy(corpus: Path, destination: Path) -> Path:
+    for relative, data in _files(corpus).items():
+        (destination / relative).parent.mkdir(parents=True, exist_ok=True)
+        (destination / relative).write_bytes(data)
+    return destination
+
+
+def _record_synthesis(monkeypatch) -> list[dict]:
+    """The clips make_corpus synthesizes from now on (they are still synthesized)."""
+    synthesized, original = [], speech_corpus.synthesize_clip
+    monkeypatch.setattr(
+        speech_corpus, "synthesize_clip", lambda clip, out_dir: synthesized.append(clip) or original(clip, out_dir)
+    )
+    return synthesized
+
+
 # ----------------------------------------------------------------------------- background noise (no espeak-ng)
 
 
@@ -232,22 +248,13 @@ def test_same_seed_same_bytes_for_any_number_of_jobs(tiny_corpus, tmp_path):
 
 @needs_espeak
 def test_rerun_skips_finished_clips_and_redoes_damaged_ones(tiny_corpus, tmp_path, monkeypatch):
-    copy = tmp_path / "copy"
-    for relative, data in _files(tiny_corpus).items():
-        (copy / relative).parent.mkdir(parents=True, exist_ok=True)
-        (copy / relative).write_bytes(data)
+    copy = _copy(tiny_corpus, tmp_path / "copy")
     rows = _manifest(copy)
     (copy / rows[0]["file"]).unlink()
     (copy / rows[7]["file"]).write_bytes(b"RIFF truncated")
-    synthesized = []
-    original = speech_corpus.synthesize_clip
-    monkeypatch.setattr(
-        speech_corpus,
-        "synthesize_clip",
-        lambda clip, out_dir: synthesized.append(clip["file"]) or original(clip, out_dir),
-    )
+    synthesized = _record_synthesis(monkeypatch)
     speech_corpus.make_corpus(copy, jobs=1, **TINY)
-    assert sorted(synthesized) == sorted([rows[0]["file"], rows[7]["file"]])
+    assert sorted(clip["file"] for clip in synthesized) == sorted([rows[0]["file"], rows[7]["file"]])
     assert _files(copy) == _files(tiny_corpus)
     synthesized.clear()
     speech_corpus.make_corpus(copy, jobs=1, **TINY)
@@ -292,20 +299,11 @@ def test_a_different_request_into_the_same_directory_is_refused(tiny_corpus, tmp
 
 @needs_espeak
 def test_a_larger_request_grows_the_corpus_in_place(tiny_corpus, tmp_path, monkeypatch):
-    grown = tmp_path / "grown"
-    for relative, data in _files(tiny_corpus).items():
-        (grown / relative).parent.mkdir(parents=True, exist_ok=True)
-        (grown / relative).write_bytes(data)
-    synthesized = []
-    original = speech_corpus.synthesize_clip
-    monkeypatch.setattr(
-        speech_corpus,
-        "synthesize_clip",
-        lambda clip, out_dir: synthesized.append((clip["split"], clip["file"])) or original(clip, out_dir),
-    )
+    grown = _copy(tiny_corpus, tmp_path / "grown")
+    synthesized = _record_synthesis(monkeypatch)
     speech_corpus.make_corpus(grown, jobs=1, **{**TINY, "train_per_word": 5})
-    assert len(synthesized) == 4 and {split for split, _ in synthesized} == {"train"}, "only the new clips"
-    monkeypatch.setattr(speech_corpus, "synthesize_clip", original)
+    assert len(synthesized) == 4 and {clip["split"] for clip in synthesized} == {"train"}, "only the new clips"
+    monkeypatch.undo()
     fresh = speech_corpus.make_corpus(tmp_path / "fresh", jobs=1, **{**TINY, "train_per_word": 5})
     assert _files(grown) == _files(fresh)
     assert speech_corpus.describe_corpus(grown)["train"] == {"clips": 10, "voices": 5}
