@@ -281,7 +281,8 @@ def _settings(
 
 
 def _claim_directory(out_dir: Path, settings: dict) -> None:
-    """Create `out_dir` for this request, or accept it if it holds (part of) the same request."""
+    """Create `out_dir` for this request, accept it if it holds (part of) the same request, or record a
+    larger train_per_word in it (the clips already there are the first ones asked for: format 2 nests them)."""
     settings_path = out_dir / SETTINGS_NAME
     if out_dir.exists() and not out_dir.is_dir():
         raise FileExistsError(f"{out_dir} exists and is not a directory")
@@ -290,28 +291,24 @@ def _claim_directory(out_dir: Path, settings: dict) -> None:
             existing = json.loads(settings_path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as error:
             raise FileExistsError(f"{settings_path} is not valid JSON ({error}); choose a new directory") from error
-        if _grows(existing, settings):
-            # Format 2's training clips are nested, so the clips already here are the first ones asked for.
-            settings_path.write_text(json.dumps(settings, indent=2) + "\n", encoding="utf-8")
+        if existing == settings:
             return
-        if existing != settings:
-            differing = _differing(existing, settings)
+        if not _grows(existing, settings):
             differences = "; ".join(
-                f"{key}: {existing.get(key)!r} there, {settings.get(key)!r} asked" for key in differing
+                f"{key}: {existing.get(key)!r} there, {settings.get(key)!r} asked"
+                for key in _differing(existing, settings)
             )
-            shrinks = _grows(settings, existing)
             hint = (
                 f"; its first {settings['train_per_word']} training clips of every word are the ones asked for "
                 "(ssmts.data.speech_corpus.training_clip_index numbers them): use it as it is"
-                if shrinks
+                if _grows(settings, existing)
                 else ""
             )
             raise FileExistsError(
                 f"{out_dir} holds a corpus made with other settings ({differences}){hint}; choose a new directory, "
                 "or repeat the request it was made with to finish it"
             )
-        return
-    if out_dir.exists() and any(out_dir.iterdir()):
+    elif out_dir.exists() and any(out_dir.iterdir()):
         raise FileExistsError(
             f"{out_dir} is not empty and has no {SETTINGS_NAME}, so it is not a corpus of this generator; "
             "choose a new or empty directory"
