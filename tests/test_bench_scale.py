@@ -320,6 +320,44 @@ def test_a_size_draws_from_the_task_pool_whatever_the_largest_size_of_the_comman
     assert len(fitted[2]) == 30 and max(fitted[2]) >= 20  # beyond the task's pool: the whole pool
 
 
+def test_network_rows_of_other_settings_are_refused_before_any_fit_and_no_fit_is_dropped_unseen(
+    tmp_path, monkeypatch, capsys
+):
+    """A file holds one network a task: rows of another --params would count as done (nothing fitted,
+    exit 0) and the report would average the two networks."""
+    monkeypatch.setattr(scale, "POOL_SIZES", {})
+    monkeypatch.setattr(scale, "PATHFINDER_BLOCK", 12)
+    out = tmp_path / "rows.jsonl"
+    common = [
+        "--tasks", "pathfinder", "--sizes", "12", "--seeds", "0", "--test-size", "10", "--threads", "1",
+        "--out", str(out),
+    ]  # fmt: skip
+    assert scale.main([*common, "--models", "ssm", "--params", TINY]) == 0
+    fits = []
+    real = scale.run_row
+    monkeypatch.setattr(scale, "run_row", lambda *a, **k: fits.append(a[1]) or real(*a, **k))
+    other = json.dumps(dict(json.loads(TINY), d_model=4))
+    with pytest.raises(SystemExit):
+        scale.main([*common, "--models", "features", "ssm", "--params", other])
+    assert "d_model: 8 there, 4 now" in capsys.readouterr().err and fits == []
+    assert scale.main([*common, "--models", "features", "--params", other]) == 0  # no network row asked
+    assert fits == ["features"]
+    assert scale.main([*common, "--models", "ssm", "--params", TINY]) == 0 and fits == ["features"]  # done
+
+    def another_command_writes_it_first(*a, **k):
+        rows = real(*a, **k)
+        with open(out, "a") as f:
+            f.write(json.dumps(rows[0]) + "\n")
+        return rows
+
+    monkeypatch.setattr(scale, "run_row", another_command_writes_it_first)
+    capsys.readouterr()
+    assert scale.main([*common, "--models", "features", "--validation"]) == 0
+    printed = capsys.readouterr().out
+    assert "not written" in printed and '"split": "validation"' in printed
+    assert len(out.read_text().splitlines()) == 3  # the other command's row only
+
+
 def test_bad_requests_are_refused(tmp_path):
     with pytest.raises(SystemExit):
         scale.main(["--tasks", "speech", "--out", str(tmp_path / "x.jsonl")])  # no --speech-dir

@@ -505,6 +505,23 @@ def _key(row: dict) -> tuple:
     return row["task"], row["model"], row["n"], row["seed"], _split(row)
 
 
+def _refuse_other_network_settings(parser, existing: list[dict], task: str, params: dict, out: str) -> None:
+    """One file, one network per task: a row of other settings would count as done for this run (which
+    would then fit nothing) and the report would average the two."""
+    wanted = json.loads(json.dumps(params))  # as a row keeps them (tuples become lists)
+    for row in existing:
+        if row["task"] == task and row["model"] == "ssm" and "params" in row and row["params"] != wanted:
+            differences = "; ".join(
+                f"{key}: {row['params'].get(key)!r} there, {wanted.get(key)!r} now"
+                for key in sorted(set(row["params"]) | set(wanted))
+                if row["params"].get(key) != wanted.get(key)
+            )
+            parser.error(
+                f"{out} holds {task} network rows of other settings ({differences}); write this network's rows "
+                "to another --out"
+            )
+
+
 def summarize(rows: list[dict], split: str = "test") -> dict:
     """{(task, model, n): (mean accuracy, spread over seeds (max - min), seeds, mean fit seconds, and
     each further condition's mean accuracy, e.g. half_rate)} of the rows scored on `split`."""
@@ -778,10 +795,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.validation and args.splits is not None:
         parser.error("give --splits or --validation, not both (--validation is --splits validation)")
     splits = list(dict.fromkeys(args.splits or (["validation"] if args.validation else ["test"])))
+    # the rows' task name and the network's settings that replace its preset's (at another speech rate:
+    # its Delta set for that rate)
+    names = {task: speech_task(args.speech_rate) if task == "speech" else task for task in args.tasks}
+    task_overrides = {
+        task: dict({"sample_rate": args.speech_rate} if names[task] != task else {}, **overrides) for task in args.tasks
+    }
+    if "ssm" in args.models:  # before any fit: a refusal after hours of fitting would waste them
+        for task in args.tasks:
+            network = dict(PRESETS[task].params, **task_overrides[task])
+            _refuse_other_network_settings(parser, existing, names[task], network, args.out)
     for task in args.tasks:
-        name = speech_task(args.speech_rate) if task == "speech" else task
-        # the network at another speech rate: its Delta set for that rate
-        task_overrides = dict({"sample_rate": args.speech_rate} if name != task else {}, **overrides)
+        name = names[task]
         todo = [
             (m, n, s)
             for n in sorted(args.sizes)
@@ -801,9 +826,11 @@ def main(argv: list[str] | None = None) -> int:
             if n not in sizes:
                 continue
             wanted = [split for split in splits if (name, model, n, seed, split) not in done]
-            one_fit = run_row(task, model, data, n, seed, task_overrides, name, wanted, args.work_dir, unpadded)
+            one_fit = run_row(task, model, data, n, seed, task_overrides[task], name, wanted, args.work_dir, unpadded)
             for row in one_fit:
-                if _key(row) in {_key(r) for r in read_rows(args.out)}:  # another command wrote it meanwhile
+                if _key(row) in {_key(r) for r in read_rows(args.out)}:
+                    # another command wrote it meanwhile: one row a key, but this fit is not thrown away unseen
+                    print(f"not written, {args.out} already has this row (another command wrote it): {json.dumps(row)}")
                     continue
                 with open(args.out, "a") as f:
                     f.write(json.dumps(row) + "\n")
