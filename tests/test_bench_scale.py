@@ -92,6 +92,25 @@ def test_summary_averages_seeds_and_gives_their_spread():
     assert v["accuracy"] == pytest.approx(0.9) and v["half_rate"] == pytest.approx(0.8)
 
 
+def test_a_network_of_other_settings_than_the_preset_is_summarized_as_its_own_model():
+    preset = dict(scale.PRESETS["listops"].params)
+    rows = [
+        _row("listops", "ssm", 100, 0, 0.30, params=preset, own_lengths=True),
+        _row("listops", "ssm", 100, 1, 0.40, params=dict(preset, bidirectional=True), own_lengths=True),
+        _row("listops", "ssm", 100, 2, 0.50, params=preset),  # written before the key: read the padding
+        _row("listops", "ssm", 100, 3, 0.60, params=dict(preset, dropout=0.0), own_lengths=True),  # the default
+        _row("listops", "features", 100, 0, 0.20),
+    ]
+    summary = scale.summarize(rows)
+    assert {key[1]: s["accuracy"] for key, s in summary.items()} == {
+        "ssm": pytest.approx(0.45),  # seeds 0 and 3: dropout=0.0 is SSMClassifier's default, the same network
+        "ssm (bidirectional=True)": 0.40,
+        "ssm (padded)": 0.50,
+        "features": 0.20,
+    }
+    assert scale.crossovers(summary) == {"listops": 100}  # the preset's rows alone decide it
+
+
 def test_a_run_writes_a_row_per_fit_resumes_and_reports(tmp_path, capsys, monkeypatch):
     monkeypatch.setattr(scale, "POOL_SIZES", {})  # a pool of 12 images, not 3,000
     monkeypatch.setattr(scale, "PATHFINDER_BLOCK", 12)

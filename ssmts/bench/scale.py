@@ -522,13 +522,35 @@ def _refuse_other_network_settings(parser, existing: list[dict], task: str, para
             )
 
 
+def _model_of(row: dict) -> str:
+    """The row's model; a network whose settings differ from its task's preset (each unset one read as
+    SSMClassifier's default) is a model of its own, named by them, e.g. "ssm (bidirectional=True)", so
+    that it is never averaged with the preset."""
+    base = row["task"].split("-")[0]  # speech-2000hz: the speech preset at another rate
+    if row["model"] != "ssm" or "params" not in row or base not in PRESETS:
+        return row["model"]
+    from ssmts import SSMClassifier
+
+    defaults = json.loads(json.dumps(SSMClassifier().get_params()))
+    preset = PRESETS[base]
+    used = dict(defaults, **row["params"])
+    # the rate is in the task's name (speech-2000hz)
+    wanted = {**defaults, **json.loads(json.dumps(preset.params)), "sample_rate": used["sample_rate"]}
+    changes = [f"{key}={used[key]}" for key in sorted(used) if used[key] != wanted.get(key)]
+    own_lengths = row.get("own_lengths", False)  # rows from before the key read the padding
+    if own_lengths != preset.own_lengths:
+        changes.append("own lengths" if own_lengths else "padded")
+    return f"ssm ({', '.join(changes)})" if changes else "ssm"
+
+
 def summarize(rows: list[dict], split: str = "test") -> dict:
     """{(task, model, n): (mean accuracy, spread over seeds (max - min), seeds, mean fit seconds, and
-    each further condition's mean accuracy, e.g. half_rate)} of the rows scored on `split`."""
+    each further condition's mean accuracy, e.g. half_rate)} of the rows scored on `split`; a network
+    of other settings than the preset's is its own model (`_model_of`)."""
     groups: dict = {}
     for row in rows:
         if _split(row) == split:
-            groups.setdefault((row["task"], row["model"], row["n"]), []).append(row)
+            groups.setdefault((row["task"], _model_of(row), row["n"]), []).append(row)
     out = {}
     for key, members in sorted(groups.items()):
         accuracy = np.array([m["accuracy"] for m in members])
