@@ -108,7 +108,11 @@ def test_a_network_of_other_settings_than_the_preset_is_summarized_as_its_own_mo
         "ssm (padded)": 0.50,
         "features": 0.20,
     }
-    assert scale.crossovers(summary) == {"listops": 100}  # the preset's rows alone decide it
+    assert scale.crossovers(summary) == {  # the preset's rows alone decide the task's; each other network its own
+        "listops": 100,
+        "listops, ssm (bidirectional=True)": 100,
+        "listops, ssm (padded)": 100,
+    }
 
 
 def test_a_run_writes_a_row_per_fit_resumes_and_reports(tmp_path, capsys, monkeypatch):
@@ -136,11 +140,13 @@ def test_a_run_writes_a_row_per_fit_resumes_and_reports(tmp_path, capsys, monkey
     capsys.readouterr()
     assert scale.main(["--out", str(out), "--report", "--plot", str(tmp_path / "curves.png")]) == 0
     report = capsys.readouterr().out
-    assert "| pathfinder | ssm | 12 | 1 |" in report
+    # --params gave another network than the preset's: named by the settings it changes, crossover included
+    network = "ssm (d_model=8, d_state=4, max_epochs=1, min_steps=0, n_layers=1)"
+    assert f"| pathfinder | {network} | 12 | 1 |" in report
     assert report.index("Validation splits") < report.index(
         "| pathfinder | features | 12 | 1 |", report.index("Validation")
     )
-    assert "pathfinder: the network is ahead" in report or "pathfinder: no crossover" in report
+    assert f"pathfinder, {network}: the network is ahead" in report or f"pathfinder, {network}: no crossover" in report
     assert (tmp_path / "curves.png").stat().st_size > 1000
 
 

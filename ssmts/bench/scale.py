@@ -570,17 +570,27 @@ def summarize(rows: list[dict], split: str = "test") -> dict:
     return out
 
 
+def _networks(summary: dict) -> list[tuple[str, str]]:
+    """(task, network) of every network in `summary`: the preset's ("ssm") and any other ("ssm (...)")."""
+    return sorted({(key[0], key[1]) for key in summary if key[1] == "ssm" or key[1].startswith("ssm (")})
+
+
+def _crossover_name(task: str, network: str) -> str:
+    return task if network == "ssm" else f"{task}, {network}"
+
+
 def crossovers(summary: dict) -> dict:
     """{task: the smallest n from which the network is ahead of every training-free row measured at
-    that n and at every larger n measured (None: never; absent: nothing to compare)}."""
+    that n and at every larger n measured (None: never; absent: nothing to compare)}; a network of other
+    settings than the preset's has its own entry, "task, ssm (...)"."""
     result = {}
-    for task in sorted({key[0] for key in summary}):
-        sizes = sorted({key[2] for key in summary if key[0] == task and key[1] == "ssm"})
+    for task, network in _networks(summary):
+        sizes = sorted({key[2] for key in summary if key[:2] == (task, network)})
         ahead = []
         for n in sizes:
             others = [summary[(task, m, n)]["accuracy"] for m in TRAINING_FREE if (task, m, n) in summary]
             if others:
-                ahead.append((n, summary[(task, "ssm", n)]["accuracy"] > max(others)))
+                ahead.append((n, summary[(task, network, n)]["accuracy"] > max(others)))
         if not ahead:
             continue
         first = None
@@ -588,7 +598,7 @@ def crossovers(summary: dict) -> dict:
             if all(a for _, a in ahead[i:]):
                 first = n
                 break
-        result[task] = first
+        result[_crossover_name(task, network)] = first
     return result
 
 
@@ -622,9 +632,9 @@ def _table(summary: dict) -> list[str]:
     return lines
 
 
-def _unchecked(summary: dict, task: str, n: int | None) -> str:
+def _unchecked(summary: dict, task: str, network: str, n: int | None) -> str:
     """The training-free rows missing at the sizes that decide crossover `n` ('' when none is)."""
-    sizes = sorted({key[2] for key in summary if key[0] == task and key[1] == "ssm"})
+    sizes = sorted({key[2] for key in summary if key[:2] == (task, network)})
     deciding = [m for m in sizes if m >= n] if n is not None else sizes[-1:]
     missing = {m: [k for k in deciding if (task, m, k) not in summary] for m in TRAINING_FREE}
     return "; ".join(f"{m} at n = {', '.join(map(str, ks))}" for m, ks in missing.items() if ks)
@@ -636,24 +646,28 @@ def format_report(rows: list[dict]) -> str:
     summary = summarize(rows)
     lines = ["Test splits:", "", *_table(summary), ""]
     by_seed = {seed: (s, crossovers(s)) for seed, s in _summaries_by_seed(rows).items()}
-    for task, n in crossovers(summary).items():
-        caveat = _unchecked(summary, task, n)
+    for task, network in _networks(summary):
+        name = _crossover_name(task, network)
+        if name not in (found := crossovers(summary)):
+            continue
+        n = found[name]
+        caveat = _unchecked(summary, task, network, n)
         seeds = []
         for seed, (seed_summary, seed_crossovers) in by_seed.items():
-            if task not in seed_crossovers:
+            if name not in seed_crossovers:
                 continue
-            m = seed_crossovers[task]
-            seed_caveat = _unchecked(seed_summary, task, m)
+            m = seed_crossovers[name]
+            seed_caveat = _unchecked(seed_summary, task, network, m)
             seeds.append(
                 f"seed {seed} {'from n = ' + str(m) if m is not None else 'never'}"
                 + (f" (not measured there: {seed_caveat})" if seed_caveat else "")
             )
         lines.append(
             (
-                f"{task}: the network is ahead of every training-free row measured from n = {n} on (among the sizes "
+                f"{name}: the network is ahead of every training-free row measured from n = {n} on (among the sizes "
                 "measured)"
                 if n is not None
-                else f"{task}: no crossover: the network is not ahead of every training-free row at the largest size"
+                else f"{name}: no crossover: the network is not ahead of every training-free row at the largest size"
             )
             + (f"; not measured there: {caveat}" if caveat else "")
             + "; each seed alone: "
@@ -676,7 +690,8 @@ def plot(rows: list[dict], path: str | Path) -> None:
     tasks = sorted({key[0] for key in summary})
     fig, axes = plt.subplots(1, len(tasks), figsize=(4.5 * len(tasks), 3.6), squeeze=False)
     for ax, task in zip(axes[0], tasks):
-        for model in MODELS:
+        variants = sorted({m for (t, m, _) in summary if t == task and m.startswith("ssm (")})
+        for model in [*MODELS, *variants]:
             points = sorted((n, s) for (t, m, n), s in summary.items() if t == task and m == model)
             if not points:
                 continue
@@ -684,7 +699,10 @@ def plot(rows: list[dict], path: str | Path) -> None:
             acc = [s["accuracy"] for _, s in points]
             half = [s["spread"] / 2 for _, s in points]
             # one colour a model in every panel (a panel without some model must not shift the others')
-            style = dict(lw=2.4, color="black") if model == "ssm" else dict(lw=1.2, color=f"C{MODELS.index(model)}")
+            if model in MODELS:
+                style = dict(lw=2.4, color="black") if model == "ssm" else dict(lw=1.2, color=f"C{MODELS.index(model)}")
+            else:  # a network of other settings than the preset's
+                style = dict(lw=1.6, color="black", ls=":", alpha=0.5 + 0.5 / (1 + variants.index(model)))
             ax.errorbar(ns, acc, yerr=half, marker="o", ms=4, capsize=2, label=model, **style)
             if model == "ssm" and all("half_rate" in s for _, s in points):
                 ax.plot(
