@@ -41,6 +41,7 @@ and several commands can fill one file. `--report` prints the table and the cros
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import sys
@@ -523,6 +524,14 @@ def _refuse_other_network_settings(parser, existing: list[dict], task: str, para
             )
 
 
+@functools.cache
+def _classifier_defaults() -> dict:
+    """SSMClassifier's default parameters, as a row keeps parameters (JSON)."""
+    from ssmts.estimators import SSMClassifier
+
+    return json.loads(json.dumps(SSMClassifier().get_params()))
+
+
 def _model_of(row: dict) -> str:
     """The row's model; a network whose settings differ from its task's preset (each unset one read as
     SSMClassifier's default) is a model of its own, named by them, e.g. "ssm (bidirectional=True)", so
@@ -530,9 +539,7 @@ def _model_of(row: dict) -> str:
     base = row["task"].split("-")[0]  # speech-2000hz: the speech preset at another rate
     if row["model"] != "ssm" or "params" not in row or base not in PRESETS:
         return row["model"]
-    from ssmts.estimators import SSMClassifier
-
-    defaults = json.loads(json.dumps(SSMClassifier().get_params()))
+    defaults = _classifier_defaults()
     preset = PRESETS[base]
     used = dict(defaults, **row["params"])
     # the rate is in the task's name (speech-2000hz)
@@ -647,9 +654,10 @@ def format_report(rows: list[dict]) -> str:
     summary = summarize(rows)
     lines = ["Test splits:", "", *_table(summary), ""]
     by_seed = {seed: (s, crossovers(s)) for seed, s in _summaries_by_seed(rows).items()}
+    found = crossovers(summary)
     for task, network in _networks(summary):
         name = _crossover_name(task, network)
-        if name not in (found := crossovers(summary)):
+        if name not in found:
             continue
         n = found[name]
         caveat = _unchecked(summary, task, network, n)
