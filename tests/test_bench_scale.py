@@ -461,3 +461,48 @@ def test_a_chunk_claim_holds_while_its_process_runs_and_passes_on_when_it_has_st
         other.kill()
         other.wait()
     assert scale._claim(claim) and claim.read_text() == str(os.getpid())  # stopped: taken over
+
+
+def test_mr_hydra_in_pieces_is_aeons_model_and_resumes(tmp_path, monkeypatch):
+    """--work-dir: MultiRocket-Hydra's transforms kept piece by piece are aeon's classifier exactly (oracle:
+    MultiRocketHydraClassifier fitted in one go, its predictions on the split and on its half-rate copy
+    resampled back); a stopped fit makes its missing pieces only; other training series are refused."""
+    pytest.importorskip("aeon")
+    from aeon.classification.convolution_based import MultiRocketHydraClassifier
+
+    from ssmts.nn.resampling import change_rate
+
+    monkeypatch.setattr(scale, "MR_HYDRA_PIECE", 7)
+    rng = np.random.default_rng(0)
+    y = np.arange(90) % 3
+    X = rng.normal(size=(90, 2, 48)).astype(np.float32) + 0.4 * y[:, None, None] * np.sin(np.arange(48) / 3)
+    half = X[60:, :, ::2]
+    data = scale.ScaleData(
+        X[:60], y[:60], {"test": scale.HeldOut(X[60:], y[60:], {"half_rate": (half, y[60:], 500)})}, rate=1000
+    )
+    [row] = scale.run_row("t", "mr-hydra", data, 30, 1, work_dir=tmp_path)
+    assert row["n"] == 30 and row["fit_seconds"] > 0 and row["predict_seconds"] > 0 and "tree_chunks" not in row
+
+    index = scale.subset(y[:60], 30, 1)
+    reference = MultiRocketHydraClassifier(random_state=1, n_jobs=1).fit(X[index], y[index])
+    predicted = reference.predict(X[60:])
+    at_half = reference.predict(change_rate(half, 500, 1000, method="resample"))
+    assert 0.5 < np.mean(predicted == y[60:]) < 1  # a task where the model's choices show
+    assert row["accuracy"] == pytest.approx(np.mean(predicted == y[60:]))
+    assert row["test_half_rate"] == pytest.approx(np.mean(at_half == y[60:]))
+    _, _, pieces = scale._mr_hydra_in_pieces(data, index, 1, ["test"], tmp_path / "direct")
+    np.testing.assert_array_equal(pieces["test", ""], predicted)
+    np.testing.assert_array_equal(pieces["test", "half_rate"], at_half)
+
+    work = tmp_path / "mr-hydra-t-30-1"
+    assert sorted(path.name for path in work.glob("train-*.npz")) == [f"train-{i}.npz" for i in (0, 14, 21, 28, 7)]
+    for name in ("train-14.npz", "model-test.npz"):  # as if stopped before these were saved
+        (work / name).unlink()
+    made = []
+    real = np.savez
+    monkeypatch.setattr(np, "savez", lambda path, **arrays: made.append(Path(path).name) or real(path, **arrays))
+    [again] = scale.run_row("t", "mr-hydra", data, 30, 1, work_dir=tmp_path)
+    assert made == ["train-14.partial.npz", "model-test.partial.npz"] and again["accuracy"] == row["accuracy"]
+    other = scale.ScaleData(X[:60] + 1, y[:60], data.splits, rate=1000)
+    with pytest.raises(ValueError, match="holds the work of other training series"):
+        scale.run_row("t", "mr-hydra", other, 30, 1, work_dir=tmp_path)

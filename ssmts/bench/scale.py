@@ -66,6 +66,8 @@ POOL_SIZES = {"listops": 10000, "pathfinder": 3000, "speech": 3000}
 PATHFINDER_BLOCK = 3000  # images of one seeded stream of the Pathfinder pool
 # QUANT's forest (aeon's: 200 extra-trees) grown in chunks when a work directory keeps them (--work-dir)
 QUANT_TREES, QUANT_CHUNKS = 200, 8
+# training series a kept piece of MultiRocket-Hydra's transform holds (--work-dir)
+MR_HYDRA_PIECE = 500
 LISTOPS_TOKENS = 15  # ids 1..15 of ssmts.data.lra's ListOps vocabulary (0 is padding)
 
 
@@ -307,6 +309,28 @@ def _predict_at(model, kind: str, X: np.ndarray, rate: int | None, train_rate: i
     return model.predict(_at_training_rate(X, rate, train_rate))
 
 
+def _saved(work: Path, name: str, compute) -> tuple[np.ndarray, float]:
+    """(array, seconds): computed once, then read from work/<name>.npz (no pickles)."""
+    path = work / f"{name}.npz"
+    if not path.exists():
+        started = time.perf_counter()
+        value = compute()
+        _write_npz(path, value=value, seconds=time.perf_counter() - started)
+    with np.load(path, allow_pickle=False) as stored:
+        return stored["value"], float(stored["seconds"])
+
+
+def _mark_training_series(work: Path, X_train: np.ndarray, y: np.ndarray) -> None:
+    """Refuses a work directory that holds the work of other training series; marks it as this one's."""
+    import hashlib
+
+    fingerprint = hashlib.sha256(np.ascontiguousarray(X_train).tobytes() + y.tobytes()).hexdigest()
+    mark = work / "training-series.sha256"
+    if mark.exists() and mark.read_text() != fingerprint:
+        raise ValueError(f"{work} holds the work of other training series (another pool or length): delete it")
+    mark.write_text(fingerprint)
+
+
 def _quant_in_chunks(
     data: ScaleData, index: np.ndarray, seed: int, split: str, work: Path
 ) -> tuple[float, float, dict[str, np.ndarray]]:
@@ -327,24 +351,9 @@ def _quant_in_chunks(
     for condition, (X, _, rate) in held_out.conditions.items():
         inputs[condition] = _at_training_rate(X, rate, data.rate)
 
-    def saved(name: str, compute):
-        """(array, seconds): computed once, then read from work/<name>.npz (no pickles)."""
-        path = work / f"{name}.npz"
-        if not path.exists():
-            started = time.perf_counter()
-            value = compute()
-            _write_npz(path, value=value, seconds=time.perf_counter() - started)
-        with np.load(path, allow_pickle=False) as stored:
-            return stored["value"], float(stored["seconds"])
-
-    import hashlib
-
+    saved = functools.partial(_saved, work)
     X_train, y = data.X_pool[index], data.y_pool[index]
-    fingerprint = hashlib.sha256(np.ascontiguousarray(X_train).tobytes() + y.tobytes()).hexdigest()
-    mark = work / "training-series.sha256"
-    if mark.exists() and mark.read_text() != fingerprint:
-        raise ValueError(f"{work} holds the work of other training series (another pool or length): delete it")
-    mark.write_text(fingerprint)
+    _mark_training_series(work, X_train, y)
     transformer = QUANTTransformer().fit(X_train[:1])  # its intervals depend on the length only
     train, fit_seconds = saved("train", lambda: transformer.transform(X_train))
     features, predict_seconds = {}, 0.0
@@ -353,32 +362,132 @@ def _quant_in_chunks(
         predict_seconds += seconds if not name else 0.0
     votes = {name: 0.0 for name in inputs}
     trees = QUANT_TREES // QUANT_CHUNKS
-    for chunk in range(QUANT_CHUNKS):  # chunks another live process has claimed are left to it
-        path = work / f"chunk-{chunk}.npz"
-        if not path.exists() and _claim(work / f"chunk-{chunk}.claim"):
-            forest = quant_forest(False).set_params(n_estimators=trees, random_state=seed * QUANT_CHUNKS + chunk)
-            started = time.perf_counter()
-            forest.fit(train, y)
-            grown = time.perf_counter() - started
-            started = time.perf_counter()
-            probabilities = {"p0": forest.predict_proba(features[""])}  # timed: the split's own predictions
-            predicted = time.perf_counter() - started
-            probabilities |= {f"p{i}": forest.predict_proba(features[name]) for i, name in enumerate(inputs) if name}
-            _write_npz(path, classes=forest.classes_, fit_seconds=grown, predict_seconds=predicted, **probabilities)
-            (work / f"chunk-{chunk}.claim").unlink()
-    for chunk in range(QUANT_CHUNKS):
-        path = work / f"chunk-{chunk}.npz"
-        while not path.exists():  # grown by another process
-            if _claim(work / f"chunk-{chunk}.claim"):
-                raise RuntimeError(f"{path}: the process that claimed this chunk stopped; run again to grow it")
-            time.sleep(10)
-        with np.load(path, allow_pickle=False) as stored:
-            classes = stored["classes"]
-            fit_seconds += float(stored["fit_seconds"])
-            predict_seconds += float(stored["predict_seconds"])
-            for i, name in enumerate(inputs):
-                votes[name] = votes[name] + stored[f"p{i}"] / QUANT_CHUNKS
+
+    def grow(name: str) -> dict[str, np.ndarray]:
+        chunk = int(name.removeprefix("chunk-"))
+        forest = quant_forest(False).set_params(n_estimators=trees, random_state=seed * QUANT_CHUNKS + chunk)
+        started = time.perf_counter()
+        forest.fit(train, y)
+        grown = time.perf_counter() - started
+        started = time.perf_counter()
+        probabilities = {"p0": forest.predict_proba(features[""])}  # timed: the split's own predictions
+        predicted = time.perf_counter() - started
+        probabilities |= {f"p{i}": forest.predict_proba(features[name]) for i, name in enumerate(inputs) if name}
+        return dict(classes=forest.classes_, fit_seconds=grown, predict_seconds=predicted, **probabilities)
+
+    chunks = [f"chunk-{chunk}" for chunk in range(QUANT_CHUNKS)]
+    _shared(work, chunks, grow)
+    for chunk in chunks:
+        stored = _read(work, chunk)
+        classes = stored["classes"]
+        fit_seconds += float(stored["fit_seconds"])
+        predict_seconds += float(stored["predict_seconds"])
+        for i, name in enumerate(inputs):
+            votes[name] = votes[name] + stored[f"p{i}"] / QUANT_CHUNKS
     return fit_seconds, predict_seconds, {name: classes[np.argmax(v, axis=1)] for name, v in votes.items()}
+
+
+def _shared(work: Path, names: Sequence[str], compute: Callable[[str], dict]) -> None:
+    """Makes work/<name>.npz of each of `names` (compute(name): its arrays, stored with the seconds it
+    took) unless it is there. Several processes running the same command share the pieces: one that
+    another live process has claimed is left to it and waited for; one whose process stopped is made
+    here."""
+    pending = list(names)
+    while pending:
+        for name in list(pending):
+            path, claim = work / f"{name}.npz", work / f"{name}.claim"
+            if not path.exists() and _claim(claim):
+                if not path.exists():  # unless made between the look and the claim
+                    started = time.perf_counter()
+                    arrays = compute(name)
+                    _write_npz(path, seconds=time.perf_counter() - started, **arrays)
+                claim.unlink()
+            if path.exists():
+                pending.remove(name)
+        if pending:
+            time.sleep(10)
+
+
+def _read(work: Path, name: str) -> dict[str, np.ndarray]:
+    with np.load(work / f"{name}.npz", allow_pickle=False) as stored:
+        return dict(stored)
+
+
+def _mr_hydra_in_pieces(
+    data: ScaleData, index: np.ndarray, seed: int, splits: Sequence[str], work: Path
+) -> tuple[float, dict[str, float], dict[tuple[str, str], np.ndarray]]:
+    """aeon's MultiRocketHydraClassifier, its model exactly (the same predictions; n_jobs: the row's
+    threads), with its transforms' work kept in `work`: the two transforms fitted on the n training
+    series as aeon fits them, the training series transformed MR_HYDRA_PIECE at a time and the held-out
+    sets one at a time, each piece kept with its seconds, so that a fit stopped part way (hours at
+    n = 10,000 clips of 4,000 steps) continues at its next piece and several processes can share one fit.
+    Then aeon's scalers and ridge on the whole, once. Returns the fit seconds (the transforms' pieces
+    summed, whenever and wherever they ran, as one process would spend them), each split's predict
+    seconds and the predictions on each (split, condition), "" the split itself."""
+    import torch
+    from aeon.classification.convolution_based import MultiRocketHydraClassifier
+    from aeon.classification.convolution_based._mr_hydra import _SparseScaler
+    from aeon.transformations.collection.convolution_based import HydraTransformer, MultiRocket
+    from sklearn.linear_model import RidgeClassifierCV
+    from sklearn.preprocessing import StandardScaler
+
+    from .classify import _hydra_in_batches, _threads
+
+    work.mkdir(parents=True, exist_ok=True)
+    X_train, y = data.X_pool[index], data.y_pool[index]
+    _mark_training_series(work, X_train, y)
+    _hydra_in_batches()
+    model = MultiRocketHydraClassifier(random_state=seed, n_jobs=_threads())
+    started = time.perf_counter()
+    hydra = HydraTransformer(
+        n_kernels=model.n_kernels, n_groups=model.n_groups, n_jobs=model.n_jobs, random_state=seed
+    ).fit(X_train)
+    multirocket = MultiRocket(n_jobs=model.n_jobs, random_state=seed).fit(X_train)
+    transforms_fitted = time.perf_counter() - started
+
+    inputs = {f"train-{start}": X_train[start : start + MR_HYDRA_PIECE] for start in range(0, len(y), MR_HYDRA_PIECE)}
+    held_out = {}
+    for split in splits:
+        held_out[split, ""] = f"held-out-{split}"
+        inputs[f"held-out-{split}"] = data.splits[split].X
+        for condition, (X, _, rate) in data.splits[split].conditions.items():
+            held_out[split, condition] = f"held-out-{split}-{condition}"
+            inputs[f"held-out-{split}-{condition}"] = _at_training_rate(X, rate, data.rate)
+
+    def transformed(name: str) -> dict[str, np.ndarray]:
+        return {"hydra": np.asarray(hydra.transform(inputs[name])), "multirocket": multirocket.transform(inputs[name])}
+
+    _shared(work, list(inputs), transformed)
+
+    def fit_and_predict(_name: str) -> dict[str, np.ndarray]:
+        pieces = [_read(work, name) for name in inputs if name.startswith("train-")]
+        transformed_seconds = sum(float(piece["seconds"]) for piece in pieces)
+        started = time.perf_counter()
+        scale_hydra, scale_multirocket = _SparseScaler(), StandardScaler()
+        scale_hydra.fit(torch.from_numpy(np.concatenate([piece["hydra"] for piece in pieces])))
+        scale_multirocket.fit(np.concatenate([piece["multirocket"] for piece in pieces]))
+
+        def scaled(features: dict[str, np.ndarray]) -> np.ndarray:
+            hydra_part = scale_hydra.transform(torch.from_numpy(features["hydra"])).numpy()
+            return np.concatenate((hydra_part, scale_multirocket.transform(features["multirocket"])), axis=1)
+
+        train = np.concatenate([scaled(pieces.pop(0)) for _ in range(len(pieces))])  # the raw pieces freed as scaled
+        ridge = RidgeClassifierCV(alphas=np.logspace(-3, 3, 10), class_weight=model.class_weight).fit(train, y)
+        del train
+        out = {"fit_seconds": np.float64(transformed_seconds + time.perf_counter() - started)}
+        for (split, condition), name in held_out.items():
+            piece = _read(work, name)
+            started = time.perf_counter()
+            out[f"predicted-{name}"] = ridge.predict(scaled(piece))
+            out[f"predict_seconds-{name}"] = np.float64(float(piece["seconds"]) + time.perf_counter() - started)
+        return out
+
+    model_name = "model-" + "-".join(splits)
+    _shared(work, [model_name], fit_and_predict)
+    fitted = _read(work, model_name)
+    predictions = {key: fitted[f"predicted-{name}"] for key, name in held_out.items()}
+    predict_seconds = {split: float(fitted[f"predict_seconds-{held_out[split, '']}"]) for split in splits}
+    return transforms_fitted + float(fitted["fit_seconds"]), predict_seconds, predictions
 
 
 def _claim(path: Path) -> bool:
@@ -438,7 +547,10 @@ def run_row(
     series = own_lengths if unpadded else (lambda X: X)
     load_before = _load_average()
     model, fit_seconds = None, None
-    if not (kind == "quant" and work_dir is not None):
+    if kind == "mr-hydra" and work_dir is not None:
+        work = Path(work_dir) / f"mr-hydra-{name or task}-{n}-{seed}"
+        fit_seconds, pieces_predict_seconds, pieces_predicted = _mr_hydra_in_pieces(data, index, seed, splits, work)
+    elif not (kind == "quant" and work_dir is not None):
         model = make_model(kind, False, params, seed)
         started = time.perf_counter()
         model.fit(series(data.X_pool[index]), data.y_pool[index])
@@ -446,7 +558,10 @@ def run_row(
     rows = []
     for split in splits:
         held_out = data.splits[split]
-        if model is None:
+        if kind == "mr-hydra" and model is None:
+            predict_seconds = pieces_predict_seconds[split]
+            predict = lambda X, condition=None, split=split: pieces_predicted[split, condition or ""]  # noqa: E731
+        elif model is None:
             work = Path(work_dir) / f"quant-{name or task}-{n}-{seed}-{split}"
             fit_seconds, predict_seconds, predicted = _quant_in_chunks(data, index, seed, split, work)
             predict = lambda X, condition=None: predicted[condition or ""]  # noqa: E731
@@ -479,7 +594,7 @@ def run_row(
             row["params"] = params
         if reads_padding:
             row["own_lengths"] = unpadded
-        if model is None:
+        if kind == "quant" and model is None:
             row["tree_chunks"] = QUANT_CHUNKS
         rows.append(row)
     return rows
@@ -760,7 +875,8 @@ def main(argv: list[str] | None = None) -> int:
         "--work-dir",
         default=None,
         help="where the quant rows keep their transformed series and their trees' votes, 25 trees at a time, "
-        "so that a stopped QUANT fit (hours at n = 10,000 on ListOps) continues where it stopped",
+        "and the mr-hydra rows their transformed series, 500 at a time, so that a stopped fit (hours at "
+        "n = 10,000) continues where it stopped; several processes running one command share the pieces",
     )
     parser.add_argument(
         "--params", default="{}", help="JSON of parameters of the ssm row that replace its preset's (kept in the rows)"
