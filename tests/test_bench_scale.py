@@ -396,6 +396,19 @@ def test_bad_requests_are_refused(tmp_path):
         scale.read_rows(bad)
 
 
+def _three_classes_with_half_rate():
+    """90 series of 2 x 48 steps in 3 classes: the first 60 the pool, the last 30 the test split with
+    its half-rate copy (1000 Hz -> 500 Hz). Returns X, y, the half-rate copy and the ScaleData."""
+    rng = np.random.default_rng(0)
+    y = np.arange(90) % 3
+    X = rng.normal(size=(90, 2, 48)).astype(np.float32) + 0.4 * y[:, None, None] * np.sin(np.arange(48) / 3)
+    half = X[60:, :, ::2]
+    data = scale.ScaleData(
+        X[:60], y[:60], {"test": scale.HeldOut(X[60:], y[60:], {"half_rate": (half, y[60:], 500)})}, rate=1000
+    )
+    return X, y, half, data
+
+
 def test_quant_in_chunks_is_the_mean_vote_of_its_seeded_chunks_and_resumes(tmp_path, monkeypatch):
     """--work-dir: QUANT's trees grown chunk by chunk, each chunk's class probabilities kept; the
     prediction is the class of the highest mean probability over the chunks (oracle: sklearn forests
@@ -406,13 +419,7 @@ def test_quant_in_chunks_is_the_mean_vote_of_its_seeded_chunks_and_resumes(tmp_p
 
     monkeypatch.setattr(scale, "QUANT_TREES", 12)
     monkeypatch.setattr(scale, "QUANT_CHUNKS", 3)
-    rng = np.random.default_rng(0)
-    y = np.arange(90) % 3
-    X = rng.normal(size=(90, 2, 48)).astype(np.float32) + 0.4 * y[:, None, None] * np.sin(np.arange(48) / 3)
-    half = X[60:, :, ::2]
-    data = scale.ScaleData(
-        X[:60], y[:60], {"test": scale.HeldOut(X[60:], y[60:], {"half_rate": (half, y[60:], 500)})}, rate=1000
-    )
+    X, y, half, data = _three_classes_with_half_rate()
     [row] = scale.run_row("t", "quant", data, 30, 1, work_dir=tmp_path)
     assert row["tree_chunks"] == 3 and row["n"] == 30 and row["fit_seconds"] > 0 and row["predict_seconds"] > 0
 
@@ -473,13 +480,7 @@ def test_mr_hydra_in_pieces_is_aeons_model_and_resumes(tmp_path, monkeypatch):
     from ssmts.nn.resampling import change_rate
 
     monkeypatch.setattr(scale, "MR_HYDRA_PIECE", 7)
-    rng = np.random.default_rng(0)
-    y = np.arange(90) % 3
-    X = rng.normal(size=(90, 2, 48)).astype(np.float32) + 0.4 * y[:, None, None] * np.sin(np.arange(48) / 3)
-    half = X[60:, :, ::2]
-    data = scale.ScaleData(
-        X[:60], y[:60], {"test": scale.HeldOut(X[60:], y[60:], {"half_rate": (half, y[60:], 500)})}, rate=1000
-    )
+    X, y, half, data = _three_classes_with_half_rate()
     [row] = scale.run_row("t", "mr-hydra", data, 30, 1, work_dir=tmp_path)
     assert row["n"] == 30 and row["fit_seconds"] > 0 and row["predict_seconds"] > 0 and "tree_chunks" not in row
 

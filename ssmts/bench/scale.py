@@ -313,14 +313,10 @@ def _predict_at(model, kind: str, X: np.ndarray, rate: int | None, train_rate: i
 
 
 def _saved(work: Path, name: str, compute) -> tuple[np.ndarray, float]:
-    """(array, seconds): computed once, then read from work/<name>.npz (no pickles)."""
-    path = work / f"{name}.npz"
-    if not path.exists():
-        started = time.perf_counter()
-        value = compute()
-        _write_npz(path, value=value, seconds=time.perf_counter() - started)
-    with np.load(path, allow_pickle=False) as stored:
-        return stored["value"], float(stored["seconds"])
+    """(array, seconds): computed once (_shared), then read from work/<name>.npz (no pickles)."""
+    _shared(work, [name], lambda _: {"value": compute()})
+    stored = _read(work, name)
+    return stored["value"], float(stored["seconds"])
 
 
 def _mark_training_series(work: Path, X_train: np.ndarray, y: np.ndarray) -> None:
