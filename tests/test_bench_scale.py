@@ -1,5 +1,6 @@
 """`python -m ssmts.bench scale`: stratified subsets, resumable rows, the report's crossovers, the plot."""
 
+import argparse
 import json
 from pathlib import Path
 
@@ -113,6 +114,24 @@ def test_a_network_of_other_settings_than_the_preset_is_summarized_as_its_own_mo
         "listops, ssm (bidirectional=True)": 100,
         "listops, ssm (padded)": 100,
     }
+
+
+def test_the_speech_preset_takes_at_most_max_3000_n_steps_and_a_row_is_named_by_its_own_n():
+    speech, listops = scale.PRESETS["speech"], scale.PRESETS["listops"]
+    assert [speech.params_for(n)["max_steps"] for n in (100, 3000, 10000)] == [3000, 3000, 10000]
+    assert listops.params_for(10000) == listops.params  # the other tasks keep their cap
+    capped = dict(speech.params_for(10000), max_steps=3000)
+    rows = [
+        _row("speech", "ssm", 1000, 0, 0.7, params=speech.params_for(1000)),
+        _row("speech", "ssm", 10000, 0, 0.9, params=speech.params_for(10000)),
+        _row("speech", "ssm", 10000, 1, 0.8, params=capped),  # the preset before the cap grew with n
+        _row("speech-2000hz", "ssm", 10000, 0, 0.85, params=dict(speech.params_for(10000), sample_rate=2000)),
+    ]
+    assert [scale._model_of(row) for row in rows] == ["ssm", "ssm", "ssm (max_steps=3000)", "ssm"]
+    parser = argparse.ArgumentParser()
+    scale._refuse_other_network_settings(parser, rows[:2], "speech", speech.params_for, "rows.jsonl")
+    with pytest.raises(SystemExit):
+        scale._refuse_other_network_settings(parser, rows[:3], "speech", speech.params_for, "rows.jsonl")
 
 
 def test_a_run_writes_a_row_per_fit_resumes_and_reports(tmp_path, capsys, monkeypatch):
