@@ -91,6 +91,8 @@ def test_summary_averages_seeds_and_gives_their_spread():
     assert scale.summarize(rows + validation)[("t", "ssm", 100)]["accuracy"] == pytest.approx(0.6)
     v = scale.summarize(rows + validation, "validation")[("t", "ssm", 100)]
     assert v["accuracy"] == pytest.approx(0.9) and v["half_rate"] == pytest.approx(0.8)
+    with pytest.raises(ValueError, match=r"t ssm n=100: seed\(s\) \[1\] have more than one test row"):
+        scale.summarize(rows + [_row("t", "ssm", 100, 1, 0.9)])
 
 
 def test_a_network_of_other_settings_than_the_preset_is_summarized_as_its_own_model():

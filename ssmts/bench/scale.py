@@ -691,6 +691,11 @@ def summarize(rows: list[dict], split: str = "test") -> dict:
             groups.setdefault((row["task"], _model_of(row), row["n"]), []).append(row)
     out = {}
     for key, members in sorted(groups.items()):
+        seeds = [m["seed"] for m in members]
+        if len(set(seeds)) < len(seeds):
+            # two rows of one seed (files joined by hand) would weigh that seed twice in the mean
+            twice = sorted({s for s in seeds if seeds.count(s) > 1})
+            raise ValueError(f"{key[0]} {key[1]} n={key[2]}: seed(s) {twice} have more than one {split} row")
         accuracy = np.array([m["accuracy"] for m in members])
         prefix = f"{split}_"
         extras = {
