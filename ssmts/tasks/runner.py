@@ -223,7 +223,8 @@ def run_task(
         return model
 
     # Evaluate the weights of the best validation epoch: early stopping that never stops
-    # (patience None) but restores the best state at the end.
+    # (patience None) but restores the best state at the end (of the whole run: a checkpoint keeps it).
+    best_epoch = EarlyStopping(patience=None, tol=0.0)
     result = fit_model(
         network,
         tensors["train"],
@@ -232,7 +233,7 @@ def run_task(
         seed=seed,
         score_fn=score_fn,
         validation=tensors["val"],
-        early_stopping=EarlyStopping(patience=None, tol=0.0),
+        early_stopping=best_epoch,
         epochs=epochs,
         checkpoint=paths["checkpoint"],
         resume_checkpoint=resume,
@@ -252,7 +253,9 @@ def run_task(
     test_metric = metric(outputs(tensors["test"]), tensors["test"].y)
     eval_seconds = time.perf_counter() - t0
     history = _history_rows(result.history, task.kind, target_scale)
-    selected = _selected_epoch(history, start_epoch, task.kind)
+    # the epoch whose weights were evaluated: the one restored, else (nothing restored: a checkpoint of an
+    # earlier version that had finished) the last
+    selected = best_epoch.best_epoch if best_epoch.best_epoch is not None else history[-1]["epoch"] if history else None
 
     zero_shot_rows, zero_shot_seconds = None, 0.0
     if task.zero_shot:
@@ -396,16 +399,6 @@ def _best_val(history: list[dict], kind: str) -> dict | None:
         return None
     best = max(scored, key=lambda r: r[key]) if kind == "classification" else min(scored, key=lambda r: r[key])
     return {"epoch": best["epoch"], key.removeprefix("val_"): best[key]}
-
-
-def _selected_epoch(history: list[dict], start_epoch: int, kind: str) -> int | None:
-    """The epoch whose weights were evaluated: the best validation epoch trained in this call
-    (the Trainer restores it), or the checkpoint's last epoch when this call trained none."""
-    fresh = history[start_epoch:]
-    if not fresh:
-        return history[-1]["epoch"] if history else None
-    best = _best_val(fresh, kind)
-    return None if best is None else best["epoch"]
 
 
 def _write_history(path: Path, history: list[dict]) -> None:

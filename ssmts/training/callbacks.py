@@ -35,6 +35,19 @@ class Callback:
         """After the last epoch, also when a callback stopped the run or the run raised (then
         `trainer.error` holds the exception, which propagates after the callbacks)."""
 
+    def state_dict(self) -> dict | None:
+        """What a checkpoint keeps of this callback, for a resumed run to go on as the uninterrupted
+        one would (tensors, numbers, strings, None, lists and dicts of them); None: nothing."""
+        return None
+
+    def load_state_dict(self, state: dict) -> None:
+        """Restore state_dict() in a resumed run, after on_fit_start."""
+
+    def finished(self) -> bool:
+        """Whether this callback had already stopped the run it watches (a resumed run then trains no
+        further epoch)."""
+        return False
+
 
 class EarlyStopping(Callback):
     """Stop after `patience` epochs without an improvement of more than `tol` in the monitored
@@ -93,6 +106,18 @@ class EarlyStopping(Callback):
         if self.restore_best and self.best_state is not None:
             trainer.model.load_state_dict(self.best_state)
         self.best_state = None  # do not keep a copy of the weights in a fitted estimator
+
+    def state_dict(self) -> dict:
+        # the best weights so far too: a resumed run must be able to end on an epoch before the resume
+        best_state = None if self.best_state is None else {k: v.detach().cpu() for k, v in self.best_state.items()}
+        return {"best": self.best, "best_epoch": self.best_epoch, "stale": self.stale, "best_state": best_state}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.best, self.best_epoch, self.stale = float(state["best"]), state["best_epoch"], int(state["stale"])
+        self.best_state = state["best_state"] if self.restore_best else None
+
+    def finished(self) -> bool:
+        return self.patience is not None and self.stale >= self.patience
 
 
 class Checkpoint(Callback):

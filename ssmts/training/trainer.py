@@ -16,6 +16,7 @@ import math
 import numbers
 import os
 import time
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
@@ -356,6 +357,7 @@ class Trainer:
         self.validation: SequenceData | None = None  # the current run's validation data (fit sets it)
         self.error: BaseException | None = None  # what stopped the current run, if it raised (fit sets it)
         self._nonfinite_inputs: str | None = None  # an epoch's non-finite loss traced to its inputs (_train_epoch)
+        self._callback_states: dict | None = None  # of the checkpoint a run resumes from, until fit restores them
 
     @property
     def is_main(self) -> bool:
@@ -434,9 +436,10 @@ class Trainer:
         self.error = None
         for callback in callbacks:
             callback.on_fit_start(self)
+        self._restore_callbacks()
         self._workers = self._shard_workers()
         try:
-            while self.run_epoch < epochs:
+            while self.run_epoch < epochs and not any(callback.finished() for callback in callbacks):
                 record = self._run_epoch(train, val, scheduler)
                 if any([bool(callback.on_epoch_end(self, record)) for callback in callbacks]):
                     break
@@ -669,19 +672,50 @@ class Trainer:
             self.run_epoch, self._scheduler_state = 0, None
 
     def save_checkpoint(self, path: str | Path) -> None:
-        """state_dict() written atomically (loadable with torch.load(weights_only=True)); in a
-        distributed run by rank 0 only, the others wait until it is written."""
+        """state_dict() and the callbacks' states (early stopping's best epoch and weights) written
+        atomically (loadable with torch.load(weights_only=True)); in a distributed run by rank 0 only,
+        the others wait until it is written."""
         if not self.is_main:
             _barrier(self.world_size)
             return
+        state = self.state_dict()
+        state["callbacks"] = {
+            _callback_key(i, callback): saved
+            for i, callback in enumerate(self.callbacks)
+            if (saved := callback.state_dict()) is not None
+        }
         with replacing(path, "the checkpoint") as tmp:
-            torch.save(self.state_dict(), tmp)
+            torch.save(state, tmp)
         _barrier(self.world_size)
 
     def load_checkpoint(self, path: str | Path) -> int:
-        """Restore a checkpoint (no code runs: weights_only); returns the epoch of the run it reached."""
-        self.load_state_dict(read_checkpoint(path))
+        """Restore a checkpoint (no code runs: weights_only); returns the epoch of the run it reached.
+        The callbacks' states are restored when fit starts (after their on_fit_start)."""
+        state = read_checkpoint(path)
+        self.load_state_dict(state)
+        self._callback_states = state.get("callbacks")
+        if self._callback_states is None and self.run_epoch > 0:
+            self._callback_states = {}  # an older checkpoint: _restore_callbacks says what is missing
         return self.run_epoch
+
+    def _restore_callbacks(self) -> None:
+        """Give each callback its state from the checkpoint this run resumes from, so that the resumed
+        run goes on as the uninterrupted one (early stopping keeps its best epoch and patience)."""
+        saved, self._callback_states = self._callback_states, None
+        if saved is None:
+            return
+        for i, callback in enumerate(self.callbacks):
+            state = saved.get(_callback_key(i, callback))
+            if state is not None:
+                callback.load_state_dict(state)
+            elif callback.state_dict() is not None:
+                warnings.warn(
+                    f"the checkpoint holds no state of {type(callback).__name__} (written by an earlier version "
+                    "or with other callbacks): it starts afresh, so the resumed run may end otherwise than the "
+                    "uninterrupted one (early stopping: its best epoch is chosen among the epochs after the resume)",
+                    UserWarning,
+                    stacklevel=3,
+                )
 
 
 def _nonfinite_input_rows(x: torch.Tensor, source, index: torch.Tensor | None) -> tuple[list[int], str | None]:
@@ -772,6 +806,10 @@ def _barrier(world_size: int) -> None:
         import torch.distributed as dist
 
         dist.barrier()
+
+
+def _callback_key(index: int, callback: Callback) -> str:
+    return f"{index}:{type(callback).__name__}"
 
 
 def read_checkpoint(path: str | Path) -> dict:

@@ -7,7 +7,7 @@ import pytest
 import torch
 from torch import nn
 
-from ssmts.training import SequenceData, Trainer
+from ssmts.training import EarlyStopping, SequenceData, Trainer
 
 
 class _Mean(nn.Module):
@@ -113,6 +113,56 @@ def test_resume_continues_the_schedule_and_matches_an_uninterrupted_run(tmp_path
     assert len(resumed.history) == 4
     for a, b in zip(straight.model.parameters(), resumed.model.parameters()):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-7)
+
+
+def _overfitting_run(loss, patience, tmp_path=None, resume=False, epochs=6):
+    """Validation targets of the opposite sign: the more the network learns, the worse it scores, so its
+    best epoch is the first (before any crash below) and patience runs out."""
+    data = _data()
+    val = SequenceData(data.x[:16], -data.y[:16])
+    kwargs = dict(lr=0.05, lr_ssm=None, batch_size=8, scheduler="cosine", warmup_steps=3, device="cpu", random_state=0)
+    torch.manual_seed(0)
+    stopping = EarlyStopping(patience=patience, tol=0.0)
+    trainer = Trainer(_Mean(), loss, callbacks=[stopping], **kwargs)
+    path = None if tmp_path is None else tmp_path / "ckpt.pt"
+    trainer.fit(data, val, epochs=epochs, checkpoint=path, resume=resume)
+    return trainer, stopping
+
+
+@pytest.mark.parametrize("patience", [None, 4])
+def test_a_resumed_run_with_early_stopping_ends_on_the_uninterrupted_runs_best_epoch(tmp_path, patience):
+    """The checkpoint keeps early stopping's best epoch, weights and patience: a run that died after its
+    best epoch restores that epoch's weights, as the run in one go does (before, the resumed run chose
+    among the epochs after the resume only)."""
+    straight, straight_stopping = _overfitting_run(_mse, patience)
+    assert straight_stopping.best_epoch == straight.history[0]["epoch"]  # the best epoch lies before the crash
+    with pytest.raises(_Crash):
+        _overfitting_run(_crashing_after(3 * 4 + 1), patience, tmp_path)  # dies in epoch 4 (4 batches an epoch)
+    resumed, resumed_stopping = _overfitting_run(_mse, patience, tmp_path, resume=True)
+    assert resumed_stopping.best_epoch == straight_stopping.best_epoch
+    assert [r["epoch"] for r in resumed.history] == [r["epoch"] for r in straight.history]
+    for a, b in zip(straight.model.parameters(), resumed.model.parameters()):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-7)
+
+
+def test_a_run_early_stopping_ended_trains_no_further_epoch_when_resumed(tmp_path):
+    stopped, _ = _overfitting_run(_mse, 2, tmp_path)
+    assert len(stopped.history) == 3  # best at the first epoch, two without improvement: stopped
+    again, stopping = _overfitting_run(_mse, 2, tmp_path, resume=True)
+    assert len(again.history) == 3 and stopping.best_epoch == stopped.history[0]["epoch"]
+    for a, b in zip(stopped.model.parameters(), again.model.parameters()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
+def test_a_checkpoint_without_early_stoppings_state_warns_that_the_resumed_run_may_differ(tmp_path):
+    with pytest.raises(_Crash):
+        _overfitting_run(_crashing_after(3 * 4 + 1), None, tmp_path)
+    path = tmp_path / "ckpt.pt"
+    state = torch.load(path, weights_only=True)
+    del state["callbacks"]  # as an earlier version wrote it
+    torch.save(state, path)
+    with pytest.warns(UserWarning, match="no state of EarlyStopping"):
+        _overfitting_run(_mse, None, tmp_path, resume=True)
 
 
 def test_verbose_states_the_plan_then_counts_the_epochs(capsys):
