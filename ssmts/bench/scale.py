@@ -126,8 +126,20 @@ PRESETS = {
         own_lengths=True,
     ),
     "pathfinder": Preset(
-        dict(d_model=64, d_state=32, n_layers=4, batch_size=32, lr=3e-3, max_epochs=30, min_steps=300, max_steps=3000),
-        "the ListOps preset, not searched on Pathfinder's validation images",
+        dict(
+            d_model=64,
+            d_state=32,
+            n_layers=4,
+            batch_size=32,
+            lr=3e-3,
+            max_epochs=30,
+            min_steps=300,
+            max_steps=3000,
+            bidirectional=True,
+        ),
+        "the ListOps preset reading both ways (an image has no direction, and the LRA's Pathfinder models "
+        "read both ways); chosen on the validation images at n = 3,000, seed 0: 60.5 % against 59.1 % one "
+        "way (the rule set beforehand: taken if above 60.1 %), for about twice the fit",
     ),
 }
 
