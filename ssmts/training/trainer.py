@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 from .._files import replacing
+from .._warnings import caller_stacklevel
 from ..nn.backbone import parameter_groups
 from ..nn.resampling import half_rate, scaled_delta
 from .callbacks import Callback, Checkpoint, ProgressBar
@@ -714,7 +715,7 @@ class Trainer:
                     "or with other callbacks): it starts afresh, so the resumed run may end otherwise than the "
                     "uninterrupted one (early stopping: its best epoch is chosen among the epochs after the resume)",
                     UserWarning,
-                    stacklevel=3,
+                    stacklevel=caller_stacklevel(),
                 )
 
 
