@@ -224,7 +224,7 @@ def run_task(
 
     # Evaluate the weights of the best validation epoch: early stopping that never stops
     # (patience None) but restores the best state at the end (of the whole run: a checkpoint keeps it).
-    best_epoch = EarlyStopping(patience=None, tol=0.0)
+    keep_best = EarlyStopping(patience=None, tol=0.0)
     result = fit_model(
         network,
         tensors["train"],
@@ -233,7 +233,7 @@ def run_task(
         seed=seed,
         score_fn=score_fn,
         validation=tensors["val"],
-        early_stopping=best_epoch,
+        early_stopping=keep_best,
         epochs=epochs,
         checkpoint=paths["checkpoint"],
         resume_checkpoint=resume,
@@ -255,7 +255,7 @@ def run_task(
     history = _history_rows(result.history, task.kind, target_scale)
     # the epoch whose weights were evaluated: the one restored, else (nothing restored: a checkpoint of an
     # earlier version that had finished) the last
-    selected = best_epoch.best_epoch if best_epoch.best_epoch is not None else history[-1]["epoch"] if history else None
+    selected = keep_best.best_epoch if keep_best.best_epoch is not None else history[-1]["epoch"] if history else None
 
     zero_shot_rows, zero_shot_seconds = None, 0.0
     if task.zero_shot:
