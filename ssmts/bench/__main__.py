@@ -18,6 +18,7 @@ BENCHMARKS = {
     "irregular": "ssmts.bench.irregular",
     "pretrain": "ssmts.bench.pretrain",
     "scale": "ssmts.bench.scale",
+    "readout": "ssmts.bench.readout",
 }
 
 

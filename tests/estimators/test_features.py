@@ -218,24 +218,32 @@ def test_bad_input_is_named():
         SSMFeatureRegressor(**SMALL).fit(X, np.array(["a", "b"] * 5))
 
 
-def test_the_ridge_keeps_blas_to_torchs_thread_cap():
+def test_the_ridge_keeps_blas_to_torchs_thread_cap(monkeypatch):
     """The read-out's ridge runs BLAS on at most torch's threads (the estimators' one thread setting):
-    BLAS threads beyond the idle cores of a busy machine wait for each other."""
+    BLAS threads beyond the idle cores of a busy machine wait for each other. Both ridges: scikit-learn's
+    (fewer rows than features) and TallRidgeCV (more)."""
     from threadpoolctl import threadpool_info
 
-    from ssmts.estimators.features import _fit_ridge
+    from ssmts.estimators import features
 
     seen = []
 
     class Recording:
+        def __init__(self, *args, **kwargs):
+            pass
+
         def fit(self, X, y):
             seen.append(max(pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"))
             return self
 
+    monkeypatch.setattr(features, "RidgeCV", Recording)
+    monkeypatch.setattr(features, "TallRidgeCV", Recording)
     threads = torch.get_num_threads()
+    rng = np.random.default_rng(0)
     try:
         torch.set_num_threads(1)
-        _fit_ridge(Recording, np.random.default_rng(0).standard_normal((5, 3)), np.arange(5))
+        for shape in [(3, 5), (5, 3)]:
+            features._fit_ridge("regression", rng.standard_normal(shape), np.arange(shape[0], dtype=float))
     finally:
         torch.set_num_threads(threads)
-    assert seen == [1]
+    assert seen == [1, 1]

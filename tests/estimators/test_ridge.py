@@ -1,0 +1,87 @@
+"""TallRidgeCV (the features' read-out for more rows than features) against scikit-learn's RidgeCV and
+RidgeClassifierCV, which find the same leave-one-out errors by another decomposition."""
+
+import numpy as np
+import pytest
+from sklearn.linear_model import RidgeClassifierCV, RidgeCV
+
+from ssmts.estimators._ridge import TallRidgeCV
+from ssmts.estimators.features import RIDGE_ALPHAS
+
+
+def _tall_data(seed: int, n: int = 240, p: int = 30):
+    """X (n, p) with unequal scales and a mean far from 0 (the intercept matters), targets (n, 2) with a signal."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p)) * rng.uniform(0.1, 5.0, p) + rng.uniform(-3.0, 3.0, p)
+    Y = X @ rng.standard_normal((p, 2)) + 3.0 * rng.standard_normal((n, 2))
+    return X, Y
+
+
+def _agree(ours, theirs):
+    assert ours.alpha_ == theirs.alpha_
+    np.testing.assert_allclose(ours.best_score_, theirs.best_score_, rtol=1e-10)
+    np.testing.assert_allclose(ours.coef_, np.atleast_2d(theirs.coef_), rtol=1e-8, atol=1e-11)
+    np.testing.assert_allclose(ours.intercept_, np.atleast_1d(theirs.intercept_), rtol=1e-8, atol=1e-11)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+@pytest.mark.parametrize("targets", [1, 2])
+@pytest.mark.parametrize("rows_at_once", [None, 37])
+def test_regression_matches_ridgecv(seed, targets, rows_at_once):
+    X, Y = _tall_data(seed)
+    y = Y[:, 0] if targets == 1 else Y
+    ours = TallRidgeCV(RIDGE_ALPHAS, classifier=False, rows_at_once=rows_at_once).fit(X, y)
+    _agree(ours, RidgeCV(alphas=RIDGE_ALPHAS).fit(X, y))
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("n_classes", [2, 4])
+def test_classifier_matches_ridgeclassifiercv(seed, n_classes):
+    X, Y = _tall_data(seed)
+    labels = np.digitize(Y[:, 0], np.quantile(Y[:, 0], np.linspace(0, 1, n_classes + 1)[1:-1]))
+    ours = TallRidgeCV(RIDGE_ALPHAS, classifier=True, rows_at_once=50).fit(X, labels)
+    _agree(ours, RidgeClassifierCV(alphas=RIDGE_ALPHAS).fit(X, labels))
+
+
+def test_penalty_moves_with_the_noise():
+    """Not a constant choice: pure-noise targets take the largest penalty, a clean signal a small one."""
+    X, _ = _tall_data(3)
+    rng = np.random.default_rng(3)
+    noise = TallRidgeCV(RIDGE_ALPHAS, classifier=False).fit(X, rng.standard_normal(len(X)))
+    signal = TallRidgeCV(RIDGE_ALPHAS, classifier=False).fit(X, X @ rng.standard_normal(X.shape[1]))
+    assert noise.alpha_ >= 1e4 and signal.alpha_ <= 1e-2
+
+
+def test_refuses_wide_data():
+    with pytest.raises(ValueError, match="more rows than features; X has 5 rows and 8 features"):
+        TallRidgeCV(RIDGE_ALPHAS, classifier=False).fit(np.zeros((5, 8)), np.zeros(5))
+
+
+def test_feature_classifier_uses_it_on_tall_data(monkeypatch):
+    """SSMFeatureClassifier with more training series than features fits its read-out by TallRidgeCV, and
+    its predictions are those of scikit-learn's ridge on the same features."""
+    from ssmts import SSMFeatureClassifier
+    from ssmts.estimators import features
+
+    rng = np.random.default_rng(0)
+    X = np.cumsum(rng.standard_normal((150, 24)), axis=1)
+    y = (X[:, -1] > X[:, 0]).astype(int) + 2 * (X.std(1) > np.median(X.std(1)))
+    params = dict(n_scales=2, n_kernels=3, d_state=4, n_biases=1, backward=False, random_state=0)
+    used = []
+    monkeypatch.setattr(features, "TallRidgeCV", lambda *a, **k: used.append(1) or TallRidgeCV(*a, **k))
+    tall = SSMFeatureClassifier(**params).fit(X, y)
+    assert used and tall.n_features_out_ < len(X)
+    monkeypatch.setattr(features, "TallRidgeCV", lambda alphas, classifier: RidgeClassifierCV(alphas=alphas))
+    reference = SSMFeatureClassifier(**params).fit(X, y)
+    assert tall.alpha_ == reference.alpha_
+    np.testing.assert_allclose(tall.decision_function(X), reference.decision_function(X), rtol=1e-7, atol=1e-9)
+
+
+def test_readout_benchmark_prints_both_fits_and_their_ratio(capsys):
+    from ssmts.bench.__main__ import main
+
+    assert main(["readout", "--shape", "90x20", "--classes", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "90 x 20 |" in out and "x faster | yes" in out and out.startswith("threads 1; load average")
+    with pytest.raises(SystemExit):
+        main(["readout", "--shape", "20x90"])  # refused: TallRidgeCV is for more rows than features
