@@ -24,6 +24,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.linalg
 from sklearn.preprocessing import LabelBinarizer
+from tqdm.auto import tqdm
 
 ROW_BLOCK_ELEMENTS = 1 << 22
 """Rows of X are centred and rotated this many elements at a time (32 MiB of float64), so that no
@@ -36,12 +37,14 @@ class TallRidgeCV:
 
     fit(X (n, p), y (n,) labels or (n, k) targets) sets `alpha_`, `best_score_` (minus the mean
     squared leave-one-out error), `coef_` (k, p) and `intercept_` (k,), where k is 1 for two classes.
+    verbose: a progress bar over the two passes through the rows (minutes at tens of thousands).
     """
 
-    def __init__(self, alphas, *, classifier: bool, rows_at_once: int | None = None):
+    def __init__(self, alphas, *, classifier: bool, rows_at_once: int | None = None, verbose: bool = False):
         self.alphas = np.asarray(alphas, dtype=np.float64)
         self.classifier = classifier
         self.rows_at_once = rows_at_once
+        self.verbose = verbose
 
     def fit(self, X: np.ndarray, y: np.ndarray) -> "TallRidgeCV":
         X = np.asarray(X, dtype=np.float64)
@@ -53,18 +56,29 @@ class TallRidgeCV:
         row_blocks = [slice(start, start + block) for start in range(0, n, block)]
         x_mean, y_mean = X.mean(0), Y.mean(0)
         Yc = Y - y_mean
+        with tqdm(total=2 * n, desc="ridge read-out", unit="row", disable=not self.verbose) as bar:
+            self._solve(X, Yc, x_mean, row_blocks, bar)
+        self.intercept_ = y_mean - x_mean @ self.coef_.T
+        return self
 
+    def _solve(self, X, Yc, x_mean, row_blocks, bar) -> None:
+        """alpha_, best_score_ and coef_ from X (n, p), the centred targets Yc (n, k) and X's mean."""
+        (n, p), k = X.shape, Yc.shape[1]
+        bar.set_postfix_str("covariance")
         covariance = np.zeros((p, p))
-        XtY = np.zeros((p, Y.shape[1]))
+        XtY = np.zeros((p, k))
         for rows in row_blocks:
             Xc = X[rows] - x_mean
             covariance += Xc.T @ Xc
             XtY += Xc.T @ Yc[rows]
+            bar.update(len(Xc))
+        bar.set_postfix_str(f"eigendecomposition of {p} x {p}")
         eigenvalues, V = scipy.linalg.eigh(covariance, driver="evd", overwrite_a=True, check_finite=False)
         eigenvalues = eigenvalues.clip(min=0.0)  # a covariance has none below 0 but rounding's
         del covariance
 
-        A, k = len(self.alphas), Y.shape[1]
+        A = len(self.alphas)
+        bar.set_postfix_str(f"leave-one-out of {A} penalties")
         inverse = 1.0 / (eigenvalues[:, None] + self.alphas[None, :])  # (p, A): 1 / (e_j + alpha)
         VtXtY = V.T @ XtY  # (p, k)
         projections = (inverse[:, :, None] * VtXtY[:, None, :]).reshape(p, A * k)
@@ -75,14 +89,13 @@ class TallRidgeCV:
             fitted = (XV @ projections).reshape(-1, A, k)
             residuals = (Yc[rows][:, None, :] - fitted) / (1.0 - hat)[:, :, None]
             squared_errors += (residuals**2).sum(axis=(0, 2))
+            bar.update(len(XV))
         scores = -squared_errors / (n * k)
         best = int(np.argmax(scores))  # the first of the best, as scikit-learn keeps it
         coef = V @ (inverse[:, best, None] * VtXtY)  # (p, k)
         self.alpha_ = float(self.alphas[best])
         self.best_score_ = float(scores[best])
         self.coef_ = coef.T
-        self.intercept_ = y_mean - x_mean @ coef
-        return self
 
     def _targets(self, y: np.ndarray) -> np.ndarray:
         """(n, k) float64: the targets, or for classes their one-vs-rest coding in {-1, 1}."""

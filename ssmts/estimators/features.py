@@ -13,6 +13,7 @@ import torch
 from sklearn.base import BaseEstimator
 from sklearn.linear_model import RidgeClassifierCV, RidgeCV
 from threadpoolctl import threadpool_limits
+from tqdm.auto import tqdm
 
 from .._warnings import caller_stacklevel
 from ..nn import FeatureReadout, log_spaced_steps, scaled_delta
@@ -136,13 +137,15 @@ class _FeatureEstimator(SequenceEstimatorMixin, FeatureModelParams):
             halves = [(u[..., p::2], None if mask is None else mask[..., p::2]) for p in (0, 1)]
             return torch.cat([model.features(x, m) for x, m in halves], 1)
 
-        with scaled_delta(network, 2.0 if half_rate else 1.0):
+        what = f"{type(self).__name__}: features" + (" at half the rate" if half_rate else "")
+        with scaled_delta(network, 2.0 if half_rate else 1.0), self._progress(len(data.lengths), what) as bar:
             features = predict_batches(
                 network,
                 SequenceData(self._scaled(data), mask=data.mask, crop_padding=True),
                 self.batch_size,
                 self._device,
                 forward=forward,
+                progress=bar.update,
             )
         network.cpu()
         features = features.double().numpy()
@@ -150,6 +153,10 @@ class _FeatureEstimator(SequenceEstimatorMixin, FeatureModelParams):
             return np.concatenate(np.split(features, 2, axis=1))
         self.n_features_out_ = int(features.shape[1])
         return features
+
+    def _progress(self, total: int, what: str) -> tqdm:
+        """A progress bar over `total` series on stderr with verbose, else one that shows nothing."""
+        return tqdm(total=total, desc=what, unit="series", disable=not self.verbose)
 
     def _readout_rates(self, data: PreparedInput) -> tuple[float, ...]:
         """The rates (Hz) the read-out reads the training series at: the training rate and half of it,
@@ -187,7 +194,7 @@ class _FeatureEstimator(SequenceEstimatorMixin, FeatureModelParams):
             network, features = self._featurize_training_data(data)
             self.readout_rates_ = self._readout_rates(data)
             rows, row_targets = self._readout_rows(network, data, features, targets)
-            ridge, mean, scale = _fit_ridge(objective, rows, row_targets)
+            ridge, mean, scale = _fit_ridge(objective, rows, row_targets, self.verbose)
             scores[normalization] = float(np.mean(ridge.best_score_))
             fits.append((scores[normalization], normalization, network, features, rows, ridge, mean, scale))
         _, self.normalization_, network, features, rows, ridge, mean, scale = max(fits, key=lambda fit: fit[0])
@@ -196,7 +203,7 @@ class _FeatureEstimator(SequenceEstimatorMixin, FeatureModelParams):
         # The network trains at the training rate; the ridge on top is then refitted as above.
         if self.training_steps and self._train(network, data, features, targets, objective):
             rows, row_targets = self._readout_rows(network, data, self._features(network, data), targets)
-            ridge, mean, scale = _fit_ridge(objective, rows, row_targets)
+            ridge, mean, scale = _fit_ridge(objective, rows, row_targets, self.verbose)
         self.alpha_ = float(np.mean(ridge.alpha_))
         self._set_readout(network, ridge.coef_, ridge.intercept_, mean, scale)
         self.model_.set_training_range(torch.from_numpy(rows).float())  # the features were float32
@@ -209,7 +216,7 @@ class _FeatureEstimator(SequenceEstimatorMixin, FeatureModelParams):
         kept, held_out = holdout_indices(
             len(targets), self.validation_fraction, self._seed_, targets if classification else None
         )
-        ridge, mean, scale = _fit_ridge(objective, features[kept], targets[kept])
+        ridge, mean, scale = _fit_ridge(objective, features[kept], targets[kept], self.verbose)
         self._set_readout(network, ridge.coef_, ridge.intercept_, mean, scale)
         y = torch.from_numpy(targets) if classification else torch.from_numpy(targets).float()
         whole = SequenceData(self._scaled(data), y, data.mask, crop_padding=True)
@@ -350,14 +357,16 @@ def _ridge_logits(scores: torch.Tensor, y: torch.Tensor):
     return lambda outputs: logits(outputs, best)
 
 
-def _fit_ridge(objective: str, features: np.ndarray, targets: np.ndarray) -> tuple[object, np.ndarray, np.ndarray]:
+def _fit_ridge(
+    objective: str, features: np.ndarray, targets: np.ndarray, verbose: int = 0
+) -> tuple[object, np.ndarray, np.ndarray]:
     """(ridge, mean, scale): a ridge (penalty by leave-one-out; a classifier for objective
     "classification") fitted on the features standardized by their mean and scale; constant features
     keep scale 1. With more rows than features, TallRidgeCV (the same fit, the penalties at a
-    fraction of scikit-learn's cost there)."""
+    fraction of scikit-learn's cost there; with verbose, its progress bar)."""
     classifier = objective == "classification"
     if len(features) > features.shape[1]:
-        ridge = TallRidgeCV(RIDGE_ALPHAS, classifier=classifier)
+        ridge = TallRidgeCV(RIDGE_ALPHAS, classifier=classifier, verbose=bool(verbose))
     else:
         ridge = RidgeClassifierCV(alphas=RIDGE_ALPHAS) if classifier else RidgeCV(alphas=RIDGE_ALPHAS)
     # BLAS keeps to torch's thread cap, as the features do: on a machine with a busy core, BLAS threads

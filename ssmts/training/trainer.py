@@ -212,12 +212,14 @@ def predict_batches(
     forward: Callable | None = None,
     *,
     workers: ShardWorkers | None = None,
+    progress: Callable[[int], object] | None = None,
 ) -> torch.Tensor:
     """The one batched prediction: model outputs for all of `data`, in eval mode, concatenated on the CPU.
 
     forward(model, x, mask) overrides model(x, mask) (e.g. per-step features of a head); it must give
     a sample's output from that sample alone, and may run on several threads at once.
     workers: the ShardWorkers of a running fit (by default a CPU prediction opens its own).
+    progress: called with each batch's number of samples once it is done (a progress bar's update).
     """
     if len(data) == 0:
         raise ValueError("no samples to predict")
@@ -254,6 +256,8 @@ def predict_batches(
                 )
             out[start : start + len(result)] = result.cpu()
             start += len(result)
+            if progress is not None:
+                progress(len(result))
     finally:
         if own_workers:
             workers.close()

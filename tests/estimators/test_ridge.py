@@ -71,7 +71,7 @@ def test_feature_classifier_uses_it_on_tall_data(monkeypatch):
     monkeypatch.setattr(features, "TallRidgeCV", lambda *a, **k: used.append(1) or TallRidgeCV(*a, **k))
     tall = SSMFeatureClassifier(**params).fit(X, y)
     assert used and tall.n_features_out_ < len(X)
-    monkeypatch.setattr(features, "TallRidgeCV", lambda alphas, classifier: RidgeClassifierCV(alphas=alphas))
+    monkeypatch.setattr(features, "TallRidgeCV", lambda alphas, classifier, **_: RidgeClassifierCV(alphas=alphas))
     reference = SSMFeatureClassifier(**params).fit(X, y)
     assert tall.alpha_ == reference.alpha_
     np.testing.assert_allclose(tall.decision_function(X), reference.decision_function(X), rtol=1e-7, atol=1e-9)
@@ -85,3 +85,20 @@ def test_readout_benchmark_prints_both_fits_and_their_ratio(capsys):
     assert "90 x 20 |" in out and "x faster | yes" in out and out.startswith("threads 1; load average")
     with pytest.raises(SystemExit):
         main(["readout", "--shape", "20x90"])  # refused: TallRidgeCV is for more rows than features
+
+
+def test_verbose_fit_shows_the_features_and_the_readouts_progress(capsys):
+    """Minutes at tens of thousands of series: with verbose, bars over the series featurized (at the rate
+    and at half of it) and over the read-out's rows; without, nothing."""
+    from ssmts import SSMFeatureClassifier
+
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((120, 16)), np.arange(120) % 3
+    params = dict(n_scales=2, n_kernels=2, d_state=4, n_biases=1, backward=False, random_state=0, sample_rate=100)
+    SSMFeatureClassifier(**params).fit(X, y)
+    assert capsys.readouterr().err == ""
+    SSMFeatureClassifier(**params, verbose=1).fit(X, y)
+    err = capsys.readouterr().err
+    assert "SSMFeatureClassifier: features: 100%" in err and "120/120" in err
+    assert "SSMFeatureClassifier: features at the half rate" not in err and "features at half the rate: 100%" in err
+    assert "ridge read-out: 100%" in err and "720/720" in err  # 3 x 120 rows (the rate and two halves), two passes
