@@ -26,11 +26,19 @@ def _shape(text: str) -> tuple[int, int]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ssmts.bench readout", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--shape", type=_shape, nargs="+", default=[_shape("3000x1000"), _shape("6000x2000")])
-    parser.add_argument("--classes", type=int, default=10)
+    parser.add_argument(
+        "--shape",
+        type=_shape,
+        nargs="+",
+        default=[_shape("3000x1000"), _shape("6000x2000")],
+        help="ROWSxFEATURES, more rows than features (default 3000x1000 6000x2000)",
+    )
+    parser.add_argument("--classes", type=int, default=10, help="classes of the one-vs-rest targets (default 10)")
     parser.add_argument("--threads", type=int, default=1, help="BLAS threads (default 1)")
-    parser.add_argument("--sklearn-max-rows", type=int, default=20000)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--sklearn-max-rows", type=int, default=20000, help="skip scikit-learn's fit above these rows (default 20000)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the random features and labels (default 0)")
     args = parser.parse_args(argv)
 
     from sklearn.linear_model import RidgeClassifierCV
