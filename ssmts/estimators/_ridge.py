@@ -52,6 +52,8 @@ class TallRidgeCV:
         if n <= p:
             raise ValueError(f"TallRidgeCV is for more rows than features; X has {n} rows and {p} features")
         Y = self._targets(y)
+        if not (np.isfinite(X).all() and np.isfinite(Y).all()):  # as scikit-learn's ridges refuse them
+            raise ValueError("TallRidgeCV: X and y must be finite (they hold NaN or infinity)")
         block = self.rows_at_once or max(1, ROW_BLOCK_ELEMENTS // p)
         row_blocks = [slice(start, start + block) for start in range(0, n, block)]
         x_mean, y_mean = X.mean(0), Y.mean(0)

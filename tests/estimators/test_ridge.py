@@ -52,6 +52,14 @@ def test_penalty_moves_with_the_noise():
     assert noise.alpha_ >= 1e4 and signal.alpha_ <= 1e-2
 
 
+@pytest.mark.parametrize("where", ["X", "y"])
+def test_refuses_values_that_are_not_finite(where):
+    X, Y = _tall_data(0)
+    (X if where == "X" else Y)[3, 0] = np.nan
+    with pytest.raises(ValueError, match="must be finite"):
+        TallRidgeCV(RIDGE_ALPHAS, classifier=False).fit(X, Y)
+
+
 def test_refuses_wide_data():
     with pytest.raises(ValueError, match="more rows than features; X has 5 rows and 8 features"):
         TallRidgeCV(RIDGE_ALPHAS, classifier=False).fit(np.zeros((5, 8)), np.zeros(5))
