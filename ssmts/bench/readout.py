@@ -24,6 +24,10 @@ def _shape(text: str) -> tuple[int, int]:
     return rows, features
 
 
+def _load() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ssmts.bench readout", description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -47,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     from ..estimators._ridge import TallRidgeCV
     from ..estimators.features import RIDGE_ALPHAS
 
-    print(f"threads {args.threads}; load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"threads {args.threads}; load average {_load()}")
     print("rows x features | TallRidgeCV s | RidgeClassifierCV s | ratio | same penalty")
     for rows, features in args.shape:
         rng = np.random.default_rng(args.seed)
@@ -67,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
         same = "yes" if ours.alpha_ == theirs.alpha_ else f"no ({ours.alpha_:g} / {theirs.alpha_:g})"
         ratio = f"{theirs_s / ours_s:.1f}x faster"
         print(f"{rows} x {features} | {ours_s:.1f} | {theirs_s:.1f} | {ratio} | {same}", flush=True)
-    print(f"load average at the end {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"load average at the end {_load()}")
     return 0
 
 
