@@ -118,3 +118,41 @@ def test_the_context_ensemble_is_the_median_of_one_forecaster_per_context(capsys
         forecast.main(["--context-multiples", "2,x", "--panels", "macrodata"])
     assert done.value.code == 2
     assert "--context-multiples takes comma-separated whole numbers, got '2,x'" in capsys.readouterr().err
+
+
+def test_component_records_score_every_rule_as_the_forecaster_combines(tmp_path):
+    """The offline scoring of `python -m ssmts.bench combine` against the benchmark's own rows: from the
+    per-component records of one panel backtest, every combination rule and every baseline must score the
+    MASE the backtest measured with the fitted forecaster (the rules' weights recomputed from the held-out
+    windows, applied to the stored forecasts)."""
+    from ssmts.bench import components
+    from ssmts.sktime._combine import RULES
+
+    panel = _random_walks(n_series=3, length=40, seed=2)
+    # a short series: no held-out window, so it takes the pooled weights (and network_first the network)
+    panel = panel.drop(panel.loc["s2"].index[:27].map(lambda t: ("s2", t)))
+    task = PanelTask("toy", 4, 4, 2, 2)
+    ssm = dict(
+        d_model=8,
+        d_state=4,
+        n_layers=1,
+        max_epochs=3,
+        context_length=8,
+        device="cpu",
+        random_state=0,
+        combine="validation",
+        combine_windows=2,
+    )
+    path = tmp_path / "components.jsonl"
+    with pytest.warns(UserWarning, match="too short to hold out"):
+        rows = {r["model"]: r["mase"] for r in panel_backtest(task, panel, ssm, components=str(path))}
+    records = components.load_records([path])
+    assert len(records) == 3 * 2 and {r["series"] for r in records} == {"s0", "s1", "s2"}
+    assert sum(r["val_truth"] is None for r in records) == 2  # s2 at both origins
+    table = components.score_rules(records, ["network", *RULES])
+    for rule in ("network", *RULES):
+        assert table[rule]["toy"] == pytest.approx(rows[f"ssm/{rule}"], rel=1e-9), rule
+    for baseline in components.BASELINES:
+        assert table[baseline]["toy"] == pytest.approx(rows[baseline], rel=1e-9), baseline
+    assert len({round(table[rule]["toy"], 9) for rule in ("network", "inverse_error", "select", "median")}) == 4
+    assert components.main([str(path), "--rules", "network,median"]) == 0

@@ -19,6 +19,7 @@ BENCHMARKS = {
     "pretrain": "ssmts.bench.pretrain",
     "scale": "ssmts.bench.scale",
     "readout": "ssmts.bench.readout",
+    "combine": "ssmts.bench.components",
 }
 
 

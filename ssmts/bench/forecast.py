@@ -152,7 +152,14 @@ def make_model(name: str, task: Task, shortest_train: int, ssm_overrides: dict):
 
 
 def backtest(
-    model_name: str, task: Task, y, X, ssm_overrides: dict, use_x: bool | str = False, coverage: tuple = ()
+    model_name: str,
+    task: Task,
+    y,
+    X,
+    ssm_overrides: dict,
+    use_x: bool | str = False,
+    coverage: tuple = (),
+    components: str | None = None,
 ) -> dict:
     """Mean MASE, sMAPE (%) and fit seconds over the folds of `task` on y; with `coverage`
     levels, also the empirical coverage of each central interval (share of the fold's test
@@ -168,6 +175,8 @@ def backtest(
     )
 
     from ssmts.sktime._combine import combination_variants
+
+    from .components import append_records, component_records, mase_scale
 
     ends = cutoffs(len(y), task)
     fh = list(range(1, task.h + 1))
@@ -187,6 +196,10 @@ def backtest(
             else:
                 model.fit(y_train, fh=fh)
             seconds.append(time.perf_counter() - start)
+            if components and combination_variants(model):
+                truth, scale = y_test.to_numpy().ravel(), mase_scale(y_train.to_numpy().ravel(), task.season)
+                records = component_records(model, task.name, str(y_train.index[-1]), {(): truth}, {(): scale})
+                append_records(components, records)
             for variant in [None, *combination_variants(model)]:
                 with model._as_variant(variant) if variant else nullcontext():
                     y_pred = model.predict(X=X_future)
@@ -398,6 +411,13 @@ def parse_args(argv):
     )
     p.add_argument("--quick", action="store_true", help="smoke test: 5 epochs, one fold per series, 1 thread")
     p.add_argument("--json", default=None, metavar="PATH", help="also write the table's rows to this JSON file")
+    p.add_argument(
+        "--components",
+        default=None,
+        metavar="PATH",
+        help="with combine='validation' in --ssm-params: append each origin's per-component forecasts (held-out "
+        "windows and test) to this JSON-lines file, to compare combination rules offline (ssmts.bench.components)",
+    )
     args = p.parse_args(argv)
     args.panels = [s.strip() for s in args.panels.split(",") if s.strip()] if args.panels else []
     try:
@@ -475,7 +495,7 @@ def run(args) -> list[dict]:
             runs.append(("ssm+pastX", "ssm", "past"))
         for label, model_name, use_x in runs:
             extra = {"coverage": args.coverage} if args.coverage else {}
-            result = backtest(model_name, task, y, X, args.ssm_params, use_x=use_x, **extra)
+            result = backtest(model_name, task, y, X, args.ssm_params, use_x=use_x, components=args.components, **extra)
             variants = result.pop("variants", {})
             rows.append(dict(series=name, model=label, **result))
             print(f"  done {name:9s} {label:6s} MASE {result['mase']:.3f}", file=sys.stderr, flush=True)
@@ -578,6 +598,7 @@ def main(argv: list[str] | None = None) -> int:
                 {"sp": task.season, **settings} if "ssm" in args.models else None,
                 verbose=True,
                 context_multiples=args.context_multiples,
+                components=args.components,
             )
         print(panel_summary(rows))
         write_json(args.json, rows)

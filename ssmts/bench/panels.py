@@ -121,8 +121,9 @@ def _baseline(name: str, season: int, y_train: pd.Series):
 
 def _scores(truth: np.ndarray, pred: np.ndarray, train: np.ndarray, season: int) -> tuple[float, float]:
     """(MASE, sMAPE in %) of one series' forecast."""
-    lag = season if len(train) > season else 1
-    scale = np.mean(np.abs(train[lag:] - train[:-lag]))
+    from .components import mase_scale
+
+    scale = mase_scale(train, season)
     mase = np.mean(np.abs(truth - pred)) / max(scale, 1e-12)
     smape = 100 * np.mean(2 * np.abs(truth - pred) / np.maximum(np.abs(truth) + np.abs(pred), 1e-12))
     return float(mase), float(smape)
@@ -135,9 +136,12 @@ def _ssm_forecasts(task: PanelTask, train: pd.DataFrame, fh, ssm_params: dict, c
     return _ssm_forecast_variants(task, train, fh, ssm_params, context_multiples)[:2]
 
 
-def _ssm_forecast_variants(task: PanelTask, train: pd.DataFrame, fh, ssm_params: dict, context_multiples) -> tuple:
+def _ssm_forecast_variants(
+    task: PanelTask, train: pd.DataFrame, fh, ssm_params: dict, context_multiples, on_combined=None
+) -> tuple:
     """_ssm_forecasts' frames and {variant: (point, bounds)}: with combine="validation" (one forecaster),
-    those of the network alone and of every combination rule, from the same fit; else empty."""
+    those of the network alone and of every combination rule, from the same fit (on_combined, if given,
+    is called with that fitted forecaster); else empty."""
     from ssmts.sktime import SSMForecaster
     from ssmts.sktime._combine import combination_variants
 
@@ -149,6 +153,8 @@ def _ssm_forecast_variants(task: PanelTask, train: pd.DataFrame, fh, ssm_params:
     points = [member.predict() for member in members]
     intervals = [member.predict_interval(coverage=list(COVERAGE)) for member in members]
     if len(members) == 1:
+        if on_combined is not None and combination_variants(members[0]):
+            on_combined(members[0])
         variants = {}
         for variant in combination_variants(members[0]):
             with members[0]._as_variant(variant):
@@ -166,10 +172,14 @@ def panel_backtest(
     ssm_params: dict | None,
     verbose: bool = False,
     context_multiples: tuple[int, ...] = (),
+    components: str | None = None,
 ) -> list[dict]:
     """Rows {panel, model, mase, smape, fit_s, series}: the mean over series and origins (fit_s:
     seconds per origin for the whole panel). ssm_params None: baselines only. context_multiples: the
-    SSM row is an ensemble over context lengths (see _ssm_forecasts)."""
+    SSM row is an ensemble over context lengths (see _ssm_forecasts). components: a path that gets a
+    combining SSM's per-component forecasts appended (ssmts.bench.components)."""
+    from .components import append_records, component_records, mase_scale
+
     times = panel.index.get_level_values("time").unique().sort_values()
     origins = [len(times) - task.h - (task.folds - 1 - k) * task.step for k in range(task.folds)]
     fh = list(range(1, task.h + 1))
@@ -194,8 +204,16 @@ def panel_backtest(
         for key in series:
             forecasts["median"][key] = np.median([forecasts[n][key] for n in BASELINES], axis=0)
         if ssm_params is not None:
+
+            def record(model, train=train, test_times=test_times, series=series, cut=cut):
+                truths = {(key,): panel.loc[key, "y"].reindex(test_times).to_numpy(dtype=float) for key in series}
+                scales = {(key,): mase_scale(train.loc[key, "y"].to_numpy(dtype=float), task.season) for key in series}
+                append_records(components, component_records(model, task.name, str(cut), truths, scales))
+
             start = time.perf_counter()
-            predicted, bounds, variants = _ssm_forecast_variants(task, train, fh, ssm_params, context_multiples)
+            predicted, bounds, variants = _ssm_forecast_variants(
+                task, train, fh, ssm_params, context_multiples, on_combined=record if components else None
+            )
             seconds["ssm"] += time.perf_counter() - start
             for variant, (v_point, v_bounds) in {None: (predicted, bounds), **variants}.items():
                 label = "ssm" if variant is None else f"ssm/{variant}"
