@@ -132,8 +132,8 @@ def rule_weights_offline(records: list[dict], rule: str) -> list[np.ndarray | No
     """The (M,) weights `rule` gives each record's series (None: the median), as SSMForecaster's
     combination does for the fit the record comes from: a series without held-out windows takes the
     weights of the errors of the fit's other series pooled in their MASE scales (network_first: the
-    network)."""
-    from ssmts.sktime._combine import mean_errors, network_first_weights, rule_weights
+    network, or the median for every series of a fit where none holds out steps enough to tell)."""
+    from ssmts.sktime._combine import can_tell, mean_errors, network_first_weights, rule_weights
 
     M = len(records[0]["components"])
     if rule == "network":
@@ -149,9 +149,16 @@ def rule_weights_offline(records: list[dict], rule: str) -> list[np.ndarray | No
         rows = [mean_errors(held_out_errors(r))[0] / r["val_scale"] for r in members if r["val_truth"] is not None]
         rows = [row for row in rows if np.isfinite(row).all()]
         pooled[fit] = rule_weights(np.mean(rows, axis=0), rule) if rows else np.full(M, 1 / M)
+    can_tell_in = {
+        fit: any(r["val_truth"] is not None and can_tell(held_out_errors(r)) for r in members)
+        for fit, members in fits.items()
+    }
     for record in records:
         absolute = held_out_errors(record)
-        if rule == "network_first":
+        fit = (record["set"], record["origin"], record.get("_file"))
+        if rule == "network_first" and not can_tell_in[fit]:
+            out.append(None)
+        elif rule == "network_first":
             out.append(np.eye(M)[0] if absolute is None else network_first_weights(absolute)[0])
         elif rule == "calibrate":
             out.append(np.eye(M)[0])

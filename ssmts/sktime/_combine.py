@@ -10,7 +10,8 @@ naive and drift (the classical forecasts), the weights set by each series' own l
           no weight there); a series too short to hold out a window takes the weights of the pooled (scaled)
           errors of the series validated in full; equal weights (calibrate: the network alone) when none is.
           network_first: the network alone unless the series' held-out steps hold strong evidence against
-          it (a sign test)
+          it (a sign test; then the component closest on them); the median of the five where no series of
+          the fit holds out enough steps for that test ever to tell (no evidence for the network either)
        -> conformal widening of the combined intervals on the held-out windows (pooled over the series,
           steps and windows, in units of each interval's width; only ever wider), cross-fitted: each
           window is combined with weights chosen without it (inverse_error and select: those of the
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import copy
 import inspect
+import math
 import warnings
 from contextlib import contextmanager
 
@@ -185,7 +187,8 @@ def rule_weights(errors: np.ndarray, rule: str) -> np.ndarray | None:
 def network_first_weights(absolute: np.ndarray) -> np.ndarray:
     """Weights (C, M) of 'network_first' from held-out absolute errors (k, H, C, M): the network alone,
     unless a classical forecast has the lower error at significantly many of the held-out steps (a
-    one-sided sign test, ties left out, at EVIDENCE / (M - 1)); then the inverse-error weights of all."""
+    one-sided sign test, ties left out, at EVIDENCE / (M - 1)); then all the weight to the component with
+    the lowest MAE there (select)."""
     from scipy.stats import binomtest
 
     C, M = absolute.shape[2:]
@@ -198,9 +201,27 @@ def network_first_weights(absolute: np.ndarray) -> np.ndarray:
             paired = np.isfinite(network) & np.isfinite(other) & (network != other)
             wins, n = int((other[paired] < network[paired]).sum()), int(paired.sum())
             if n and binomtest(wins, n, alternative="greater").pvalue < EVIDENCE / (M - 1):
-                out[c] = rule_weights(errors[c], "inverse_error")
+                out[c] = rule_weights(errors[c], "select")
                 break
     return out
+
+
+def steps_to_tell(n_components: int) -> int:
+    """The fewest held-out steps at which network_first's sign test can leave the network: n steps that all
+    favour a classical forecast have probability 0.5 ** n under the test's coin, which must fall below
+    EVIDENCE / (M - 1) (7 steps with five components: one window of 6 steps can never tell)."""
+    return math.floor(math.log2((n_components - 1) / EVIDENCE)) + 1
+
+
+def held_out_steps(absolute: np.ndarray) -> int:
+    """The most observed held-out steps of a series' columns, from its absolute errors (k, H, C, M)."""
+    return int(np.isfinite(absolute[..., 0]).sum((0, 1)).max()) if absolute.size else 0
+
+
+def can_tell(absolute: np.ndarray) -> bool:
+    """Whether a series' held-out absolute errors (k, H, C, M) hold enough steps for network_first's sign
+    test to leave the network at all (steps_to_tell)."""
+    return held_out_steps(absolute) >= steps_to_tell(absolute.shape[-1])
 
 
 def renormalized(weights: np.ndarray, present: np.ndarray) -> np.ndarray:
@@ -450,7 +471,8 @@ class CombinationMixin:
         calibrated, points: whether the chosen rule's intervals could be calibrated, and on how many
         held-out forecast points."""
         validation, min_prefix = self._validation, max(MIN_PREFIX, H)
-        unweighted = {"calibrate": "the network alone", "network_first": "the network alone", "median": "the median"}
+        network_first = "the network alone" if self._network_first_can_tell() else "the median of the five forecasts"
+        unweighted = {"calibrate": "the network alone", "network_first": network_first, "median": "the median"}
         if not validation:
             longest = max(len(yp) for _, yp, _ in parts)
             why = (
@@ -472,6 +494,14 @@ class CombinationMixin:
                         self.combine_rule,
                         "the weights of the other series' errors, pooled in units of their MASE scales",
                     )
+                )
+            if self.combine_rule == "network_first" and not self._network_first_can_tell():
+                most = max(held_out_steps(absolute) for absolute in self._absolute.values())
+                _warn(
+                    f"no series holds out the {steps_to_tell(len(COMPONENTS))} steps network_first's sign test needs "
+                    f"to tell the network from a classical forecast (the most: {most}), so there is no evidence for "
+                    "the network either: the series are forecast with the median of the five forecasts; set "
+                    "combine_windows higher or pass longer series"
                 )
             too_few = uncalibrated_coverages(points, self.quantile_levels_) if calibrated else []
             if too_few:
@@ -578,8 +608,9 @@ class CombinationMixin:
         of the series validated in full, pooled in units of their MASE scales (equal weights when there
         are none; the network alone for 'calibrate').
         'network_first': by each series' own steps (network_first_weights), the network alone for the
-        others (no evidence against it). The pooled weights also serve series first seen in update."""
-        if rule == "median":
+        others (no evidence against it), or, where no series' steps can tell (can_tell: a lone short series),
+        the median for all. The pooled weights also serve series first seen in update."""
+        if rule == "median" or (rule == "network_first" and not self._network_first_can_tell()):
             return dict.fromkeys(self._errors), None
         M = len(COMPONENTS)
         if rule == "network_first":
@@ -602,11 +633,15 @@ class CombinationMixin:
         }
         return weights, pooled
 
+    def _network_first_can_tell(self) -> bool:
+        """Whether some series of this fit holds out enough steps for network_first's sign test (can_tell)."""
+        return any(can_tell(absolute) for absolute in self._absolute.values())
+
     def _window_weights(self, rule: str, key: tuple, j: int) -> np.ndarray | None:
         """(C, M) weights of a series' held-out window j chosen without it, a NaN row where none can be
         (inverse_error and select on a series with one window); None for 'median'."""
         weights = self._weights[rule][key]
-        if rule in ("median", "calibrate"):  # nothing chosen on the windows
+        if rule in ("median", "calibrate") or weights is None:  # nothing chosen on the windows
             return weights
         if rule == "network_first":  # the rule on the other windows (none: the network alone)
             return network_first_weights(np.delete(self._absolute[key], j, axis=0))

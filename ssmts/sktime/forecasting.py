@@ -212,7 +212,8 @@ class ForecasterParams(BackboneParams, OptimizerParams, EarlyStoppingParams):
         "forecasts and quantile grids; the windows then only calibrate the intervals), 'calibrate' (the "
         "network's own forecasts; the windows only widen its intervals where they under-cover) or "
         "'network_first' (the network's forecasts unless a classical forecast is closer than the network at "
-        "significantly many held-out steps, by a sign test at 5 % over the four; then the inverse_error weights).",
+        "significantly many held-out steps, by a sign test at 5 % over the four; then the forecast closest on "
+        "them; the median of the five where no series holds out the 7 steps that test needs to tell).",
         constraint=Options(*RULES),
     )
     combine_windows: int = param(
@@ -220,9 +221,9 @@ class ForecasterParams(BackboneParams, OptimizerParams, EarlyStoppingParams):
         doc="combine='validation': windows of max(fh) steps held out at the end of each series (fewer where "
         "a series is too short to keep max(8, max(fh)) observations before them: k windows need "
         "max(8, max(fh)) + k * max(fh); none: the series takes the weights of the panel's other series pooled, "
-        "or equal weights, with a warning; 'network_first': the network). 'inverse_error' and 'select' "
-        "calibrate the intervals only on series that hold out two windows or more (each window combined with "
-        "the weights of the others).",
+        "or equal weights, with a warning; 'network_first': the network, or the median where nothing can "
+        "tell). 'inverse_error' and 'select' calibrate the intervals only on series that hold out two windows "
+        "or more (each window combined with the weights of the others).",
         constraint=Integer(1),
     )
     static_covariates: tuple = param(
@@ -311,9 +312,11 @@ class SSMForecaster(
     MASE-scaled errors (equal weights, or the network alone for "calibrate", when nothing was
     validated; a warning says so). "network_first" keeps the network alone unless one of the four
     classical forecasts is closer than the network at so many of the series' held-out steps that a
-    one-sided sign test rejects at 5 % / 4, then takes the inverse-error weights (a series not
-    validated keeps the network). The point forecast is the weighted sum of the five; the
-    quantiles are averaged with the same weights around each forecast's point (a component without
+    one-sided sign test rejects at 5 % / 4, then takes the forecast closest on them (a series not
+    validated keeps the network); where no series of the fit holds out the 7 steps that test needs
+    to reject at all, nothing speaks for the network either, and it takes the median of the five.
+    The point forecast is the weighted sum of the five; the quantiles are averaged with the same
+    weights around each forecast's point (a component without
     intervals lends the network's spread), then each central interval is widened by conformal
     calibration on the held-out windows where it under-covers them (combination_widening_: the
     widening of each level, in units of the interval's width; never narrower), each window

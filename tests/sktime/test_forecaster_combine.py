@@ -22,10 +22,12 @@ from ssmts.sktime import SSMForecaster  # noqa: E402
 from ssmts.sktime._combine import (  # noqa: E402
     COMPONENTS,
     RULES,
+    can_tell,
     combine_grid,
     conformal_factors,
     network_first_weights,
     rule_weights,
+    steps_to_tell,
     widen_grid,
 )
 
@@ -129,13 +131,14 @@ def weights_by_hand(errors: dict, rule: str) -> dict | None:
 
 def network_first_by_hand(steps: dict, errors: dict) -> dict:
     """{name: weight} of network_first from each forecast's absolute errors at the held-out steps {name: (n,)}
-    and their MAEs: the inverse-error weights if some classical forecast is closer than the network at so
-    many steps that a fair coin gives as many with probability under 0.05 / 4; else the network alone."""
+    and their MAEs: all the weight to the lowest MAE if some classical forecast is closer than the network
+    at so many steps that a fair coin gives as many with probability under 0.05 / 4; else the network alone
+    (in a fit where some series holds out the 7 steps that test needs to tell at all)."""
     for m in CLASSICAL:
         diff = steps[m] - steps["network"]
         n, wins = int((diff != 0).sum()), int((diff < 0).sum())
         if n and sum(math.comb(n, i) for i in range(wins, n + 1)) / 2**n < 0.05 / len(CLASSICAL):
-            return weights_by_hand(errors, "inverse_error")
+            return weights_by_hand(errors, "select")
     return {m: float(m == "network") for m in COMPONENTS}
 
 
@@ -191,21 +194,31 @@ def test_rule_weights_by_hand():
 def test_network_first_leaves_the_network_on_a_sign_test_by_hand():
     """12 held-out steps (2 windows of 6), the network's error 1 at each, the other forecasts 1.5 but
     AutoETS 0.5 at `closer` of them: P(at least 11 of 12 heads) = 13 / 4096 < 0.05 / 4, so 11 leave the
-    network for the inverse-error weights of all five; 10 (P = 79 / 4096 = 0.019) keep it alone, though
-    AutoETS's MAE is lower. Steps where the two are equal do not count: 10 closer and 2 equal is 10 of 10."""
+    network for AutoETS, the lowest MAE; 10 (P = 79 / 4096 = 0.019) keep it alone, though AutoETS's MAE is
+    lower. Steps where the two are equal do not count: 10 closer and 2 equal is 10 of 10."""
     for closer, ties, leaves in ((11, 0, True), (10, 0, False), (10, 2, True)):
         absolute = np.full((2, 6, 1, 5), 1.5)
         absolute[..., 0] = 1.0
         ets = np.r_[np.full(closer, 0.5), np.full(ties, 1.0), np.full(12 - closer - ties, 1.5)]
         absolute[..., 0, 1] = ets.reshape(2, 6)
-        mae = np.array([1.0, ets.mean(), 1.5, 1.5, 1.5])
-        expected = (1 / mae) / np.sum(1 / mae) if leaves else [1.0, 0, 0, 0, 0]
-        np.testing.assert_allclose(network_first_weights(absolute), [expected], err_msg=f"{closer} closer, {ties} ties")
-    # a window alone (6 steps): even 6 of 6 (P = 1 / 64 = 0.016) is not enough
+        expected = [0, 1.0, 0, 0, 0] if leaves else [1.0, 0, 0, 0, 0]
+        np.testing.assert_array_equal(
+            network_first_weights(absolute), [expected], err_msg=f"{closer} closer, {ties} ties"
+        )
+        assert can_tell(absolute)
+    # a window alone (6 steps): even 6 of 6 (P = 1 / 64 = 0.016) is not enough, so it cannot tell at all
     absolute = np.full((1, 6, 1, 5), 1.5)
     absolute[..., 0], absolute[..., 1] = 1.0, 0.1
     np.testing.assert_array_equal(network_first_weights(absolute), [[1.0, 0, 0, 0, 0]])
     np.testing.assert_array_equal(network_first_weights(absolute[:0]), [[1.0, 0, 0, 0, 0]])  # no window
+    assert not can_tell(absolute) and not can_tell(absolute[:0])
+    # 7 steps can: 7 of 7 have P = 1 / 128 < 0.0125; a step the network misses (NaN) does not count
+    seven = np.full((1, 7, 1, 5), 1.5)
+    seven[..., 0], seven[..., 1] = 1.0, 0.1
+    assert can_tell(seven) and steps_to_tell(5) == 7
+    np.testing.assert_array_equal(network_first_weights(seven), [[0, 1.0, 0, 0, 0]])
+    seven[0, 3, 0, 0] = np.nan
+    assert not can_tell(seven)
 
 
 def test_combined_grid_averages_quantiles_around_each_point_and_the_median_rule():
@@ -397,6 +410,36 @@ def test_a_hierarchical_panel_gets_one_weight_row_per_series_and_short_series_th
     np.testing.assert_allclose(f.predict().loc[("south", "c")].to_numpy().ravel(), expected, rtol=1e-6)
 
 
+def test_network_first_takes_the_median_where_no_series_can_tell_and_keeps_the_network_beside_one_that_can():
+    """One held-out window of 6 steps: the sign test can never leave the network (6 of 6 has P = 1 / 64 >
+    0.05 / 4), so its windows are no evidence either way, and network_first forecasts the median of the five
+    (with a warning) instead of trusting a network nothing validated. In a panel where another series holds
+    out 12 steps, the test can tell there, and the series with one window keeps the network (no evidence
+    against it)."""
+    y = noisy()
+    with pytest.warns(UserWarning, match=r"no series holds out the 7 steps .*\(the most: 6\).*median of the five"):
+        f = combined(combine_rule="network_first", combine_windows=1).fit(y, fh=FH)
+    assert int(f.validation_windows_.iloc[0]) == 1 and np.isnan(f.combination_weights_.to_numpy()).all()
+    prediction, quantiles = f.predict(), f.predict_quantiles(alpha=[0.1, 0.9])
+    with f._as_variant("median"):
+        pd.testing.assert_series_equal(prediction, f.predict())
+        pd.testing.assert_frame_equal(quantiles, f.predict_quantiles(alpha=[0.1, 0.9]))
+
+    frames = []
+    for store, n, seed in (("long", 60, 0), ("short", 19, 1)):  # 19: 8 before one window of 6, not two
+        series = noisy(n, seed)
+        index = pd.MultiIndex.from_product([[store], series.index], names=["store", "time"])
+        frames.append(pd.DataFrame({"sales": series.to_numpy()}, index=index))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no warning that nothing can tell
+        warnings.simplefilter("ignore", FutureWarning)
+        g = combined(combine_rule="network_first").fit(pd.concat(frames), fh=FH)
+    assert list(g.validation_windows_) == [2, 1]
+    np.testing.assert_array_equal(g.combination_weights_.loc["short"].to_numpy(), [1.0, 0, 0, 0, 0])
+    long_steps = g._absolute[("long",)]
+    np.testing.assert_array_equal(g.combination_weights_.loc["long"].to_numpy(), network_first_weights(long_steps)[0])
+
+
 def test_a_series_keeps_max_8_h_observations_before_its_held_out_windows():
     """k windows of H = max(fh) steps need max(8, H) + k H observations (the sktime guide): with H = 10,
     a series of 19 holds none (8 + 10 would do, were 8 enough), 20 one, 29 one and 30 two."""
@@ -486,23 +529,33 @@ def test_the_network_only_routes_refuse_a_combination():
 
 # ---------------------------------------------------------------- what cannot be validated or fitted
 @pytest.mark.parametrize(
-    "rule, weights",
-    [("inverse_error", [0.2] * 5), ("calibrate", [1.0, 0, 0, 0, 0]), ("network_first", [1.0, 0, 0, 0, 0])],
+    "rule, weights, how",
+    [
+        ("inverse_error", [0.2] * 5, "equal weights"),
+        ("calibrate", [1.0, 0, 0, 0, 0], "the network alone"),
+        ("network_first", None, "the median of the five forecasts"),  # no evidence for the network either
+    ],
 )
-def test_a_lone_series_too_short_to_hold_out_a_window_warns_and_reports_the_weights_predict_uses(rule, weights):
+def test_a_lone_series_too_short_to_hold_out_a_window_warns_and_reports_the_weights_predict_uses(rule, weights, how):
     y = noisy(12)
-    with pytest.warns(UserWarning, match=r"no series .*a window of max\(fh\)=6 steps.*14 observations.*not widened"):
+    with pytest.warns(
+        UserWarning, match=rf"no series .*a window of max\(fh\)=6 steps.*14 observations.*{how}.*not widened"
+    ):
         f = combined(context_length=4, combine_rule=rule).fit(y, fh=FH)
     assert int(f.validation_windows_.iloc[0]) == 0
     assert set(f.combination_widening_.values()) == {0.0}
-    np.testing.assert_allclose(f.combination_weights_.to_numpy(), [weights])
     levels = list(f.quantile_levels_)
     with f._as_variant("network"):
         network, network_q = f.predict().to_numpy(), f.predict_quantiles(alpha=levels)
     classical = classical_by_hand(y, 6, levels, quantiles=False)
-    w = dict(zip(COMPONENTS, weights))
-    expected = w["network"] * network + sum(w[m] * classical[m][0] for m in CLASSICAL)
-    np.testing.assert_allclose(f.predict().to_numpy(), expected, rtol=1e-6)
+    if weights is None:
+        assert np.isnan(f.combination_weights_.to_numpy()).all()  # the median's
+        expected = np.median([network.ravel(), *(classical[m][0] for m in CLASSICAL)], axis=0)
+    else:
+        np.testing.assert_allclose(f.combination_weights_.to_numpy(), [weights])
+        w = dict(zip(COMPONENTS, weights))
+        expected = w["network"] * network + sum(w[m] * classical[m][0] for m in CLASSICAL)
+    np.testing.assert_allclose(f.predict().to_numpy().ravel(), np.ravel(expected), rtol=1e-6)
     if rule == "calibrate":  # nothing to calibrate on: the network's own intervals
         pd.testing.assert_frame_equal(f.predict_quantiles(alpha=levels), network_q)
 
