@@ -10,7 +10,7 @@ naive and drift (the classical forecasts), the weights set by each series' own l
           no weight there); a series too short to hold out a window takes the weights of the pooled (scaled)
           errors of the series validated in full; equal weights (calibrate: the network alone) when none is.
           network_first: the network alone unless the series' held-out steps hold strong evidence against
-          it (a sign test; then the component closest on them); the median of the five where no series of
+          it (a sign test; then the inverse-error weights); the median of the five where no series of
           the fit holds out enough steps for that test ever to tell (no evidence for the network either)
        -> conformal widening of the combined intervals on the held-out windows (pooled over the series,
           steps and windows, in units of each interval's width; only ever wider), cross-fitted: each
@@ -187,8 +187,7 @@ def rule_weights(errors: np.ndarray, rule: str) -> np.ndarray | None:
 def network_first_weights(absolute: np.ndarray) -> np.ndarray:
     """Weights (C, M) of 'network_first' from held-out absolute errors (k, H, C, M): the network alone,
     unless a classical forecast has the lower error at significantly many of the held-out steps (a
-    one-sided sign test, ties left out, at EVIDENCE / (M - 1)); then all the weight to the component with
-    the lowest MAE there (select)."""
+    one-sided sign test, ties left out, at EVIDENCE / (M - 1)); then the inverse-error weights of all."""
     from scipy.stats import binomtest
 
     C, M = absolute.shape[2:]
@@ -201,7 +200,7 @@ def network_first_weights(absolute: np.ndarray) -> np.ndarray:
             paired = np.isfinite(network) & np.isfinite(other) & (network != other)
             wins, n = int((other[paired] < network[paired]).sum()), int(paired.sum())
             if n and binomtest(wins, n, alternative="greater").pvalue < EVIDENCE / (M - 1):
-                out[c] = rule_weights(errors[c], "select")
+                out[c] = rule_weights(errors[c], "inverse_error")
                 break
     return out
 

@@ -212,8 +212,8 @@ class ForecasterParams(BackboneParams, OptimizerParams, EarlyStoppingParams):
         "forecasts and quantile grids; the windows then only calibrate the intervals), 'calibrate' (the "
         "network's own forecasts; the windows only widen its intervals where they under-cover) or "
         "'network_first' (the network's forecasts unless a classical forecast is closer than the network at "
-        "significantly many held-out steps, by a sign test at 5 % over the four; then the forecast closest on "
-        "them; the median of the five where no series holds out the 7 steps that test needs to tell).",
+        "significantly many held-out steps, by a sign test at 5 % over the four; then the inverse_error weights; "
+        "the median of the five where no series holds out the 7 steps that test needs to tell).",
         constraint=Options(*RULES),
     )
     combine_windows: int = param(
@@ -312,7 +312,7 @@ class SSMForecaster(
     MASE-scaled errors (equal weights, or the network alone for "calibrate", when nothing was
     validated; a warning says so). "network_first" keeps the network alone unless one of the four
     classical forecasts is closer than the network at so many of the series' held-out steps that a
-    one-sided sign test rejects at 5 % / 4, then takes the forecast closest on them (a series not
+    one-sided sign test rejects at 5 % / 4, then takes the inverse-error weights (a series not
     validated keeps the network); where no series of the fit holds out the 7 steps that test needs
     to reject at all, nothing speaks for the network either, and it takes the median of the five.
     The point forecast is the weighted sum of the five; the quantiles are averaged with the same

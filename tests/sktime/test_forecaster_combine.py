@@ -131,14 +131,14 @@ def weights_by_hand(errors: dict, rule: str) -> dict | None:
 
 def network_first_by_hand(steps: dict, errors: dict) -> dict:
     """{name: weight} of network_first from each forecast's absolute errors at the held-out steps {name: (n,)}
-    and their MAEs: all the weight to the lowest MAE if some classical forecast is closer than the network
-    at so many steps that a fair coin gives as many with probability under 0.05 / 4; else the network alone
-    (in a fit where some series holds out the 7 steps that test needs to tell at all)."""
+    and their MAEs: the inverse-error weights if some classical forecast is closer than the network at so
+    many steps that a fair coin gives as many with probability under 0.05 / 4; else the network alone (in a
+    fit where some series holds out the 7 steps that test needs to tell at all)."""
     for m in CLASSICAL:
         diff = steps[m] - steps["network"]
         n, wins = int((diff != 0).sum()), int((diff < 0).sum())
         if n and sum(math.comb(n, i) for i in range(wins, n + 1)) / 2**n < 0.05 / len(CLASSICAL):
-            return weights_by_hand(errors, "select")
+            return weights_by_hand(errors, "inverse_error")
     return {m: float(m == "network") for m in COMPONENTS}
 
 
@@ -194,17 +194,16 @@ def test_rule_weights_by_hand():
 def test_network_first_leaves_the_network_on_a_sign_test_by_hand():
     """12 held-out steps (2 windows of 6), the network's error 1 at each, the other forecasts 1.5 but
     AutoETS 0.5 at `closer` of them: P(at least 11 of 12 heads) = 13 / 4096 < 0.05 / 4, so 11 leave the
-    network for AutoETS, the lowest MAE; 10 (P = 79 / 4096 = 0.019) keep it alone, though AutoETS's MAE is
-    lower. Steps where the two are equal do not count: 10 closer and 2 equal is 10 of 10."""
+    network for the inverse-error weights of all five; 10 (P = 79 / 4096 = 0.019) keep it alone, though
+    AutoETS's MAE is lower. Steps where the two are equal do not count: 10 closer and 2 equal is 10 of 10."""
     for closer, ties, leaves in ((11, 0, True), (10, 0, False), (10, 2, True)):
         absolute = np.full((2, 6, 1, 5), 1.5)
         absolute[..., 0] = 1.0
         ets = np.r_[np.full(closer, 0.5), np.full(ties, 1.0), np.full(12 - closer - ties, 1.5)]
         absolute[..., 0, 1] = ets.reshape(2, 6)
-        expected = [0, 1.0, 0, 0, 0] if leaves else [1.0, 0, 0, 0, 0]
-        np.testing.assert_array_equal(
-            network_first_weights(absolute), [expected], err_msg=f"{closer} closer, {ties} ties"
-        )
+        mae = np.array([1.0, ets.mean(), 1.5, 1.5, 1.5])
+        expected = (1 / mae) / np.sum(1 / mae) if leaves else [1.0, 0, 0, 0, 0]
+        np.testing.assert_allclose(network_first_weights(absolute), [expected], err_msg=f"{closer} closer, {ties} ties")
         assert can_tell(absolute)
     # a window alone (6 steps): even 6 of 6 (P = 1 / 64 = 0.016) is not enough, so it cannot tell at all
     absolute = np.full((1, 6, 1, 5), 1.5)
@@ -216,7 +215,8 @@ def test_network_first_leaves_the_network_on_a_sign_test_by_hand():
     seven = np.full((1, 7, 1, 5), 1.5)
     seven[..., 0], seven[..., 1] = 1.0, 0.1
     assert can_tell(seven) and steps_to_tell(5) == 7
-    np.testing.assert_array_equal(network_first_weights(seven), [[0, 1.0, 0, 0, 0]])
+    mae = np.array([1.0, 0.1, 1.5, 1.5, 1.5])
+    np.testing.assert_allclose(network_first_weights(seven), [(1 / mae) / np.sum(1 / mae)])
     seven[0, 3, 0, 0] = np.nan
     assert not can_tell(seven)
 
