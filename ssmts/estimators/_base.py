@@ -18,6 +18,7 @@ import joblib
 import numpy as np
 import torch
 from sklearn.utils.validation import check_is_fitted
+from tqdm.auto import tqdm
 
 from .._warnings import caller_stacklevel
 from ..nn import SequenceHead, scaled_delta
@@ -286,8 +287,17 @@ class SequenceEstimatorMixin:
         per_step: outputs per step (otherwise batches of similar lengths, cut at their last real step)."""
         inputs = SequenceData(self._scaled(data), mask=data.mask, crop_padding=not per_step)
         self._refuse_beyond_limit(inputs.x)
-        with scaled_delta(self.model_, 1.0 / rate_ratio):
-            out = predict_batches(self.model_, inputs, self.batch_size, resolve_device(self.device), forward)
+        # minutes at tens of thousands of series: with verbose, a bar over the samples (stderr)
+        bar = tqdm(
+            total=len(inputs),
+            desc=f"{type(self).__name__}: predict",
+            unit="series",
+            disable=not getattr(self, "verbose", 0),
+        )
+        with scaled_delta(self.model_, 1.0 / rate_ratio), bar:
+            out = predict_batches(
+                self.model_, inputs, self.batch_size, resolve_device(self.device), forward, progress=bar.update
+            )
         bad = ~torch.isfinite(out.reshape(len(out), -1)).all(dim=1)
         if bad.any():
             largest = float(inputs.x.abs().amax()) if isinstance(inputs.x, torch.Tensor) and len(inputs.x) else math.nan

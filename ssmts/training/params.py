@@ -374,7 +374,7 @@ class OptimizerParams(Configurable):
     verbose: int = param(
         default=0,
         doc="1 states what the fit will run (epochs, steps, data, device), then shows a progress bar with the "
-        "time left and each epoch's loss and validation score.",
+        "time left and each epoch's loss and validation score; predict and transform show a bar over the samples.",
         constraint=AnyOf(Integer(0), Boolean()),
     )
     precision: str = param(

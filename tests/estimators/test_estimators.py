@@ -239,10 +239,14 @@ def test_transformer_embeddings_and_objectives(toy_classification):
 
 def test_verbose_shows_a_progress_bar(capfd, toy_classification):
     X, y = toy_classification
-    SSMClassifier(**{**FAST, "verbose": 1}).fit(X, y)
+    loud = SSMClassifier(**{**FAST, "verbose": 1}).fit(X, y)
     err = capfd.readouterr().err
     assert "SSMClassifier" in err and "epoch" in err and "train_loss" in err
-    SSMClassifier(**FAST).fit(X, y)
+    loud.predict(X)
+    err = capfd.readouterr().err
+    assert "SSMClassifier: predict: 100%" in err and f"{len(X)}/{len(X)}" in err
+    quiet = SSMClassifier(**FAST).fit(X, y)
+    quiet.predict(X)
     assert capfd.readouterr().err == ""
 
 

@@ -97,16 +97,18 @@ def test_readout_benchmark_prints_both_fits_and_their_ratio(capsys):
 
 def test_verbose_fit_shows_the_features_and_the_readouts_progress(capsys):
     """Minutes at tens of thousands of series: with verbose, bars over the series featurized (at the rate
-    and at half of it) and over the read-out's rows; without, nothing."""
+    and at half of it), over the read-out's rows and over the series predict reads; without, nothing."""
     from ssmts import SSMFeatureClassifier
 
     rng = np.random.default_rng(0)
     X, y = rng.standard_normal((120, 16)), np.arange(120) % 3
     params = dict(n_scales=2, n_kernels=2, d_state=4, n_biases=1, backward=False, random_state=0, sample_rate=100)
-    SSMFeatureClassifier(**params).fit(X, y)
+    SSMFeatureClassifier(**params).fit(X, y).predict(X)
     assert capsys.readouterr().err == ""
-    SSMFeatureClassifier(**params, verbose=1).fit(X, y)
+    loud = SSMFeatureClassifier(**params, verbose=1).fit(X, y)
     err = capsys.readouterr().err
     assert "SSMFeatureClassifier: features: 100%" in err and "120/120" in err
     assert "SSMFeatureClassifier: features at the half rate" not in err and "features at half the rate: 100%" in err
     assert "ridge read-out: 100%" in err and "720/720" in err  # 3 x 120 rows (the rate and two halves), two passes
+    loud.predict(X)
+    assert "SSMFeatureClassifier: predict: 100%" in capsys.readouterr().err
