@@ -495,7 +495,9 @@ def run(args) -> list[dict]:
             runs.append(("ssm+pastX", "ssm", "past"))
         for label, model_name, use_x in runs:
             extra = {"coverage": args.coverage} if args.coverage else {}
-            result = backtest(model_name, task, y, X, args.ssm_params, use_x=use_x, components=args.components, **extra)
+            if args.components:
+                extra["components"] = args.components
+            result = backtest(model_name, task, y, X, args.ssm_params, use_x=use_x, **extra)
             variants = result.pop("variants", {})
             rows.append(dict(series=name, model=label, **result))
             print(f"  done {name:9s} {label:6s} MASE {result['mase']:.3f}", file=sys.stderr, flush=True)

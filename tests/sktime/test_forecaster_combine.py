@@ -714,3 +714,23 @@ def test_the_benchmark_forecasts_every_variant_from_one_fit_and_its_panel_valida
     times = kept.index.get_level_values("time")
     assert times.max() == panel.index.get_level_values("time").unique()[-7]
     assert list(kept.index.get_level_values("series").unique()) == ["a"]
+
+
+def test_the_single_series_benchmark_writes_records_that_score_as_its_rows(tmp_path):
+    """forecast --components on one series: one record per fold, and the offline scores of every rule equal
+    the rows the benchmark prints for the same fits (the panel route is checked in test_bench_panels)."""
+    import json
+
+    from ssmts.bench import components, forecast
+
+    path, rows_path = tmp_path / "records.jsonl", tmp_path / "rows.json"
+    ssm = {**{k: v for k, v in TINY.items() if k != "context_length"}, "combine": "validation", "ensemble_size": 1}
+    argv = ["--quick", "--series", "shampoo", "--validation", "--models", "ssm,naive,theta,ets"]
+    argv += ["--ssm-params", json.dumps(ssm), "--components", str(path), "--json", str(rows_path)]
+    assert forecast.main(argv) == 0
+    records = components.load_records([path])
+    assert len(records) == 1 and records[0]["set"] == "shampoo" and records[0]["series"] == ""
+    rows = {row["model"]: row["mase"] for row in json.load(open(rows_path))}
+    table = components.score_rules(records, ["network", *RULES])
+    for rule in ("network", *RULES):
+        assert table[rule]["shampoo"] == pytest.approx(rows[f"ssm/{rule}"], rel=1e-9), rule
