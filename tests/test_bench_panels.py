@@ -120,7 +120,7 @@ def test_the_context_ensemble_is_the_median_of_one_forecaster_per_context(capsys
     assert "--context-multiples takes comma-separated whole numbers, got '2,x'" in capsys.readouterr().err
 
 
-def test_component_records_score_every_rule_as_the_forecaster_combines(tmp_path):
+def test_component_records_score_every_rule_as_the_forecaster_combines(tmp_path, capsys):
     """The offline scoring of `python -m ssmts.bench combine` against the benchmark's own rows: from the
     per-component records of one panel backtest, every combination rule and every baseline must score the
     MASE the backtest measured with the fitted forecaster (the rules' weights recomputed from the held-out
@@ -156,3 +156,13 @@ def test_component_records_score_every_rule_as_the_forecaster_combines(tmp_path)
         assert table[baseline]["toy"] == pytest.approx(rows[baseline], rel=1e-9), baseline
     assert len({round(table[rule]["toy"], 9) for rule in ("network", "inverse_error", "select", "median")}) == 4
     assert components.main([str(path), "--rules", "network,median"]) == 0
+    (tmp_path / "other.txt").write_text("not records\n")
+    for argv, message in (
+        ([str(tmp_path / "absent.jsonl")], "cannot read"),
+        ([str(tmp_path / "other.txt")], "not a file of component records"),
+        ([str(path), "--rules", "network,best"], "unknown rules ['best']"),
+    ):
+        with pytest.raises(SystemExit) as refused:
+            components.main(argv)
+        assert refused.value.code == 2
+        assert message in capsys.readouterr().err

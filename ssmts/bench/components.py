@@ -227,7 +227,12 @@ def main(argv: list[str] | None = None) -> int:
     unknown = sorted(set(rules) - {"network", *RULES})
     if unknown:
         p.error(f"unknown rules {unknown}; choose from {['network', *RULES]}")
-    records = load_records(args.paths)
+    try:
+        records = load_records(args.paths)
+    except OSError as error:
+        p.error(f"cannot read {error.filename}: {error.strerror}")
+    except json.JSONDecodeError as error:
+        p.error(f"not a file of component records (JSON lines from `forecast --components`): {error}")
     if not records:
         p.error("the files hold no records")
     table = ratios(score_rules(records, rules))
