@@ -4,6 +4,7 @@ persistence, and the thin link to the one fit path (ssmts.training.fit_model).""
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 import math
@@ -287,16 +288,18 @@ class SequenceEstimatorMixin:
         per_step: outputs per step (otherwise batches of similar lengths, cut at their last real step)."""
         inputs = SequenceData(self._scaled(data), mask=data.mask, crop_padding=not per_step)
         self._refuse_beyond_limit(inputs.x)
-        # minutes at tens of thousands of series: with verbose, a bar over the samples (stderr)
-        bar = tqdm(
-            total=len(inputs),
-            desc=f"{type(self).__name__}: predict",
-            unit="series",
-            disable=not getattr(self, "verbose", 0),
-        )
-        with scaled_delta(self.model_, 1.0 / rate_ratio), bar:
+        # minutes at tens of thousands of series: with verbose, a bar over the samples (stderr); none
+        # otherwise (tqdm starts its monitor thread even for a disabled bar)
+        verbose = bool(getattr(self, "verbose", 0))
+        bar = tqdm(total=len(inputs), desc=f"{type(self).__name__}: predict", unit="series") if verbose else None
+        with scaled_delta(self.model_, 1.0 / rate_ratio), bar or contextlib.nullcontext():
             out = predict_batches(
-                self.model_, inputs, self.batch_size, resolve_device(self.device), forward, progress=bar.update
+                self.model_,
+                inputs,
+                self.batch_size,
+                resolve_device(self.device),
+                forward,
+                progress=bar.update if bar is not None else None,
             )
         bad = ~torch.isfinite(out.reshape(len(out), -1)).all(dim=1)
         if bad.any():
