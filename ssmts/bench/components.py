@@ -129,48 +129,25 @@ def held_out_errors(record: dict) -> np.ndarray | None:
 
 
 def rule_weights_offline(records: list[dict], rule: str) -> list[np.ndarray | None]:
-    """The (M,) weights `rule` gives each record's series (None: the median), as SSMForecaster's
-    combination does for the fit the record comes from: a series without held-out windows takes the
-    weights of the errors of the fit's other series pooled in their MASE scales (network_first: the
-    network, or the median for every series of a fit where none holds out steps enough to tell)."""
-    from ssmts.sktime._combine import can_tell, mean_errors, network_first_weights, rule_weights
+    """The (M,) weights `rule` gives each record's series (None: the median): the forecaster's own
+    series_weights, given the held-out errors of the records of the fit each comes from (its set, origin
+    and file); "network" is the network alone."""
+    from ssmts.sktime._combine import mean_errors, series_weights
 
     M = len(records[0]["components"])
     if rule == "network":
         return [np.eye(M)[0] for _ in records]
-    if rule == "median":
-        return [None for _ in records]
-    out = []
     fits: dict = {}
-    for record in records:  # the fit a record comes from: its set and origin (and seed: its file)
-        fits.setdefault((record["set"], record["origin"], record.get("_file")), []).append(record)
-    pooled = {}
-    for fit, members in fits.items():
-        rows = [mean_errors(held_out_errors(r))[0] / r["val_scale"] for r in members if r["val_truth"] is not None]
-        rows = [row for row in rows if np.isfinite(row).all()]
-        pooled[fit] = rule_weights(np.mean(rows, axis=0), rule) if rows else np.full(M, 1 / M)
-    can_tell_in = {
-        fit: any(r["val_truth"] is not None and can_tell(held_out_errors(r)) for r in members)
-        for fit, members in fits.items()
-    }
-    for record in records:
-        absolute = held_out_errors(record)
-        fit = (record["set"], record["origin"], record.get("_file"))
-        if rule == "network_first" and not can_tell_in[fit]:
-            out.append(None)
-        elif rule == "network_first":
-            out.append(np.eye(M)[0] if absolute is None else network_first_weights(absolute)[0])
-        elif rule == "calibrate":
-            out.append(np.eye(M)[0])
-        elif absolute is None:
-            out.append(pooled[(record["set"], record["origin"], record.get("_file"))])
-        else:
-            errors = mean_errors(absolute)[0]
-            out.append(
-                rule_weights(errors, rule)
-                if np.isfinite(errors).any()
-                else pooled[(record["set"], record["origin"], record.get("_file"))]
-            )
+    for i, record in enumerate(records):
+        fits.setdefault((record["set"], record["origin"], record.get("_file")), []).append(i)
+    out: list = [None] * len(records)
+    for members in fits.values():
+        absolute = {i: held_out_errors(records[i]) for i in members if records[i]["val_truth"] is not None}
+        errors = {i: mean_errors(absolute[i]) if i in absolute else np.full((1, M), np.nan) for i in members}
+        scales = {i: np.array([records[i]["val_scale"]]) for i in members}
+        weights, _ = series_weights(rule, absolute, errors, scales, n_targets=1)
+        for i in members:
+            out[i] = None if weights[i] is None else weights[i][0]
     return out
 
 

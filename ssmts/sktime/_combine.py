@@ -223,6 +223,44 @@ def can_tell(absolute: np.ndarray) -> bool:
     return held_out_steps(absolute) >= steps_to_tell(absolute.shape[-1])
 
 
+def any_can_tell(absolute: dict) -> bool:
+    """Whether some series of a fit ({key: held-out absolute errors (k, H, C, M)}) can tell (can_tell)."""
+    return any(can_tell(errors) for errors in absolute.values())
+
+
+def series_weights(
+    rule: str, absolute: dict, errors: dict, scales: dict, n_targets: int
+) -> tuple[dict, np.ndarray | None]:
+    """({key: (C, M) weights, or None for 'median'}, the pooled weights) of a fit's series, from the
+    held-out absolute errors of those validated {key: (k, H, C, M)}, every series' MAEs {key: (C, M)} (NaN
+    where not validated) and MASE scales {key: (C,)}: each validated series and column by its own errors
+    (a component it could not validate: no weight); the others by the errors of the series validated in
+    full, pooled in units of their MASE scales (equal weights when there are none; the network alone for
+    'calibrate').
+    'network_first': by each series' own steps (network_first_weights), the network alone for the others
+    (no evidence against it), or, where no series' steps can tell (can_tell: a lone short series), the
+    median for all. The pooled weights also serve series first seen in update."""
+    M = len(COMPONENTS)
+    if rule == "median" or (rule == "network_first" and not any_can_tell(absolute)):
+        return dict.fromkeys(errors), None
+    if rule == "network_first":
+        alone = np.tile(np.eye(M)[0], (n_targets, 1))
+        weights = {key: network_first_weights(absolute[key]) if key in absolute else alone for key in errors}
+        return weights, np.eye(M)[0]
+    rows = [e / scales[key][:, None] for key, e in errors.items()]
+    scaled = np.concatenate(rows) if rows else np.zeros((0, M))
+    scaled = scaled[np.isfinite(scaled).all(1)]
+    if rule == "calibrate":
+        pooled = np.eye(M)[0]
+    else:
+        pooled = rule_weights(scaled.mean(0), rule) if len(scaled) else np.full(M, 1 / M)
+    weights = {
+        key: np.stack([rule_weights(row, rule) if np.isfinite(row).any() else pooled for row in e])
+        for key, e in errors.items()
+    }
+    return weights, pooled
+
+
 def renormalized(weights: np.ndarray, present: np.ndarray) -> np.ndarray:
     """weights (M,) over the present components (M,) bool, summing to 1 (the network alone if no
     weighted component is present)."""
@@ -470,7 +508,7 @@ class CombinationMixin:
         calibrated, points: whether the chosen rule's intervals could be calibrated, and on how many
         held-out forecast points."""
         validation, min_prefix = self._validation, max(MIN_PREFIX, H)
-        network_first = "the network alone" if self._network_first_can_tell() else "the median of the five forecasts"
+        network_first = "the network alone" if any_can_tell(self._absolute) else "the median of the five forecasts"
         unweighted = {"calibrate": "the network alone", "network_first": network_first, "median": "the median"}
         if not validation:
             longest = max(len(yp) for _, yp, _ in parts)
@@ -494,7 +532,7 @@ class CombinationMixin:
                         "the weights of the other series' errors, pooled in units of their MASE scales",
                     )
                 )
-            if self.combine_rule == "network_first" and not self._network_first_can_tell():
+            if self.combine_rule == "network_first" and not any_can_tell(self._absolute):
                 most = max(held_out_steps(absolute) for absolute in self._absolute.values())
                 _warn(
                     f"no series holds out the {steps_to_tell(len(COMPONENTS))} steps network_first's sign test needs "
@@ -602,39 +640,8 @@ class CombinationMixin:
         return comps, failed
 
     def _rule_weights(self, rule: str) -> tuple[dict, np.ndarray | None]:
-        """({key: (C, M) weights, or None for 'median'}, the pooled weights): each validated series and
-        column by its own errors (a component it could not validate: no weight); the others by the errors
-        of the series validated in full, pooled in units of their MASE scales (equal weights when there
-        are none; the network alone for 'calibrate').
-        'network_first': by each series' own steps (network_first_weights), the network alone for the
-        others (no evidence against it), or, where no series' steps can tell (can_tell: a lone short series),
-        the median for all. The pooled weights also serve series first seen in update."""
-        if rule == "median" or (rule == "network_first" and not self._network_first_can_tell()):
-            return dict.fromkeys(self._errors), None
-        M = len(COMPONENTS)
-        if rule == "network_first":
-            alone = np.tile(np.eye(M)[0], (self.n_targets_, 1))
-            weights = {
-                key: network_first_weights(self._absolute[key]) if key in self._absolute else alone
-                for key in self._errors
-            }
-            return weights, np.eye(M)[0]
-        rows = [e / self._scales[key][:, None] for key, e in self._errors.items()]
-        scaled = np.concatenate(rows) if rows else np.zeros((0, len(COMPONENTS)))
-        scaled = scaled[np.isfinite(scaled).all(1)]
-        if rule == "calibrate":
-            pooled = np.eye(M)[0]
-        else:
-            pooled = rule_weights(scaled.mean(0), rule) if len(scaled) else np.full(M, 1 / M)
-        weights = {
-            key: np.stack([rule_weights(row, rule) if np.isfinite(row).any() else pooled for row in e])
-            for key, e in self._errors.items()
-        }
-        return weights, pooled
-
-    def _network_first_can_tell(self) -> bool:
-        """Whether some series of this fit holds out enough steps for network_first's sign test (can_tell)."""
-        return any(can_tell(absolute) for absolute in self._absolute.values())
+        """series_weights of this fit's held-out errors."""
+        return series_weights(rule, self._absolute, self._errors, self._scales, self.n_targets_)
 
     def _window_weights(self, rule: str, key: tuple, j: int) -> np.ndarray | None:
         """(C, M) weights of a series' held-out window j chosen without it, a NaN row where none can be
