@@ -288,18 +288,10 @@ class SequenceEstimatorMixin:
         per_step: outputs per step (otherwise batches of similar lengths, cut at their last real step)."""
         inputs = SequenceData(self._scaled(data), mask=data.mask, crop_padding=not per_step)
         self._refuse_beyond_limit(inputs.x)
-        # minutes at tens of thousands of series: with verbose, a bar over the samples (stderr); none
-        # otherwise (tqdm starts its monitor thread even for a disabled bar)
-        verbose = bool(getattr(self, "verbose", 0))
-        bar = tqdm(total=len(inputs), desc=f"{type(self).__name__}: predict", unit="series") if verbose else None
-        with scaled_delta(self.model_, 1.0 / rate_ratio), bar or contextlib.nullcontext():
+        # minutes at tens of thousands of series: with verbose, a bar over the samples
+        with scaled_delta(self.model_, 1.0 / rate_ratio), self._progress(len(inputs), "predict") as update:
             out = predict_batches(
-                self.model_,
-                inputs,
-                self.batch_size,
-                resolve_device(self.device),
-                forward,
-                progress=bar.update if bar is not None else None,
+                self.model_, inputs, self.batch_size, resolve_device(self.device), forward, progress=update
             )
         bad = ~torch.isfinite(out.reshape(len(out), -1)).all(dim=1)
         if bad.any():
@@ -311,6 +303,16 @@ class SequenceEstimatorMixin:
                 "or a model whose training diverged"
             )
         return out
+
+    @contextlib.contextmanager
+    def _progress(self, total: int, what: str):
+        """With verbose, a progress bar over `total` series on stderr ("<estimator>: <what>"), yielding its
+        update; without, no bar (tqdm starts a monitor thread even for a disabled one) and None."""
+        if not getattr(self, "verbose", 0):
+            yield None
+            return
+        with tqdm(total=total, desc=f"{type(self).__name__}: {what}", unit="series") as bar:
+            yield bar.update
 
     def _refuse_beyond_limit(self, x) -> None:
         """Refuse rows with values beyond SCALED_LIMIT after the training scaling, where a network's float32

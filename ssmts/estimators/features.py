@@ -13,7 +13,6 @@ import torch
 from sklearn.base import BaseEstimator
 from sklearn.linear_model import RidgeClassifierCV, RidgeCV
 from threadpoolctl import threadpool_limits
-from tqdm.auto import tqdm
 
 from .._warnings import caller_stacklevel
 from ..nn import FeatureReadout, log_spaced_steps, scaled_delta
@@ -137,15 +136,15 @@ class _FeatureEstimator(SequenceEstimatorMixin, FeatureModelParams):
             halves = [(u[..., p::2], None if mask is None else mask[..., p::2]) for p in (0, 1)]
             return torch.cat([model.features(x, m) for x, m in halves], 1)
 
-        what = f"{type(self).__name__}: features" + (" at half the rate" if half_rate else "")
-        with scaled_delta(network, 2.0 if half_rate else 1.0), self._progress(len(data.lengths), what) as bar:
+        what = "features" + (" at half the rate" if half_rate else "")
+        with scaled_delta(network, 2.0 if half_rate else 1.0), self._progress(len(data.lengths), what) as update:
             features = predict_batches(
                 network,
                 SequenceData(self._scaled(data), mask=data.mask, crop_padding=True),
                 self.batch_size,
                 self._device,
                 forward=forward,
-                progress=bar.update,
+                progress=update,
             )
         network.cpu()
         features = features.double().numpy()
@@ -153,10 +152,6 @@ class _FeatureEstimator(SequenceEstimatorMixin, FeatureModelParams):
             return np.concatenate(np.split(features, 2, axis=1))
         self.n_features_out_ = int(features.shape[1])
         return features
-
-    def _progress(self, total: int, what: str) -> tqdm:
-        """A progress bar over `total` series on stderr with verbose, else one that shows nothing."""
-        return tqdm(total=total, desc=what, unit="series", disable=not self.verbose)
 
     def _readout_rates(self, data: PreparedInput) -> tuple[float, ...]:
         """The rates (Hz) the read-out reads the training series at: the training rate and half of it,
