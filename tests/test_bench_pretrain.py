@@ -84,10 +84,10 @@ def test_a_short_run_trains_and_the_file_records_it(tmp_path, monkeypatch):
     assert f.n_iter_ == 0 and np.isfinite(f.predict().to_numpy()).all()
 
 
-def test_a_run_with_the_defaults_writes_the_shipped_files_metadata_fields_but_the_documented_two(tmp_path):
+def test_the_shipped_file_stacks_three_default_runs_of_seeds_0_1_2(tmp_path):
     """The metadata a default run writes (built by the functions the run calls, on a forecaster
     fitted for a few steps: the fields do not depend on how long it trained) against the shipped
-    file's, field by field: the differences are exactly those the module docstring names."""
+    file's, field by field, and each member's recorded command against the default run's of its seed."""
     import json
 
     from safetensors import safe_open
@@ -112,9 +112,60 @@ def test_a_run_with_the_defaults_writes_the_shipped_files_metadata_fields_but_th
     written = pretrained_metadata(forecaster, training)
 
     assert set(written) == set(shipped) - {"sha256"}
-    assert set(written["params"]) == set(shipped["params"]) - {"instance_norm"} | {"normalize"}
-    assert set(written["training"]) == set(shipped["training"]) | {"optimizer_steps"}
-    assert training["command"] == shipped["training"]["command"]  # the defaults are the shipped run's settings
-    assert training["packaged_series"] == shipped["training"]["packaged_series"]
-    assert "The metadata a run writes now differs from the shipped file's in two" in pretrain.__doc__
-    assert "`instance_norm`" in pretrain.__doc__ and '"optimizer_steps"' in pretrain.__doc__
+    assert set(written["params"]) == set(shipped["params"])
+    assert shipped["params"]["ensemble_size"] == 3
+    stack = "python -m ssmts.bench pretrain --stack seed0.safetensors seed1.safetensors seed2.safetensors"
+    assert shipped["training"]["command"] == stack
+    members = shipped["training"]["members"]
+    assert len(members) == 3
+    for seed, member in enumerate(members):
+        default_run = pretrain.training_record(
+            pretrain.parser().parse_args(["--seed", str(seed)]), forecaster, packaged, 1.0
+        )
+        assert member["command"] == default_run["command"]  # the defaults are the shipped runs' settings
+        assert member["packaged_series"] == packaged
+        fields = set(written["training"]) | {"sha256"}
+        assert set(member) == (fields - {"optimizer_steps"} if seed == 0 else fields)  # 0.1.0 lacked it
+    assert "first member's was written\nby ssmts 0.1.0" in pretrain.__doc__
+
+
+def test_stacked_files_forecast_the_average_of_their_members_grids(tmp_path):
+    """--stack: one file whose zero-shot quantiles are the mean of its members' own (each member
+    read from its file as a forecaster on its own), with the members' training records kept."""
+    (meta_a, _), (meta_b, _) = _run(tmp_path / "a.safetensors", 0), _run(tmp_path / "b.safetensors", 1)
+    files = [str(tmp_path / "a.safetensors"), str(tmp_path / "b.safetensors")]
+    assert main(["--stack", *files, "--out", str(tmp_path / "ab.safetensors")]) == 0
+    metadata, state = read_pretrained(tmp_path / "ab.safetensors")
+    assert metadata["params"]["ensemble_size"] == 2
+    assert [m["command"] for m in metadata["training"]["members"]] == [
+        meta_a["training"]["command"],
+        meta_b["training"]["command"],
+    ]
+    assert metadata["training"]["command"] == "python -m ssmts.bench pretrain --stack a.safetensors b.safetensors"
+    assert {k.split(".")[1] for k in state} == {"0", "1"}
+
+    rng = np.random.default_rng(0)
+    y = pd.Series(np.cumsum(rng.normal(0.3, 1.0, 30)), index=pd.period_range("2000", periods=30, freq="Y"))
+    levels = [0.05, 0.25, 0.5, 0.9]
+
+    def quantiles(path):
+        f = SSMForecaster(pretrained=True, pretrained_weights=path).fit(y, fh=[1, 2, 3, 4])
+        return f.predict_quantiles(alpha=levels).to_numpy()
+
+    members = np.mean([quantiles(path) for path in files], axis=0)
+    np.testing.assert_allclose(quantiles(str(tmp_path / "ab.safetensors")), members, rtol=1e-5, atol=1e-5)
+    assert not np.allclose(quantiles(files[0]), quantiles(files[1]), rtol=1e-3)  # the members differ
+
+
+def test_stacking_refuses_files_of_other_inputs(tmp_path):
+    import pytest
+
+    from ssmts.sktime._pretrained import stack_pretrained
+
+    _run(tmp_path / "a.safetensors")
+    argv = ["--series", "40", "--steps", "12", "--context", "8", "--horizon", "4", "--seed", "0", "--threads", "1"]
+    assert main([*argv, "--out", str(tmp_path / "c8.safetensors")]) == 0
+    with pytest.raises(ValueError, match=r"c8\.safetensors has context_length 8, but .*a\.safetensors has 12"):
+        stack_pretrained([tmp_path / "a.safetensors", tmp_path / "c8.safetensors"], tmp_path / "x.safetensors", {})
+    with pytest.raises(ValueError, match=r"^stacking takes at least two pretrained files, got 1$"):
+        stack_pretrained([tmp_path / "a.safetensors"], tmp_path / "x.safetensors", {})

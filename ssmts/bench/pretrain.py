@@ -10,14 +10,17 @@ written with its metadata to a .safetensors file (ssmts.sktime._pretrained), whi
 `SSMForecaster(pretrained=True)` reads.
 
 The run is reproducible: the corpus and the training are fixed by --seed (on CPU, one thread gives
-the same weights on every run). The defaults are the settings the shipped file was trained with (the
-command its metadata records). The metadata a run writes now differs from the shipped file's in two
-fields, as that file was written by ssmts 0.1.0: its parameters name `normalize` by its former name
-`instance_norm` (read as `normalize`), and its training record has no "optimizer_steps"; besides,
-the run's "seconds" and the "version" are the run's own (tests/test_bench_pretrain.py checks that
-these are the only differences of fields). --steps bounds the optimizer steps: the run takes as many
-whole epochs as fit within it, at least one (the defaults: 10 epochs of 5596 batches, 55960 steps);
-the metadata records the bound ("steps") and the steps taken ("optimizer_steps").
+the same weights on every run). --steps bounds the optimizer steps: the run takes as many whole
+epochs as fit within it, at least one (the defaults: 10 epochs of 5596 batches, 55960 steps); the
+metadata records the bound ("steps") and the steps taken ("optimizer_steps"). --kernel-share and
+--ets-share set the corpus' mix of generators (the defaults: half KernelSynth, half components).
+
+The shipped file is an ensemble of three such runs, with the defaults and --seed 0, 1 and 2, joined
+by `--stack seed0.safetensors seed1.safetensors seed2.safetensors` (each member from its own corpus
+draw and initial weights; the forecast averages their quantile grids). The runs can go in parallel,
+one thread each. Its metadata keeps each member's training record; the first member's was written
+by ssmts 0.1.0 before the record had "optimizer_steps" (tests/test_bench_pretrain.py checks the
+fields and commands against a run with the defaults).
 """
 
 from __future__ import annotations
@@ -31,15 +34,17 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-DEFAULTS = dict(series=6000, steps=60000, context=48, horizon=24, seed=0)
+DEFAULTS = dict(series=6000, steps=60000, context=48, horizon=24, seed=0, kernel_share=0.5, ets_share=0.0)
 NETWORK = dict(d_model=64, d_state=32, n_layers=3, batch_size=64, lr=2e-3)
 
 
-def corpus_panel(n_series: int, seed: int) -> tuple[pd.DataFrame, list[str]]:
+def corpus_panel(
+    n_series: int, seed: int, kernel_share: float = 0.5, ets_share: float = 0.0
+) -> tuple[pd.DataFrame, list[str]]:
     """The training corpus as a panel (series, step) -> y, and the names of the packaged series in it."""
     from ..data.forecast_corpus import package_series, synthetic_corpus
 
-    series = list(synthetic_corpus(n_series, random_state=seed))
+    series = list(synthetic_corpus(n_series, random_state=seed, kernel_share=kernel_share, ets_share=ets_share))
     # M1's yearly series stay out: a real panel no setting was chosen on, to check the weights on
     packaged = {name: v for name, v in package_series().items() if not name.startswith("m1_yearly:")}
     series += list(packaged.values())
@@ -87,8 +92,21 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--context", type=int, default=DEFAULTS["context"], help="context length of the network")
     p.add_argument("--horizon", type=int, default=DEFAULTS["horizon"], help="longest horizon it forecasts")
     p.add_argument("--seed", type=int, default=DEFAULTS["seed"], help="seed of the corpus and of the training")
+    p.add_argument("--kernel-share", type=float, default=DEFAULTS["kernel_share"], help="share of KernelSynth draws")
+    p.add_argument(
+        "--ets-share", type=float, default=DEFAULTS["ets_share"], help="share of exponential smoothing draws"
+    )
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
     p.add_argument("--out", type=Path, default=None, help="weights file (default: the one shipped with ssmts)")
+    p.add_argument(
+        "--stack",
+        type=Path,
+        nargs="+",
+        default=None,
+        metavar="FILE",
+        help="instead of training: write to --out one pretrained ensemble of these files' networks (runs with "
+        "other seeds), whose quantile grid is their average",
+    )
     return p
 
 
@@ -98,13 +116,18 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from ..sktime import SSMForecaster
-    from ..sktime._pretrained import default_weights, write_pretrained
+    from ..sktime._pretrained import default_weights, stack_pretrained, write_pretrained
 
     if args.threads:
         torch.set_num_threads(args.threads)
     out = args.out or default_weights()
+    if args.stack:
+        command = "python -m ssmts.bench pretrain --stack " + " ".join(p.name for p in args.stack)
+        stack_pretrained(args.stack, out, dict(command=command))
+        print(f"wrote {out} ({out.stat().st_size / 1e6:.2f} MB): {len(args.stack)} files stacked")
+        return 0
     start = time.perf_counter()
-    panel, packaged = corpus_panel(args.series, args.seed)
+    panel, packaged = corpus_panel(args.series, args.seed, args.kernel_share, args.ets_share)
     n = panel.index.get_level_values(0).nunique()
     print(f"corpus: {n} series ({len(packaged)} packaged), {len(panel)} points, {time.perf_counter() - start:.1f} s")
     forecaster = SSMForecaster(

@@ -19,6 +19,7 @@ _EXPORTS = {
     "TaskData": "base",
     "load_bidmc": "bidmc",
     "component_series": "forecast_corpus",
+    "ets_series": "forecast_corpus",
     "kernel_synth": "forecast_corpus",
     "package_series": "forecast_corpus",
     "synthetic_corpus": "forecast_corpus",
@@ -49,7 +50,7 @@ _EXPORTS = {
 if TYPE_CHECKING:  # what IDEs and type checkers see
     from .base import DataNotFoundError, Split, TaskData
     from .bidmc import load_bidmc
-    from .forecast_corpus import component_series, kernel_synth, package_series, synthetic_corpus
+    from .forecast_corpus import component_series, ets_series, kernel_synth, package_series, synthetic_corpus
     from .listops_synth import generate_listops, make_listops_task
     from .lra import (
         load_lra_image,
@@ -69,6 +70,7 @@ if TYPE_CHECKING:  # what IDEs and type checkers see
 __all__ = [
     "DataNotFoundError",
     "component_series",
+    "ets_series",
     "kernel_synth",
     "package_series",
     "synthetic_corpus",

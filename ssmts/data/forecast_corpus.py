@@ -1,6 +1,6 @@
 """A synthetic corpus of univariate time series for pretraining a global forecaster.
 
-Two generators, mixed by ``synthetic_corpus``, and the real series that ship inside
+Three generators, mixed by ``synthetic_corpus``, and the real series that ship inside
 installed packages (``package_series``):
 
 ``kernel_synth``
@@ -13,6 +13,10 @@ installed packages (``package_series``):
     exponential growth) + one or two seasonalities (harmonics, additive or multiplicative)
     + level shifts + ARMA noise; also random walks (with and without drift), geometric
     random walks and count series (Poisson or rounded positive levels, often intermittent).
+``ets_series``
+    Draws of exponential smoothing state-space models (local level, additive or damped trend,
+    additive seasonality; a third exponentiated): integrated series whose latest level and slope
+    carry on. Not in the default mix (``ets_share=0``).
 
 Every function takes ``random_state`` (an int, None, or a ``np.random.Generator``, which
 is then advanced); an int fixes every output exactly on a given platform. Only numpy,
@@ -46,6 +50,8 @@ __all__ = [
     "MAX_GP_LENGTH",
     "arma_sample",
     "component_series",
+    "ets_recursion",
+    "ets_series",
     "kernel_bank",
     "kernel_synth",
     "package_series",
@@ -374,6 +380,83 @@ def component_series(
     ]
 
 
+# --------------------------------------------------------------------------- exponential smoothing
+
+
+def ets_recursion(
+    errors: np.ndarray,
+    alpha: float,
+    beta: float = 0.0,
+    phi: float = 1.0,
+    gamma: float = 0.0,
+    level: float = 0.0,
+    slope: float = 0.0,
+    season: np.ndarray | None = None,
+) -> np.ndarray:
+    """The additive-error ETS model (Hyndman et al., "Forecasting with exponential smoothing",
+    2008) run on given innovations: errors (n,) -> y (n,), from the initial ``level``, ``slope``
+    and ``season`` (m,) (oldest first; None: no seasonality).
+
+    y_t = l_{t-1} + phi b_{t-1} + s_{t-m} + e_t;  l_t = l_{t-1} + phi b_{t-1} + alpha e_t;
+    b_t = phi b_{t-1} + beta e_t;  s_t = s_{t-m} + gamma e_t.
+    """
+    seasonal = [] if season is None else [float(v) for v in season]
+    period = len(seasonal)
+    y = np.empty(len(errors))
+    for t, e in enumerate(np.asarray(errors, dtype=np.float64)):
+        s = seasonal[t] if period else 0.0  # s_{t-m}: the list grows by one a step
+        y[t] = level + phi * slope + s + e
+        level = level + phi * slope + alpha * e
+        slope = phi * slope + beta * e
+        if period:
+            seasonal.append(s + gamma * e)
+    return y
+
+
+def _ets_path(n: int, rng: np.random.Generator) -> np.ndarray:
+    """One draw of an additive-error ETS model with random components and smoothing parameters
+    inside the usual admissible region (0 < beta <= alpha, gamma <= 1 - alpha), unit innovations."""
+    alpha = _log_uniform(rng, 0.02, 1.0)
+    trend = rng.choice(["none", "additive", "damped"], p=[0.2, 0.4, 0.4])
+    phi = 1.0 if trend == "additive" else float(rng.uniform(0.8, 0.98))
+    beta = 0.0 if trend == "none" else alpha * _log_uniform(rng, 0.01, 1.0)
+    # The starting slope, in innovations per step: from lost in the noise to a smooth ramp.
+    slope = 0.0 if trend == "none" else float(rng.choice([-1.0, 1.0])) * _log_uniform(rng, 0.01, 3.0)
+    fitting = [m for m in _SEASONAL_PERIODS if 2 * m <= n]
+    period = int(rng.choice(fitting)) if fitting and rng.random() < 0.3 else 0
+    gamma = (1.0 - alpha) * _log_uniform(rng, 0.01, 1.0) if period else 0.0
+    season = _seasonal(np.arange(period, dtype=np.float64), rng) * _log_uniform(rng, 1.0, 10.0) if period else None
+    return ets_recursion(rng.standard_normal(n), alpha, beta, phi, gamma, 0.0, slope, season)
+
+
+def ets_series(
+    n_series: int, length: int | tuple[int, int] = (10, 300), random_state: RandomState = None
+) -> list[np.ndarray]:
+    """``n_series`` draws of exponential smoothing state-space models: local level, local linear
+    trend (additive or damped) and optional additive seasonality with random smoothing parameters;
+    a third of them exponentiated (multiplicative errors, growth in proportion to the level).
+
+    Unlike the stationary GP draws of ``kernel_synth``, whose best forecast reverts to the mean
+    beyond a length scale, these are integrated processes whose latest level and slope carry on:
+    the behaviour of yearly and trending series. Lengths fixed or log-uniform in ``(min, max)``.
+
+    Returns a list of ``(L_i,)`` float64 arrays, unit-ish scale (not rescaled).
+    """
+    lo, hi = _check_length(length)
+    rng = _rng(random_state)
+    out = []
+    for _ in range(n_series):
+        n = _draw_length(lo, hi, rng)
+        path = _ets_path(n, rng)
+        if rng.random() < 1 / 3:
+            # in logs, innovations of 0.5-10 %: positive series with multiplicative errors, their
+            # growth over the series held within a factor e^5 (a steep ramp would overflow)
+            sigma = min(_log_uniform(rng, 0.005, 0.1), 5.0 / max(float(np.ptp(path)), 1e-12))
+            path = np.exp(path * sigma)
+        out.append(path)
+    return out
+
+
 # --------------------------------------------------------------------------- the corpus
 
 
@@ -396,18 +479,25 @@ def synthetic_corpus(
     length: int | tuple[int, int] = (10, 300),
     random_state: RandomState = None,
     kernel_share: float = 0.5,
+    ets_share: float = 0.0,
 ) -> list[np.ndarray]:
-    """``round(kernel_share * n_series)`` ``kernel_synth`` series and the rest
-    ``component_series``, shuffled, each rescaled by a log-uniform scale in 1e-2..1e4 and a
-    random offset (non-negative series are only scaled).
+    """``round(kernel_share * n_series)`` ``kernel_synth`` series, ``round(ets_share * n_series)``
+    ``ets_series`` and the rest ``component_series``, shuffled, each rescaled by a log-uniform
+    scale in 1e-2..1e4 and a random offset (non-negative series are only scaled).
 
     Returns a list of ``(L_i,)`` finite float64 arrays.
     """
-    if not 0.0 <= kernel_share <= 1.0:
-        raise ValueError(f"kernel_share must be in [0, 1], got {kernel_share}")
+    for name, share in (("kernel_share", kernel_share), ("ets_share", ets_share)):
+        if not 0.0 <= share <= 1.0:
+            raise ValueError(f"{name} must be in [0, 1], got {share}")
+    if kernel_share + ets_share > 1.0:
+        raise ValueError(f"kernel_share + ets_share must be at most 1, got {kernel_share} + {ets_share}")
     rng = _rng(random_state)
     n_kernel = int(round(kernel_share * n_series))
-    series = kernel_synth(n_kernel, length, rng) + component_series(n_series - n_kernel, length, rng)
+    n_ets = min(int(round(ets_share * n_series)), n_series - n_kernel)
+    series = kernel_synth(n_kernel, length, rng) + component_series(n_series - n_kernel - n_ets, length, rng)
+    if n_ets:  # drawn last: a corpus without them is the same as before they existed
+        series += ets_series(n_ets, length, rng)
     out = [_rescale(series[i], rng) for i in rng.permutation(n_series)]
     bad = [i for i, x in enumerate(out) if not np.all(np.isfinite(x))]
     if bad:  # pragma: no cover - the generators are built to stay finite

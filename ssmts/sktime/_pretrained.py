@@ -84,17 +84,67 @@ def pretrained_metadata(forecaster, training: dict) -> dict:
     return metadata
 
 
-def write_pretrained(forecaster, path: str | Path, training: dict) -> Path:
-    """Write a fitted SSMForecaster's network as pretrained weights; training: how it was trained (JSON)."""
+def _save(state: dict[str, torch.Tensor], metadata: dict, path: Path) -> Path:
     from safetensors.torch import save_file
 
-    metadata = pretrained_metadata(forecaster, training)
-    state = {name: t.detach().cpu().contiguous() for name, t in forecaster.model_.state_dict().items()}
     sign(state, metadata, key=None)
-    path = Path(path)
     with replacing(path, "pretrained weights") as tmp:
         save_file(state, str(tmp), metadata={METADATA_KEY: json.dumps(metadata, sort_keys=True)})
     return path
+
+
+def write_pretrained(forecaster, path: str | Path, training: dict) -> Path:
+    """Write a fitted SSMForecaster's network as pretrained weights; training: how it was trained (JSON)."""
+    metadata = pretrained_metadata(forecaster, training)
+    state = {name: t.detach().cpu().contiguous() for name, t in forecaster.model_.state_dict().items()}
+    return _save(state, metadata, Path(path))
+
+
+# What the members of a stacked file must share: anything else would feed them different inputs
+# or average grids of different quantiles.
+SHARED_FIELDS = ("context_length", "horizon", "quantile_levels", "window_location")
+
+
+def stack_pretrained(paths: list[str | Path], path: str | Path, training: dict) -> Path:
+    """Write one pretrained ensemble whose members are the networks of the pretrained files `paths`
+    (each checked as read_pretrained checks it): its quantile grid is their average, as
+    ensemble_size > 1 averages members trained side by side. The files must describe the same
+    network and inputs; training: how the stack was made (the members' own records are kept in
+    it, under "members")."""
+    from .._version import __version__
+
+    if len(paths) < 2:
+        raise ValueError(f"stacking takes at least two pretrained files, got {len(paths)}")
+    state: dict[str, torch.Tensor] = {}
+    records, first, members = [], None, 0
+    for file in paths:
+        metadata, tensors = read_pretrained(file)
+        params = {k: v for k, v in metadata["params"].items() if k != "ensemble_size"}
+        if first is None:
+            first = dict(metadata, params=params)
+        for name in SHARED_FIELDS + ("params",):
+            value = params if name == "params" else metadata[name]
+            if value != first[name]:
+                raise ValueError(
+                    f"{file} has {name} {value!r:.200}, but {paths[0]} has {first[name]!r:.200}: only networks "
+                    "of the same parameters, context, horizon and quantile grid can be stacked"
+                )
+        for k in range(int(metadata["params"]["ensemble_size"])):
+            prefix = f"members.{k}."
+            state.update(
+                {
+                    f"members.{members}.{n[len(prefix) :]}": t.contiguous()
+                    for n, t in tensors.items()
+                    if n.startswith(prefix)
+                }
+            )
+            members += 1
+        records.append(dict(metadata["training"], sha256=metadata["sha256"]))
+    metadata = {name: first[name] for name in FIELDS if name not in ("sha256", "training", "params")}
+    metadata["version"] = __version__
+    metadata["params"] = dict(first["params"], ensemble_size=members)
+    metadata["training"] = dict(training, members=records)
+    return _save(state, metadata, Path(path))
 
 
 def read_pretrained(path: str | Path | None = None) -> tuple[dict, dict[str, torch.Tensor]]:

@@ -31,8 +31,10 @@ def _same(a: list[np.ndarray], b: list[np.ndarray]) -> bool:
         lambda seed: fc.synthetic_corpus(40, (10, 80), random_state=seed),
         lambda seed: fc.kernel_synth(20, (10, 80), random_state=seed),
         lambda seed: fc.component_series(40, (10, 80), random_state=seed),
+        lambda seed: fc.ets_series(40, (10, 80), random_state=seed),
+        lambda seed: fc.synthetic_corpus(40, (10, 80), random_state=seed, kernel_share=0.25, ets_share=0.5),
     ],
-    ids=["synthetic_corpus", "kernel_synth", "component_series"],
+    ids=["synthetic_corpus", "kernel_synth", "component_series", "ets_series", "synthetic_corpus_with_ets"],
 )
 def test_same_seed_same_series_other_seed_other_series(make):
     assert _same(make(0), make(0))
@@ -66,6 +68,10 @@ def test_corpus_spans_orders_of_magnitude():
     )
     with pytest.raises(ValueError, match=r"^kernel_share must be in \[0, 1\], got 1\.5$"):
         fc.synthetic_corpus(5, 30, kernel_share=1.5)
+    with pytest.raises(ValueError, match=r"^ets_share must be in \[0, 1\], got -0\.1$"):
+        fc.synthetic_corpus(5, 30, ets_share=-0.1)
+    with pytest.raises(ValueError, match=r"^kernel_share \+ ets_share must be at most 1, got 0\.5 \+ 0\.6$"):
+        fc.synthetic_corpus(5, 30, ets_share=0.6)
 
 
 def test_length_validation():
@@ -75,6 +81,67 @@ def test_length_validation():
         fc.component_series(2, (50, 10))
     with pytest.raises(ValueError, match=r"length must be an int >= 2 .*, got 1$"):
         fc.component_series(2, 1)
+
+
+# ----------------------------------------------------------------------------- exponential smoothing
+
+
+@pytest.mark.parametrize(
+    "trend, damped, period",
+    [(None, False, 0), ("add", False, 0), ("add", True, 0), (None, False, 4), ("add", True, 12)],
+)
+def test_ets_recursion_is_statsmodels_ets_simulated_on_the_same_innovations(trend, damped, period):
+    """The oracle: statsmodels' ETSModel (Hyndman et al.'s state-space form) simulated from the same
+    parameters, initial states and innovations."""
+    from statsmodels.tsa.exponential_smoothing.ets import ETSModel
+
+    rng = np.random.default_rng(period + 2 * damped + (trend is not None))
+    n = 60
+    errors = rng.standard_normal(n)
+    alpha, beta, gamma, phi = 0.4, 0.1, 0.3, 0.9 if damped else 1.0
+    level, slope = 3.0, 0.5 if trend else 0.0
+    season = rng.standard_normal(period) if period else None
+    model = ETSModel(
+        1.0 + rng.random(3 * max(period, 4)),  # only its settings matter here
+        error="add",
+        trend=trend,
+        damped_trend=damped,
+        seasonal="add" if period else None,
+        seasonal_periods=period or None,
+    )
+    params = [alpha]
+    params += [beta] if trend else []
+    params += [gamma] if period else []
+    params += [phi] if damped else []
+    params += [level] + ([slope] if trend else [])
+    params += list(season[::-1]) if period else []  # statsmodels lists the initial season newest first
+    expected = model.smooth(np.array(params)).simulate(n, anchor="start", random_errors=errors[:, None])
+    got = fc.ets_recursion(
+        errors,
+        alpha,
+        beta if trend else 0.0,
+        phi,
+        gamma if period else 0.0,
+        level,
+        slope,
+        season,
+    )
+    np.testing.assert_allclose(got, np.asarray(expected).ravel(), rtol=1e-12, atol=1e-12)
+
+
+def test_ets_series_are_finite_in_range_and_trending_ones_carry_their_slope():
+    series = fc.ets_series(300, (10, 200), random_state=0)
+    lengths = np.array([x.size for x in series])
+    assert lengths.min() >= 10 and lengths.max() <= 200
+    assert all(x.dtype == np.float64 and np.all(np.isfinite(x)) for x in series)
+    # about a third multiplicative (positive); additive paths start near 0 and also go negative
+    positive = np.mean([np.all(x > 0) for x in series])
+    assert 0.2 < positive < 0.6
+    # Integrated processes: the second half's mean is far from the first's for many series, unlike
+    # stationary noise (a random walk's halves differ by about its spread).
+    long = [x for x in series if x.size >= 60]
+    shift = np.array([abs(x[x.size // 2 :].mean() - x[: x.size // 2].mean()) / x.std() for x in long])
+    assert np.mean(shift > 1.0) > 0.25
 
 
 # ----------------------------------------------------------------------------- kernels
