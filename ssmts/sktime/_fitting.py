@@ -400,11 +400,13 @@ class ForecasterFitMixin:
         series = sum(w is not None and len(w.x) >= 2 for w in windows)
         needed = -(-needed // max(series, 1))
         is_val, is_train, offset = np.zeros(len(data.x), dtype=bool), np.ones(len(data.x), dtype=bool), 0
+        most_candidates = 0
         for w in windows:
             if w is None:
                 continue
             n = len(w.x)
             candidates = np.flatnonzero(w.weight[:, -1, :].any(-1)) if calibrating else np.arange(n)
+            most_candidates = max(most_candidates, len(candidates))
             n_val = int(round(self.validation_fraction * n))
             if calibrating:
                 n_val = min(max(n_val, needed), len(candidates) // 2)
@@ -414,11 +416,29 @@ class ForecasterFitMixin:
                 first_held_target = w.end[held].min() - self.horizon_ + 1
                 is_train[offset : offset + n] = w.end < first_held_target
             offset += n
-        if not is_val.any() or not is_train.any():
+        pretrained = self.pretrained is not False  # its horizon is the network's, whatever fh is
+        whose = " (the pretrained network's horizon)" if pretrained else ""
+        shorter = "" if pretrained else ", a shorter horizon"
+        remedy = "another validation_fraction, or early_stopping=False and calibration='none'"
+        if not is_val.any() and calibrating:
+            raise TooFewWindowsError(
+                f"holding out the latest validation_fraction of the windows to calibrate needs a series with two "
+                f"windows whose last target, {self.horizon_} steps ahead{whose}, is observed, one to hold out and "
+                f"one before it, but the series give {most_candidates} such window(s) at most (of {len(data.x)}); "
+                f"use longer series{shorter} or calibration='none'"
+            )
+        if not is_val.any():
             raise TooFewWindowsError(
                 f"holding out the latest validation_fraction of the windows needs held-out windows and training "
-                f"windows before them, but the series give {len(data.x)} window(s); use longer series, another "
-                "validation_fraction, or early_stopping=False and calibration='none'"
+                f"windows before them, but the series give {len(data.x)} window(s); use longer series, {remedy}"
+            )
+        if not is_train.any():
+            # windows exist, but the purge took every one: their targets reach the held-out targets
+            raise TooFewWindowsError(
+                f"holding out the latest validation_fraction of the windows leaves no training window before them: "
+                f"each of the {int((~is_val).sum())} window(s) not held out has targets among the held-out windows' "
+                f"(a horizon of {self.horizon_} steps{whose} is long against the series), and training on them "
+                f"would score targets the network saw; use longer series{shorter}, {remedy}"
             )
         return data.data(np.flatnonzero(is_train)), data.data(np.flatnonzero(is_val))
 

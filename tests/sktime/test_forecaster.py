@@ -894,6 +894,30 @@ def test_holdout_calibration_with_too_few_windows_says_what_it_leaves_uncalibrat
     assert f.interval_widening_[0, 0] == 0
 
 
+def _short_panel(length):
+    index = pd.MultiIndex.from_product([["a", "b", "c"], pd.period_range("2000", periods=length, freq="Y")])
+    return pd.DataFrame({"y": np.random.default_rng(0).normal(size=len(index)).cumsum()}, index=index)
+
+
+def test_holdout_calibration_says_why_long_horizons_leave_nothing_to_hold_out_or_to_train_on():
+    """Windows aplenty, but the horizon decides: of 14 observations with context 4 only one window per
+    series has its 10th target observed (none can be held out with one before it); of 20 with
+    horizon 8, the windows before the held-out ones all have targets among theirs (the purge)."""
+    with pytest.warns(
+        UserWarning,
+        match=r"needs a series with two windows whose last target, 10 steps ahead, is "
+        r"observed.*give 1 such window\(s\) at most \(of 30\); use longer series, a shorter horizon",
+    ):
+        forecaster(context_length=4, calibration="holdout").fit(_short_panel(14), fh=list(range(1, 11)))
+    with pytest.warns(
+        UserWarning,
+        match=r"leaves no training window before them: each of the \d+ window\(s\) not "
+        r"held out has targets among the held-out windows' \(a horizon of 8 steps",
+    ):
+        f = forecaster(context_length=4, calibration="holdout").fit(_short_panel(20), fh=list(range(1, 9)))
+    assert f.interval_widening_ is None
+
+
 @pytest.mark.parametrize(
     "params, message",
     [
