@@ -143,10 +143,10 @@ class ForecasterParams(BackboneParams, OptimizerParams, EarlyStoppingParams):
         "per horizon step; strategy='direct'), then trained on every window for a quarter of its epochs "
         "from those weights; 'refit': calibrated as 'holdout', then the network trained again from the start "
         "on every window (the network of 'none', widened; a second fit); 'conformal': calibrated on the "
-        "windows early_stopping holds out (and chose its epoch on); 'none': the quantile head's grid as "
-        "trained; 'auto': for a network trained with strategy='direct' and combine='none', 'refit' for one "
-        "series, 'holdout' for a panel, or 'conformal' with early_stopping=True; else 'none' "
-        "(calibration_ holds the one applied).",
+        "windows early_stopping holds out (and chose its epoch on), or zero-shot (pretrained=True) on every "
+        "window of the series; 'none': the quantile head's grid as trained; 'auto': for a network with "
+        "strategy='direct' and combine='none', 'refit' for one series, 'holdout' for a panel, 'conformal' "
+        "with early_stopping=True or zero-shot; else 'none' (calibration_ holds the one applied).",
         constraint=Options("auto", "holdout", "refit", "conformal", "none"),
     )
     irregular: Literal["refuse", "time_deltas"] = param(
@@ -462,10 +462,17 @@ class SSMForecaster(
             )
         if quantile_levels(self.quantiles).size < 2:
             raise ValueError("quantiles needs at least one level besides 0.5, to give intervals")
-        if self.calibration == "conformal" and not self.early_stopping:
+        if self.calibration == "conformal" and not self.early_stopping and not self._zero_shot:
             raise ValueError(
                 "calibration='conformal' calibrates on the windows early_stopping holds out, and "
                 "early_stopping=False holds out none: set early_stopping=True, or use calibration='holdout'"
+            )
+        if self.calibration in ("holdout", "refit") and self._zero_shot:
+            raise ValueError(
+                f"calibration={self.calibration!r} trains the network on part of the windows and calibrates it on "
+                f"the rest, but pretrained={self.pretrained!r} trains nothing: use calibration='auto' or "
+                "'conformal' (calibrated on every window of the series, none of which the network saw), or "
+                "'none'"
             )
         if self.calibration in ("holdout", "refit", "conformal") and self.strategy != "direct":
             raise ValueError(

@@ -65,6 +65,50 @@ def test_zero_shot_takes_no_gradient_step_in_fit_or_update(source):
     assert all(torch.equal(before[k], after[k]) for k in before)
 
 
+def _inside_counts(forecaster, y, low, high):
+    """Per horizon step k = 1..H: (outcomes inside [q_low, q_high] of the forecasts from every origin
+    with a full context, outcomes there), from historical_forecasts (its own contexts, one per origin)."""
+    c = forecaster.context_length_
+    hf = forecaster.historical_forecasts(y, cutoffs=y.index[c - 1 : len(y) - 1], alpha=[low, high])
+    hf = hf[hf.index.get_level_values(1).isin(y.index)]
+    position = {t: i for i, t in enumerate(y.index)}
+    cutoff, time = hf.index.get_level_values(0), hf.index.get_level_values(1)
+    step = np.array([position[t] - position[u] for u, t in zip(cutoff, time)])
+    truth = y.loc[time].to_numpy()
+    inside = (hf.iloc[:, 0].to_numpy() <= truth) & (truth <= hf.iloc[:, 1].to_numpy())
+    return [(int(inside[step == k].sum()), int((step == k).sum())) for k in range(1, H + 1)]
+
+
+@pytest.mark.parametrize("low, high", [(0.1, 0.9), (0.05, 0.95)])
+def test_zero_shot_intervals_are_calibrated_on_every_window_of_the_series(source, low, high):
+    """The network saw none of the series: its windows are all held out, and split-conformal
+    calibration on them makes the central interval hold ceil((n + 1)(high - low)) of the n outcomes of
+    each step (give or take the one on its boundary), whether it must widen or narrow. The oracle: the
+    outcomes counted from historical_forecasts' intervals at every origin; without calibration the
+    same count misses."""
+    _, path = source
+    y = _series(90, seed=11)
+    calibrated = SSMForecaster(pretrained=True, pretrained_weights=path).fit(y, fh=list(range(1, H + 1)))
+    assert calibrated.calibration_ == "conformal" and calibrated.interval_widening_.shape == (H, 7)
+    wanted = [int(np.ceil((n + 1) * (high - low) - 1e-9)) for _, n in _inside_counts(calibrated, y, low, high)]
+    counts = [inside for inside, _ in _inside_counts(calibrated, y, low, high)]
+    assert all(k - 1 <= inside <= k + 1 for inside, k in zip(counts, wanted)), (counts, wanted)
+    raw = SSMForecaster(pretrained=True, pretrained_weights=path, calibration="none").fit(y, fh=list(range(1, H + 1)))
+    assert raw.calibration_ == "none" and raw.interval_widening_ is None
+    raw_counts = [inside for inside, _ in _inside_counts(raw, y, low, high)]
+    assert any(not k - 1 <= inside <= k + 1 for inside, k in zip(raw_counts, wanted)), raw_counts
+    np.testing.assert_array_equal(calibrated.predict().to_numpy(), raw.predict().to_numpy())  # points unmoved
+
+
+def test_zero_shot_refuses_calibrations_that_train_and_takes_conformal_without_early_stopping(source):
+    _, path = source
+    for calibration in ("holdout", "refit"):
+        with pytest.raises(ValueError, match=rf"calibration='{calibration}' trains the network .* pretrained=True"):
+            SSMForecaster(pretrained=True, pretrained_weights=path, calibration=calibration).fit(_series(), fh=[1])
+    f = SSMForecaster(pretrained=True, pretrained_weights=path, calibration="conformal").fit(_series(), fh=[1])
+    assert f.calibration_ == "conformal" and f.interval_widening_ is not None
+
+
 def test_fine_tune_starts_from_the_weights_and_trains(source):
     _, path = source
     y = _series(60, seed=5)
