@@ -160,7 +160,7 @@ def test_stacked_files_forecast_the_average_of_their_members_grids(tmp_path):
 def test_stacking_refuses_files_of_other_inputs(tmp_path):
     import pytest
 
-    from ssmts.sktime._pretrained import stack_pretrained
+    from ssmts.sktime._pretrained import _save, stack_pretrained
 
     _run(tmp_path / "a.safetensors")
     argv = ["--series", "40", "--steps", "12", "--context", "8", "--horizon", "4", "--seed", "0", "--threads", "1"]
@@ -169,3 +169,9 @@ def test_stacking_refuses_files_of_other_inputs(tmp_path):
         stack_pretrained([tmp_path / "a.safetensors", tmp_path / "c8.safetensors"], tmp_path / "x.safetensors", {})
     with pytest.raises(ValueError, match=r"^stacking takes at least two pretrained files, got 1$"):
         stack_pretrained([tmp_path / "a.safetensors"], tmp_path / "x.safetensors", {})
+    # a (signed) file with a weight outside its members: stacking would drop it
+    metadata, state = read_pretrained(tmp_path / "a.safetensors")
+    metadata.pop("sha256")
+    _save({**state, "extra.weight": torch.zeros(2)}, metadata, tmp_path / "extra.safetensors")
+    with pytest.raises(ValueError, match=r"extra\.safetensors holds weights outside its 1 member\(s\)"):
+        stack_pretrained([tmp_path / "a.safetensors", tmp_path / "extra.safetensors"], tmp_path / "x.safetensors", {})

@@ -129,16 +129,14 @@ def stack_pretrained(paths: list[str | Path], path: str | Path, training: dict) 
                     f"{file} has {name} {value!r:.200}, but {paths[0]} has {first[name]!r:.200}: only networks "
                     "of the same parameters, context, horizon and quantile grid can be stacked"
                 )
+        taken = 0
         for k in range(int(metadata["params"]["ensemble_size"])):
             prefix = f"members.{k}."
-            state.update(
-                {
-                    f"members.{members}.{n[len(prefix) :]}": t.contiguous()
-                    for n, t in tensors.items()
-                    if n.startswith(prefix)
-                }
-            )
-            members += 1
+            member = {f"members.{members}.{n[len(prefix) :]}": t for n, t in tensors.items() if n.startswith(prefix)}
+            state.update({n: t.contiguous() for n, t in member.items()})
+            taken, members = taken + len(member), members + 1
+        if taken != len(tensors):  # a weight outside every member would be dropped
+            raise ValueError(f"{file} holds weights outside its {metadata['params']['ensemble_size']} member(s)")
         records.append(dict(metadata["training"], sha256=metadata["sha256"]))
     metadata = {name: first[name] for name in FIELDS if name not in ("sha256", "training", "params")}
     metadata["version"] = __version__
