@@ -362,8 +362,12 @@ class ForecasterFitMixin:
                 f"calibration={how!r}: the held-out windows give {fewest} target(s) at the horizon step with "
                 f"the fewest, too few to calibrate the central {', '.join(f'{c:.0%}' for c in too_few)} "
                 f"interval(s) there (a central p interval needs at least {fewest_points_to_calibrate(max(too_few))} "
-                f"for p = {max(too_few):.0%}): those steps' intervals are left as the network gives them; raise "
-                "validation_fraction or pass longer series",
+                f"for p = {max(too_few):.0%}): those steps' intervals are left as the network gives them; "
+                + (
+                    "pass longer series, or more of them (zero-shot, every window is held out)"
+                    if self._zero_shot
+                    else "raise validation_fraction or pass longer series"
+                ),
                 UserWarning,
                 stacklevel=caller_stacklevel(),
             )

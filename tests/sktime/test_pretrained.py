@@ -100,6 +100,19 @@ def test_zero_shot_intervals_are_calibrated_on_every_window_of_the_series(source
     np.testing.assert_array_equal(calibrated.predict().to_numpy(), raw.predict().to_numpy())  # points unmoved
 
 
+def test_zero_shot_on_a_short_series_says_which_intervals_it_cannot_calibrate_and_how_to_fix_it(source):
+    """12 observations, context 16: the series' windows give few outcomes at the far steps (one at
+    step 6), too few for the 90 % and 80 % intervals there; every window is already held out, so the
+    advice is more data, not a larger validation_fraction."""
+    _, path = source
+    with pytest.warns(
+        UserWarning,
+        match=r"give 1 target\(s\) .* too few to calibrate the central 90%, 80% .* pass longer series, or more of them",
+    ):
+        f = SSMForecaster(pretrained=True, pretrained_weights=path).fit(_series(12, seed=2), fh=list(range(1, H + 1)))
+    assert f.calibration_ == "conformal"
+
+
 def test_zero_shot_refuses_calibrations_that_train_and_takes_conformal_without_early_stopping(source):
     _, path = source
     for calibration in ("holdout", "refit"):
