@@ -240,7 +240,11 @@ class ForecasterFitMixin:
             aligned = np.concatenate([xp.reindex(yp.index).to_numpy() for _, yp, xp in parts])
             self.x_mean_, self.x_scale_ = column_statistics(aligned, list(X.columns), "X")
 
-        windows = [] if self._zero_shot else [self._series_windows(key, yp, xp) for key, yp, xp in parts]
+        # A zero-shot network never saw these series: every window of their past is held out from its
+        # training, so with a calibration all of them calibrate it (split conformal, no data given up).
+        zero_shot_calibration = self._zero_shot and self._calibration_in_effect(len(parts)) == "conformal"
+        needs_windows = not self._zero_shot or zero_shot_calibration
+        windows = [self._series_windows(key, yp, xp) for key, yp, xp in parts] if needs_windows else []
         data = Windows.concat(windows)
         if data is None and not self._zero_shot:
             raise TooFewWindowsError(
@@ -260,11 +264,8 @@ class ForecasterFitMixin:
                 0,
             )
             self.interval_widening_ = None
-            if self._calibration_in_effect(len(parts)) == "conformal":
-                # The network never saw these series: every window of their past is held out from its
-                # training, so all of them calibrate it (split conformal, no data given up).
-                every = Windows.concat([self._series_windows(key, yp, xp) for key, yp, xp in parts])
-                held_out = None if every is None else every.data()
+            if zero_shot_calibration:
+                held_out = None if data is None else data.data()
                 self.interval_widening_ = self._conformal_widening(held_out, steps=requested_horizon)
             self.calibration_ = "conformal" if self.interval_widening_ is not None else "none"
             if self.combine != "none":
