@@ -30,6 +30,18 @@ def test_the_same_seed_gives_the_same_weights_and_another_seed_others(tmp_path):
     assert packaged and not any(name.startswith("m1_yearly:") for name in packaged)
 
 
+def test_a_run_of_another_corpus_mix_records_it_in_its_command(tmp_path):
+    """The command in the metadata makes the same file again: a mix other than the default's is named
+    (the default's is not, as the shipped runs' commands do not name it)."""
+    argv = ["--series", "40", "--steps", "12", "--context", "12", "--horizon", "4", "--seed", "0"]
+    mixed = [*argv, "--ets-share", "0.25"]
+    assert main([*mixed, "--threads", "1", "--out", str(tmp_path / "m.safetensors")]) == 0
+    metadata, mixed_state = read_pretrained(tmp_path / "m.safetensors")
+    assert metadata["training"]["command"] == "python -m ssmts.bench pretrain " + " ".join(mixed)
+    _, default_state = _run(tmp_path / "d.safetensors")
+    assert any(not torch.equal(mixed_state[k], default_state[k]) for k in mixed_state)  # another corpus
+
+
 def test_a_short_run_trains_and_the_file_records_it(tmp_path, monkeypatch):
     """Two epochs: the training loss goes down, every weight moves from its initial value, and the
     file holds the trained network with the command and what the run did."""

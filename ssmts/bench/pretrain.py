@@ -69,9 +69,15 @@ def training_record(args: argparse.Namespace, forecaster, packaged: list[str], s
     """The metadata's "training" field: the command, the corpus and what the run did."""
     import torch
 
+    options = [f"--{k} {getattr(args, k)}" for k in ("series", "steps", "context", "horizon", "seed")]
+    # the corpus mix, where it is not the default's (whose runs' recorded commands never named it)
+    options += [
+        f"--{k.replace('_', '-')} {getattr(args, k)}"
+        for k in ("kernel_share", "ets_share")
+        if getattr(args, k) != DEFAULTS[k]
+    ]
     return dict(
-        command="python -m ssmts.bench pretrain "
-        + " ".join(f"--{k} {getattr(args, k)}" for k in ("series", "steps", "context", "horizon", "seed")),
+        command="python -m ssmts.bench pretrain " + " ".join(options),
         synthetic_series=args.series,
         packaged_series=packaged,
         steps=args.steps,
