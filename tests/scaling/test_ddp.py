@@ -148,6 +148,9 @@ def _nan_worker(rank: int, world: int, port: int, out_dir: str, memmap: bool) ->
             message = str(error)
         with open(os.path.join(out_dir, f"rank{rank}.txt"), "w") as f:
             f.write(message)
+        # As in _worker: every rank has raised after the same epoch; meeting before the teardown keeps
+        # one rank from closing the group under the other (which then aborted with SIGABRT under load).
+        dist.barrier()
     finally:
         dist.destroy_process_group()
 
