@@ -119,13 +119,14 @@ def _nan(value):
     return np.nan if value is None else value
 
 
-def held_out_errors(record: dict) -> np.ndarray | None:
+def held_out_errors(record: dict, signed: bool = False) -> np.ndarray | None:
     """Absolute errors (k, H, 1, M) of the components on the series' held-out windows, as the forecaster
-    holds them; None for a series that held out none."""
+    holds them (signed: forecast - outcome); None for a series that held out none."""
     if record["val_truth"] is None:
         return None
     truth, points = np.array(_nan(record["val_truth"])), np.array(_nan(record["val_points"]))  # (k, H), (M, k, H)
-    return np.moveaxis(np.abs(truth[None] - points), 0, -1)[:, :, None, :]
+    errors = np.moveaxis(points - truth[None], 0, -1)[:, :, None, :]
+    return errors if signed else np.abs(errors)
 
 
 def rule_weights_offline(records: list[dict], rule: str) -> list[np.ndarray | None]:
@@ -142,10 +143,10 @@ def rule_weights_offline(records: list[dict], rule: str) -> list[np.ndarray | No
         fits.setdefault((record["set"], record["origin"], record.get("_file")), []).append(i)
     out: list = [None] * len(records)
     for members in fits.values():
-        absolute = {i: held_out_errors(records[i]) for i in members if records[i]["val_truth"] is not None}
-        errors = {i: mean_errors(absolute[i]) if i in absolute else np.full((1, M), np.nan) for i in members}
+        signed = {i: held_out_errors(records[i], signed=True) for i in members if records[i]["val_truth"] is not None}
+        errors = {i: mean_errors(np.abs(signed[i])) if i in signed else np.full((1, M), np.nan) for i in members}
         scales = {i: np.array([records[i]["val_scale"]]) for i in members}
-        weights, _ = series_weights(rule, absolute, errors, scales, n_targets=1)
+        weights, _ = series_weights(rule, signed, errors, scales, n_targets=1)
         for i in members:
             out[i] = None if weights[i] is None else weights[i][0]
     return out

@@ -11,12 +11,13 @@ naive and drift (the classical forecasts), the weights set by each series' own l
           errors of the series validated in full; equal weights (calibrate: the network alone) when none is.
           network_first: the network alone unless the series' held-out steps hold strong evidence against
           it (a sign test; then the inverse-error weights); the median of the five where no series of
-          the fit holds out enough steps for that test ever to tell (no evidence for the network either)
+          the fit holds out enough steps for that test ever to tell (no evidence for the network either).
+          network_ets (the default): the same with the mean of the network and AutoETS in the network's place
        -> conformal widening of the combined intervals on the held-out windows (pooled over the series,
           steps and windows, in units of each interval's width; only ever wider), cross-fitted: each
           window is combined with weights chosen without it (inverse_error and select: those of the
-          series' other windows, so a series needs two windows to calibrate them; network_first: its
-          rule on the other windows; median and calibrate choose nothing on the windows)
+          series' other windows, so a series needs two windows to calibrate them; network_first and
+          network_ets: their rule on the other windows; median and calibrate choose nothing on the windows)
        -> the network as trained on all the data (the forecaster's own), the classical forecasts refitted
           on it and their forecasts of every step predict may ask (1..horizon_) stored; a classical model
           that cannot fit or forecast a series is left out of it, its weight spread over the others
@@ -54,9 +55,11 @@ from ._windows import TooFewWindowsError, key_name
 
 COMPONENTS = ("network", "ets", "theta", "naive", "drift")
 LABELS = {"network": "the network", "ets": "AutoETS", "theta": "Theta", "naive": "seasonal naive", "drift": "drift"}
-RULES = ("inverse_error", "select", "median", "calibrate", "network_first")
-# network_first leaves the network only on a one-sided sign test at this level, Bonferroni-corrected over
-# the classical forecasts it compares the network with
+RULES = ("network_ets", "inverse_error", "select", "median", "calibrate", "network_first")
+# the rules that keep a base forecast unless the held-out steps hold strong evidence against it
+EVIDENCE_RULES = ("network_first", "network_ets")
+# network_first and network_ets leave their base only on a one-sided sign test at this level,
+# Bonferroni-corrected over the classical forecasts they compare the base with
 EVIDENCE = 0.05
 MIN_PREFIX = 8  # observations before the first held-out window (or a full horizon, if longer)
 SIMULATIONS = 500  # sample paths of an ETS model whose intervals sktime cannot compute
@@ -184,25 +187,52 @@ def rule_weights(errors: np.ndarray, rule: str) -> np.ndarray | None:
     return w
 
 
-def network_first_weights(absolute: np.ndarray) -> np.ndarray:
-    """Weights (C, M) of 'network_first' from held-out absolute errors (k, H, C, M): the network alone,
-    unless a classical forecast has the lower error at significantly many of the held-out steps (a
-    one-sided sign test, ties left out, at EVIDENCE / (M - 1)); then the inverse-error weights of all."""
+def evidence_weights(absolute: np.ndarray, base_absolute: np.ndarray, base: np.ndarray) -> np.ndarray:
+    """Weights (C, M) from held-out absolute errors (k, H, C, M) of the components and (k, H, C) of a base
+    forecast whose weights are base (C, M): the base, unless a classical forecast has the lower error at
+    significantly many of the held-out steps (a one-sided sign test, ties left out, at EVIDENCE / (M - 1));
+    then the inverse-error weights of all."""
     from scipy.stats import binomtest
 
     C, M = absolute.shape[2:]
     errors = mean_errors(absolute)
-    out = np.tile(np.eye(M)[0], (C, 1))
+    out = np.array(base, dtype=np.float64)
     for c in range(C):
-        network = absolute[:, :, c, 0].ravel()
+        reference = base_absolute[:, :, c].ravel()
         for m in range(1, M):
             other = absolute[:, :, c, m].ravel()
-            paired = np.isfinite(network) & np.isfinite(other) & (network != other)
-            wins, n = int((other[paired] < network[paired]).sum()), int(paired.sum())
+            paired = np.isfinite(reference) & np.isfinite(other) & (reference != other)
+            wins, n = int((other[paired] < reference[paired]).sum()), int(paired.sum())
             if n and binomtest(wins, n, alternative="greater").pvalue < EVIDENCE / (M - 1):
                 out[c] = rule_weights(errors[c], "inverse_error")
                 break
     return out
+
+
+def network_first_weights(absolute: np.ndarray) -> np.ndarray:
+    """Weights (C, M) of 'network_first' from held-out absolute errors (k, H, C, M): the network alone,
+    unless the held-out steps hold strong evidence against it (evidence_weights)."""
+    C, M = absolute.shape[2:]
+    return evidence_weights(absolute, absolute[..., 0], np.tile(np.eye(M)[0], (C, 1)))
+
+
+def network_ets_base(ets_validated: np.ndarray) -> np.ndarray:
+    """Base weights (C, M) of 'network_ets': the network and AutoETS half each in the columns where AutoETS
+    was validated (C,) bool, the network alone in the others."""
+    M = len(COMPONENTS)
+    pair = np.zeros(M)
+    pair[[0, COMPONENTS.index("ets")]] = 0.5
+    return np.where(np.asarray(ets_validated)[:, None], pair, np.eye(M)[0])
+
+
+def network_ets_weights(signed: np.ndarray, ets_validated: np.ndarray) -> np.ndarray:
+    """Weights (C, M) of 'network_ets' from held-out signed errors (forecast - outcome; k, H, C, M): the
+    mean of the network and AutoETS (network_ets_base), unless the held-out steps hold strong evidence
+    against that mean (evidence_weights)."""
+    base = network_ets_base(ets_validated)
+    base_absolute = np.abs(np.einsum("khcm,cm->khc", np.nan_to_num(signed), base))
+    base_absolute[~np.isfinite(signed[..., 0])] = np.nan  # an outcome not observed
+    return evidence_weights(np.abs(signed), base_absolute, base)
 
 
 def steps_to_tell(n_components: int) -> int:
@@ -229,24 +259,28 @@ def any_can_tell(absolute: dict) -> bool:
 
 
 def series_weights(
-    rule: str, absolute: dict, errors: dict, scales: dict, n_targets: int
+    rule: str, signed: dict, errors: dict, scales: dict, n_targets: int
 ) -> tuple[dict, np.ndarray | None]:
     """({key: (C, M) weights, or None for 'median'}, the pooled weights) of a fit's series, from the
-    held-out absolute errors of those validated {key: (k, H, C, M)}, every series' MAEs {key: (C, M)} (NaN
-    where not validated) and MASE scales {key: (C,)}: each validated series and column by its own errors
-    (a component it could not validate: no weight); the others by the errors of the series validated in
-    full, pooled in units of their MASE scales (equal weights when there are none; the network alone for
-    'calibrate').
-    'network_first': by each series' own steps (network_first_weights), the network alone for the others
+    held-out signed errors (forecast - outcome) of those validated {key: (k, H, C, M)}, every series' MAEs
+    {key: (C, M)} (NaN where not validated) and MASE scales {key: (C,)}: each validated series and column by
+    its own errors (a component it could not validate: no weight); the others by the errors of the series
+    validated in full, pooled in units of their MASE scales (equal weights when there are none; the network
+    alone for 'calibrate').
+    'network_first' and 'network_ets': by each series' own steps (network_first_weights,
+    network_ets_weights), their base (the network alone; the mean of the network and AutoETS) for the others
     (no evidence against it), or, where no series' steps can tell (can_tell: a lone short series), the
     median for all. The pooled weights also serve series first seen in update."""
     M = len(COMPONENTS)
-    if rule == "median" or (rule == "network_first" and not any_can_tell(absolute)):
+    absolute = {key: np.abs(values) for key, values in signed.items()}
+    if rule == "median" or (rule in EVIDENCE_RULES and not any_can_tell(absolute)):
         return dict.fromkeys(errors), None
-    if rule == "network_first":
-        alone = np.tile(np.eye(M)[0], (n_targets, 1))
-        weights = {key: network_first_weights(absolute[key]) if key in absolute else alone for key in errors}
-        return weights, np.eye(M)[0]
+    if rule in EVIDENCE_RULES:
+        alone = (
+            np.tile(np.eye(M)[0], (n_targets, 1)) if rule == "network_first" else network_ets_base([True] * n_targets)
+        )
+        weights = {key: _evidence_rule_weights(rule, signed[key]) if key in signed else alone for key in errors}
+        return weights, alone[0]
     rows = [e / scales[key][:, None] for key, e in errors.items()]
     scaled = np.concatenate(rows) if rows else np.zeros((0, M))
     scaled = scaled[np.isfinite(scaled).all(1)]
@@ -259,6 +293,17 @@ def series_weights(
         for key, e in errors.items()
     }
     return weights, pooled
+
+
+def _evidence_rule_weights(rule: str, signed: np.ndarray, ets_validated: np.ndarray | None = None) -> np.ndarray:
+    """(C, M) weights of 'network_first' or 'network_ets' from a series' held-out signed errors (k, H, C, M);
+    ets_validated (C,): whether AutoETS was validated on the series' columns (default: where it has an
+    error in these windows)."""
+    if rule == "network_first":
+        return network_first_weights(np.abs(signed))
+    if ets_validated is None:
+        ets_validated = np.isfinite(signed[..., COMPONENTS.index("ets")]).any((0, 1))
+    return network_ets_weights(signed, ets_validated)
 
 
 def renormalized(weights: np.ndarray, present: np.ndarray) -> np.ndarray:
@@ -467,16 +512,17 @@ class CombinationMixin:
         self._validation_plan = {key: plan[key] if key in validation else 0 for key, _, _ in parts}
 
         # errors per series and column: MAE over the held-out windows; scales for pooling
-        self._absolute = {  # (k, H, C, M)
+        self._signed = {  # (k, H, C, M): forecast - outcome
             key: np.stack(
                 [
-                    np.abs(truth - comps[name][0]) if comps[name] is not None else np.full(truth.shape, np.nan)
+                    comps[name][0] - truth if comps[name] is not None else np.full(truth.shape, np.nan)
                     for name in COMPONENTS
                 ],
                 axis=-1,
             )
             for key, (truth, comps) in validation.items()
         }
+        self._absolute = {key: np.abs(signed) for key, signed in self._signed.items()}
         self._errors, self._scales = {}, {}
         for key, yp, _ in parts:
             self._errors[key] = (
@@ -508,8 +554,13 @@ class CombinationMixin:
         calibrated, points: whether the chosen rule's intervals could be calibrated, and on how many
         held-out forecast points."""
         validation, min_prefix = self._validation, max(MIN_PREFIX, H)
-        network_first = "the network alone" if any_can_tell(self._absolute) else "the median of the five forecasts"
-        unweighted = {"calibrate": "the network alone", "network_first": network_first, "median": "the median"}
+        can = any_can_tell(self._absolute)
+        unweighted = {
+            "calibrate": "the network alone",
+            "network_first": "the network alone" if can else "the median of the five forecasts",
+            "network_ets": "the mean of the network and AutoETS" if can else "the median of the five forecasts",
+            "median": "the median",
+        }
         if not validation:
             longest = max(len(yp) for _, yp, _ in parts)
             why = (
@@ -532,12 +583,13 @@ class CombinationMixin:
                         "the weights of the other series' errors, pooled in units of their MASE scales",
                     )
                 )
-            if self.combine_rule == "network_first" and not any_can_tell(self._absolute):
+            if self.combine_rule in EVIDENCE_RULES and not can:
                 most = max(held_out_steps(absolute) for absolute in self._absolute.values())
+                base = "the network" if self.combine_rule == "network_first" else "the mean of the network and AutoETS"
                 _warn(
-                    f"no series holds out the {steps_to_tell(len(COMPONENTS))} steps network_first's sign test needs "
-                    f"to tell the network from a classical forecast (the most: {most}), so there is no evidence for "
-                    "the network either: the series are forecast with the median of the five forecasts; set "
+                    f"no series holds out the {steps_to_tell(len(COMPONENTS))} steps {self.combine_rule}'s sign test "
+                    f"needs to tell {base} from a classical forecast (the most: {most}), so there is no evidence for "
+                    f"{base} either: the series are forecast with the median of the five forecasts; set "
                     "combine_windows higher or pass longer series"
                 )
             too_few = uncalibrated_coverages(points, self.quantile_levels_) if calibrated else []
@@ -641,7 +693,7 @@ class CombinationMixin:
 
     def _rule_weights(self, rule: str) -> tuple[dict, np.ndarray | None]:
         """series_weights of this fit's held-out errors."""
-        return series_weights(rule, self._absolute, self._errors, self._scales, self.n_targets_)
+        return series_weights(rule, self._signed, self._errors, self._scales, self.n_targets_)
 
     def _window_weights(self, rule: str, key: tuple, j: int) -> np.ndarray | None:
         """(C, M) weights of a series' held-out window j chosen without it, a NaN row where none can be
@@ -649,8 +701,10 @@ class CombinationMixin:
         weights = self._weights[rule][key]
         if rule in ("median", "calibrate") or weights is None:  # nothing chosen on the windows
             return weights
-        if rule == "network_first":  # the rule on the other windows (none: the network alone)
-            return network_first_weights(np.delete(self._absolute[key], j, axis=0))
+        if rule in EVIDENCE_RULES:  # the rule on the other windows (none: its base)
+            signed = self._signed[key]
+            ets_validated = np.isfinite(signed[..., COMPONENTS.index("ets")]).any((0, 1))
+            return _evidence_rule_weights(rule, np.delete(signed, j, axis=0), ets_validated)
         others = mean_errors(np.delete(self._absolute[key], j, axis=0))  # (C, M); NaN with one window
         return np.stack([rule_weights(row, rule) if np.isfinite(row).any() else row for row in others])
 

@@ -205,15 +205,16 @@ class ForecasterParams(BackboneParams, OptimizerParams, EarlyStoppingParams):
         "combination_weights_ (the weights predict uses).",
         constraint=Options("none", "validation"),
     )
-    combine_rule: Literal["inverse_error", "select", "median", "calibrate", "network_first"] = param(
-        default="inverse_error",
-        doc="combine='validation': 'inverse_error' (weights proportional to 1 / each forecast's MAE on the "
-        "held-out windows), 'select' (all weight to the lowest MAE), 'median' (the median of the five "
-        "forecasts and quantile grids; the windows then only calibrate the intervals), 'calibrate' (the "
-        "network's own forecasts; the windows only widen its intervals where they under-cover) or "
-        "'network_first' (the network's forecasts unless a classical forecast is closer than the network at "
-        "significantly many held-out steps, by a sign test at 5 % over the four; then the inverse_error weights; "
-        "the median of the five where no series holds out the 7 steps that test needs to tell).",
+    combine_rule: Literal["network_ets", "inverse_error", "select", "median", "calibrate", "network_first"] = param(
+        default="network_ets",
+        doc="combine='validation': 'network_ets' (the mean of the network's and AutoETS's forecasts unless a "
+        "classical forecast is closer than that mean at significantly many held-out steps, by a sign test at "
+        "5 % over the four; then the inverse_error weights; the median of the five where no series holds out "
+        "the 7 steps that test needs to tell), 'network_first' (the same with the network alone in place of "
+        "the mean), 'inverse_error' (weights proportional to 1 / each forecast's MAE on the held-out windows), "
+        "'select' (all weight to the lowest MAE), 'median' (the median of the five forecasts and quantile "
+        "grids; the windows then only calibrate the intervals) or 'calibrate' (the network's own forecasts; "
+        "the windows only widen its intervals where they under-cover).",
         constraint=Options(*RULES),
     )
     combine_windows: int = param(
@@ -221,9 +222,9 @@ class ForecasterParams(BackboneParams, OptimizerParams, EarlyStoppingParams):
         doc="combine='validation': windows of max(fh) steps held out at the end of each series (fewer where "
         "a series is too short to keep max(8, max(fh)) observations before them: k windows need "
         "max(8, max(fh)) + k * max(fh); none: the series takes the weights of the panel's other series pooled, "
-        "or equal weights, with a warning; 'network_first': the network, or the median where nothing can "
-        "tell). 'inverse_error' and 'select' calibrate the intervals only on series that hold out two windows "
-        "or more (each window combined with the weights of the others).",
+        "or equal weights, with a warning; 'network_first' and 'network_ets': their base forecast, or the "
+        "median where nothing can tell). 'inverse_error' and 'select' calibrate the intervals only on series "
+        "that hold out two windows or more (each window combined with the weights of the others).",
         constraint=Integer(1),
     )
     static_covariates: tuple = param(
@@ -310,18 +311,20 @@ class SSMForecaster(
     combine_rule (a classical forecast that could not be validated on a series gets no weight
     there, with a warning); series too short to hold out a window take the weights of the panel's pooled,
     MASE-scaled errors (equal weights, or the network alone for "calibrate", when nothing was
-    validated; a warning says so). "network_first" keeps the network alone unless one of the four
-    classical forecasts is closer than the network at so many of the series' held-out steps that a
-    one-sided sign test rejects at 5 % / 4, then takes the inverse-error weights (a series not
-    validated keeps the network); where no series of the fit holds out the 7 steps that test needs
-    to reject at all, nothing speaks for the network either, and it takes the median of the five.
+    validated; a warning says so). "network_ets" (the default) forecasts the mean of the network
+    and AutoETS unless one of the four classical forecasts is closer than that mean at so many of the
+    series' held-out steps that a one-sided sign test rejects at 5 % / 4, then takes the
+    inverse-error weights (a series not validated keeps the mean); where no series of the fit holds
+    out the 7 steps that test needs to reject at all, nothing speaks for the mean either, and it
+    takes the median of the five. "network_first" is the same with the network alone in place of
+    the mean.
     The point forecast is the weighted sum of the five; the quantiles are averaged with the same
     weights around each forecast's point (a component without
     intervals lends the network's spread), then each central interval is widened by conformal
     calibration on the held-out windows where it under-covers them (combination_widening_: the
     widening of each level, in units of the interval's width; never narrower), each window
-    combined with weights chosen without it: "inverse_error", "select" and "network_first" score a
-    window with the weights their rule gives its series' other windows ("inverse_error" and
+    combined with weights chosen without it: "network_ets", "network_first", "inverse_error" and
+    "select" score a window with the weights their rule gives its series' other windows ("inverse_error" and
     "select" therefore calibrate on series that hold out two or more).
     Then the network (this forecaster's own, as with combine="none") and the classical models are
     fitted on all the data. update passes the new observations to the classical models (sktime's

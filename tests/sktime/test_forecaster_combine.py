@@ -25,6 +25,7 @@ from ssmts.sktime._combine import (  # noqa: E402
     can_tell,
     combine_grid,
     conformal_factors,
+    network_ets_weights,
     network_first_weights,
     rule_weights,
     steps_to_tell,
@@ -129,17 +130,19 @@ def weights_by_hand(errors: dict, rule: str) -> dict | None:
     return {m: (1 / e) / total for m, e in errors.items()}
 
 
-def network_first_by_hand(steps: dict, errors: dict) -> dict:
+def network_first_by_hand(steps: dict, errors: dict, base_steps=None, base=None) -> dict:
     """{name: weight} of network_first from each forecast's absolute errors at the held-out steps {name: (n,)}
     and their MAEs: the inverse-error weights if some classical forecast is closer than the network at so
     many steps that a fair coin gives as many with probability under 0.05 / 4; else the network alone (in a
-    fit where some series holds out the 7 steps that test needs to tell at all)."""
+    fit where some series holds out the 7 steps that test needs to tell at all). network_ets: the same
+    with a base forecast (its absolute errors base_steps, its weights base) in the network's place."""
+    reference = steps["network"] if base_steps is None else base_steps
     for m in CLASSICAL:
-        diff = steps[m] - steps["network"]
+        diff = steps[m] - reference
         n, wins = int((diff != 0).sum()), int((diff < 0).sum())
         if n and sum(math.comb(n, i) for i in range(wins, n + 1)) / 2**n < 0.05 / len(CLASSICAL):
             return weights_by_hand(errors, "inverse_error")
-    return {m: float(m == "network") for m in COMPONENTS}
+    return {m: float(m == "network") for m in COMPONENTS} if base is None else base
 
 
 def combine_by_hand(comps: dict, weights: dict | None, median: int):
@@ -221,6 +224,33 @@ def test_network_first_leaves_the_network_on_a_sign_test_by_hand():
     assert not can_tell(seven)
 
 
+def test_network_ets_keeps_the_mean_of_the_network_and_autoets_unless_a_sign_test_leaves_it_by_hand():
+    """Signed errors (forecast - outcome) at 12 held-out steps: the network +1, AutoETS -1 (their mean is
+    exact), the others +0.5 each. The mean is closer at every step, so network_ets keeps it, where
+    network_first (the others are closer than the network at every step) leaves the network. Then the
+    network and AutoETS both +1: the mean errs 1, and drift, 0.5 at `closer` of the 12 steps, leaves it
+    for the inverse-error weights at 11 (P = 13 / 4096 < 0.05 / 4), not at 10 (P = 0.019)."""
+    signed = np.full((2, 6, 1, 5), 0.5)
+    signed[..., 0], signed[..., 1] = 1.0, -1.0
+    validated = np.array([True])
+    np.testing.assert_array_equal(network_ets_weights(signed, validated), [[0.5, 0.5, 0, 0, 0]])
+    mae = np.array([1.0, 1.0, 0.5, 0.5, 0.5])
+    np.testing.assert_allclose(network_first_weights(np.abs(signed)), [(1 / mae) / np.sum(1 / mae)])
+    for closer, leaves in ((11, True), (10, False)):
+        signed = np.full((2, 6, 1, 5), 1.5)
+        signed[..., 0], signed[..., 1] = 1.0, 1.0
+        drift = np.r_[np.full(closer, 0.5), np.full(12 - closer, 1.5)]
+        signed[..., 0, 4] = -drift.reshape(2, 6)  # below the outcomes: only the size counts
+        mae = np.array([1.0, 1.0, 1.5, 1.5, drift.mean()])
+        expected = (1 / mae) / np.sum(1 / mae) if leaves else [0.5, 0.5, 0, 0, 0]
+        np.testing.assert_allclose(network_ets_weights(signed, validated), [expected], err_msg=f"{closer} closer")
+    # AutoETS not validated on the series: the base is the network alone, and the test runs against it
+    signed[..., 1] = np.nan
+    np.testing.assert_array_equal(network_ets_weights(signed, np.array([False])), [[1.0, 0, 0, 0, 0]])
+    # no window (a cross-fit with nothing left): the base, as the series' AutoETS was validated
+    np.testing.assert_array_equal(network_ets_weights(signed[:0], validated), [[0.5, 0.5, 0, 0, 0]])
+
+
 def test_combined_grid_averages_quantiles_around_each_point_and_the_median_rule():
     points = np.array([[10.0], [20.0], [40.0]])
     grids = [np.array([[9.0, 10.0, 11.0]]), np.array([[18.0, 20.0, 22.0]]), None]  # theta lends the network's
@@ -271,12 +301,20 @@ def test_on_a_cycle_the_classical_models_cannot_see_the_weight_goes_to_the_netwo
     n = 120
     y = pd.Series(10 + np.sin(2 * np.pi * np.arange(n) / 8), index=pd.RangeIndex(n), name="y")
     params = dict(d_model=16, d_state=8, max_epochs=60, lr=1e-2, context_length=16)
-    f = combined(**params).fit(y.iloc[:-8], fh=list(range(1, 9)))
+    f = combined(**params, combine_rule="inverse_error").fit(y.iloc[:-8], fh=list(range(1, 9)))
     errors, weights = f.validation_errors_.iloc[0], f.combination_weights_.iloc[0]
     assert errors["network"] < 0.1 * min(errors["ets"], errors["theta"]), errors
     assert weights["network"] > 0.9, weights
     ets_forecast = f._classical[()]["ets"].predict(fh=list(range(1, 9)))
     assert mae(f.predict(), y.iloc[-8:]) < 0.5 * mae(ets_forecast, y.iloc[-8:])
+    # network_ets keeps the mean of the network and AutoETS (no classical forecast beats the mean, whose
+    # error is half AutoETS's): half the weight stays on AutoETS's flat line; network_first keeps the network
+    np.testing.assert_array_equal(f._used_weights("network_ets", ()), [[0.5, 0.5, 0, 0, 0]])
+    np.testing.assert_array_equal(f._used_weights("network_first", ()), [[1.0, 0, 0, 0, 0]])
+    with f._as_variant("network"):
+        network = f.predict().to_numpy()
+    with f._as_variant("network_ets"):
+        np.testing.assert_allclose(f.predict().to_numpy(), (network + ets_forecast.to_numpy().ravel()) / 2, rtol=1e-6)
 
 
 @pytest.mark.usefixtures("fixed_thread_count")
@@ -314,7 +352,8 @@ def test_errors_weights_widening_and_forecast_against_a_from_scratch_oracle(rule
     """Every number of a fit recomputed without the module: each component forecast again through its own
     public calls on each held-out window and on all of y, the MAEs, the weights, the widening and the
     combined forecast with numpy. The widening scores each window with weights chosen on the other window
-    only (inverse_error, select and network_first choose on the windows; median and calibrate choose nothing)."""
+    only (network_ets, network_first, inverse_error and select choose on the windows; median and calibrate
+    choose nothing)."""
     y = noisy() - 20.0  # negative values: AutoETS fits additive models only, whose intervals sktime computes
     H, k, median = 6, 2, 2
     f = combined(combine_rule=rule).fit(y, fh=FH)
@@ -336,9 +375,13 @@ def test_errors_weights_widening_and_forecast_against_a_from_scratch_oracle(rule
     np.testing.assert_allclose(f.validation_errors_.iloc[0].to_numpy(), [overall[m] for m in COMPONENTS], rtol=1e-5)
 
     def rule_by_hand(windows_used):
-        if rule == "network_first":
+        if rule in ("network_first", "network_ets"):
             both = {m: np.concatenate([steps[j][m] for j in windows_used]) for m in COMPONENTS}
-            return network_first_by_hand(both, {m: np.mean(both[m]) for m in COMPONENTS})
+            if rule == "network_first":
+                return network_first_by_hand(both, {m: np.mean(both[m]) for m in COMPONENTS})
+            mean = [np.abs(truths[j] - (windows[j]["network"][0] + windows[j]["ets"][0]) / 2) for j in windows_used]
+            base = {m: 0.5 * (m in ("network", "ets")) for m in COMPONENTS}
+            return network_first_by_hand(both, {m: np.mean(both[m]) for m in COMPONENTS}, np.concatenate(mean), base)
         return weights_by_hand({m: np.mean([errors[j][m] for j in windows_used]) for m in COMPONENTS}, rule)
 
     weights = rule_by_hand(range(k))
@@ -388,7 +431,7 @@ def test_a_hierarchical_panel_gets_one_weight_row_per_series_and_short_series_th
         frames.append(pd.DataFrame({"sales": series.to_numpy()}, index=index))
     y = pd.concat(frames)
     with pytest.warns(UserWarning, match=r"1 of the 3 series .*too short.* \('south', 'c'\) \(13 observations\)"):
-        f = combined().fit(y, fh=FH)
+        f = combined(combine_rule="inverse_error").fit(y, fh=FH)
     weights = f.combination_weights_
     assert list(weights.index) == [("north", "a"), ("north", "b"), ("south", "c")]
     assert list(weights.columns) == list(COMPONENTS)
@@ -461,7 +504,7 @@ def test_multivariate_y_with_exogenous_x_weighs_each_column_by_its_own_errors():
     index = pd.period_range("1900", periods=60, freq="Y")
     y = pd.DataFrame({"a": noisy().to_numpy(), "b": 5 + rng.normal(size=60).cumsum() * 0.1}, index=index)
     X = pd.DataFrame({"x": np.sin(np.arange(66) / 3)}, index=pd.period_range("1900", periods=66, freq="Y"))
-    f = combined().fit(y, X=X.iloc[:60], fh=FH)
+    f = combined(combine_rule="inverse_error").fit(y, X=X.iloc[:60], fh=FH)
     assert list(f.combination_weights_.index) == ["a", "b"]
     H, k, n = 6, 2, 60
     network = network_by_hand(f, y, H, k, X)
@@ -534,6 +577,7 @@ def test_the_network_only_routes_refuse_a_combination():
         ("inverse_error", [0.2] * 5, "equal weights"),
         ("calibrate", [1.0, 0, 0, 0, 0], "the network alone"),
         ("network_first", None, "the median of the five forecasts"),  # no evidence for the network either
+        ("network_ets", None, "the median of the five forecasts"),
     ],
 )
 def test_a_lone_series_too_short_to_hold_out_a_window_warns_and_reports_the_weights_predict_uses(rule, weights, how):
@@ -600,7 +644,7 @@ def test_a_classical_model_that_cannot_forecast_from_all_of_y_is_left_out_and_th
     y = noisy()
     theta_fails(monkeypatch, lambda cutoff: cutoff == y.index[-1])
     with pytest.warns(UserWarning, match=r"Theta of y: ValueError: no forecast from here"):
-        f = combined().fit(y, fh=FH)
+        f = combined(combine_rule="inverse_error").fit(y, fh=FH)
     monkeypatch.undo()
     # the inverse-error weights of the two components left
     errors = f.validation_errors_.iloc[0]
@@ -617,7 +661,7 @@ def test_a_classical_model_failing_only_at_the_held_out_windows_gets_no_weight_a
     y = noisy()
     theta_fails(monkeypatch, lambda cutoff: cutoff != y.index[-1])
     with pytest.warns(UserWarning, match=r"at the held-out windows, Theta of y: ValueError: no forecast from here"):
-        f = combined().fit(y, fh=FH)
+        f = combined(combine_rule="inverse_error").fit(y, fh=FH)
     monkeypatch.undo()
     errors = f.validation_errors_.iloc[0]
     assert np.isnan(errors["theta"])
@@ -652,7 +696,7 @@ def test_a_classical_model_failing_in_update_is_left_out_and_the_weights_say_so(
 
 def test_with_one_window_a_series_cannot_calibrate_weights_chosen_on_it_and_a_warning_says_so():
     with pytest.warns(UserWarning, match=r"combine_rule='inverse_error' chooses its weights.*not widened"):
-        f = combined(combine_windows=1).fit(noisy(), fh=FH)
+        f = combined(combine_rule="inverse_error", combine_windows=1).fit(noisy(), fh=FH)
     assert set(f.combination_widening_.values()) == {0.0}
 
 
@@ -669,7 +713,7 @@ def test_too_little_data_for_the_validation_network_warns_and_nothing_is_validat
     with pytest.warns(
         UserWarning, match=r"could not be trained on the data before.*early_stopping.*equal weights.*not widened"
     ):
-        f = combined(early_stopping=True).fit(noisy(30), fh=FH)
+        f = combined(combine_rule="inverse_error", early_stopping=True).fit(noisy(30), fh=FH)
     assert list(f.validation_windows_) == [0]
     np.testing.assert_allclose(f.combination_weights_.to_numpy(), 1 / 5)
     assert set(f.combination_widening_.values()) == {0.0}
@@ -702,7 +746,7 @@ def test_the_benchmark_forecasts_every_variant_from_one_fit_and_its_panel_valida
     task = PanelTask("toy", 1, 3, 2, 3)
     point, bounds, variants = _ssm_forecast_variants(task, panel, [1, 2, 3], {**TINY, "combine": "validation"}, ())
     assert list(variants) == ["network", *RULES]
-    pd.testing.assert_frame_equal(variants[TINY.get("combine_rule", "inverse_error")][0], point)
+    pd.testing.assert_frame_equal(variants[SSMForecaster().combine_rule][0], point)
     # with combine, 'auto' calibrates nothing: the variants' network is the uncalibrated one
     plain = SSMForecaster(**TINY, calibration="none").fit(panel, fh=[1, 2, 3])
     np.testing.assert_allclose(variants["network"][0].to_numpy(), plain.predict().to_numpy(), rtol=1e-5)
