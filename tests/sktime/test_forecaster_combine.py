@@ -451,6 +451,9 @@ def test_a_hierarchical_panel_gets_one_weight_row_per_series_and_short_series_th
     classical = classical_by_hand(y.loc[("south", "c"), "sales"], 6, f.quantile_levels_, quantiles=False)
     expected = pooled["network"] * network + sum(pooled[m] * classical[m][0] for m in CLASSICAL)
     np.testing.assert_allclose(f.predict().loc[("south", "c")].to_numpy().ravel(), expected, rtol=1e-6)
+    # network_ets and network_first give a series they could not validate their base: no evidence against it
+    np.testing.assert_array_equal(f._used_weights("network_ets", ("south", "c")), [[0.5, 0.5, 0, 0, 0]])
+    np.testing.assert_array_equal(f._used_weights("network_first", ("south", "c")), [[1.0, 0, 0, 0, 0]])
 
 
 def test_network_first_takes_the_median_where_no_series_can_tell_and_keeps_the_network_beside_one_that_can():
