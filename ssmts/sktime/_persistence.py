@@ -90,7 +90,15 @@ class SaveLoadMixin:
         if format == "sktime":
             if key is not None:
                 raise ValueError("key= signs format='safetensors'; sktime's format cannot be signed")
-            return super().save(path, serialization_format=serialization_format)
+            try:
+                return super().save(path, serialization_format=serialization_format)
+            except FileNotFoundError:
+                # sktime writes path + ".zip" but returns a ZipFile of its name less the suffix, which
+                # does not exist for a path such as "model.pkl": the archive is there, so return it
+                zipped = Path(f"{path}.zip")
+                if path is None or Path(path).suffix == "" or not zipped.is_file():
+                    raise
+                return zipfile.ZipFile(zipped)
         if path is None:
             raise ValueError(f"format='safetensors' writes a file: give its path, such as 'model{SUFFIX}'")
         if serialization_format != "pickle":

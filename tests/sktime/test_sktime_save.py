@@ -10,6 +10,7 @@ import json
 import pickle
 import re
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -343,6 +344,10 @@ def test_sktimes_own_save_stays_and_the_format_is_chosen_by_suffix_or_name(fitte
     f.save(tmp_path / "zipped")  # sktime's zip of pickles
     assert (tmp_path / "zipped.zip").is_file()
     _assert_identical(SSMForecaster.load(tmp_path / "zipped.zip", format="sktime").predict(), expected)
+    # a path with a suffix: sktime writes model.pkl.zip but returns a ZipFile of model.zip (FileNotFoundError)
+    archive = f.save(tmp_path / "model.pkl")
+    assert Path(archive.filename) == tmp_path / "model.pkl.zip" and not (tmp_path / "model.zip").exists()
+    _assert_identical(SSMForecaster.load(Path(archive.filename), format="sktime").predict(), expected)
     plain = f.save(tmp_path / "model.bin", format="safetensors")
     assert plain == tmp_path / "model.bin"
     _assert_identical(SSMForecaster.load(plain).predict(), expected)
