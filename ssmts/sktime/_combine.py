@@ -279,7 +279,10 @@ def series_weights(
         alone = (
             np.tile(np.eye(M)[0], (n_targets, 1)) if rule == "network_first" else network_ets_base([True] * n_targets)
         )
-        weights = {key: _evidence_rule_weights(rule, signed[key]) if key in signed else alone for key in errors}
+        weights = {
+            key: _evidence_rule_weights(rule, signed[key], ets_validated(signed[key])) if key in signed else alone
+            for key in errors
+        }
         return weights, alone[0]
     rows = [e / scales[key][:, None] for key, e in errors.items()]
     scaled = np.concatenate(rows) if rows else np.zeros((0, M))
@@ -295,15 +298,17 @@ def series_weights(
     return weights, pooled
 
 
-def _evidence_rule_weights(rule: str, signed: np.ndarray, ets_validated: np.ndarray | None = None) -> np.ndarray:
+def ets_validated(signed: np.ndarray) -> np.ndarray:
+    """(C,) bool: the columns of a series whose held-out signed errors (k, H, C, M) hold AutoETS's."""
+    return np.isfinite(signed[..., COMPONENTS.index("ets")]).any((0, 1))
+
+
+def _evidence_rule_weights(rule: str, signed: np.ndarray, validated: np.ndarray) -> np.ndarray:
     """(C, M) weights of 'network_first' or 'network_ets' from a series' held-out signed errors (k, H, C, M);
-    ets_validated (C,): whether AutoETS was validated on the series' columns (default: where it has an
-    error in these windows)."""
+    validated (C,): whether AutoETS was validated on the series' columns (ets_validated of all its windows)."""
     if rule == "network_first":
         return network_first_weights(np.abs(signed))
-    if ets_validated is None:
-        ets_validated = np.isfinite(signed[..., COMPONENTS.index("ets")]).any((0, 1))
-    return network_ets_weights(signed, ets_validated)
+    return network_ets_weights(signed, validated)
 
 
 def renormalized(weights: np.ndarray, present: np.ndarray) -> np.ndarray:
@@ -703,8 +708,7 @@ class CombinationMixin:
             return weights
         if rule in EVIDENCE_RULES:  # the rule on the other windows (none: its base)
             signed = self._signed[key]
-            ets_validated = np.isfinite(signed[..., COMPONENTS.index("ets")]).any((0, 1))
-            return _evidence_rule_weights(rule, np.delete(signed, j, axis=0), ets_validated)
+            return _evidence_rule_weights(rule, np.delete(signed, j, axis=0), ets_validated(signed))
         others = mean_errors(np.delete(self._absolute[key], j, axis=0))  # (C, M); NaN with one window
         return np.stack([rule_weights(row, rule) if np.isfinite(row).any() else row for row in others])
 
