@@ -17,12 +17,18 @@ the rotated rows X V instead, so that for a penalty alpha, with e the eigenvalue
 cost O(n p) a penalty after one O(n p^2 + p^3) decomposition (X centred, as the intercept needs).
 It chooses the penalty as those classes do (the first of the lowest mean squared leave-one-out
 error over the targets; for classes, of the one-vs-rest targets in {-1, 1}) and returns the same
-coefficients (tests/estimators/test_ridge.py holds it against them)."""
+coefficients (tests/estimators/test_ridge.py holds it against them).
+
+With `standard_errors` > 0 the penalty is instead the largest whose mean leave-one-out error is within
+that many standard errors of the lowest (`penalty_within`, a fraction of Breiman's one-standard-error
+rule): among fits the data cannot tell apart, the smoother. `SmoothestRidgeCV` applies the same rule
+to scikit-learn's leave-one-out errors where there are fewer rows than features."""
 
 from __future__ import annotations
 
 import numpy as np
 import scipy.linalg
+from sklearn.linear_model import Ridge, RidgeCV
 from sklearn.preprocessing import LabelBinarizer
 from tqdm.auto import tqdm
 
@@ -31,18 +37,79 @@ ROW_BLOCK_ELEMENTS = 1 << 22
 second n x p copy of X is held."""
 
 
+def penalty_within(squared_errors: np.ndarray, standard_errors: float) -> int:
+    """Index of the penalty to keep: of the lowest mean leave-one-out error (the first of equals), or
+    with `standard_errors` > 0 the largest penalty whose mean error is at most the lowest plus that
+    many standard errors of the lowest's mean (its rows' sample deviation over sqrt(n)).
+    squared_errors: (n, A) each row's leave-one-out squared error under each penalty, penalties in
+    increasing order (summed over the targets of a row)."""
+    mean = squared_errors.mean(0)
+    best = int(np.argmin(mean))
+    if standard_errors == 0:
+        return best
+    n = len(squared_errors)
+    spread = squared_errors[:, best].std(ddof=1) / np.sqrt(n) if n > 1 else 0.0
+    within = np.flatnonzero(mean <= mean[best] + standard_errors * spread)
+    # None where the errors are undefined (one row leaves none to fit): the first, as scikit-learn's choice.
+    return int(within.max()) if len(within) else best
+
+
+def _increasing(alphas) -> np.ndarray:
+    alphas = np.asarray(alphas, dtype=np.float64)
+    if alphas.ndim != 1 or len(alphas) == 0 or (np.diff(alphas) <= 0).any() or alphas[0] <= 0:
+        raise ValueError(f"alphas must be positive penalties in increasing order, got {alphas}")
+    return alphas
+
+
+class SmoothestRidgeCV:
+    """Ridge regression with the penalty chosen from `alphas` (increasing) by `penalty_within` on
+    scikit-learn's leave-one-out errors (RidgeCV's), then refitted at that penalty.
+
+    fit(X (n, p), y (n,) or (n, k)) sets `alpha_`, `best_score_` (minus the lowest mean squared
+    leave-one-out error, as RidgeCV's), `coef_` ((p,) or (k, p)) and `intercept_`.
+    """
+
+    def __init__(self, alphas, *, standard_errors: float):
+        self.alphas = _increasing(alphas)
+        self.standard_errors = float(standard_errors)
+
+    def fit(self, X: np.ndarray, y: np.ndarray) -> "SmoothestRidgeCV":
+        search = RidgeCV(alphas=self.alphas, store_cv_results=True).fit(X, y)
+        n, A = len(X), len(self.alphas)
+        squared_errors = search.cv_results_.reshape(n, -1, A)  # (n, k, A): RidgeCV's (n, A) for one target
+        per_row = squared_errors.sum(1)
+        self.alpha_ = float(self.alphas[penalty_within(per_row, self.standard_errors)])
+        self.best_score_ = -float(squared_errors.mean(axis=(0, 1)).min())
+        if self.alpha_ == search.alpha_:
+            fit = search
+        else:
+            fit = Ridge(alpha=self.alpha_).fit(X, y)
+        self.coef_, self.intercept_ = fit.coef_, fit.intercept_
+        return self
+
+
 class TallRidgeCV:
     """Ridge regression (or a ridge classifier, one-vs-rest on {-1, 1} targets) with the penalty
-    chosen from `alphas` by efficient leave-one-out, for X with more rows than columns.
+    chosen from `alphas` (increasing) by efficient leave-one-out, for X with more rows than columns.
 
-    fit(X (n, p), y (n,) labels or (n, k) targets) sets `alpha_`, `best_score_` (minus the mean
+    fit(X (n, p), y (n,) labels or (n, k) targets) sets `alpha_`, `best_score_` (minus the lowest mean
     squared leave-one-out error), `coef_` (k, p) and `intercept_` (k,), where k is 1 for two classes.
+    standard_errors: as `penalty_within` (0: the penalty of the lowest error, as scikit-learn's).
     verbose: a progress bar over the two passes through the rows (minutes at tens of thousands).
     """
 
-    def __init__(self, alphas, *, classifier: bool, rows_at_once: int | None = None, verbose: bool = False):
-        self.alphas = np.asarray(alphas, dtype=np.float64)
+    def __init__(
+        self,
+        alphas,
+        *,
+        classifier: bool,
+        standard_errors: float = 0.0,
+        rows_at_once: int | None = None,
+        verbose: bool = False,
+    ):
+        self.alphas = _increasing(alphas)
         self.classifier = classifier
+        self.standard_errors = float(standard_errors)
         self.rows_at_once = rows_at_once
         self.verbose = verbose
 
@@ -84,19 +151,18 @@ class TallRidgeCV:
         inverse = 1.0 / (eigenvalues[:, None] + self.alphas[None, :])  # (p, A): 1 / (e_j + alpha)
         VtXtY = V.T @ XtY  # (p, k)
         projections = (inverse[:, :, None] * VtXtY[:, None, :]).reshape(p, A * k)
-        squared_errors = np.zeros(A)
+        squared_errors = np.empty((n, A))  # each row's, summed over the targets
         for rows in row_blocks:
             XV = (X[rows] - x_mean) @ V  # (rows, p)
             hat = (XV * XV) @ inverse + 1.0 / n  # (rows, A)
             fitted = (XV @ projections).reshape(-1, A, k)
             residuals = (Yc[rows][:, None, :] - fitted) / (1.0 - hat)[:, :, None]
-            squared_errors += (residuals**2).sum(axis=(0, 2))
+            squared_errors[rows] = (residuals**2).sum(2)
             bar.update(len(XV))
-        scores = -squared_errors / (n * k)
-        best = int(np.argmax(scores))  # the first of the best, as scikit-learn keeps it
+        best = penalty_within(squared_errors, self.standard_errors)
         coef = V @ (inverse[:, best, None] * VtXtY)  # (p, k)
         self.alpha_ = float(self.alphas[best])
-        self.best_score_ = float(scores[best])
+        self.best_score_ = -float(squared_errors.mean(0).min()) / k
         self.coef_ = coef.T
 
     def _targets(self, y: np.ndarray) -> np.ndarray:

@@ -4,12 +4,11 @@ a run that does keeps its trained bank and refits the ridge on all the data."""
 
 import numpy as np
 import torch
-from sklearn.linear_model import RidgeCV
-from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from ssmts import SSMFeatureClassifier, SSMFeatureRegressor
-from ssmts.estimators.features import RIDGE_ALPHAS
+from ssmts.estimators._ridge import SmoothestRidgeCV
+from ssmts.estimators.features import REGRESSION_PENALTY_STANDARD_ERRORS, RIDGE_ALPHAS
 
 from .test_features import SMALL, _training_features, _waves
 
@@ -39,8 +38,9 @@ def test_a_run_that_beats_the_start_keeps_its_bank_and_refits_the_ridge_on_all_t
     assert not torch.equal(trained.model_.series.readout_pairs, untrained.model_.series.readout_pairs)
     assert not any(p.requires_grad for p in trained.model_.series.parameters())
     F = _training_features(trained, X)
-    reference = make_pipeline(StandardScaler(), RidgeCV(alphas=RIDGE_ALPHAS)).fit(F, freq)
-    np.testing.assert_allclose(trained.predict(X), reference.predict(F), rtol=1e-6, atol=1e-9)
+    scaled = StandardScaler().fit_transform(F)  # the regressors' read-out: the rule's penalty on the scaled features
+    ridge = SmoothestRidgeCV(RIDGE_ALPHAS, standard_errors=REGRESSION_PENALTY_STANDARD_ERRORS).fit(scaled, freq)
+    np.testing.assert_allclose(trained.predict(X), scaled @ ridge.coef_ + ridge.intercept_, rtol=1e-6, atol=1e-9)
     loaded = SSMFeatureRegressor.load(trained.save(tmp_path / "trained.safetensors"))
     np.testing.assert_array_equal(loaded.predict(X), trained.predict(X))
     assert loaded.best_epoch_ == trained.best_epoch_

@@ -6,7 +6,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from sklearn.linear_model import RidgeClassifierCV, RidgeCV
+from sklearn.linear_model import Ridge, RidgeClassifierCV, RidgeCV
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
@@ -14,6 +14,8 @@ from ssmts import SSMFeatureClassifier, SSMFeatureRegressor
 from ssmts.estimators import ExtrapolationWarning
 from ssmts.estimators.features import RIDGE_ALPHAS
 from ssmts.nn import scaled_delta
+
+from .test_ridge import refitted_leave_one_out, smoothest_by_hand
 
 SMALL = dict(n_scales=3, n_kernels=8, normalize="channel", device="cpu", random_state=0)
 
@@ -48,25 +50,32 @@ def test_classifier_readout_is_sklearns_scaler_and_ridge_on_the_features():
 
 
 def test_regressor_penalty_reaches_past_minirockets_grid_when_the_targets_are_noise():
-    # With hundreds of features and 40 series, the leave-one-out penalty for targets unrelated to the
-    # series lies beyond MiniRocket's grid (1e3), where the predictions shrink to the training mean.
+    # With hundreds of features and 40 series, the penalty for targets unrelated to the series lies a decade
+    # or more beyond MiniRocket's grid (1e3), where the predictions shrink to the training mean.
     strongly_shrunk = 0
     for seed in range(3):
         rng = np.random.default_rng(seed)
         X, y, X_new = rng.standard_normal((40, 60)), rng.standard_normal(40), rng.standard_normal((40, 60))
         reg = SSMFeatureRegressor(**dict(SMALL, random_state=seed)).fit(X, y)
-        if reg.alpha_ > 1e3:
+        if reg.alpha_ >= 1e4:
             strongly_shrunk += 1
             assert np.std(reg.predict(X_new)) < 0.1 * np.std(y)
     assert strongly_shrunk >= 1
 
 
-def test_regressor_readout_is_sklearns_scaler_and_ridge_and_multioutput_works():
+@pytest.mark.parametrize("noise", [0.0, 0.5])
+def test_regressor_readout_is_a_ridge_on_the_scaled_features_at_the_smoothest_penalty_within_the_rule(noise):
+    """The penalty from leave-one-out by refitting, then the rule (the largest within a quarter of a
+    standard error of the lowest error); predictions those of sklearn's scaler + ridge at that penalty."""
     X, _, freq = _waves(40, 60, seed=1)
-    Y = np.stack([freq, -2.0 * freq + 1.0], 1)
+    Y = np.stack([freq, -2.0 * freq + 1.0], 1) + noise * np.random.default_rng(1).standard_normal((40, 2)) * freq.std()
     reg = SSMFeatureRegressor(**SMALL).fit(X, Y)
     F = _training_features(reg, X)
-    reference = make_pipeline(StandardScaler(), RidgeCV(alphas=RIDGE_ALPHAS)).fit(F, Y)
+    scaled = StandardScaler().fit_transform(F)
+    expected = smoothest_by_hand(refitted_leave_one_out(scaled, Y, RIDGE_ALPHAS), RIDGE_ALPHAS, 0.25)
+    assert reg.alpha_ == expected
+    assert expected > RidgeCV(alphas=RIDGE_ALPHAS).fit(scaled, Y).alpha_  # the rule decides here
+    reference = make_pipeline(StandardScaler(), Ridge(alpha=expected)).fit(F, Y)
     np.testing.assert_allclose(reg.predict(X), reference.predict(F), rtol=1e-6, atol=1e-9)
     assert reg.predict(X).shape == (40, 2)
     assert SSMFeatureRegressor(**SMALL).fit(X, freq).predict(X[:3]).shape == (3,)
@@ -220,8 +229,8 @@ def test_bad_input_is_named():
 
 def test_the_ridge_keeps_blas_to_torchs_thread_cap(monkeypatch):
     """The read-out's ridge runs BLAS on at most torch's threads (the estimators' one thread setting):
-    BLAS threads beyond the idle cores of a busy machine wait for each other. Both ridges: scikit-learn's
-    (fewer rows than features) and TallRidgeCV (more)."""
+    BLAS threads beyond the idle cores of a busy machine wait for each other. Both ridges: SmoothestRidgeCV
+    (scikit-learn's, fewer rows than features) and TallRidgeCV (more)."""
     from threadpoolctl import threadpool_info
 
     from ssmts.estimators import features
@@ -236,7 +245,7 @@ def test_the_ridge_keeps_blas_to_torchs_thread_cap(monkeypatch):
             seen.append(max(pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"))
             return self
 
-    monkeypatch.setattr(features, "RidgeCV", Recording)
+    monkeypatch.setattr(features, "SmoothestRidgeCV", Recording)
     monkeypatch.setattr(features, "TallRidgeCV", Recording)
     threads = torch.get_num_threads()
     rng = np.random.default_rng(0)

@@ -1,12 +1,34 @@
 """TallRidgeCV (the features' read-out for more rows than features) against scikit-learn's RidgeCV and
-RidgeClassifierCV, which find the same leave-one-out errors by another decomposition."""
+RidgeClassifierCV, which find the same leave-one-out errors by another decomposition; the penalty within
+some standard errors of the best (penalty_within, SmoothestRidgeCV) against leave-one-out by refitting."""
 
 import numpy as np
 import pytest
-from sklearn.linear_model import RidgeClassifierCV, RidgeCV
+from sklearn.linear_model import Ridge, RidgeClassifierCV, RidgeCV
 
-from ssmts.estimators._ridge import TallRidgeCV
+from ssmts.estimators._ridge import SmoothestRidgeCV, TallRidgeCV, penalty_within
 from ssmts.estimators.features import RIDGE_ALPHAS
+
+
+def refitted_leave_one_out(X, Y, alphas):
+    """(n, A) squared errors (summed over the targets) of each row predicted by a ridge with intercept
+    fitted on the other rows, under each penalty: the definition, one refit a row and penalty."""
+    Y = Y.reshape(len(X), -1)
+    errors = np.empty((len(X), len(alphas)))
+    for a, alpha in enumerate(alphas):
+        for i in range(len(X)):
+            others = np.arange(len(X)) != i
+            fit = Ridge(alpha=alpha, solver="svd").fit(X[others], Y[others])
+            errors[i, a] = ((fit.predict(X[i : i + 1]) - Y[i]) ** 2).sum()
+    return errors
+
+
+def smoothest_by_hand(errors, alphas, standard_errors):
+    """The penalty rule written out: the lowest mean error, its standard error, the largest penalty within."""
+    mean = errors.mean(0)
+    lowest = mean.min()
+    spread = errors[:, list(mean).index(lowest)].std(ddof=1) / np.sqrt(len(errors))
+    return max(alpha for alpha, m in zip(alphas, mean) if m <= lowest + standard_errors * spread)
 
 
 def _tall_data(seed: int, n: int = 240, p: int = 30):
@@ -112,3 +134,70 @@ def test_verbose_fit_shows_the_features_and_the_readouts_progress(capsys):
     assert "ridge read-out: 100%" in err and "720/720" in err  # 3 x 120 rows (the rate and two halves), two passes
     loud.predict(X)
     assert "SSMFeatureClassifier: predict: 100%" in capsys.readouterr().err
+
+
+def test_penalty_within_by_hand():
+    # Mean errors 3, 2, 2.1, 2.6; the best's rows 1 and 3: deviation sqrt(2), standard error 1.
+    errors = np.array([[3.0, 1.0, 1.2, 2.2], [3.0, 3.0, 3.0, 3.0]])
+    assert penalty_within(errors, 0.0) == 1
+    assert penalty_within(errors, 0.05) == 1  # 2.1 > 2.05
+    assert penalty_within(errors, 0.2) == 2  # 2.1 <= 2.2 < 2.6
+    assert penalty_within(errors, 0.7) == 3  # 2.6 <= 2.7
+    one_row = np.array([[1.0, 1.0, 2.0]])  # no spread: within means equal
+    assert penalty_within(one_row, 0.0) == 0 and penalty_within(one_row, 0.5) == 1
+    undefined = np.full((1, 3), np.nan)  # one series: no leave-one-out fit; the first, as scikit-learn's
+    assert penalty_within(undefined, 0.0) == 0 and penalty_within(undefined, 0.25) == 0
+
+
+def _wide_noisy_data(seed, targets, n=30, p=80):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p)) + rng.uniform(-2.0, 2.0, p)
+    Y = 0.3 * X[:, :3] @ rng.standard_normal((3, targets)) + rng.standard_normal((n, targets))
+    return X, (Y[:, 0] if targets == 1 else Y)
+
+
+@pytest.mark.parametrize("standard_errors", [0.0, 0.25, 1.0])
+@pytest.mark.parametrize("targets", [1, 2])
+def test_smoothest_ridge_is_the_rule_on_refitted_leave_one_out(standard_errors, targets):
+    X, y = _wide_noisy_data(targets, targets)
+    errors = refitted_leave_one_out(X, y, RIDGE_ALPHAS)
+    expected = smoothest_by_hand(errors, RIDGE_ALPHAS, standard_errors)
+    ours = SmoothestRidgeCV(RIDGE_ALPHAS, standard_errors=standard_errors).fit(X, y)
+    assert ours.alpha_ == expected
+    np.testing.assert_allclose(ours.best_score_, -errors.mean(0).min() / targets, rtol=1e-8)
+    reference = Ridge(alpha=expected).fit(X, y)
+    np.testing.assert_allclose(ours.coef_, reference.coef_, rtol=1e-7, atol=1e-10)
+    np.testing.assert_allclose(ours.intercept_, reference.intercept_, rtol=1e-7, atol=1e-10)
+
+
+def test_the_rule_takes_a_smoother_fit_than_the_lowest_error():
+    """On noisy targets the quarter of a standard error moves the choice to a larger penalty (so the tests
+    above would fail on a rule that ignored it)."""
+    moved = 0
+    for seed in range(8):
+        X, y = _wide_noisy_data(seed, 1)
+        lowest = SmoothestRidgeCV(RIDGE_ALPHAS, standard_errors=0.0).fit(X, y).alpha_
+        smoother = SmoothestRidgeCV(RIDGE_ALPHAS, standard_errors=0.25).fit(X, y).alpha_
+        assert smoother >= lowest and lowest == RidgeCV(alphas=RIDGE_ALPHAS).fit(X, y).alpha_
+        moved += smoother > lowest
+    assert moved >= 3
+
+
+@pytest.mark.parametrize("standard_errors", [0.25, 1.0])
+def test_tall_ridge_applies_the_rule_to_its_leave_one_out(standard_errors):
+    X, Y = _tall_data(4, n=80, p=10)
+    Y = Y + 20.0 * np.random.default_rng(4).standard_normal(Y.shape)  # little signal: the rule matters
+    errors = refitted_leave_one_out(X, Y, RIDGE_ALPHAS)
+    expected = smoothest_by_hand(errors, RIDGE_ALPHAS, standard_errors)
+    ours = TallRidgeCV(RIDGE_ALPHAS, classifier=False, standard_errors=standard_errors, rows_at_once=23).fit(X, Y)
+    assert ours.alpha_ == expected and expected > RidgeCV(alphas=RIDGE_ALPHAS).fit(X, Y).alpha_
+    np.testing.assert_allclose(ours.best_score_, -errors.mean(0).min() / 2, rtol=1e-8)
+    np.testing.assert_allclose(ours.coef_, Ridge(alpha=expected).fit(X, Y).coef_, rtol=1e-7, atol=1e-10)
+
+
+@pytest.mark.parametrize("alphas", [[1.0, 0.1], [0.0, 1.0], []])
+def test_penalties_must_increase(alphas):
+    with pytest.raises(ValueError, match="increasing order"):
+        SmoothestRidgeCV(alphas, standard_errors=0.25)
+    with pytest.raises(ValueError, match="increasing order"):
+        TallRidgeCV(alphas, classifier=False)
