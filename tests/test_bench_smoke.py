@@ -251,6 +251,33 @@ def test_classify_cost_ratios_sum_fit_and_predict_over_the_sets_against_minirock
     assert classify.cost_ratios(table, ["A", "B"]) == {"features": (7.0 / 4.0, 4.0)}
 
 
+def test_classify_goal_lines_compare_the_features_with_their_anchors():
+    """The goals, from a hand-made table: regression per set against DrCIF (lower is better), classification
+    the mean over the sets against MultiRocket-Hydra, and the cost against MiniRocket's (2x)."""
+    from ssmts.bench import classify
+
+    regression = {
+        "features": {"A": [(1.0, 1.0, 0.0), (1.2, 1.0, 0.0)], "B": [(0.5, 1.0, 0.0)]},  # A 1.1, B 0.5
+        "drcif": {"A": [(1.05, 9.0, 0.0)], "B": [(0.6, 9.0, 0.0)]},
+        "minirocket": {"A": [(2.0, 0.5, 0.0)], "B": [(2.0, 0.5, 0.0)]},  # the features cost 2x: met
+    }
+    assert classify.goal_lines(regression, ["A", "B"], regression=True) == [
+        "A: relative RMSE 1.100 at or below DrCIF's 1.050: NOT met",
+        "B: relative RMSE 0.500 at or below DrCIF's 0.600: met",
+        "fit + predict 2.00x MiniRocket's, at most 2x: met",
+    ]
+    classification = {
+        "features": {"A": [(0.9, 3.0, 0.0)], "B": [(0.8, 3.0, 0.0)]},  # mean 0.85
+        "mr-hydra": {"A": [(0.8, 9.0, 0.0)], "B": [(0.9, 9.0, 0.0)]},  # mean 0.85: a tie is met
+        "minirocket": {"A": [(0.9, 1.0, 0.0)], "B": [(0.9, 1.0, 0.0)]},  # 3x: not met
+    }
+    assert classify.goal_lines(classification, ["A", "B"], regression=False) == [
+        "mean accuracy 0.850 at or above MultiRocket-Hydra's 0.850: met",
+        "fit + predict 3.00x MiniRocket's, at most 2x: NOT met",
+    ]
+    assert classify.goal_lines({"drcif": regression["drcif"]}, ["A", "B"], regression=True) == []
+
+
 def test_classify_benchmark_busy_processes_run_beside_the_rows_and_stop_with_them(capsys, monkeypatch):
     """--busy N: N processes spin beside the rows and are gone when the run returns; the cost line names
     the threads, the busy processes and the load."""

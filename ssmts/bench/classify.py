@@ -435,6 +435,44 @@ def cost_ratios(table: dict, sets, baseline: str = "minirocket") -> dict[str, tu
     }
 
 
+COST_GOAL = 2.0
+"""The features' goal: fit + predict at most this multiple of MiniRocket's (summed over the sets)."""
+
+
+def goal_lines(table: dict, sets, regression: bool) -> list[str]:
+    """The features' goals, each with "met" or "NOT met", where `table` ({model: {set: [(score, fit s,
+    predict s)]}}) holds the rows they compare: classification, the mean accuracy over the sets at or
+    above MultiRocket-Hydra's; regression, the relative RMSE at or below DrCIF's on every set; both,
+    fit + predict at most COST_GOAL times MiniRocket's."""
+    if "features" not in table:
+        return []
+
+    def mean_score(kind, name):
+        return summary(table[kind][name])[0]
+
+    def verdict(met: bool) -> str:
+        return "met" if met else "NOT met"
+
+    lines = []
+    if regression and "drcif" in table:
+        for name in sets:
+            ours, theirs = mean_score("features", name), mean_score("drcif", name)
+            met = verdict(ours <= theirs)
+            lines.append(f"{name}: relative RMSE {ours:.3f} at or below DrCIF's {theirs:.3f}: {met}")
+    if not regression and "mr-hydra" in table:
+        ours = float(np.mean([mean_score("features", name) for name in sets]))
+        theirs = float(np.mean([mean_score("mr-hydra", name) for name in sets]))
+        lines.append(
+            f"mean accuracy {ours:.3f} at or above MultiRocket-Hydra's {theirs:.3f}: {verdict(ours >= theirs)}"
+        )
+    if "minirocket" in table:
+        overall, _ = cost_ratios(table, sets)["features"]
+        lines.append(
+            f"fit + predict {overall:.2f}x MiniRocket's, at most {COST_GOAL:g}x: {verdict(overall <= COST_GOAL)}"
+        )
+    return lines
+
+
 def _rows(X, index):
     return X[index] if isinstance(X, np.ndarray) else [X[i] for i in index]
 
@@ -595,6 +633,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"# fit + predict seconds against MiniRocket's (summed over the sets; the largest set's ratio), {load}")
         for kind, (overall, worst) in cost_ratios(table, sets).items():
             print(f"{kind:11s} {overall:6.2f}x  (largest {worst:.2f}x)")
+    goals = goal_lines(table, sets, args.regression)
+    if goals:
+        print(f"# the features' goals ({protocol}; {load})")
+        for line in goals:
+            print(line)
     return 0
 
 
