@@ -457,6 +457,11 @@ class SSMFeatureRegressor(_FeatureEstimator, RateRegressorMixin, BaseEstimator):
         y2, self._y_is_1d = check_targets(y)
         if len(y2) != len(data.x):
             raise ValueError(f"X has {len(data.x)} samples but y has {len(y2)}")
+        if len(y2) < 2:  # leave-one-out of one sample leaves nothing to fit
+            raise ValueError(
+                f"{type(self).__name__} chooses its ridge penalty by leave-one-out, which needs at least 2 "
+                f"samples; got 1 sample"
+            )
         self.n_targets_ = y2.shape[1]
         self._fit_readout(data, y2, "regression")
         return self

@@ -81,6 +81,16 @@ def test_regressor_readout_is_a_ridge_on_the_scaled_features_at_the_smoothest_pe
     assert SSMFeatureRegressor(**SMALL).fit(X, freq).predict(X[:3]).shape == (3,)
 
 
+def test_a_regressor_fitted_on_one_sample_is_refused_by_name():
+    """Leave-one-out of one sample is undefined (scikit-learn's divides 0 by 0 for every penalty)."""
+    X, _, freq = _waves(3, 40)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # refused before any numerical warning
+        with pytest.raises(ValueError, match="needs at least 2 samples; got 1 sample"):
+            SSMFeatureRegressor(**SMALL).fit(X[:1], freq[:1])
+    assert SSMFeatureRegressor(**SMALL).fit(X[:2], freq[:2]).predict(X).shape == (3,)
+
+
 @pytest.mark.parametrize("nuisance_level", [True, False])
 def test_auto_normalization_keeps_the_scaling_with_the_better_leave_one_out_score(nuisance_level):
     """Target = frequency under random gains and offsets (levels are nuisance: "series" should win), or
