@@ -660,6 +660,8 @@ def _rebuild(cls, path, header: dict, tensors: dict[str, torch.Tensor]):
     unknown = set(params) - set(cls.__params__)
     if unknown:
         raise ValueError(f"{path} names parameters this version of {cls.__name__} does not have: {sorted(unknown)}")
+    for name, value in getattr(cls, "_params_added", {}).items():  # a file saved before the parameter existed
+        params.setdefault(name, value)
     fitted = _from_json(header["fitted"])
     if not isinstance(fitted, dict):
         raise ValueError(f"{path}: the fitted attributes of the header are not a JSON object")

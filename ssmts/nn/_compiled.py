@@ -19,6 +19,12 @@ import numpy as np
 FEATURE_CHUNK = 256
 """Steps whose states and responses `mode_features` keeps at once (they stay in the cache)."""
 
+LOG_BLOCK = 8
+"""`mode_features` sums the logarithms of the envelope's powers as the logarithm of their product over this
+many steps (a logarithm costs tens of multiplications here; numba finds no vectorized one): each factor lies
+between the floor, 1e-12 of the series' mean power, and about (2 sqrt(length))^2 of it, so the product of 8
+stays within float64's range."""
+
 
 @numba.njit(nogil=True, cache=True)
 def recur(v, abar_re, abar_im, initial_re, initial_im, reverse, x):
@@ -117,17 +123,23 @@ def pool_responses(y, lengths, biases, out):
 
 
 @numba.njit(nogil=True, cache=True)
-def mode_features(u, lengths, abar_re, abar_im, gamma_re, gamma_im, combination, biases, reverse, out):
+def mode_features(
+    u, lengths, abar_re, abar_im, gamma_re, gamma_im, combination, biases, reverse, out, envelope, floors, powers
+):
     """Every response of a bank of SSM features, pooled in one pass without keeping the responses.
 
     For each sample i and scale s, the states of every channel h and mode p, x[t] = abar x[t -+ 1] +
     gamma u[h, t] (backwards from the sample's last step when `reverse`), over the sample's first
     lengths[i] steps, in float64, in chunks of FEATURE_CHUNK steps (the modes of a step side by side);
     each chunk's responses y = states @ combination[s] (states as real planes, channel by channel: Re of
-    the P modes, then Im), pooled by `pool`.
+    the P modes, then Im), pooled by `pool`. With a non-empty `envelope`, the envelope |x[t]| of every
+    mode is pooled as well.
     u: (b, H, L) float32; lengths: (b,) int64; abar_*, gamma_*: (S, P) float64;
     combination: (S, H * 2P, M) float32; biases: (S, Q, M) float32;
-    out: (b, S, M, Q + 2) float64, written: steps above each bias, sum, maximum (-inf with no step).
+    out: (b, S, M, Q + 2) float64, written: steps above each bias, sum, maximum (-inf with no step);
+    envelope: (b, S, H, P, 3) float64, written: the sum of |x|^2, the maximum of |x| and the sum of
+    log((|x|^2 + floors[i, h]) / powers[i, h]) / 2 over the steps; or of shape (0, ...), skipped;
+    floors, powers: (b, H) float64 (positive).
     """
     b, H, L = u.shape
     S, P = abar_re.shape
@@ -140,6 +152,11 @@ def mode_features(u, lengths, abar_re, abar_im, gamma_re, gamma_im, combination,
     counts = np.empty((Q, M), dtype=np.int64)
     totals = np.empty(M)
     maxima = np.empty(M, dtype=np.float32)
+    with_envelope = envelope.shape[0] > 0
+    powers_sum = np.empty((H, P))  # per channel and mode: sum of |x|^2, largest |x|^2, sum of log |x|^2
+    largest = np.empty((H, P))
+    logs = np.empty((H, P))
+    products = np.empty((H, P))  # the last few steps' |x|^2 multiplied: one logarithm for LOG_BLOCK steps
     for i in range(b):
         n = lengths[i]
         for s in range(S):
@@ -149,10 +166,16 @@ def mode_features(u, lengths, abar_re, abar_im, gamma_re, gamma_im, combination,
             counts[:] = 0
             totals[:] = 0.0
             maxima[:] = -np.inf
+            powers_sum[:] = 0.0
+            largest[:] = 0.0
+            logs[:] = 0.0
+            products[:] = 1.0
             for start in range(0, n, T):
                 steps = min(T, n - start)
                 for h in range(H):
                     xr, xi, first = state_re[h], state_im[h], h * 2 * P
+                    power_sum, power_max, product = powers_sum[h], largest[h], products[h]
+                    floor, scale = floors[i, h], 1.0 / powers[i, h]
                     for j in range(steps):
                         v = u[i, h, n - 1 - (start + j) if reverse else start + j]
                         row = states[j]
@@ -162,6 +185,22 @@ def mode_features(u, lengths, abar_re, abar_im, gamma_re, gamma_im, combination,
                             xr[p] = r
                             row[first + p] = r
                             row[first + P + p] = xi[p]
+                        if with_envelope:
+                            for p in range(P):
+                                power = xr[p] * xr[p] + xi[p] * xi[p]
+                                power_sum[p] += power
+                                power_max[p] = max(power_max[p], power)
+                                product[p] *= (power + floor) * scale
+                            if (start + j + 1) % LOG_BLOCK == 0:
+                                for p in range(P):
+                                    logs[h, p] += np.log(product[p])
+                                    product[p] = 1.0
                 np.dot(states[:steps], combination[s], y[:steps])
                 pool(y, steps, biases[s], counts, totals, maxima)
             _write_pools(counts, totals, maxima, out[i, s])
+            if with_envelope:
+                for h in range(H):
+                    for p in range(P):
+                        envelope[i, s, h, p, 0] = powers_sum[h, p]
+                        envelope[i, s, h, p, 1] = np.sqrt(largest[h, p])
+                        envelope[i, s, h, p, 2] = 0.5 * (logs[h, p] + np.log(products[h, p]))

@@ -13,7 +13,10 @@ pass runs the recurrence of the modes and reads and pools the outputs as it goes
 steps are log-spaced so that the slowest mode remembers about the whole series and the
 fastest a few steps. Every response is pooled into the proportion of steps above a few
 biases (PPV, the biases being quantiles of the responses on training series), its mean
-and its maximum. A linear read-out (ridge, in closed form) goes on top. Data at another rate
+and its maximum. With `envelope=True` a bank also pools the envelope |x_p[t]| of each mode of each
+channel (each mode is a band-pass filter, and its state's magnitude the band's envelope): its RMS, its
+maximum and its mean logarithm, relative to the series' RMS. A linear read-out (ridge, in closed form)
+goes on top. Data at another rate
 (inside ssmts.nn.scaled_delta) meets the same continuous-time kernels discretized at its step,
 a mode above its Nyquist frequency answering quasi-statically (`_modes_at_rate`).
 
@@ -44,6 +47,14 @@ COMPILED_RECURRENCE_STATES = 160
 more it pools FFT convolutions' outputs instead. Measured at 42 kernels and d_state=16 (2P = 16), one
 thread: the recurrence 1.5-3.9x faster from 2 to 8 channels (128 states), the FFTs 1.1-1.4x faster at
 15 (240)."""
+
+ENVELOPE_STATISTICS = 3
+"""Features of each mode's envelope |x[t]| with `envelope=True`: its RMS, its maximum and the mean of
+its logarithm, each relative to the series' RMS (`_envelope_features`)."""
+
+ENVELOPE_FLOOR = 1e-6
+"""The envelope's logarithm is taken of |x|^2 + (ENVELOPE_FLOOR x the series' RMS)^2: a mode that stays at
+zero gives a finite feature, and a series scaled by a constant the same one."""
 
 PPV_TEMPERATURE = 0.1
 """Width of the sigmoid whose gradient stands in for PPV's step, in units of each response's
@@ -90,6 +101,7 @@ class SSMFeatures(nn.Module):
         max_channels: int = 9,
         init: str = "legs",
         backward: bool = False,
+        envelope: bool = False,
         seed: int = 0,
     ):
         super().__init__()
@@ -116,11 +128,21 @@ class SSMFeatures(nn.Module):
             "bias_levels", torch.rand(S, n_kernels, n_biases, generator=generator, dtype=torch.float64) * 0.8 + 0.1
         )
         self.n_scales, self.n_kernels, self.n_biases, self.d_input = S, n_kernels, n_biases, d_input
-        self.backward = bool(backward)
+        self.backward, self.envelope = bool(backward), bool(envelope)
+
+    @property
+    def n_modes(self) -> int:
+        """P: the modes of the head (one of each conjugate pair)."""
+        return self.Lambda_pairs.shape[0]
+
+    @property
+    def n_envelope_features(self) -> int:
+        """The envelope's features: scales x channels x modes x ENVELOPE_STATISTICS (0 without envelope)."""
+        return self.n_scales * self.d_input * self.n_modes * ENVELOPE_STATISTICS if self.envelope else 0
 
     @property
     def n_features(self) -> int:
-        return self.n_scales * self.n_kernels * (self.n_biases + 2)
+        return self.n_scales * self.n_kernels * (self.n_biases + 2) + self.n_envelope_features
 
     def ssm_parameters(self) -> list[nn.Parameter]:
         """Lambda and Delta: the parameters that set the dynamics (trained at the SSM learning rate)."""
@@ -226,7 +248,11 @@ class SSMFeatures(nn.Module):
         self._check_input(u)
         (b, H, L), (S, M, Q) = u.shape, self.biases.shape
         pooled = torch.empty(b, S, M, Q + 2, dtype=torch.float64)
+        envelope = torch.empty((b, S, H, self.n_modes, ENVELOPE_STATISTICS) if self.envelope else (0, 1, 1, 1, 1))
+        envelope = envelope.to(torch.float64)
         biases = self.biases.float().transpose(1, 2).contiguous()  # (S, Q, M): time-major pooling
+        padded = torch.arange(L) >= lengths[:, None]
+        rms = _root_mean_square(u, ~padded) if self.envelope else torch.ones(b, H, dtype=torch.float64)
         with torch.no_grad():
             weights = self._readout_weights()  # (S, M, 2P)
             if H * weights.shape[-1] <= COMPILED_RECURRENCE_STATES:
@@ -241,15 +267,54 @@ class SSMFeatures(nn.Module):
                     biases.numpy(),
                     self.backward,
                     pooled.numpy(),
+                    envelope.numpy(),
+                    ((ENVELOPE_FLOOR * rms) ** 2).numpy(),
+                    (rms**2).numpy(),
                 )
             else:
-                padded = torch.arange(L) >= lengths[:, None]
                 for s, y in enumerate(self._responses_by_scale(u, padded)):
                     y, out = y.transpose(1, 2).contiguous().numpy(), pooled[:, s].numpy()
                     _compiled.pool_responses(y, lengths.numpy(), biases[s].numpy(), out)
+                if self.envelope:
+                    envelope = self._envelope_pools(u, ~padded, rms)
         count = lengths.clamp_min(1).to(torch.float64)[:, None, None]
         pooled[..., : Q + 1] /= count[..., None]  # PPV and the mean
-        return pooled.float().reshape(b, -1)
+        features = pooled.float().reshape(b, -1)
+        if not self.envelope:
+            return features
+        return torch.cat([features, _envelope_features(envelope, lengths, rms).float()], 1)
+
+    def _envelope_pools(self, u: torch.Tensor, real: torch.Tensor, rms: torch.Tensor) -> torch.Tensor:
+        """(b, S, H, P, 3) float64, as `_compiled.mode_features` pools the envelope (sum of |x|^2, maximum of
+        |x|, sum of log((|x|^2 + (ENVELOPE_FLOOR rms)^2) / rms^2) / 2 over each series' real steps), from the
+        states x of every channel and mode by FFT convolution (differentiable). u: (b, H, L); real: (b, L)
+        bool; rms: (b, H) (`_root_mean_square`)."""
+        b, H, L = u.shape
+        floor, mean_power = ((ENVELOPE_FLOOR * rms) ** 2)[:, :, None, None], (rms**2)[:, :, None, None]
+        if self.backward:  # what follows a series' end is zero, not its padding's value
+            u = u.masked_fill(~real[:, None, :], 0.0)
+        u_f, n_fft = self._spectrum(u)
+        _, basis = self.modes(L)  # (S, 2P, L)
+        P = self.n_modes
+        pools = []
+        for s in range(self.n_scales):
+            basis_f = torch.fft.rfft(basis[s].float(), n=n_fft)  # (2P, F)
+            basis_f = basis_f.conj() if self.backward else basis_f
+            states = torch.fft.irfft(u_f[:, :, None, :] * basis_f[None, None], n=n_fft)[..., :L].double()
+            power = states[:, :, :P] ** 2 + states[:, :, P:] ** 2  # (b, H, P, L)
+            keep = real[:, None, None, :]
+            kept = torch.where(keep, power, 0.0)
+            pools.append(
+                torch.stack(
+                    [
+                        kept.sum(-1),
+                        kept.amax(-1).sqrt(),
+                        0.5 * torch.where(keep, torch.log((power + floor) / mean_power), 0.0).sum(-1),
+                    ],
+                    -1,
+                )
+            )
+        return torch.stack(pools, 1)
 
     def fit_biases(self, series, n_series: int, seed: int) -> "SSMFeatures":
         """Biases of PPV: for every kernel, quantiles (at its fixed random levels in [0.1, 0.9]) of
@@ -329,13 +394,20 @@ class SSMFeatures(nn.Module):
                 ppv = ppv + _ppv_surrogate_gradient(y, self.biases[s], count)
             total = (y if mask is None else y.masked_fill(mask[:, None, :] == 0, 0.0)).sum(-1)
             out.append(torch.cat([ppv, (total / count)[..., None], y.amax(-1, keepdim=True)], dim=-1))  # (b, M, Q + 2)
-        return torch.stack(out, 1).reshape(len(u), -1)
+        features = torch.stack(out, 1).reshape(len(u), -1)
+        if not self.envelope:
+            return features
+        real = torch.ones(len(u), L, dtype=torch.bool, device=u.device) if mask is None else mask != 0
+        rms = _root_mean_square(u, real)
+        envelope = _envelope_features(self._envelope_pools(u, real, rms), real.sum(-1), rms)
+        return torch.cat([features, envelope.to(features.dtype)], 1)
 
 
 class FeatureReadout(nn.Module):
     """SSMFeatures of the series (and, with `difference`, of their first difference, with SSMs
-    and biases of its own; with `backward`, of both run backward in time, with their own too),
-    then a linear read-out fitted in closed form by the estimators.
+    and biases of its own; with `backward`, of both run backward in time, with their own too;
+    with `envelope`, the causal banks pool their modes' envelopes as well), then a linear read-out
+    fitted in closed form by the estimators.
 
     forward(u, mask) -> (batch, d_output); features(u, mask) -> (batch, n_features).
     u: (batch, channels, length); mask: (batch, length) or None.
@@ -349,6 +421,7 @@ class FeatureReadout(nn.Module):
         *,
         difference: bool = True,
         backward: bool = False,
+        envelope: bool = False,
         n_kernels: int = 64,
         d_state: int = 32,
         n_biases: int = 4,
@@ -356,8 +429,12 @@ class FeatureReadout(nn.Module):
     ):
         super().__init__()
         options = dict(n_kernels=n_kernels, d_state=d_state, n_biases=n_biases)
-        self.series = SSMFeatures(d_input, steps, seed=seed, **options)
-        self.difference = SSMFeatures(d_input, steps, seed=seed + 1, **options) if difference else None
+        # The envelope of a mode run backward has nearly the statistics of the mode run forward: the causal
+        # banks pool it, the backward ones do not (on the spoken digits of the trial both ways scored the same).
+        self.series = SSMFeatures(d_input, steps, seed=seed, envelope=envelope, **options)
+        self.difference = (
+            SSMFeatures(d_input, steps, seed=seed + 1, envelope=envelope, **options) if difference else None
+        )
         self.series_backward = (
             SSMFeatures(d_input, steps, seed=seed + 2, backward=True, **options) if backward else None
         )
@@ -377,6 +454,15 @@ class FeatureReadout(nn.Module):
         """(seed offset, bank, whether it reads the first difference) of every bank, in feature order."""
         banks = (self.series, self.difference, self.series_backward, self.difference_backward)
         return [(offset, bank, offset % 2 == 1) for offset, bank in enumerate(banks) if bank is not None]
+
+    def envelope_columns(self) -> torch.Tensor:
+        """(n_features,) bool: the features of the modes' envelopes (`envelope=True`), in feature order."""
+        columns = []
+        for _, bank, _ in self._banks():
+            column = torch.zeros(bank.n_features, dtype=torch.bool)
+            column[bank.n_features - bank.n_envelope_features :] = True
+            columns.append(column)
+        return torch.cat(columns)
 
     def _differences(self, u: torch.Tensor) -> torch.Tensor:
         """u[t] - u[t-1] per unit of the training step: at another sample rate the differences
@@ -476,6 +562,25 @@ def _above_nyquist(Lambda: torch.Tensor, Delta: torch.Tensor, factor: float) -> 
     """(s, P) bool: the modes whose sampled turn exceeds pi at a step of `factor` x the training steps,
     above the Nyquist frequency of that rate."""
     return _sampled_turns(Lambda, Delta).abs() * factor > math.pi
+
+
+def _root_mean_square(u: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
+    """(b, H) float64: the RMS of every channel of u (b, H, L) over its real steps (b, L) bool, at least
+    ENVELOPE_FLOOR (a silent series)."""
+    count = real.sum(-1).clamp_min(1).to(torch.float64)[:, None]
+    power = torch.where(real[:, None, :], u.double() ** 2, 0.0).sum(-1) / count
+    return power.sqrt().clamp_min(ENVELOPE_FLOOR)
+
+
+def _envelope_features(pools: torch.Tensor, lengths: torch.Tensor, rms: torch.Tensor) -> torch.Tensor:
+    """(b, S x H x P x 3): the envelope's pools (b, S, H, P, 3) (`SSMFeatures._envelope_pools`) as features
+    of each series' loudness removed: the RMS and the maximum of |x| over the series' RMS (b, H), and the
+    mean of log |x| less the log of the series' RMS (pooled so), so that a series scaled by a constant has
+    the features of the series. lengths: (b,) the real steps of each series."""
+    count = lengths.clamp_min(1).to(torch.float64)[:, None, None, None]
+    rms = rms[:, None, :, None]  # (b, 1, H, 1)
+    power, largest, mean_log = (pools[..., 0] / count).sqrt() / rms, pools[..., 1] / rms, pools[..., 2] / count
+    return torch.stack([power, largest, mean_log], -1).reshape(len(pools), -1)
 
 
 def _order_statistics(rows: np.ndarray, ranks: np.ndarray) -> np.ndarray:

@@ -530,6 +530,13 @@ class FeatureParams(Configurable):
         "centred kernels of MiniRocket do), with read-outs and biases of its own: doubles the features.",
         constraint=Boolean(),
     )
+    envelope: bool = param(
+        default=False,
+        doc="Also pool the envelope |x[t]| of every mode of the causal SSMs (its RMS, maximum and mean "
+        "logarithm, relative to the series' RMS, so loudness drops out): how much of each band a series holds, "
+        "whatever its phase, as a spectrogram would say; d_state / 2 x 3 features per time scale and channel.",
+        constraint=Boolean(),
+    )
     training_steps: int = param(
         default=0,
         doc="Optimizer steps that train the whole network (Lambda, Delta, C and the read-out) from the "
@@ -561,6 +568,9 @@ class FeatureModelParams(
 
     # lr: training moves a solution already fitted in closed form, in small steps (training_steps > 0).
     _param_defaults = dict(d_state=16, lr=1e-4, validation_fraction=0.2)
+    # Parameters added after files were first saved, with the value a file saved before them was fitted with
+    # (whatever the default is now): load reads such a file as it was.
+    _params_added = dict(envelope=False)
 
 
 __all__ = [

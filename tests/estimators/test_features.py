@@ -8,11 +8,11 @@ import pytest
 import torch
 from sklearn.linear_model import Ridge, RidgeClassifierCV, RidgeCV
 from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import StandardScaler
+from sklearn.preprocessing import FunctionTransformer, StandardScaler
 
 from ssmts import SSMFeatureClassifier, SSMFeatureRegressor
 from ssmts.estimators import ExtrapolationWarning
-from ssmts.estimators.features import RIDGE_ALPHAS
+from ssmts.estimators.features import ENVELOPE_WEIGHT, RIDGE_ALPHAS
 from ssmts.nn import scaled_delta
 
 from .test_ridge import refitted_leave_one_out, smoothest_by_hand
@@ -39,14 +39,45 @@ def _training_features(estimator, X):
         return estimator.model_.features(x).double().numpy()
 
 
+def _classifier_weights(channels: int = 1) -> np.ndarray:
+    """SMALL's classifier features written out, bank by bank (series, difference, then both backward):
+    3 scales x 8 kernels x (4 PPVs, mean, maximum) responses at weight 1, and for the two causal banks
+    3 scales x channels x 8 modes (d_state 16) x 3 envelope statistics at ENVELOPE_WEIGHT / sqrt(channels)."""
+    responses = np.ones(3 * 8 * 6)
+    envelope = np.full(3 * channels * 8 * 3, ENVELOPE_WEIGHT / np.sqrt(channels))
+    return np.concatenate([responses, envelope, responses, envelope, responses, responses])
+
+
 def test_classifier_readout_is_sklearns_scaler_and_ridge_on_the_features():
     X, y, _ = _waves(40, 60)
     clf = SSMFeatureClassifier(**SMALL).fit(X, y)
     F = _training_features(clf, X)
-    reference = make_pipeline(StandardScaler(), RidgeClassifierCV(alphas=RIDGE_ALPHAS)).fit(F, y)
+    weights = _classifier_weights()
+    assert F.shape[1] == len(weights)
+    scaler = make_pipeline(StandardScaler(), FunctionTransformer(lambda Z: Z * weights))
+    reference = make_pipeline(scaler, RidgeClassifierCV(alphas=RIDGE_ALPHAS)).fit(F, y)
     np.testing.assert_allclose(clf.decision_function(X), reference.decision_function(F), rtol=1e-6, atol=1e-8)
     assert clf.alpha_ == reference[-1].alpha_
     assert (clf.predict(X) == reference.predict(F)).all()
+
+
+def test_the_envelopes_of_many_channels_share_the_weight_of_one():
+    """Three channels: the read-out is sklearn's scaler, each envelope feature times ENVELOPE_WEIGHT / sqrt(3),
+    and ridge, on the features the network computes."""
+    rng = np.random.default_rng(5)
+    X, y = rng.standard_normal((36, 3, 50)), np.repeat([0, 1, 2], 12)
+    X[y == 1, 1] *= 2.0
+    clf = SSMFeatureClassifier(**SMALL).fit(X, y)
+    x = (torch.tensor(X, dtype=torch.float32) - torch.tensor(clf.input_mean_).float()[:, None]) / torch.tensor(
+        clf.input_scale_
+    ).float()[:, None]
+    with torch.no_grad():
+        F = clf.model_.features(x).double().numpy()
+    weights = _classifier_weights(channels=3)
+    assert F.shape[1] == len(weights)
+    scaler = make_pipeline(StandardScaler(), FunctionTransformer(lambda Z: Z * weights))
+    reference = make_pipeline(scaler, RidgeClassifierCV(alphas=RIDGE_ALPHAS)).fit(F, y)
+    np.testing.assert_allclose(clf.decision_function(X), reference.decision_function(F), rtol=1e-6, atol=1e-6)
 
 
 def test_regressor_penalty_reaches_past_minirockets_grid_when_the_targets_are_noise():
@@ -119,8 +150,9 @@ def test_gunpoint_accuracy_beats_one_nearest_neighbour():
     X_test, y_test = load_UCR_UEA_dataset("GunPoint", split="test", return_type="numpy3D")
     clf = SSMFeatureClassifier(random_state=0, device="cpu").fit(X, y)
     assert clf.score(X_test, y_test) >= 0.95
-    # (series, difference) x (forward, backward) x scales x kernels x (4 PPV + mean + max)
-    assert clf.n_features_out_ == 2 * 2 * 10 * 42 * 6
+    # (series, difference) x (forward, backward) x scales x kernels x (4 PPV + mean + max), and the envelopes
+    # of the causal banks: (series, difference) x scales x channel x 8 modes x (mean, max, mean log)
+    assert clf.n_features_out_ == 2 * 2 * 10 * 42 * 6 + 2 * 10 * 1 * 8 * 3
 
 
 def test_save_load_reproducibility_and_unequal_lengths(tmp_path):
@@ -186,7 +218,9 @@ def test_readout_fitted_with_a_rate_reads_the_training_series_at_half_that_rate_
     F = np.concatenate(
         [_training_features(clf, X), _features_at(clf, X[:, ::2], 2.0), _features_at(clf, X[:, 1::2], 2.0)]
     )
-    reference = make_pipeline(StandardScaler(), RidgeClassifierCV(alphas=RIDGE_ALPHAS)).fit(F, np.tile(y, 3))
+    weights = _classifier_weights()
+    scaler = make_pipeline(StandardScaler(), FunctionTransformer(lambda Z: Z * weights))
+    reference = make_pipeline(scaler, RidgeClassifierCV(alphas=RIDGE_ALPHAS)).fit(F, np.tile(y, 3))
     assert clf.alpha_ == reference[-1].alpha_
     for rows, (x, rate) in enumerate([(X, 100), (X[:, ::2], 50), (X[:, 1::2], 50)]):
         expected = reference.decision_function(F[30 * rows : 30 * (rows + 1)])
@@ -262,7 +296,8 @@ def test_the_ridge_keeps_blas_to_torchs_thread_cap(monkeypatch):
     try:
         torch.set_num_threads(1)
         for shape in [(3, 5), (5, 3)]:
-            features._fit_ridge("regression", rng.standard_normal(shape), np.arange(shape[0], dtype=float))
+            X, y = rng.standard_normal(shape), np.arange(shape[0], dtype=float)
+            features._fit_ridge("regression", X, y, np.ones(shape[1]))
     finally:
         torch.set_num_threads(threads)
     assert seen == [1, 1]

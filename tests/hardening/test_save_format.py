@@ -327,3 +327,23 @@ def test_a_key_with_the_joblib_format_is_refused(saved, tmp_path):
         SSMClassifier.load(path).save(tmp_path / "x.joblib", format="joblib", key=KEY)
     with pytest.raises(ValueError, match="has none"):
         SSMClassifier.load(tmp_path / "x.joblib", format="joblib", key=KEY)
+
+
+def test_a_feature_classifier_saved_before_the_envelope_existed_loads_as_it_was_fitted(tmp_path):
+    """A file whose parameters lack `envelope` (saved before the parameter existed, when no bank pooled an
+    envelope) loads with envelope=False, whatever today's default, and predicts as before."""
+    from ssmts import SSMFeatureClassifier
+
+    assert SSMFeatureClassifier().envelope  # today's default would build a larger network
+    fitted = SSMFeatureClassifier(envelope=False, **_FEATURES).fit(X, Y)
+    path = fitted.save(tmp_path / "features.safetensors")
+    with safe_open(str(path), framework="pt") as f:
+        tensors = {k: f.get_tensor(k) for k in f.keys()}
+
+    def as_saved_before(header):
+        del header["params"]["envelope"]
+        _with_valid_checksum(header, tensors)
+
+    loaded = SSMFeatureClassifier.load(_rewrite(path, tmp_path / "before.safetensors", as_saved_before))
+    assert loaded.envelope is False
+    np.testing.assert_array_equal(loaded.decision_function(X), fitted.decision_function(X))

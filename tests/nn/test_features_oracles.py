@@ -319,3 +319,86 @@ def test_ppv_gradient_is_that_of_a_sigmoid_of_the_documented_temperature():
                 s = 1.0 / (1.0 + np.exp(-(y_np[i, m] - biases[m, q].item()) / tau))
                 expected[i, m] += weights[i, m, q].item() * real[i, m] * s * (1 - s) / (tau * count[i, 0].item())
     np.testing.assert_allclose(y_leaf.grad.numpy(), expected, rtol=1e-10, atol=1e-14)
+
+
+def _envelope_by_loop(features: SSMFeatures, u: np.ndarray, length: int) -> np.ndarray:
+    """(S, H, P, 3) float64: every mode's state x[t] = exp(lambda Delta) x[t -+ 1] + (exp(lambda Delta) - 1) /
+    lambda u[t] (ZOH) recurred step by step over the first `length` steps of u (H, L), backwards for a
+    backward bank, then the RMS and maximum of |x| over the RMS of those steps, and the mean of
+    log sqrt(|x|^2 + (1e-6 RMS)^2) less the log of the RMS."""
+    Lambda = features.Lambda_pairs[:, 0].double().numpy() + 1j * features.Lambda_pairs[:, 1].double().numpy()
+    u = u[:, :length].astype(np.float64)
+    if features.backward:
+        u = u[:, ::-1]
+    rms = np.sqrt((u**2).mean(-1))  # (H,)
+    out = np.empty((features.n_scales, u.shape[0], len(Lambda), 3))
+    for s, Delta in enumerate(features.steps.double().numpy()):
+        abar = np.exp(Lambda * Delta)
+        gamma = (abar - 1.0) / Lambda
+        for h in range(u.shape[0]):
+            x, magnitudes = np.zeros(len(Lambda), dtype=np.complex128), []
+            for v in u[h]:
+                x = abar * x + gamma * v
+                magnitudes.append(np.abs(x))
+            magnitudes = np.array(magnitudes)  # (length, P)
+            out[s, h, :, 0] = np.sqrt((magnitudes**2).mean(0)) / rms[h]
+            out[s, h, :, 1] = magnitudes.max(0) / rms[h]
+            out[s, h, :, 2] = 0.5 * np.log(magnitudes**2 + (1e-6 * rms[h]) ** 2).mean(0) - np.log(rms[h])
+    return out
+
+
+@pytest.mark.parametrize("backward", [False, True])
+@pytest.mark.parametrize("path", ["compiled", "fft", "tensor"])
+@pytest.mark.parametrize("channels", [1, 3])
+def test_envelope_features_are_the_pooled_magnitudes_of_the_modes_recurred_by_a_loop(
+    backward, path, channels, monkeypatch
+):
+    """The last scales x channels x modes x 3 features of a bank with envelope=True are those of
+    `_envelope_by_loop` for series of unequal lengths (padding at the end), on each of the three paths:
+    the compiled recurrence, the FFT convolutions it falls back to with many channels, and the
+    differentiable tensor path."""
+    from ssmts.nn import features as module
+
+    if path == "fft":
+        monkeypatch.setattr(module, "COMPILED_RECURRENCE_STATES", 0)
+    torch.manual_seed(1)
+    bank = SSMFeatures(channels, log_spaced_steps(40, 3), n_kernels=5, d_state=8, envelope=True, backward=backward)
+    lengths = [40, 29, 33]
+    u = torch.randn(3, channels, 40)
+    mask = (torch.arange(40) < torch.tensor(lengths)[:, None]).float()
+    bank.fit_biases(lambda i: u[i, :, : lengths[i]], 3, 0)
+    with torch.no_grad():
+        features = bank._pooled(u, mask) if path == "tensor" else bank(u, mask)
+    assert features.shape == (3, bank.n_features) and bank.n_envelope_features == 3 * channels * 4 * 3
+    envelope = features[:, -bank.n_envelope_features :].double().numpy()
+    for i, length in enumerate(lengths):
+        expected = _envelope_by_loop(bank, u[i].numpy(), length).reshape(-1)
+        np.testing.assert_allclose(envelope[i], expected, rtol=2e-4, atol=2e-5)
+
+
+def test_envelope_features_ignore_the_loudness_of_a_series_and_stay_finite_for_a_silent_one():
+    torch.manual_seed(2)
+    bank = SSMFeatures(2, log_spaced_steps(50, 3), n_kernels=4, d_state=8, envelope=True)
+    u = torch.randn(2, 2, 50)
+    bank.fit_biases(lambda i: u[i], 2, 0)
+    columns = slice(bank.n_features - bank.n_envelope_features, None)
+    with torch.no_grad():
+        reference = bank(u)[:, columns]
+        for gain in (1e-3, 7.0, 1e3):
+            np.testing.assert_allclose(bank(gain * u)[:, columns], reference, rtol=1e-4, atol=1e-4)
+        silent = bank(torch.zeros(1, 2, 50))[:, columns]
+    assert torch.isfinite(silent).all()
+
+
+def test_readout_pools_the_envelope_in_its_causal_banks_only():
+    readout = FeatureReadout(2, log_spaced_steps(30, 3), 1, backward=True, envelope=True, n_kernels=4, d_state=8)
+    envelope = 3 * 2 * 4 * 3  # scales x channels x modes x statistics
+    responses = 3 * 4 * 6  # scales x kernels x (4 PPVs, mean, maximum)
+    expected = [False] * responses + [True] * envelope
+    expected = expected + expected + [False] * (2 * responses)  # series, difference, then both backward
+    assert readout.envelope_columns().tolist() == expected
+    u = torch.randn(3, 2, 30)
+    readout.fit_biases(lambda i: u[i], 3)
+    assert readout.features(u).shape == (3, len(expected))
+    plain = FeatureReadout(2, log_spaced_steps(30, 3), 1, backward=True, n_kernels=4, d_state=8)
+    assert not plain.envelope_columns().any() and len(plain.envelope_columns()) == 4 * responses
