@@ -82,6 +82,9 @@ def _worker(rank: int, world: int, port: int, out_dir: str, kill_after: int | No
             torch.save(result.model.state_dict(), os.path.join(out_dir, "weights.pt"))
             with open(os.path.join(out_dir, "history.json"), "w") as f:
                 json.dump(result.history, f)
+        # Both ranks meet before the teardown here too: rank 1, done first, closed the group under rank 0
+        # while it wrote the weights, and a full test run saw that abort with SIGABRT (2026-12-01).
+        dist.barrier()
     except _Killed:
         # Every rank is killed after the same epoch; meeting here first keeps one rank from tearing the
         # group down under the other (under load the other then aborted, and spawn reported that abort).
