@@ -137,9 +137,9 @@ def mode_features(
     u: (b, H, L) float32; lengths: (b,) int64; abar_*, gamma_*: (S, P) float64;
     combination: (S, H * 2P, M) float32; biases: (S, Q, M) float32;
     out: (b, S, M, Q + 2) float64, written: steps above each bias, sum, maximum (-inf with no step);
-    envelope: (b, S, H, P, 3) float64, written: the sum of |x|^2, the maximum of |x| and the sum of
-    log((|x|^2 + floors[i, h]) / powers[i, h]) / 2 over the steps; or of shape (0, ...), skipped;
-    floors, powers: (b, H) float64 (positive).
+    envelope: (b, S, H, P, 4) float64, written: the sum of |x|^2, the maximum of |x|, the sum of
+    log((|x|^2 + floors[i, h]) / powers[i, h]) / 2 and the sum of (|x|^2 / powers[i, h])^2 over the
+    steps; or of shape (0, ...), skipped; floors, powers: (b, H) float64 (positive).
     """
     b, H, L = u.shape
     S, P = abar_re.shape
@@ -153,9 +153,10 @@ def mode_features(
     totals = np.empty(M)
     maxima = np.empty(M, dtype=np.float32)
     with_envelope = envelope.shape[0] > 0
-    powers_sum = np.empty((H, P))  # per channel and mode: sum of |x|^2, largest |x|^2, sum of log |x|^2
+    powers_sum = np.empty((H, P))  # per channel and mode: sums of |x|^2, of log |x|^2 and of |x|^4, largest |x|^2
     largest = np.empty((H, P))
     logs = np.empty((H, P))
+    squares = np.empty((H, P))
     products = np.empty((H, P))  # the last few steps' |x|^2 multiplied: one logarithm for LOG_BLOCK steps
     for i in range(b):
         n = lengths[i]
@@ -169,6 +170,7 @@ def mode_features(
             powers_sum[:] = 0.0
             largest[:] = 0.0
             logs[:] = 0.0
+            squares[:] = 0.0
             products[:] = 1.0
             for start in range(0, n, T):
                 steps = min(T, n - start)
@@ -189,6 +191,7 @@ def mode_features(
                             for p in range(P):
                                 power = xr[p] * xr[p] + xi[p] * xi[p]
                                 power_sum[p] += power
+                                squares[h, p] += power * power * scale * scale
                                 power_max[p] = max(power_max[p], power)
                                 product[p] *= (power + floor) * scale
                             if (start + j + 1) % LOG_BLOCK == 0:
@@ -204,3 +207,4 @@ def mode_features(
                         envelope[i, s, h, p, 0] = powers_sum[h, p]
                         envelope[i, s, h, p, 1] = np.sqrt(largest[h, p])
                         envelope[i, s, h, p, 2] = 0.5 * (logs[h, p] + np.log(products[h, p]))
+                        envelope[i, s, h, p, 3] = squares[h, p]

@@ -15,8 +15,8 @@ fastest a few steps. Every response is pooled into the proportion of steps above
 biases (PPV, the biases being quantiles of the responses on training series), its mean
 and its maximum. With `envelope=True` a bank also pools the envelope |x_p[t]| of each mode of each
 channel (each mode is a band-pass filter, and its state's magnitude the band's envelope): its RMS, its
-maximum and its mean logarithm, relative to the series' RMS. A linear read-out (ridge, in closed form)
-goes on top. Data at another rate
+maximum and its mean logarithm, relative to the series' RMS, and how much it is modulated. A linear
+read-out (ridge, in closed form) goes on top. Data at another rate
 (inside ssmts.nn.scaled_delta) meets the same continuous-time kernels discretized at its step,
 a mode above its Nyquist frequency answering quasi-statically (`_modes_at_rate`).
 
@@ -48,9 +48,10 @@ more it pools FFT convolutions' outputs instead. Measured at 42 kernels and d_st
 thread: the recurrence 1.5-3.9x faster from 2 to 8 channels (128 states), the FFTs 1.1-1.4x faster at
 15 (240)."""
 
-ENVELOPE_STATISTICS = 3
+ENVELOPE_STATISTICS = 4
 """Features of each mode's envelope |x[t]| with `envelope=True`: its RMS, its maximum and the mean of
-its logarithm, each relative to the series' RMS (`_envelope_features`)."""
+its logarithm, each relative to the series' RMS, and how much it is modulated, log(E|x|^4 / (E|x|^2)^2)
+(0 for a steady band, more the more it comes and goes) (`_envelope_features`)."""
 
 ENVELOPE_FLOOR = 1e-6
 """The envelope's logarithm is taken of |x|^2 + (ENVELOPE_FLOOR x the series' RMS)^2: a mode that stays at
@@ -285,10 +286,10 @@ class SSMFeatures(nn.Module):
         return torch.cat([features, _envelope_features(envelope, lengths, rms).float()], 1)
 
     def _envelope_pools(self, u: torch.Tensor, real: torch.Tensor, rms: torch.Tensor) -> torch.Tensor:
-        """(b, S, H, P, 3) float64, as `_compiled.mode_features` pools the envelope (sum of |x|^2, maximum of
-        |x|, sum of log((|x|^2 + (ENVELOPE_FLOOR rms)^2) / rms^2) / 2 over each series' real steps), from the
-        states x of every channel and mode by FFT convolution (differentiable). u: (b, H, L); real: (b, L)
-        bool; rms: (b, H) (`_root_mean_square`)."""
+        """(b, S, H, P, 4) float64, as `_compiled.mode_features` pools the envelope (sum of |x|^2, maximum of
+        |x|, sum of log((|x|^2 + (ENVELOPE_FLOOR rms)^2) / rms^2) / 2 and sum of (|x|^2 / rms^2)^2 over each
+        series' real steps), from the states x of every channel and mode by FFT convolution
+        (differentiable). u: (b, H, L); real: (b, L) bool; rms: (b, H) (`_root_mean_square`)."""
         b, H, L = u.shape
         floor, mean_power = ((ENVELOPE_FLOOR * rms) ** 2)[:, :, None, None], (rms**2)[:, :, None, None]
         if self.backward:  # what follows a series' end is zero, not its padding's value
@@ -308,8 +309,9 @@ class SSMFeatures(nn.Module):
                 torch.stack(
                     [
                         kept.sum(-1),
-                        kept.amax(-1).sqrt(),
+                        kept.amax(-1).clamp_min(1e-300).sqrt(),  # clamped: no infinite gradient at a silent mode
                         0.5 * torch.where(keep, torch.log((power + floor) / mean_power), 0.0).sum(-1),
+                        (kept / mean_power).pow(2).sum(-1),
                     ],
                     -1,
                 )
@@ -573,14 +575,17 @@ def _root_mean_square(u: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
 
 
 def _envelope_features(pools: torch.Tensor, lengths: torch.Tensor, rms: torch.Tensor) -> torch.Tensor:
-    """(b, S x H x P x 3): the envelope's pools (b, S, H, P, 3) (`SSMFeatures._envelope_pools`) as features
-    of each series' loudness removed: the RMS and the maximum of |x| over the series' RMS (b, H), and the
-    mean of log |x| less the log of the series' RMS (pooled so), so that a series scaled by a constant has
-    the features of the series. lengths: (b,) the real steps of each series."""
+    """(b, S x H x P x 4): the envelope's pools (b, S, H, P, 4) (`SSMFeatures._envelope_pools`) as features
+    of each series' loudness removed: the RMS and the maximum of |x| over the series' RMS (b, H), the mean
+    of log |x| less the log of the series' RMS (pooled so), and log(E|x|^4 / (E|x|^2)^2), so that a series
+    scaled by a constant has the features of the series. lengths: (b,) the real steps of each series."""
     count = lengths.clamp_min(1).to(torch.float64)[:, None, None, None]
     rms = rms[:, None, :, None]  # (b, 1, H, 1)
-    power, largest, mean_log = (pools[..., 0] / count).sqrt() / rms, pools[..., 1] / rms, pools[..., 2] / count
-    return torch.stack([power, largest, mean_log], -1).reshape(len(pools), -1)
+    power = (pools[..., 0] / count).clamp_min(1e-300).sqrt() / rms  # clamped: no infinite gradient at silence
+    largest, mean_log = pools[..., 1] / rms, pools[..., 2] / count
+    mean_square = (pools[..., 0] / count) / rms**2  # E|x|^2 / rms^2; pools[..., 3] / count is E|x|^4 / rms^4
+    modulation = torch.log((pools[..., 3] / count).clamp_min(1e-300) / mean_square.pow(2).clamp_min(1e-300))
+    return torch.stack([power, largest, mean_log, modulation], -1).reshape(len(pools), -1)
 
 
 def _order_statistics(rows: np.ndarray, ranks: np.ndarray) -> np.ndarray:

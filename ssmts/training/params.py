@@ -533,8 +533,9 @@ class FeatureParams(Configurable):
     envelope: bool = param(
         default=False,
         doc="Also pool the envelope |x[t]| of every mode of the causal SSMs (its RMS, maximum and mean "
-        "logarithm, relative to the series' RMS, so loudness drops out): how much of each band a series holds, "
-        "whatever its phase, as a spectrogram would say; d_state / 2 x 3 features per time scale and channel.",
+        "logarithm relative to the series' RMS, so loudness drops out, and how much it is modulated): how much "
+        "of each band a series holds, whatever its phase, as a spectrogram would say; d_state / 2 x 4 features "
+        "per time scale and channel.",
         constraint=Boolean(),
     )
     training_steps: int = param(

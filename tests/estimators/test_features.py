@@ -42,9 +42,9 @@ def _training_features(estimator, X):
 def _classifier_weights(channels: int = 1) -> np.ndarray:
     """SMALL's classifier features written out, bank by bank (series, difference, then both backward):
     3 scales x 8 kernels x (4 PPVs, mean, maximum) responses at weight 1, and for the two causal banks
-    3 scales x channels x 8 modes (d_state 16) x 3 envelope statistics at ENVELOPE_WEIGHT / sqrt(channels)."""
+    3 scales x channels x 8 modes (d_state 16) x 4 envelope statistics at ENVELOPE_WEIGHT / sqrt(channels)."""
     responses = np.ones(3 * 8 * 6)
-    envelope = np.full(3 * channels * 8 * 3, ENVELOPE_WEIGHT / np.sqrt(channels))
+    envelope = np.full(3 * channels * 8 * 4, ENVELOPE_WEIGHT / np.sqrt(channels))
     return np.concatenate([responses, envelope, responses, envelope, responses, responses])
 
 
@@ -151,8 +151,8 @@ def test_gunpoint_accuracy_beats_one_nearest_neighbour():
     clf = SSMFeatureClassifier(random_state=0, device="cpu").fit(X, y)
     assert clf.score(X_test, y_test) >= 0.95
     # (series, difference) x (forward, backward) x scales x kernels x (4 PPV + mean + max), and the envelopes
-    # of the causal banks: (series, difference) x scales x channel x 8 modes x (mean, max, mean log)
-    assert clf.n_features_out_ == 2 * 2 * 10 * 42 * 6 + 2 * 10 * 1 * 8 * 3
+    # of the causal banks: (series, difference) x scales x channel x 8 modes x (RMS, max, mean log, modulation)
+    assert clf.n_features_out_ == 2 * 2 * 10 * 42 * 6 + 2 * 10 * 1 * 8 * 4
 
 
 def test_save_load_reproducibility_and_unequal_lengths(tmp_path):

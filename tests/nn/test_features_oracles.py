@@ -322,16 +322,16 @@ def test_ppv_gradient_is_that_of_a_sigmoid_of_the_documented_temperature():
 
 
 def _envelope_by_loop(features: SSMFeatures, u: np.ndarray, length: int) -> np.ndarray:
-    """(S, H, P, 3) float64: every mode's state x[t] = exp(lambda Delta) x[t -+ 1] + (exp(lambda Delta) - 1) /
+    """(S, H, P, 4) float64: every mode's state x[t] = exp(lambda Delta) x[t -+ 1] + (exp(lambda Delta) - 1) /
     lambda u[t] (ZOH) recurred step by step over the first `length` steps of u (H, L), backwards for a
     backward bank, then the RMS and maximum of |x| over the RMS of those steps, and the mean of
-    log sqrt(|x|^2 + (1e-6 RMS)^2) less the log of the RMS."""
+    log sqrt(|x|^2 + (1e-6 RMS)^2) less the log of the RMS, and log(mean |x|^4 / (mean |x|^2)^2)."""
     Lambda = features.Lambda_pairs[:, 0].double().numpy() + 1j * features.Lambda_pairs[:, 1].double().numpy()
     u = u[:, :length].astype(np.float64)
     if features.backward:
         u = u[:, ::-1]
     rms = np.sqrt((u**2).mean(-1))  # (H,)
-    out = np.empty((features.n_scales, u.shape[0], len(Lambda), 3))
+    out = np.empty((features.n_scales, u.shape[0], len(Lambda), 4))
     for s, Delta in enumerate(features.steps.double().numpy()):
         abar = np.exp(Lambda * Delta)
         gamma = (abar - 1.0) / Lambda
@@ -344,6 +344,7 @@ def _envelope_by_loop(features: SSMFeatures, u: np.ndarray, length: int) -> np.n
             out[s, h, :, 0] = np.sqrt((magnitudes**2).mean(0)) / rms[h]
             out[s, h, :, 1] = magnitudes.max(0) / rms[h]
             out[s, h, :, 2] = 0.5 * np.log(magnitudes**2 + (1e-6 * rms[h]) ** 2).mean(0) - np.log(rms[h])
+            out[s, h, :, 3] = np.log((magnitudes**4).mean(0) / (magnitudes**2).mean(0) ** 2)
     return out
 
 
@@ -353,7 +354,7 @@ def _envelope_by_loop(features: SSMFeatures, u: np.ndarray, length: int) -> np.n
 def test_envelope_features_are_the_pooled_magnitudes_of_the_modes_recurred_by_a_loop(
     backward, path, channels, monkeypatch
 ):
-    """The last scales x channels x modes x 3 features of a bank with envelope=True are those of
+    """The last scales x channels x modes x 4 features of a bank with envelope=True are those of
     `_envelope_by_loop` for series of unequal lengths (padding at the end), on each of the three paths:
     the compiled recurrence, the FFT convolutions it falls back to with many channels, and the
     differentiable tensor path."""
@@ -369,7 +370,7 @@ def test_envelope_features_are_the_pooled_magnitudes_of_the_modes_recurred_by_a_
     bank.fit_biases(lambda i: u[i, :, : lengths[i]], 3, 0)
     with torch.no_grad():
         features = bank._pooled(u, mask) if path == "tensor" else bank(u, mask)
-    assert features.shape == (3, bank.n_features) and bank.n_envelope_features == 3 * channels * 4 * 3
+    assert features.shape == (3, bank.n_features) and bank.n_envelope_features == 3 * channels * 4 * 4
     envelope = features[:, -bank.n_envelope_features :].double().numpy()
     for i, length in enumerate(lengths):
         expected = _envelope_by_loop(bank, u[i].numpy(), length).reshape(-1)
@@ -392,7 +393,7 @@ def test_envelope_features_ignore_the_loudness_of_a_series_and_stay_finite_for_a
 
 def test_readout_pools_the_envelope_in_its_causal_banks_only():
     readout = FeatureReadout(2, log_spaced_steps(30, 3), 1, backward=True, envelope=True, n_kernels=4, d_state=8)
-    envelope = 3 * 2 * 4 * 3  # scales x channels x modes x statistics
+    envelope = 3 * 2 * 4 * 4  # scales x channels x modes x statistics
     responses = 3 * 4 * 6  # scales x kernels x (4 PPVs, mean, maximum)
     expected = [False] * responses + [True] * envelope
     expected = expected + expected + [False] * (2 * responses)  # series, difference, then both backward
@@ -402,3 +403,17 @@ def test_readout_pools_the_envelope_in_its_causal_banks_only():
     assert readout.features(u).shape == (3, len(expected))
     plain = FeatureReadout(2, log_spaced_steps(30, 3), 1, backward=True, n_kernels=4, d_state=8)
     assert not plain.envelope_columns().any() and len(plain.envelope_columns()) == 4 * responses
+
+
+def test_a_trainable_bank_with_envelopes_has_finite_gradients_on_a_silent_series():
+    """The envelope's RMS and maximum are square roots: at a series of zeros their gradient would be
+    infinite (and 0 x inf a NaN in every parameter's gradient) without the clamps."""
+    torch.manual_seed(3)
+    bank = SSMFeatures(1, log_spaced_steps(30, 2), n_kernels=3, d_state=4, envelope=True)
+    u = torch.randn(3, 1, 30)
+    u[1] = 0.0
+    bank.fit_biases(lambda i: u[i], 3, 0)
+    bank.requires_grad_()
+    bank(u).sum().backward()
+    for name, parameter in bank.named_parameters():
+        assert torch.isfinite(parameter.grad).all(), name

@@ -80,13 +80,16 @@ def test_features_of_a_band_limited_series_at_half_the_rate():
 # The modes' envelopes (envelope=True) at half the rate, rms difference in spreads by the coarse steps a scale
 # remembers: the fastest scales' do not carry over (modes above the half rate's Nyquist frequency answer
 # quasi-statically, and those aliased at the training rate move): up to 1.69 at 2-16 steps, 0.33 at 32, at
-# most 0.08 from 63 on. No bound below 30 steps; the read-out fitted with a sample_rate sees both rates.
+# most 0.08 from 63 on (RMS, maximum, mean log); the modulation up to 0.51 at 2-16 steps, 0.34 at 32 and
+# 0.22 beyond (the slowest scales' modulation hardly varies between series, so small changes weigh).
+# No bound below 30 steps; the read-out fitted with a sample_rate sees both rates.
 ENVELOPE_TOLERANCES = ((30.0, 0.4), (60.0, 0.1))
+MODULATION_TOLERANCE = 0.4  # from 30 steps on
 
 
 def test_envelopes_of_a_band_limited_series_at_half_the_rate():
-    """The series of the test above; per causal bank, scale and envelope statistic (RMS, maximum, mean log),
-    the rms difference over the series and modes stays within ENVELOPE_TOLERANCES of the scale's memory."""
+    """The series of the test above; per causal bank, scale and envelope statistic (RMS, maximum, mean log,
+    modulation), the rms difference over the series and modes stays within the tolerances above."""
     rng = np.random.default_rng(0)
     n, L = 48, 2000
     frequency, amplitude, phase = rng.uniform(0.002, 0.1, (3, n, 3))
@@ -101,17 +104,17 @@ def test_envelopes_of_a_band_limited_series_at_half_the_rate():
     at_rate = network.features(fine).double()[:, columns]
     with scaled_delta(network, 2.0):
         at_half = network.features(coarse).double()[:, columns]
-    z = ((at_half - at_rate) / at_rate.std(0).clamp_min(1e-9)).reshape(n, 2, 10, 8, 3)  # bank, scale, mode, pool
+    z = ((at_half - at_rate) / at_rate.std(0).clamp_min(1e-9)).reshape(n, 2, 10, 8, 4)  # bank, scale, mode, pool
     rms = z.pow(2).mean(dim=(0, 3)).sqrt()  # (bank, scale, pool)
     coarse_memory = 1.0 / (2.0 * network.series.steps)
     bounds = [[t for start, t in ENVELOPE_TOLERANCES if memory >= start] for memory in coarse_memory.tolist()]
     beyond = [
-        (bank, scale, pool, round(float(rms[bank, scale, pool]), 3), bound[-1])
+        (bank, scale, pool, round(float(rms[bank, scale, pool]), 3), limit)
         for scale, bound in enumerate(bounds)
         if bound
         for bank in range(2)
-        for pool in range(3)
-        if rms[bank, scale, pool] > bound[-1]
+        for pool, limit in enumerate([bound[-1]] * 3 + [MODULATION_TOLERANCE])
+        if rms[bank, scale, pool] > limit
     ]
     assert not beyond, beyond
     assert rms[:, :4].max() > 1.0  # the fastest scales' envelopes do not carry over, as said above
