@@ -124,7 +124,7 @@ def pool_responses(y, lengths, biases, out):
 
 @numba.njit(nogil=True, cache=True)
 def mode_features(
-    u, lengths, abar_re, abar_im, gamma_re, gamma_im, combination, biases, reverse, out, envelope, floors, powers
+    u, lengths, abar_re, abar_im, gamma_re, gamma_im, combination, biases, reverse, out, envelope, floors, mean_powers
 ):
     """Every response of a bank of SSM features, pooled in one pass without keeping the responses.
 
@@ -138,8 +138,8 @@ def mode_features(
     combination: (S, H * 2P, M) float32; biases: (S, Q, M) float32;
     out: (b, S, M, Q + 2) float64, written: steps above each bias, sum, maximum (-inf with no step);
     envelope: (b, S, H, P, 4) float64, written: the sum of |x|^2, the maximum of |x|, the sum of
-    log((|x|^2 + floors[i, h]) / powers[i, h]) / 2 and the sum of (|x|^2 / powers[i, h])^2 over the
-    steps; or of shape (0, ...), skipped; floors, powers: (b, H) float64 (positive).
+    log((|x|^2 + floors[i, h]) / mean_powers[i, h]) / 2 and the sum of (|x|^2 / mean_powers[i, h])^2
+    over the steps; or of shape (0, ...), skipped; floors, mean_powers: (b, H) float64 (positive).
     """
     b, H, L = u.shape
     S, P = abar_re.shape
@@ -153,8 +153,8 @@ def mode_features(
     totals = np.empty(M)
     maxima = np.empty(M, dtype=np.float32)
     with_envelope = envelope.shape[0] > 0
-    powers_sum = np.empty((H, P))  # per channel and mode: sums of |x|^2, of log |x|^2 and of |x|^4, largest |x|^2
-    largest = np.empty((H, P))
+    powers_sum = np.empty((H, P))  # per channel and mode: the sum of |x|^2, its largest, the sums of
+    largest = np.empty((H, P))  # log |x|^2 and of |x|^4
     logs = np.empty((H, P))
     squares = np.empty((H, P))
     products = np.empty((H, P))  # the last few steps' |x|^2 multiplied: one logarithm for LOG_BLOCK steps
@@ -176,8 +176,8 @@ def mode_features(
                 steps = min(T, n - start)
                 for h in range(H):
                     xr, xi, first = state_re[h], state_im[h], h * 2 * P
-                    power_sum, power_max, product = powers_sum[h], largest[h], products[h]
-                    floor, scale = floors[i, h], 1.0 / powers[i, h]
+                    power_sum, power_max, product, square_sum = powers_sum[h], largest[h], products[h], squares[h]
+                    floor, scale = floors[i, h], 1.0 / mean_powers[i, h]
                     for j in range(steps):
                         v = u[i, h, n - 1 - (start + j) if reverse else start + j]
                         row = states[j]
@@ -191,7 +191,7 @@ def mode_features(
                             for p in range(P):
                                 power = xr[p] * xr[p] + xi[p] * xi[p]
                                 power_sum[p] += power
-                                squares[h, p] += power * power * scale * scale
+                                square_sum[p] += power * power * scale * scale
                                 power_max[p] = max(power_max[p], power)
                                 product[p] *= (power + floor) * scale
                             if (start + j + 1) % LOG_BLOCK == 0:

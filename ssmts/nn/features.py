@@ -225,9 +225,7 @@ class SSMFeatures(nn.Module):
         if H * two_P < M:
             # Through the modes: H x 2P convolutions per scale instead of M, then one product
             # combines them into the M responses (5x fewer FFTs for one channel, N=16, M=84).
-            basis_f = torch.fft.rfft(basis.float(), n=n_fft)  # (s, 2P, F)
-            basis_f = basis_f.conj() if self.backward else basis_f
-            states = torch.fft.irfft(u_f[:, None, :, None, :] * basis_f[None, :, None], n=n_fft)[..., :L]
+            states = self._mode_states(u_f, n_fft, L, basis)
             combination = (mix[..., None] * weights[:, :, None, :]).reshape(S, M, H * two_P).float()
             return combination @ states.reshape(b, S, H * two_P, L)
         K_f = torch.fft.rfft((weights @ basis).float(), n=n_fft)  # (s, M, F)
@@ -237,6 +235,13 @@ class SSMFeatures(nn.Module):
         else:
             mixed = torch.einsum("smh,bhf->bsmf", mix.to(u_f.dtype), u_f)
         return torch.fft.irfft(mixed * K_f, n=n_fft)[..., :L]
+
+    def _mode_states(self, u_f: torch.Tensor, n_fft: int, L: int, basis: torch.Tensor) -> torch.Tensor:
+        """(b, s, H, 2P, L) float32: the states (Re, then Im) of every mode of every channel by FFT convolution
+        of u_f (b, H, F) with the basis (s, 2P, L) (`modes`); run backward, a correlation (`_convolve`)."""
+        basis_f = torch.fft.rfft(basis.float(), n=n_fft)  # (s, 2P, F)
+        basis_f = basis_f.conj() if self.backward else basis_f
+        return torch.fft.irfft(u_f[:, None, :, None, :] * basis_f[None, :, None], n=n_fft)[..., :L]
 
     def _pooled_compiled(self, u: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
         """forward's features (batch, n_features) float32 by the compiled CPU pass (no response kept, no
@@ -249,8 +254,8 @@ class SSMFeatures(nn.Module):
         self._check_input(u)
         (b, H, L), (S, M, Q) = u.shape, self.biases.shape
         pooled = torch.empty(b, S, M, Q + 2, dtype=torch.float64)
-        envelope = torch.empty((b, S, H, self.n_modes, ENVELOPE_STATISTICS) if self.envelope else (0, 1, 1, 1, 1))
-        envelope = envelope.to(torch.float64)
+        shape = (b, S, H, self.n_modes, ENVELOPE_STATISTICS) if self.envelope else (0, 1, 1, 1, 1)
+        envelope = torch.empty(shape, dtype=torch.float64)
         biases = self.biases.float().transpose(1, 2).contiguous()  # (S, Q, M): time-major pooling
         padded = torch.arange(L) >= lengths[:, None]
         rms = _root_mean_square(u, ~padded) if self.envelope else torch.ones(b, H, dtype=torch.float64)
@@ -270,7 +275,7 @@ class SSMFeatures(nn.Module):
                     pooled.numpy(),
                     envelope.numpy(),
                     ((ENVELOPE_FLOOR * rms) ** 2).numpy(),
-                    (rms**2).numpy(),
+                    (rms**2).numpy(),  # the mean power
                 )
             else:
                 for s, y in enumerate(self._responses_by_scale(u, padded)):
@@ -298,10 +303,8 @@ class SSMFeatures(nn.Module):
         _, basis = self.modes(L)  # (S, 2P, L)
         P = self.n_modes
         pools = []
-        for s in range(self.n_scales):
-            basis_f = torch.fft.rfft(basis[s].float(), n=n_fft)  # (2P, F)
-            basis_f = basis_f.conj() if self.backward else basis_f
-            states = torch.fft.irfft(u_f[:, :, None, :] * basis_f[None, None], n=n_fft)[..., :L].double()
+        for s in range(self.n_scales):  # a scale at a time bounds the states kept
+            states = self._mode_states(u_f, n_fft, L, basis[s : s + 1])[:, 0].double()  # (b, H, 2P, L)
             power = states[:, :, :P] ** 2 + states[:, :, P:] ** 2  # (b, H, P, L)
             keep = real[:, None, None, :]
             kept = torch.where(keep, power, 0.0)
@@ -583,8 +586,8 @@ def _envelope_features(pools: torch.Tensor, lengths: torch.Tensor, rms: torch.Te
     rms = rms[:, None, :, None]  # (b, 1, H, 1)
     power = (pools[..., 0] / count).clamp_min(1e-300).sqrt() / rms  # clamped: no infinite gradient at silence
     largest, mean_log = pools[..., 1] / rms, pools[..., 2] / count
-    mean_square = (pools[..., 0] / count) / rms**2  # E|x|^2 / rms^2; pools[..., 3] / count is E|x|^4 / rms^4
-    modulation = torch.log((pools[..., 3] / count).clamp_min(1e-300) / mean_square.pow(2).clamp_min(1e-300))
+    # pools[..., 3] / count is E|x|^4 / rms^4, and power^2 is E|x|^2 / rms^2
+    modulation = torch.log((pools[..., 3] / count).clamp_min(1e-300) / power.pow(4).clamp_min(1e-300))
     return torch.stack([power, largest, mean_log, modulation], -1).reshape(len(pools), -1)
 
 
