@@ -388,7 +388,10 @@ def _fit_ridge(
     ridge's prior as w^2 copies of it would); constant features keep standard deviation 1. With more
     rows than features, TallRidgeCV (the same fit, the penalties at a
     fraction of scikit-learn's cost there; with verbose, its progress bar). For regression the penalty is
-    the smoothest within REGRESSION_PENALTY_STANDARD_ERRORS of the best (`penalty_within`)."""
+    the smoothest within REGRESSION_PENALTY_STANDARD_ERRORS of the best (`penalty_within`), chosen and
+    fitted on the targets standardized (`_standardized_targets`; `best_score_` is in units of their
+    variance), the solution (`coef_`, `intercept_`) then given in the targets' units: the predictions
+    scale and shift with the targets exactly, where the squared errors of targets near 1e155 overflow."""
     classifier = objective == "classification"
     standard_errors = 0.0 if classifier else REGRESSION_PENALTY_STANDARD_ERRORS
     if len(features) > features.shape[1]:
@@ -397,13 +400,34 @@ def _fit_ridge(
         ridge = RidgeClassifierCV(alphas=RIDGE_ALPHAS)
     else:
         ridge = SmoothestRidgeCV(RIDGE_ALPHAS, standard_errors=standard_errors)
+    if not classifier:
+        targets, offset, spread = _standardized_targets(targets)
     # BLAS keeps to torch's thread cap, as the features do: on a machine with a busy core, BLAS threads
     # beyond the idle cores wait for each other (a 40-series ridge took 0.2 s instead of milliseconds).
     with threadpool_limits(limits=torch.get_num_threads(), user_api="blas"):
         mean, scale = features.mean(0), features.std(0)
         scale[scale < 1e-12] = 1.0
         scale = scale / weights
-        return ridge.fit((features - mean) / scale, targets), mean, scale
+        ridge.fit((features - mean) / scale, targets)
+    if not classifier:  # coef_ (k, p) or (p,) for 1-d targets, intercept_ (k,) or a scalar
+        coef = np.asarray(ridge.coef_, dtype=np.float64)
+        ridge.coef_ = coef * (spread[:, None] if coef.ndim == 2 else spread)
+        ridge.intercept_ = (offset + spread * ridge.intercept_).reshape(np.shape(ridge.intercept_))
+    return ridge, mean, scale
+
+
+def _standardized_targets(targets: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(z, offset, spread): finite targets (n,) or (n, k) = offset + spread * z, z of mean 0 and standard
+    deviation 1 in each column (a constant column: spread 1), offset and spread (k,) ((1,) for 1-d targets).
+    Formed from the targets over their largest magnitude, so that nothing is squared in their units."""
+    columns = targets.reshape(len(targets), -1)
+    peak = np.abs(columns).max(0)
+    peak[peak == 0] = 1.0
+    unit = columns / peak
+    centre, deviation = unit.mean(0), unit.std(0)
+    deviation[deviation < 1e-12] = 1.0  # a constant column, up to rounding
+    z = (unit - centre) / deviation
+    return z.reshape(targets.shape), centre * peak, deviation * peak
 
 
 @with_params_doc
@@ -463,8 +487,10 @@ class SSMFeatureRegressor(_FeatureEstimator, RateRegressorMixin, BaseEstimator):
     """Regress targets from the responses of fixed diagonal SSMs at many time scales, pooled, with
     ridge regression on top. y: (n_samples,) or (n_samples, n_targets). The penalty (`alpha_`) is the
     largest whose mean leave-one-out error is within a quarter of a standard error of the lowest: with
-    little signal in the targets, the predictions lean towards their training mean. Fitted attributes
-    as SSMFeatureClassifier's."""
+    little signal in the targets, the predictions lean towards their training mean; it is chosen on the
+    targets standardized (each column), so that predictions scale and shift with the targets exactly.
+    Fitted attributes as SSMFeatureClassifier's; `normalize_scores_` is minus the mean leave-one-out
+    squared error in units of the targets' variance."""
 
     # Chosen by 5-fold CV x 2 on the training splits of CardanoSentiment, Covid3Month and Tecator:
     # levels far outside the training range ruin "channel" predictions on Covid3Month.

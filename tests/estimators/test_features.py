@@ -112,6 +112,45 @@ def test_regressor_readout_is_a_ridge_on_the_scaled_features_at_the_smoothest_pe
     assert SSMFeatureRegressor(**SMALL).fit(X, freq).predict(X[:3]).shape == (3,)
 
 
+@pytest.mark.parametrize("scales", [(1e150, 1e-3), (1e-200, -3.0), (1e200, 1e200)])
+def test_regressor_predictions_scale_and_shift_with_the_targets(scales):
+    """Targets a * y + b give predictions a * predict(y) + b, column by column, without a numerical warning: the
+    penalty is chosen on the targets standardized (squared errors of targets near 1e155 overflowed, and those of
+    1e-200 underflowed, each choosing another penalty: other predictions, silently for the small ones)."""
+    X, _, freq = _waves(40, 60, seed=2)
+    Y = np.stack([freq, np.sin(40 * freq)], 1)
+    reference = SSMFeatureRegressor(**SMALL).fit(X[:30], Y[:30])
+    a = np.array(scales)
+    b = a * np.array([10.0, -5.0])  # shifts of many spreads, in the units of each column
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        scaled = SSMFeatureRegressor(**SMALL).fit(X[:30], a * Y[:30] + b)
+        predicted = (scaled.predict(X[30:]) - b) / a
+    assert scaled.alpha_ == reference.alpha_
+    np.testing.assert_allclose(predicted, reference.predict(X[30:]), rtol=1e-6, atol=1e-9)
+    one = SSMFeatureRegressor(**SMALL).fit(X[:30], freq[:30])  # 1-d targets
+    one_scaled = SSMFeatureRegressor(**SMALL).fit(X[:30], a[0] * freq[:30])
+    np.testing.assert_allclose(one_scaled.predict(X[30:]) / a[0], one.predict(X[30:]), rtol=1e-6, atol=1e-9)
+
+
+def test_standardized_targets_give_back_the_targets():
+    """targets = offset + spread * z, z of mean 0 and standard deviation 1 per column (a constant column: z = 0)."""
+    from ssmts.estimators.features import _standardized_targets
+
+    rng = np.random.default_rng(0)
+    huge, tiny = rng.standard_normal(20) * 1e200, rng.standard_normal(20) * 1e-200 + 3e-200
+    targets = np.stack([huge, tiny, np.full(20, -7.0)], 1)
+    z, offset, spread = _standardized_targets(targets)
+    np.testing.assert_allclose(offset + spread * z, targets, rtol=1e-12)
+    np.testing.assert_allclose(z[:, :2].mean(0), 0.0, atol=1e-12)
+    np.testing.assert_allclose(z[:, :2].std(0), 1.0, rtol=1e-12)
+    assert np.all(z[:, 2] == 0) and offset[2] == -7.0
+    units = np.array([1e200, 1e-200])  # np.std of the targets themselves over- and underflows
+    np.testing.assert_allclose(spread[:2], (targets[:, :2] / units).std(0) * units, rtol=1e-12)
+    flat, one_offset, one_spread = _standardized_targets(targets[:, 0])
+    assert flat.shape == (20,) and one_offset.shape == one_spread.shape == (1,)
+
+
 def test_a_regressor_fitted_on_one_sample_is_refused_by_name():
     """Leave-one-out of one sample is undefined (scikit-learn's divides 0 by 0 for every penalty)."""
     X, _, freq = _waves(3, 40)
@@ -287,6 +326,7 @@ def test_the_ridge_keeps_blas_to_torchs_thread_cap(monkeypatch):
 
         def fit(self, X, y):
             seen.append(max(pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"))
+            self.coef_, self.intercept_ = np.zeros(X.shape[1]), 0.0
             return self
 
     monkeypatch.setattr(features, "SmoothestRidgeCV", Recording)
