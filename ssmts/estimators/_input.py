@@ -29,16 +29,32 @@ class PreparedInput:
 
 
 FLOAT32_MAX = float(np.finfo(np.float32).max)
+# The smallest magnitude whose float32 keeps all 24 bits of precision for the values within 2^-23 of it:
+# data whose largest |x| is below it become subnormal numbers or zeros in float32.
+FLOAT32_SMALLEST_FULL = float(np.finfo(np.float32).tiny) * 2.0**23
 
 
-def _as_float32(arr: np.ndarray, name: str) -> np.ndarray:
-    """float64 -> float32, refusing values the cast would turn into infinity."""
+def _within_float32(arr: np.ndarray, name: str) -> np.ndarray:
+    """arr (float64, kept so: the standardization is formed in float64 and cast to the network's float32
+    after it, so that a large level does not swallow small variations, as 1e8 + sin(t) in float32 would),
+    refusing values a float32 network input could not hold (infinity)."""
     if arr.size and np.abs(arr).max() > FLOAT32_MAX:
         raise ValueError(
             f"{name} has values beyond the float32 range (|x| > {FLOAT32_MAX:.3g}); the network computes "
             "in float32, so rescale the data first"
         )
-    return arr.astype(np.float32)
+    return arr
+
+
+def _check_not_below_float32(peak: float, name: str) -> None:
+    """Refuse data whose largest magnitude `peak` is positive but so small that float32 turns the data into
+    zeros or subnormal numbers (series at 1e-150 would all read as zeros: every prediction the same)."""
+    if 0.0 < peak < FLOAT32_SMALLEST_FULL:
+        raise ValueError(
+            f"{name} has no value above {FLOAT32_SMALLEST_FULL:.3g} in magnitude (the largest is {peak:.3g}); the "
+            "network computes in float32, where such values lose their precision or become 0, so rescale the "
+            "data first"
+        )
 
 
 def _float64(X, input_name: str, **kwargs) -> np.ndarray:
@@ -104,18 +120,21 @@ def _prepare_memmap(X: np.memmap) -> PreparedInput:
         raise ValueError(f"X has shape {X.shape}: need at least one sample, channel and timepoint")
     view = X[:, None, :] if X.ndim == 2 else X
     # The one pass over the file: every value checked, and each channel's range taken (for the
-    # extrapolation check) in float32, as the rows reach the network.
+    # extrapolation check) in float64, as the rows reach the standardization.
     low, high = np.full(view.shape[1], np.inf), np.full(view.shape[1], -np.inf)
     rows = max(1, (1 << 20) // max(1, X[0].nbytes))  # about 1 MB at a time
+    peak = 0.0
     for start in range(0, X.shape[0], rows):
         chunk = np.asarray(view[start : start + rows])
         if not np.isfinite(chunk).all():
             bad = start + int(np.flatnonzero(~np.isfinite(chunk.reshape(len(chunk), -1)).all(axis=1))[0])
             raise ValueError(f"X contains NaN or infinity (first in sample {bad})")
-        if np.abs(chunk).max() > FLOAT32_MAX:
+        peak = max(peak, float(np.abs(chunk).max()))
+        if peak > FLOAT32_MAX:
             raise ValueError(f"X has values beyond the float32 range (|x| > {FLOAT32_MAX:.3g}); rescale the data first")
-        values = chunk.astype(np.float32)
+        values = chunk.astype(np.float64)
         low, high = np.minimum(low, values.min(axis=(0, 2))), np.maximum(high, values.max(axis=(0, 2)))
+    _check_not_below_float32(peak, "X")
     lengths = np.full(X.shape[0], X.shape[-1])
     return PreparedInput(LazyRows(view), None, lengths, False, X.shape[1], X.ndim, np.stack([low, high]))
 
@@ -142,9 +161,10 @@ def prepare_input(X) -> PreparedInput:
             raise ValueError(f"all series must have the same number of channels, got {sorted(channels)}")
         lengths = np.array([s.shape[1] for s in series])
         n, C, L = len(series), series[0].shape[0], int(lengths.max())
-        x = np.zeros((n, C, L), dtype=np.float32)
+        x = np.zeros((n, C, L), dtype=np.float64)
         for i, s in enumerate(series):
-            x[i, :, : s.shape[1]] = _as_float32(s, f"X[{i}]")
+            x[i, :, : s.shape[1]] = _within_float32(s, f"X[{i}]")
+        _check_not_below_float32(max(float(np.abs(s).max()) for s in series), "X")
         mask = torch.arange(L)[None, :] < torch.from_numpy(lengths)[:, None]
         return PreparedInput(torch.from_numpy(x), mask, lengths, True, C, 3)
 
@@ -166,9 +186,11 @@ def prepare_input(X) -> PreparedInput:
         arr = _float64(X, "X", allow_nd=True, ensure_min_samples=1)
         if arr.shape[1] < 1 or arr.shape[2] < 1:
             raise ValueError(f"X has shape {arr.shape}: need at least one channel and one timepoint")
-        x = torch.from_numpy(_as_float32(arr, "X"))
+        x = torch.from_numpy(_within_float32(arr, "X"))
+        _check_not_below_float32(float(np.abs(arr).max()), "X")
         return PreparedInput(x, None, np.full(arr.shape[0], arr.shape[2]), False, arr.shape[1], 3)
 
     arr = _float64(X, "X", ensure_min_samples=1, ensure_min_features=1)
-    x = torch.from_numpy(_as_float32(arr, "X"))[:, None, :]
+    x = torch.from_numpy(_within_float32(arr, "X"))[:, None, :]
+    _check_not_below_float32(float(np.abs(arr).max()), "X")
     return PreparedInput(x, None, np.full(arr.shape[0], arr.shape[1]), False, arr.shape[1], 2)

@@ -35,8 +35,13 @@ class RateRegressorMixin(RegressorMixin):
     targets of several columns."""
 
     def score(self, X, y, sample_weight=None, sample_rate=None):
-        """R^2 of predict(X, sample_rate) against y."""
-        return r2_score(y, self.predict(X, sample_rate=sample_rate), sample_weight=sample_weight)
+        """R^2 of predict(X, sample_rate) against y, formed in units of the power of two nearest each target
+        column's magnitude (an exact scaling, which R^2 does not see): the squares of targets near 1e200
+        would overflow to a NaN score."""
+        predicted = self.predict(X, sample_rate=sample_rate)
+        y = np.asarray(y, dtype=np.float64)
+        unit = np.ldexp(1.0, np.frexp(np.abs(y).max(axis=0) if y.size else 0.0)[1])
+        return r2_score(y / unit, predicted / unit, sample_weight=sample_weight)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -68,20 +68,24 @@ def series_summary(
 def _moments(
     x: torch.Tensor, mask: torch.Tensor | None, dims: tuple[int, ...], rel_floor: float
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Mean, standard deviation and whether the spread exceeds the floor (kept dims)."""
+    """Mean, standard deviation and whether the spread exceeds the floor (kept dims). Formed on x over
+    the power of two nearest its magnitude, an exact scaling, so that the squares of values near 1e200 do
+    not overflow nor those near 1e-200 underflow (the same digits as unscaled in between)."""
     x = x.double()
-    if mask is None:
+    m = None if mask is None else mask[:, None, :].double().expand_as(x)
+    magnitude = (x.abs() if m is None else x.abs() * m).amax(dim=dims, keepdim=True)
+    # a power of two at most the magnitude (1 for 0): log2 and pow export to ONNX, where frexp does not
+    unit = torch.where(magnitude > 0, torch.pow(2.0, torch.floor(torch.log2(magnitude))), torch.ones_like(magnitude))
+    x = x / unit
+    if m is None:
         mean = x.mean(dim=dims, keepdim=True)
         std = x.std(dim=dims, unbiased=False, keepdim=True)
-        magnitude = x.abs().amax(dim=dims, keepdim=True)
     else:
-        m = mask[:, None, :].double().expand_as(x)
         count = m.sum(dim=dims, keepdim=True).clamp_min(1.0)
         mean = (x * m).sum(dim=dims, keepdim=True) / count
         std = torch.sqrt((((x - mean) ** 2) * m).sum(dim=dims, keepdim=True) / count)
-        magnitude = (x.abs() * m).amax(dim=dims, keepdim=True)
     # A flat series (std 0) is never above the floor, which is >= 0: it keeps scale 1.
-    return mean, std, std > rel_floor * magnitude
+    return mean * unit, std * unit, std > rel_floor * (magnitude / unit)
 
 
 def _statistics(

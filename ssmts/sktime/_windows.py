@@ -110,15 +110,20 @@ def window_scaling(
         return np.broadcast_to(y_mean[:, None], shape), np.broadcast_to(y_scale[:, None], shape)
     observed = ~np.isnan(context)
     count = observed.sum(-1, keepdims=True)
-    mean = np.where(observed, context, 0.0).sum(-1, keepdims=True) / count
-    var = (np.where(observed, context - mean, 0.0) ** 2).sum(-1, keepdims=True) / count
+    # The spread is formed in units of the power of two nearest each window's magnitude, an exact
+    # scaling: squares of values near 1e200 would overflow, and those near 1e-200 underflow to 0.
+    magnitude = np.where(observed, np.abs(context), 0.0).max(-1, keepdims=True)
+    unit = np.ldexp(1.0, np.frexp(np.maximum(magnitude, scale_floor[:, None]))[1])  # a window of zeros: the floor's
+    units = context / unit
+    mean = np.where(observed, units, 0.0).sum(-1, keepdims=True) / count * unit
+    var = (np.where(observed, units - mean / unit, 0.0) ** 2).sum(-1, keepdims=True) / count
     shift = mean if location == "mean" else fill_forward(context)[..., -1:]
     # The floor keeps a constant context's scale above 0: a thousandth of the window's own level, so
     # that a series of small values in a panel of large ones keeps its own scale (a panel-wide floor
     # swamped such a series' spread); the panel-wide floor (C,) only for a context at level 0.
-    level = np.where(observed, np.abs(context), 0.0).sum(-1, keepdims=True) / count
+    level = np.where(observed, np.abs(units), 0.0).sum(-1, keepdims=True) / count * unit
     floor = np.where(level > 0, 1e-3 * level, scale_floor[:, None])
-    scale = np.sqrt(var + floor**2)
+    scale = np.sqrt(var + (floor / unit) ** 2) * unit
     if location == "drift":
         # the drift forecast (Hyndman's "drift method"): the line through the last observed value
         # with the slope from the first to the last observed value, over the context and horizon

@@ -57,7 +57,8 @@ def seed_from(random_state) -> int:
 class LazyRows:
     """Rows of an array that stays on disk (a numpy memmap, e.g. np.load(path, mmap_mode="r")) until
     a batch is taken: indexing gives another LazyRows, `materialize` reads just those rows as a
-    float32 tensor, with `transform` (e.g. the training scaling) applied to them.
+    float32 tensor, or as float64 for `transform` (e.g. the training scaling, formed in float64) to
+    apply to them.
 
     array: (n, ...) array-like; index: the rows in use (None: all); transform(tensor) -> tensor.
     """
@@ -85,7 +86,8 @@ class LazyRows:
             # read in file order (much faster on disk), then put back in the requested order
             order = np.argsort(self.index, kind="stable")
             rows = self.index[order]
-        x = torch.from_numpy(np.array(self.array[rows], dtype=np.float32))  # a copy: the map may be read-only
+        dtype = np.float32 if self.transform is None else np.float64
+        x = torch.from_numpy(np.array(self.array[rows], dtype=dtype))  # a copy: the map may be read-only
         if order is not None:
             x = x[torch.from_numpy(np.argsort(order, kind="stable"))]
         return x if self.transform is None else self.transform(x)

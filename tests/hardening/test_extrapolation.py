@@ -17,9 +17,9 @@ TINY = dict(d_model=4, d_state=4, n_layers=1, max_epochs=1, min_steps=0, device=
 
 
 def _expected_range(series) -> np.ndarray:
-    """(2, 1): the smallest and largest training value, by numpy from the data (in float32, as fit
+    """(2, 1): the smallest and largest training value, by numpy from the data (in float64, as fit
     reads X), not from what the model stored."""
-    values = np.concatenate([np.asarray(s, dtype=np.float32).ravel() for s in series])
+    values = np.concatenate([np.asarray(s, dtype=np.float64).ravel() for s in series])
     return np.array([[values.min()], [values.max()]], dtype=np.float64)
 
 

@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 import torch
 
-from ssmts import SSMClassifier, SSMRegressor
+from ssmts import SSMClassifier, SSMFeatureClassifier, SSMRegressor
 from ssmts.data.base import DataNotFoundError
 from ssmts.nn import SSM, SSMBackbone, scaled_delta
 from ssmts.sktime import SSMForecaster
@@ -186,6 +186,69 @@ PROBES = [
         "targets at 1e-13 scale (regressor)",
         lambda f, t: _scale_free_regressor(1e-13),
         finite_result(lambda ok: ok),
+    ),
+    # Squares of targets near 1e200 overflow and those near 1e-200 underflow: statistics in exact units.
+    (
+        "input",
+        "targets at 1e200 scale (regressor)",
+        lambda f, t: _scale_free_regressor(1e200),
+        finite_result(lambda ok: ok),
+    ),
+    (
+        "input",
+        "targets at 1e-200 scale (regressor)",
+        lambda f, t: _scale_free_regressor(1e-200),
+        finite_result(lambda ok: ok),
+    ),
+    (
+        "input",
+        "y at 1e200 scale (forecaster)",
+        lambda f, t: _scale_free_forecaster(1e200),
+        finite_result(lambda ok: ok),
+    ),
+    (
+        "input",
+        "y at 1e-200 scale (forecaster)",
+        lambda f, t: _scale_free_forecaster(1e-200),
+        finite_result(lambda ok: ok),
+    ),
+    # float32 turns X at 1e-150 into zeros: every prediction would be the same
+    (
+        "input",
+        "values below float32's precision",
+        lambda f, t: SSMClassifier(**TINY).fit(X * 1e-150, Y),
+        error(ValueError, "X has no value above 9.86e-32 in magnitude (the largest is"),
+    ),
+    (
+        "input",
+        "a list of series below float32's precision",
+        lambda f, t: SSMClassifier(**TINY).fit([row[: 6 + i % 6] * 1e-150 for i, row in enumerate(X)], Y),
+        error(ValueError, "X has no value above 9.86e-32 in magnitude"),
+    ),
+    (
+        "input",
+        "a memory map below float32's precision",
+        lambda f, t: SSMClassifier(**TINY).fit(_memmap(t, X * 1e-150), Y),
+        error(ValueError, "X has no value above 9.86e-32 in magnitude"),
+    ),
+    (
+        "input",
+        "tiny values beside ordinary ones",
+        lambda f, t: SSMClassifier(**TINY).fit(np.where(np.abs(X) < 0.5, X * 1e-150, X), Y).predict(X),
+        finite_result(lambda labels: labels.shape == (24,) and set(labels) <= {0, 1}),
+    ),
+    # float32 keeps steps of 0.03 at a level of 3e5: the standardization is formed in float64 before the cast
+    (
+        "input",
+        "a level of 3e5 beside unit variations (classifier)",
+        lambda f, t: _offset_free(3e5),
+        finite_result(bool),
+    ),
+    (
+        "input",
+        "a level of 1e5 beside variations of 0.01 (features)",
+        lambda f, t: _offset_free(1e5, 0.01, features=True),
+        finite_result(bool),
     ),
     (
         "input",
@@ -509,6 +572,36 @@ def _scale_free_regressor(factor):
     scaled = SSMRegressor(**{**TINY, "max_epochs": 30}).fit(X, target * factor)
     same = np.allclose(scaled.predict(X) / factor, base.predict(X), rtol=1e-5, atol=1e-6)
     return same and scaled.score(X, target * factor) > 0.0
+
+
+def _offset_free(level, gain=1.0, features=False):
+    """X moved to `level` (and scaled by `gain`): the scores of the model fitted on X."""
+    if features:
+        make, scores = lambda: SSMFeatureClassifier(n_scales=3, n_kernels=8, random_state=0), "decision_function"
+    else:
+        make, scores = lambda: SSMClassifier(**TINY), "predict_proba"
+    base = getattr(make().fit(X, Y), scores)(X)
+    moved = getattr(make().fit(level + gain * X, Y), scores)(level + gain * X)
+    return np.allclose(moved, base, atol=1e-4)
+
+
+def _scale_free_forecaster(factor):
+    """y scaled by `factor`: forecasts and intervals scaled by it (the windows' spread formed in exact units)."""
+    y = pd.Series(10.0 + np.sin(np.arange(60) / 3.0) + 0.1 * RNG.standard_normal(60))
+    params = {key: value for key, value in TINY.items() if key != "batch_size"}
+    base = SSMForecaster(**params).fit(y, fh=[1, 2, 3])
+    scaled = SSMForecaster(**params).fit(y * factor, fh=[1, 2, 3])
+    same = np.allclose(scaled.predict().to_numpy() / factor, base.predict().to_numpy(), rtol=1e-6)
+    intervals = scaled.predict_interval(coverage=0.8).to_numpy() / factor
+    return same and np.allclose(intervals, base.predict_interval(coverage=0.8).to_numpy(), rtol=1e-6)
+
+
+def _memmap(tmp, values):
+    path = tmp / "x.dat"
+    array = np.memmap(path, dtype=np.float64, mode="w+", shape=values.shape)
+    array[:] = values
+    array.flush()
+    return np.memmap(path, dtype=np.float64, mode="r", shape=values.shape)
 
 
 def _float64_layer():

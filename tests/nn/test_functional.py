@@ -76,6 +76,46 @@ def test_channel_and_series_statistics_equal_numpy_over_the_real_steps():
     np.testing.assert_allclose(scale[:, 1:].numpy(), x[:, 1:].std(2), rtol=1e-12)
 
 
+def test_statistics_scale_exactly_with_the_data_at_any_magnitude():
+    """Formed in units of a power of two: at ordinary magnitudes the digits of the plain formulas (numpy's
+    mean and std, bit for bit), and at 1e200 and 1e-200 those digits times the factor, where the plain
+    squares overflow to infinity or underflow to 0."""
+    x, mask = _data()
+    xt, mt = torch.from_numpy(x), torch.from_numpy(mask)
+    for statistics in (channel_statistics, series_statistics):
+        for m in (None, mt):
+            mean, scale = statistics(xt, m)
+            if m is None:
+                dims = (0, 2) if statistics is channel_statistics else (2,)
+                np.testing.assert_array_equal(mean.numpy(), xt.mean(dims).numpy())
+                np.testing.assert_array_equal(scale.numpy(), xt.std(dims, unbiased=False).numpy())
+            flat = scale.numpy() == 1.0  # a flat channel or series keeps scale 1 at any magnitude
+            for factor in (2.0**-700, 2.0**700):  # exact: 1e-211 and 1e211
+                big_mean, big_scale = statistics(xt * factor, m)
+                np.testing.assert_array_equal(big_mean.numpy(), mean.numpy() * factor)
+                np.testing.assert_array_equal(big_scale.numpy(), np.where(flat, 1.0, scale.numpy() * factor))
+            with np.errstate(over="ignore", under="ignore"):
+                assert not np.isfinite(((x * 2.0**700) ** 2).sum()) and ((x * 2.0**-700) ** 2).max() == 0
+
+
+def test_window_scaling_scales_exactly_with_the_data_at_any_magnitude():
+    """The forecaster's windows: shift and scale of y times 2^700 or 2^-700 are those of y times the factor."""
+    from ssmts.sktime._windows import window_scaling
+
+    rng = np.random.default_rng(0)
+    context = 5.0 + rng.standard_normal((4, 2, 12))
+    context[1, 0, 3:5] = np.nan  # unobserved steps
+    context[2, 1] = 0.0  # a window at level 0: the panel's floor
+    floor = np.array([1e-3, 2e-3])
+    for location in ("last", "mean", "drift"):
+        shift, scale = window_scaling(context, location, 3, np.zeros(2), np.ones(2), floor)
+        assert np.isfinite(scale).all() and (scale > 0).all()
+        for factor in (2.0**-700, 2.0**700):
+            scaled = window_scaling(context * factor, location, 3, np.zeros(2), np.ones(2), floor * factor)
+            np.testing.assert_array_equal(scaled[0], shift * factor)
+            np.testing.assert_array_equal(scaled[1], scale * factor)
+
+
 def test_the_scale_floor_is_relative_to_the_data_magnitude():
     """A spread of 1e-7 of the level is noise (scale 1) at rel_floor 1e-6, a real spread at 1e-8; the
     same at every magnitude (1e-13 or 1e13)."""
