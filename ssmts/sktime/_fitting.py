@@ -30,6 +30,7 @@ from ..training import SequenceData, predict_batches, resolve_device
 from ..training.objectives import pinball_loss
 from ._strategies import FORECAST_BATCH, conformal_widening, fewest_points_to_calibrate, uncalibrated_coverages
 from ._windows import (
+    LEVEL_FLOOR,
     TooFewWindowsError,
     Windows,
     as_float,
@@ -39,6 +40,7 @@ from ._windows import (
     column_statistics,
     gaps_into,
     key_name,
+    level_swamped_windows,
     make_windows,
     merge,
     pad_front,
@@ -224,6 +226,8 @@ class ForecasterFitMixin:
 
         values = np.concatenate([p.to_numpy() for _, p, _ in parts])
         self.y_mean_, self.y_scale_ = column_statistics(values, list(y.columns), "y")
+        if self.window_location_ is not None:
+            self._warn_if_levels_swamp_variations(parts)
         # A constant context at level 0 has std 0 and no level: this floor (a thousandth of the channel's
         # global spread) keeps its scaled targets finite (other windows: _norm_stats).
         self.scale_floor_ = 1e-3 * self.y_scale_
@@ -284,6 +288,22 @@ class ForecasterFitMixin:
         if self.combine != "none":
             self._fit_combination(y, X, requested_horizon)
         return self
+
+    def _warn_if_levels_swamp_variations(self, parts: list) -> None:
+        """Warn where most training contexts have a spread below LEVEL_FLOOR of their level: their scale is
+        then the floor, the network sees their variations flattened, and the forecasts err by multiples
+        of the floor (airline passengers + 1e8: by tens of thousands)."""
+        counts = [level_swamped_windows(yp.to_numpy(dtype=np.float64), self.context_length_) for _, yp, _ in parts]
+        swamped, judged = sum(c for c, _ in counts), sum(n for _, n in counts)
+        if judged and swamped / judged > 0.5:
+            warnings.warn(
+                f"in {swamped} of the {judged} training contexts of {self.context_length_} steps, y varies by less "
+                f"than {LEVEL_FLOOR:g} of its level (mean |y|), the least a window's scale may be: the network sees "
+                "their variations flattened and its forecasts are poor; forecast y less its level (for example "
+                "y - y.iloc[0]) and add the level back, or set normalize=False",
+                UserWarning,
+                stacklevel=caller_stacklevel(),
+            )
 
     def _calibration_in_effect(self, n_series: int) -> str:
         """The calibration this fit applies: 'auto' resolved for a direct network without a combination

@@ -9,6 +9,7 @@ fill_forward, impute         gaps (NaN): last observation carried forward, then 
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -88,6 +89,24 @@ def quantile_levels(quantiles) -> np.ndarray:
     return np.unique(np.append(np.asarray(quantiles, dtype=np.float64).ravel(), 0.5))
 
 
+LEVEL_FLOOR = 1e-3
+"""A window's scale is at least this share of its level (mean |y|): a constant context keeps a scale."""
+
+
+def level_swamped_windows(values: np.ndarray, context: int) -> tuple[int, int]:
+    """(how many, of how many) contexts of `context` steps in values (T, C), NaN unobserved, have a scale
+    floor (LEVEL_FLOOR of their level, `window_scaling`) larger than their spread: those of a series at a
+    level far above its variation (1e8 + airline passengers), which the floor flattens."""
+    if len(values) < context or context < 2:
+        return 0, 0
+    windows = sliding_window_view(values, context, axis=0)  # (T - c + 1, C, c)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a context with nothing observed
+        level, spread = np.nanmean(np.abs(windows), -1), np.nanstd(windows, -1)
+    judged = np.isfinite(level) & (level > 0)
+    return int((LEVEL_FLOOR * level[judged] > spread[judged]).sum()), int(judged.sum())
+
+
 def window_scaling(
     context: np.ndarray,
     location: str | None,
@@ -122,7 +141,7 @@ def window_scaling(
     # that a series of small values in a panel of large ones keeps its own scale (a panel-wide floor
     # swamped such a series' spread); the panel-wide floor (C,) only for a context at level 0.
     level = np.where(observed, np.abs(units), 0.0).sum(-1, keepdims=True) / count * unit
-    floor = np.where(level > 0, 1e-3 * level, scale_floor[:, None])
+    floor = np.where(level > 0, LEVEL_FLOOR * level, scale_floor[:, None])
     scale = np.sqrt(var + (floor / unit) ** 2) * unit
     if location == "drift":
         # the drift forecast (Hyndman's "drift method"): the line through the last observed value

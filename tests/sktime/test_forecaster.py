@@ -988,3 +988,36 @@ def test_calibrated_forecasts_do_not_depend_on_how_many_workers_run(monkeypatch,
         np.testing.assert_array_equal(intervals([1, 2, 2, 1, 1])[1], alone)
     finally:
         torch.set_num_threads(before)
+
+
+def test_a_level_far_above_the_variations_is_warned_about():
+    """Each window's scale is at least a thousandth of its level: at 1e8 + a seasonal series of spread 1, every
+    context's spread is below it, the network sees them flattened, and fit says so (the series alone does not)."""
+    y = seasonal(60, level=0.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        SSMForecaster(**TINY).fit(y, fh=[1, 2])
+    with pytest.warns(UserWarning, match=r"in 49 of the 49 training contexts of 12 steps, y varies by less than 0.001"):
+        SSMForecaster(**TINY).fit(y + 1e8, fh=[1, 2])
+
+
+def test_level_swamped_windows_counts_as_a_loop_does():
+    """Oracle: a loop over the contexts of each column, NaN steps left out, contexts at level 0 not judged."""
+    from ssmts.sktime._windows import LEVEL_FLOOR, level_swamped_windows
+
+    rng = np.random.default_rng(0)
+    values = np.stack([1e4 + rng.standard_normal(40) * np.geomspace(0.01, 100, 40), rng.standard_normal(40)], 1)
+    values[5:8, 0] = np.nan
+    values[20:32, 1] = 0.0  # contexts of zeros: no level, not judged
+    swamped = judged = 0
+    for column in values.T:
+        for start in range(len(column) - 10 + 1):
+            window = column[start : start + 10]
+            window = window[~np.isnan(window)]
+            level = np.abs(window).mean()
+            if level > 0:
+                judged += 1
+                swamped += int(LEVEL_FLOOR * level > window.std())
+    assert level_swamped_windows(values, 10) == (swamped, judged)
+    assert 0 < swamped < judged
+    assert level_swamped_windows(values[:5], 10) == (0, 0)
