@@ -34,16 +34,18 @@ FLOAT32_MAX = float(np.finfo(np.float32).max)
 FLOAT32_SMALLEST_FULL = float(np.finfo(np.float32).tiny) * 2.0**23
 
 
-def _within_float32(arr: np.ndarray, name: str) -> np.ndarray:
-    """arr (float64, kept so: the standardization is formed in float64 and cast to the network's float32
-    after it, so that a large level does not swallow small variations, as 1e8 + sin(t) in float32 would),
-    refusing values a float32 network input could not hold (infinity)."""
-    if arr.size and np.abs(arr).max() > FLOAT32_MAX:
+def _float32_peak(arr: np.ndarray, name: str) -> float:
+    """The largest |value| of arr (0 for none), refusing values a float32 network input could not hold
+    (infinity). arr stays float64: the standardization is formed in float64 and cast to the network's
+    float32 after it, so that a large level does not swallow small variations, as 1e8 + sin(t) in float32
+    would."""
+    peak = float(np.abs(arr).max()) if arr.size else 0.0
+    if peak > FLOAT32_MAX:
         raise ValueError(
             f"{name} has values beyond the float32 range (|x| > {FLOAT32_MAX:.3g}); the network computes "
             "in float32, so rescale the data first"
         )
-    return arr
+    return peak
 
 
 def _check_not_below_float32(peak: float, name: str) -> None:
@@ -129,11 +131,8 @@ def _prepare_memmap(X: np.memmap) -> PreparedInput:
         if not np.isfinite(chunk).all():
             bad = start + int(np.flatnonzero(~np.isfinite(chunk.reshape(len(chunk), -1)).all(axis=1))[0])
             raise ValueError(f"X contains NaN or infinity (first in sample {bad})")
-        peak = max(peak, float(np.abs(chunk).max()))
-        if peak > FLOAT32_MAX:
-            raise ValueError(f"X has values beyond the float32 range (|x| > {FLOAT32_MAX:.3g}); rescale the data first")
-        values = chunk.astype(np.float64)
-        low, high = np.minimum(low, values.min(axis=(0, 2))), np.maximum(high, values.max(axis=(0, 2)))
+        peak = max(peak, _float32_peak(chunk, "X"))
+        low, high = np.minimum(low, chunk.min(axis=(0, 2))), np.maximum(high, chunk.max(axis=(0, 2)))
     _check_not_below_float32(peak, "X")
     lengths = np.full(X.shape[0], X.shape[-1])
     return PreparedInput(LazyRows(view), None, lengths, False, X.shape[1], X.ndim, np.stack([low, high]))
@@ -162,9 +161,10 @@ def prepare_input(X) -> PreparedInput:
         lengths = np.array([s.shape[1] for s in series])
         n, C, L = len(series), series[0].shape[0], int(lengths.max())
         x = np.zeros((n, C, L), dtype=np.float64)
+        peaks = [_float32_peak(s, f"X[{i}]") for i, s in enumerate(series)]
+        _check_not_below_float32(max(peaks), "X")
         for i, s in enumerate(series):
-            x[i, :, : s.shape[1]] = _within_float32(s, f"X[{i}]")
-        _check_not_below_float32(max(float(np.abs(s).max()) for s in series), "X")
+            x[i, :, : s.shape[1]] = s
         mask = torch.arange(L)[None, :] < torch.from_numpy(lengths)[:, None]
         return PreparedInput(torch.from_numpy(x), mask, lengths, True, C, 3)
 
@@ -186,11 +186,11 @@ def prepare_input(X) -> PreparedInput:
         arr = _float64(X, "X", allow_nd=True, ensure_min_samples=1)
         if arr.shape[1] < 1 or arr.shape[2] < 1:
             raise ValueError(f"X has shape {arr.shape}: need at least one channel and one timepoint")
-        x = torch.from_numpy(_within_float32(arr, "X"))
-        _check_not_below_float32(float(np.abs(arr).max()), "X")
+        _check_not_below_float32(_float32_peak(arr, "X"), "X")
+        x = torch.from_numpy(arr)
         return PreparedInput(x, None, np.full(arr.shape[0], arr.shape[2]), False, arr.shape[1], 3)
 
     arr = _float64(X, "X", ensure_min_samples=1, ensure_min_features=1)
-    x = torch.from_numpy(_within_float32(arr, "X"))[:, None, :]
-    _check_not_below_float32(float(np.abs(arr).max()), "X")
+    _check_not_below_float32(_float32_peak(arr, "X"), "X")
+    x = torch.from_numpy(arr)[:, None, :]
     return PreparedInput(x, None, np.full(arr.shape[0], arr.shape[1]), False, arr.shape[1], 2)

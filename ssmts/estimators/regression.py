@@ -8,6 +8,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.metrics import r2_score
 from sklearn.utils.validation import check_array
 
+from ..nn.functional import power_of_two_unit
 from ..training.config import with_params_doc
 from ..training.objectives import mse_loss, negative_mse
 from ..training.params import REGRESSOR_DEFAULTS
@@ -40,7 +41,7 @@ class RateRegressorMixin(RegressorMixin):
         would overflow to a NaN score."""
         predicted = self.predict(X, sample_rate=sample_rate)
         y = np.asarray(y, dtype=np.float64)
-        unit = np.ldexp(1.0, np.frexp(np.abs(y).max(axis=0) if y.size else 0.0)[1])
+        unit = power_of_two_unit(np.abs(y).max(axis=0) if y.size else 0.0)
         return r2_score(y / unit, predicted / unit, sample_weight=sample_weight)
 
     def __sklearn_tags__(self):

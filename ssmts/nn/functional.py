@@ -65,6 +65,13 @@ def series_summary(
     return torch.cat([level, spread], dim=1)
 
 
+def power_of_two_unit(magnitude: np.ndarray) -> np.ndarray:
+    """The power of two just above each magnitude (1 for 0), float64: dividing by it is an exact scaling,
+    which keeps the squares of values near 1e200 from overflowing and those near 1e-200 from underflowing
+    (the torch statistics below form theirs with log2, which exports to ONNX)."""
+    return np.ldexp(1.0, np.frexp(np.asarray(magnitude, dtype=np.float64))[1])
+
+
 def _moments(
     x: torch.Tensor, mask: torch.Tensor | None, dims: tuple[int, ...], rel_floor: float
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -9,7 +9,6 @@ fill_forward, impute         gaps (NaN): last observation carried forward, then 
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,7 +18,7 @@ from numpy.lib.stride_tricks import sliding_window_view
 from pandas.tseries.frequencies import to_offset
 from sktime.forecasting.base import ForecastingHorizon
 
-from ..nn.functional import channel_statistics, series_statistics
+from ..nn.functional import channel_statistics, power_of_two_unit, series_statistics
 from ..training import SequenceData
 
 
@@ -96,15 +95,30 @@ LEVEL_FLOOR = 1e-3
 def level_swamped_windows(values: np.ndarray, context: int) -> tuple[int, int]:
     """(how many, of how many) contexts of `context` steps in values (T, C), NaN unobserved, have a scale
     floor (LEVEL_FLOOR of their level, `window_scaling`) larger than their spread: those of a series at a
-    level far above its variation (1e8 + airline passengers), which the floor flattens."""
+    level far above its variation (1e8 + airline passengers), which the floor flattens. Contexts at level
+    0 (or with nothing observed) are not judged."""
     if len(values) < context or context < 2:
         return 0, 0
     windows = sliding_window_view(values, context, axis=0)  # (T - c + 1, C, c)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # a context with nothing observed
-        level, spread = np.nanmean(np.abs(windows), -1), np.nanstd(windows, -1)
-    judged = np.isfinite(level) & (level > 0)
-    return int((LEVEL_FLOOR * level[judged] > spread[judged]).sum()), int(judged.sum())
+    with np.errstate(invalid="ignore", divide="ignore"):  # a context with nothing observed: NaN, not judged
+        _, variance, level, _ = _window_moments(windows, np.zeros(values.shape[1]))
+    judged = level > 0
+    return int((LEVEL_FLOOR * level[judged] > np.sqrt(variance[judged])).sum()), int(judged.sum())
+
+
+def _window_moments(context: np.ndarray, scale_floor: np.ndarray) -> tuple[np.ndarray, ...]:
+    """(mean, variance, level, unit) of each context (n, C, c) over its observed (non-NaN) steps, each
+    (n, C, 1): the mean, the population variance and the level (mean |y|) in units of `unit`, the power of
+    two just above the larger of the window's magnitude and scale_floor (C,) (`power_of_two_unit`)."""
+    observed = ~np.isnan(context)
+    count = observed.sum(-1, keepdims=True)
+    magnitude = np.where(observed, np.abs(context), 0.0).max(-1, keepdims=True)
+    unit = power_of_two_unit(np.maximum(magnitude, scale_floor[:, None]))
+    units = np.where(observed, context / unit, 0.0)
+    mean = units.sum(-1, keepdims=True) / count
+    variance = (np.where(observed, units - mean, 0.0) ** 2).sum(-1, keepdims=True) / count
+    level = np.abs(units).sum(-1, keepdims=True) / count
+    return mean, variance, level, unit
 
 
 def window_scaling(
@@ -128,21 +142,14 @@ def window_scaling(
         shape = (context.shape[0], len(y_mean), 1)
         return np.broadcast_to(y_mean[:, None], shape), np.broadcast_to(y_scale[:, None], shape)
     observed = ~np.isnan(context)
-    count = observed.sum(-1, keepdims=True)
-    # The spread is formed in units of the power of two nearest each window's magnitude, an exact
-    # scaling: squares of values near 1e200 would overflow, and those near 1e-200 underflow to 0.
-    magnitude = np.where(observed, np.abs(context), 0.0).max(-1, keepdims=True)
-    unit = np.ldexp(1.0, np.frexp(np.maximum(magnitude, scale_floor[:, None]))[1])  # a window of zeros: the floor's
-    units = context / unit
-    mean = np.where(observed, units, 0.0).sum(-1, keepdims=True) / count * unit
-    var = (np.where(observed, units - mean / unit, 0.0) ** 2).sum(-1, keepdims=True) / count
-    shift = mean if location == "mean" else fill_forward(context)[..., -1:]
+    # in exact units (_window_moments): squares of values near 1e200 would overflow, near 1e-200 underflow
+    mean, variance, level, unit = _window_moments(context, scale_floor)
+    shift = mean * unit if location == "mean" else fill_forward(context)[..., -1:]
     # The floor keeps a constant context's scale above 0: a thousandth of the window's own level, so
     # that a series of small values in a panel of large ones keeps its own scale (a panel-wide floor
     # swamped such a series' spread); the panel-wide floor (C,) only for a context at level 0.
-    level = np.where(observed, np.abs(units), 0.0).sum(-1, keepdims=True) / count * unit
-    floor = np.where(level > 0, LEVEL_FLOOR * level, scale_floor[:, None])
-    scale = np.sqrt(var + (floor / unit) ** 2) * unit
+    floor = np.where(level > 0, LEVEL_FLOOR * level, scale_floor[:, None] / unit)
+    scale = np.sqrt(variance + floor**2) * unit
     if location == "drift":
         # the drift forecast (Hyndman's "drift method"): the line through the last observed value
         # with the slope from the first to the last observed value, over the context and horizon

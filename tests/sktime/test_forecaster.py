@@ -1021,3 +1021,5 @@ def test_level_swamped_windows_counts_as_a_loop_does():
     assert level_swamped_windows(values, 10) == (swamped, judged)
     assert 0 < swamped < judged
     assert level_swamped_windows(values[:5], 10) == (0, 0)
+    for factor in (2.0**700, 2.0**-700):  # formed in exact units, as the windows' own scaling
+        assert level_swamped_windows(values * factor, 10) == (swamped, judged)
