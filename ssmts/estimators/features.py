@@ -11,7 +11,6 @@ import warnings
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator
-from sklearn.linear_model import RidgeClassifierCV
 from threadpoolctl import threadpool_limits
 
 from .._warnings import caller_stacklevel
@@ -32,7 +31,7 @@ from ..training.objectives import accuracy_of_logits, mse_loss, negative_mse, we
 from ..training.params import FeatureModelParams
 from ._base import ExtrapolationWarning, SequenceEstimatorMixin, require_y, transactional
 from ._input import PreparedInput
-from ._ridge import SmoothestRidgeCV, TallRidgeCV
+from ._ridge import GramRidgeCV, TallRidgeCV
 from .classification import RateClassifierMixin, check_labels, label_encoder, restored_label_encoder
 from .regression import RateRegressorMixin, check_targets
 
@@ -57,12 +56,31 @@ level shift of one training range does (tests/hardening/test_extrapolation.py; d
 
 ENVELOPE_WEIGHT = 4.0
 """The weight of each envelope feature (`envelope=True`) in the ridge, against 1 for each response's PPV,
-mean and maximum, once standardized: a scale and channel have d_state / 2 x 4 of them against the
-responses' n_kernels x (n_biases + 2). Chosen by 5-fold CV x 5 on the training splits of the seven
-development sets and of a set of spoken digits (espeak-ng, 400 clips at 4 kHz), by the mean accuracy
-over the eight: 0.805 without the envelopes, 0.827 at weight 2, 0.832 at 4 (the spoken digits 0.350 ->
-0.488 / 0.526, the seven others 0.870 -> 0.875 / 0.876). Without the modulation statistic, 0.824 / 0.826
-(the RMS), 0.824 / 0.824 / 0.821 at weights 2 / 4 / 8 (the mean of |x| in place of the RMS)."""
+mean and maximum, once standardized, unless the fit's leave-one-out errors choose another of
+ENVELOPE_WEIGHTS: a scale and channel have d_state / 2 x 4 of them against the responses' n_kernels x
+(n_biases + 2). Chosen by 5-fold CV x 5 on the training splits of the seven development sets and of a set
+of spoken digits (espeak-ng, 400 clips at 4 kHz), by the mean accuracy over the eight: 0.805 without the
+envelopes, 0.827 at weight 2, 0.832 at 4 (the spoken digits 0.350 -> 0.488 / 0.526, the seven others
+0.870 -> 0.875 / 0.876). Without the modulation statistic, 0.824 / 0.826 (the RMS), 0.824 / 0.824 / 0.821 at
+weights 2 / 4 / 8 (the mean of |x| in place of the RMS)."""
+
+ENVELOPE_WEIGHTS = (1.0, 2.0, 4.0, 8.0, 16.0, 32.0)
+"""The envelope weights every fit chooses from (GramRidgeCV), by the ridge's leave-one-out errors: the one of
+the lowest mean error, if its rows' errors beat those at ENVELOPE_WEIGHT by more than
+ENVELOPE_WEIGHT_STANDARD_ERRORS standard errors of the paired differences, else ENVELOPE_WEIGHT. Chosen by
+5-fold CV x 5 on the training splits of the seven development sets and the spoken digits, and on two sets
+of spoken words made as the demo's clips are (espeak-ng, voice-disjoint training and test splits): the
+seven sets 0.8758 at weight 4 and 0.8760 with the choice, the three spoken sets 0.747 and 0.776 (a fixed
+weight of 16: 0.840 and 0.774; of 32: 0.826 and 0.776)."""
+
+ENVELOPE_WEIGHT_STANDARD_ERRORS = 1.0
+"""How many standard errors (of the paired leave-one-out errors) a weight of ENVELOPE_WEIGHTS must beat
+ENVELOPE_WEIGHT by to replace it: 0, 1 and 2 scored within 0.1 points of each other on the development sets."""
+
+ENVELOPE_CHOICE_ROWS = 512
+"""Rows the envelope weight is chosen on (a random subset beyond): a decomposition of their Gram matrix a
+weight, O(rows^3) (0.02 s at 512 rows, 0.08 s at 720, one thread), where the fit at the weight kept
+decomposes the Gram matrix of every row once (or, with more rows than features, the covariance)."""
 
 SHORTEST_MEMORY = 4.0
 """Steps remembered by the fastest time scale (the slowest remembers the longest training series)."""
@@ -82,6 +100,7 @@ class _FeatureEstimator(SequenceEstimatorMixin, FeatureModelParams):
         "alpha_",
         "best_epoch_",
         "readout_rates_",
+        "envelope_weight_",
     )
 
     def _new_network(self, d_output: int) -> FeatureReadout:
@@ -206,7 +225,7 @@ class _FeatureEstimator(SequenceEstimatorMixin, FeatureModelParams):
             network, features = self._featurize_training_data(data)
             self.readout_rates_ = self._readout_rates(data)
             rows, row_targets = self._readout_rows(network, data, features, targets)
-            ridge, mean, scale = _fit_ridge(objective, rows, row_targets, _prior_weights(network), self.verbose)
+            ridge, mean, scale = _fit_ridge(objective, rows, row_targets, *_prior(network), self.verbose, self._seed_)
             scores[normalization] = float(np.mean(ridge.best_score_))
             fits.append((scores[normalization], normalization, network, features, rows, ridge, mean, scale))
         _, self.normalization_, network, features, rows, ridge, mean, scale = max(fits, key=lambda fit: fit[0])
@@ -215,8 +234,9 @@ class _FeatureEstimator(SequenceEstimatorMixin, FeatureModelParams):
         # The network trains at the training rate; the ridge on top is then refitted as above.
         if self.training_steps and self._train(network, data, features, targets, objective):
             rows, row_targets = self._readout_rows(network, data, self._features(network, data), targets)
-            ridge, mean, scale = _fit_ridge(objective, rows, row_targets, _prior_weights(network), self.verbose)
+            ridge, mean, scale = _fit_ridge(objective, rows, row_targets, *_prior(network), self.verbose, self._seed_)
         self.alpha_ = float(np.mean(ridge.alpha_))
+        self.envelope_weight_ = ridge.envelope_weight_
         self._set_readout(network, ridge.coef_, ridge.intercept_, mean, scale)
         self.model_.set_training_range(torch.from_numpy(rows).float())  # the features were float32
 
@@ -228,7 +248,9 @@ class _FeatureEstimator(SequenceEstimatorMixin, FeatureModelParams):
         kept, held_out = holdout_indices(
             len(targets), self.validation_fraction, self._seed_, targets if classification else None
         )
-        ridge, mean, scale = _fit_ridge(objective, features[kept], targets[kept], _prior_weights(network), self.verbose)
+        ridge, mean, scale = _fit_ridge(
+            objective, features[kept], targets[kept], *_prior(network), self.verbose, self._seed_
+        )
         self._set_readout(network, ridge.coef_, ridge.intercept_, mean, scale)
         y = torch.from_numpy(targets) if classification else torch.from_numpy(targets).float()
         whole = SequenceData(self._scaled(data), y, data.mask, crop_padding=True)
@@ -370,45 +392,88 @@ def _ridge_logits(scores: torch.Tensor, y: torch.Tensor):
 
 
 def _prior_weights(network: FeatureReadout) -> np.ndarray:
-    """(n_features,) each standardized feature's weight in the ridge (`_fit_ridge`): ENVELOPE_WEIGHT /
-    sqrt(channels) for the modes' envelopes, 1 for the rest. The envelopes are pooled channel by channel,
-    the responses from mixes of channels: so that the envelopes hold the same share of the prior whatever
-    the number of channels (the share ENVELOPE_WEIGHT was chosen at, on series of one channel), each
-    channel's weigh 1 / channels of it."""
+    """(n_features,) each standardized feature's weight in the ridge before the envelopes' is chosen
+    (`_fit_ridge`): ENVELOPE_WEIGHT / sqrt(channels) for the modes' envelopes, 1 for the rest. The
+    envelopes are pooled channel by channel, the responses from mixes of channels: so that the envelopes
+    hold the same share of the prior whatever the number of channels (the share ENVELOPE_WEIGHT was chosen
+    at, on series of one channel), each channel's weigh 1 / channels of it."""
     weight = ENVELOPE_WEIGHT / np.sqrt(network.series.d_input)
     return np.where(network.envelope_columns().numpy(), weight, 1.0)
 
 
+def _prior(network: FeatureReadout) -> tuple[np.ndarray, np.ndarray]:
+    """(weights, envelope) of `_fit_ridge` for the features of `network`: `_prior_weights` and the
+    envelopes' columns."""
+    return _prior_weights(network), network.envelope_columns().numpy()
+
+
 def _fit_ridge(
-    objective: str, features: np.ndarray, targets: np.ndarray, weights: np.ndarray, verbose: int = 0
+    objective: str,
+    features: np.ndarray,
+    targets: np.ndarray,
+    weights: np.ndarray,
+    envelope: np.ndarray | None = None,
+    verbose: int = 0,
+    seed: int = 0,
 ) -> tuple[object, np.ndarray, np.ndarray]:
     """(ridge, mean, scale): a ridge (penalty by leave-one-out; a classifier for objective
-    "classification") fitted on the features standardized by their mean and scale, then times their
-    weights (n_features,), scale = standard deviation / weight (a feature of weight w weighs in the
-    ridge's prior as w^2 copies of it would); constant features keep standard deviation 1. With more
-    rows than features, TallRidgeCV (the same fit, the penalties at a
-    fraction of scikit-learn's cost there; with verbose, its progress bar). For regression the penalty is
+    "classification") fitted on the features (n, n_features) standardized by their mean and scale, then
+    times their weights (n_features,) in the prior (`_prior_weights`), scale = standard deviation / weight (a feature of
+    weight w weighs in the ridge's prior as w^2 copies of it would); constant features keep standard
+    deviation 1. The weight of the columns `envelope` (n_features,) bool, the modes' envelopes, weighed at
+    ENVELOPE_WEIGHT in `weights`, is chosen from ENVELOPE_WEIGHTS by the same leave-one-out errors
+    (GramRidgeCV's `block_weight_`, on a random ENVELOPE_CHOICE_ROWS of the rows where there are more;
+    `ridge.envelope_weight_`, None without envelopes). With fewer rows than features, GramRidgeCV; with
+    more, TallRidgeCV (the penalties at a fraction of scikit-learn's cost there; with verbose, its
+    progress bar). For regression the penalty is
     the smoothest within REGRESSION_PENALTY_STANDARD_ERRORS of the best (`penalty_within`), chosen and
     fitted on the targets standardized (`_standardized_targets`; `best_score_` is in units of their
     variance), the solution (`coef_`, `intercept_`) then given in the targets' units: the predictions
     scale and shift with the targets exactly, where the squared errors of targets near 1e155 overflow."""
     classifier = objective == "classification"
     standard_errors = 0.0 if classifier else REGRESSION_PENALTY_STANDARD_ERRORS
-    if len(features) > features.shape[1]:
-        ridge = TallRidgeCV(RIDGE_ALPHAS, classifier=classifier, standard_errors=standard_errors, verbose=bool(verbose))
-    elif classifier:
-        ridge = RidgeClassifierCV(alphas=RIDGE_ALPHAS)
-    else:
-        ridge = SmoothestRidgeCV(RIDGE_ALPHAS, standard_errors=standard_errors)
     if not classifier:
         targets, offset, spread = _standardized_targets(targets)
+    (n, p), has_envelope = features.shape, envelope is not None and bool(envelope.any())
+    # the envelopes' weights, relative to ENVELOPE_WEIGHT (at which `weights` holds them)
+    factors = tuple(weight / ENVELOPE_WEIGHT for weight in ENVELOPE_WEIGHTS) if has_envelope else (1.0,)
+
+    rows = None  # the rows the weight is chosen on: all, or a random ENVELOPE_CHOICE_ROWS of them
+    if has_envelope and n > ENVELOPE_CHOICE_ROWS:
+        rows = np.sort(np.random.default_rng(seed).choice(n, ENVELOPE_CHOICE_ROWS, replace=False))
+
+    def gram_ridge(factors: tuple[float, ...], choice_rows: np.ndarray | None = None) -> GramRidgeCV:
+        return GramRidgeCV(
+            RIDGE_ALPHAS,
+            classifier=classifier,
+            standard_errors=standard_errors,
+            block=envelope,
+            block_weights=factors,
+            default_weight=1.0 if 1.0 in factors else factors[0],
+            guard=ENVELOPE_WEIGHT_STANDARD_ERRORS,
+            choice_rows=choice_rows,
+        )
+
     # BLAS keeps to torch's thread cap, as the features do: on a machine with a busy core, BLAS threads
     # beyond the idle cores wait for each other (a 40-series ridge took 0.2 s instead of milliseconds).
     with threadpool_limits(limits=torch.get_num_threads(), user_api="blas"):
         mean, scale = features.mean(0), features.std(0)
         scale[scale < 1e-12] = 1.0
         scale = scale / weights
-        ridge.fit((features - mean) / scale, targets)
+        if n <= p:
+            ridge = gram_ridge(factors, rows).fit((features - mean) / scale, targets)
+            factor = ridge.block_weight_
+        else:  # the weight chosen on (some of) the rows by their Gram matrix, then the tall ridge at that weight
+            factor = 1.0
+            if has_envelope:
+                some = np.arange(n) if rows is None else rows
+                factor = gram_ridge(factors).fit((features[some] - mean) / scale, targets[some]).block_weight_
+                scale[envelope] /= factor
+            ridge = TallRidgeCV(
+                RIDGE_ALPHAS, classifier=classifier, standard_errors=standard_errors, verbose=bool(verbose)
+            )
+            ridge.fit((features - mean) / scale, targets)
+    ridge.envelope_weight_ = ENVELOPE_WEIGHT * factor if has_envelope else None
     if not classifier:  # coef_ (k, p) or (p,) for 1-d targets, intercept_ (k,) or a scalar
         coef = np.asarray(ridge.coef_, dtype=np.float64)
         ridge.coef_ = coef * (spread[:, None] if coef.ndim == 2 else spread)
@@ -441,9 +506,10 @@ class SSMFeatureClassifier(_FeatureEstimator, RateClassifierMixin, BaseEstimator
     (x[::2] and x[1::2]), and data below every rate it read warns (ExtrapolationWarning).
     Fitted: `normalization_` (the scaling used; with normalize="auto" the one chosen),
     `normalize_scores_` (the ridge's leave-one-out score of each scaling tried, higher is better),
-    `alpha_` (the ridge penalty), `n_features_out_` (features per series), `readout_rates_` (the
-    rates in Hz the ridge read the training series at: the training rate and half of it; () without
-    sample_rate).
+    `alpha_` (the ridge penalty), `envelope_weight_` (the weight of the modes' envelopes in the ridge's
+    prior, chosen from ENVELOPE_WEIGHTS by leave-one-out; None without envelopes), `n_features_out_`
+    (features per series), `readout_rates_` (the rates in Hz the ridge read the training series at: the
+    training rate and half of it; () without sample_rate).
     """
 
     # Chosen by 5-fold CV x 2 on the training splits of the development sets: the backward SSMs

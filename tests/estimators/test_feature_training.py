@@ -7,7 +7,7 @@ import torch
 from sklearn.preprocessing import StandardScaler
 
 from ssmts import SSMFeatureClassifier, SSMFeatureRegressor
-from ssmts.estimators._ridge import SmoothestRidgeCV
+from ssmts.estimators._ridge import GramRidgeCV
 from ssmts.estimators.features import REGRESSION_PENALTY_STANDARD_ERRORS, RIDGE_ALPHAS
 
 from .test_features import SMALL, _training_features, _waves
@@ -39,7 +39,8 @@ def test_a_run_that_beats_the_start_keeps_its_bank_and_refits_the_ridge_on_all_t
     assert not any(p.requires_grad for p in trained.model_.series.parameters())
     F = _training_features(trained, X)
     scaled = StandardScaler().fit_transform(F)  # the regressors' read-out: the rule's penalty on the scaled features
-    ridge = SmoothestRidgeCV(RIDGE_ALPHAS, standard_errors=REGRESSION_PENALTY_STANDARD_ERRORS).fit(scaled, freq)
+    ridge = GramRidgeCV(RIDGE_ALPHAS, classifier=False, standard_errors=REGRESSION_PENALTY_STANDARD_ERRORS)
+    ridge.fit(scaled, freq)
     np.testing.assert_allclose(trained.predict(X), scaled @ ridge.coef_ + ridge.intercept_, rtol=1e-6, atol=1e-9)
     loaded = SSMFeatureRegressor.load(trained.save(tmp_path / "trained.safetensors"))
     np.testing.assert_array_equal(loaded.predict(X), trained.predict(X))

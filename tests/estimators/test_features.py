@@ -12,7 +12,7 @@ from sklearn.preprocessing import FunctionTransformer, StandardScaler
 
 from ssmts import SSMFeatureClassifier, SSMFeatureRegressor
 from ssmts.estimators import ExtrapolationWarning
-from ssmts.estimators.features import ENVELOPE_WEIGHT, RIDGE_ALPHAS
+from ssmts.estimators.features import ENVELOPE_WEIGHT, ENVELOPE_WEIGHTS, RIDGE_ALPHAS
 from ssmts.nn import scaled_delta
 
 from .test_ridge import refitted_leave_one_out, smoothest_by_hand
@@ -39,12 +39,12 @@ def _training_features(estimator, X):
         return estimator.model_.features(x).double().numpy()
 
 
-def _classifier_weights(channels: int = 1) -> np.ndarray:
+def _classifier_weights(channels: int = 1, envelope_weight: float = ENVELOPE_WEIGHT) -> np.ndarray:
     """SMALL's classifier features written out, bank by bank (series, difference, then both backward):
     3 scales x 8 kernels x (4 PPVs, mean, maximum) responses at weight 1, and for the two causal banks
-    3 scales x channels x 8 modes (d_state 16) x 4 envelope statistics at ENVELOPE_WEIGHT / sqrt(channels)."""
+    3 scales x channels x 8 modes (d_state 16) x 4 envelope statistics at envelope_weight / sqrt(channels)."""
     responses = np.ones(3 * 8 * 6)
-    envelope = np.full(3 * channels * 8 * 4, ENVELOPE_WEIGHT / np.sqrt(channels))
+    envelope = np.full(3 * channels * 8 * 4, envelope_weight / np.sqrt(channels))
     return np.concatenate([responses, envelope, responses, envelope, responses, responses])
 
 
@@ -52,7 +52,8 @@ def test_classifier_readout_is_sklearns_scaler_and_ridge_on_the_features():
     X, y, _ = _waves(40, 60)
     clf = SSMFeatureClassifier(**SMALL).fit(X, y)
     F = _training_features(clf, X)
-    weights = _classifier_weights()
+    assert clf.envelope_weight_ in ENVELOPE_WEIGHTS
+    weights = _classifier_weights(envelope_weight=clf.envelope_weight_)
     assert F.shape[1] == len(weights)
     scaler = make_pipeline(StandardScaler(), FunctionTransformer(lambda Z: Z * weights))
     reference = make_pipeline(scaler, RidgeClassifierCV(alphas=RIDGE_ALPHAS)).fit(F, y)
@@ -62,7 +63,7 @@ def test_classifier_readout_is_sklearns_scaler_and_ridge_on_the_features():
 
 
 def test_the_envelopes_of_many_channels_share_the_weight_of_one():
-    """Three channels: the read-out is sklearn's scaler, each envelope feature times ENVELOPE_WEIGHT / sqrt(3),
+    """Three channels: the read-out is sklearn's scaler, each envelope feature times the chosen weight / sqrt(3),
     and ridge, on the features the network computes."""
     rng = np.random.default_rng(5)
     X, y = rng.standard_normal((36, 3, 50)), np.repeat([0, 1, 2], 12)
@@ -73,11 +74,56 @@ def test_the_envelopes_of_many_channels_share_the_weight_of_one():
     ).float()[:, None]
     with torch.no_grad():
         F = clf.model_.features(x).double().numpy()
-    weights = _classifier_weights(channels=3)
+    weights = _classifier_weights(channels=3, envelope_weight=clf.envelope_weight_)
     assert F.shape[1] == len(weights)
     scaler = make_pipeline(StandardScaler(), FunctionTransformer(lambda Z: Z * weights))
     reference = make_pipeline(scaler, RidgeClassifierCV(alphas=RIDGE_ALPHAS)).fit(F, y)
     np.testing.assert_allclose(clf.decision_function(X), reference.decision_function(F), rtol=1e-6, atol=1e-6)
+
+
+def test_the_envelope_weight_of_many_rows_is_chosen_on_some_and_kept_by_the_tall_ridge(monkeypatch):
+    """With more training series than ENVELOPE_CHOICE_ROWS the envelopes' weight is chosen on a random subset
+    of that many (one GramRidgeCV over the weights), and with more series than features the read-out is then
+    scikit-learn's scaler and ridge with the envelopes at that weight."""
+    from ssmts.estimators import features
+
+    monkeypatch.setattr(features, "ENVELOPE_CHOICE_ROWS", 60)
+    original, choices = features.GramRidgeCV, []
+
+    class Recording(original):
+        def fit(self, X, y):
+            choices.append((len(X), self.block_weights))
+            return super().fit(X, y)
+
+    monkeypatch.setattr(features, "GramRidgeCV", Recording)
+    X, y, _ = _waves(150, 40, seed=3)
+    params = dict(SMALL, n_scales=1, n_kernels=2, d_state=4, n_biases=1, backward=False)
+    clf = SSMFeatureClassifier(**params).fit(X, y)
+    assert clf.n_features_out_ < len(X)  # the tall ridge's case
+    assert choices == [(60, tuple(w / ENVELOPE_WEIGHT for w in ENVELOPE_WEIGHTS))]
+    assert clf.envelope_weight_ in ENVELOPE_WEIGHTS
+    F = _training_features(clf, X)
+    weights = np.where(clf.model_.envelope_columns().numpy(), clf.envelope_weight_, 1.0)
+    scaler = make_pipeline(StandardScaler(), FunctionTransformer(lambda Z: Z * weights))
+    reference = make_pipeline(scaler, RidgeClassifierCV(alphas=RIDGE_ALPHAS)).fit(F, y)
+    np.testing.assert_allclose(clf.decision_function(X), reference.decision_function(F), rtol=1e-6, atol=1e-8)
+
+
+def test_the_envelope_weight_follows_the_data(tmp_path):
+    """Tones told apart by their frequency band alone (random phase, loudness and timing) take the envelopes
+    up from ENVELOPE_WEIGHT, and the weight is kept with the model."""
+    rng = np.random.default_rng(0)
+    n, length = 60, 400
+    band = rng.integers(0, 2, n)
+    t = np.arange(length)
+    freq = np.where(band == 1, 0.21, 0.17)[:, None] * (1 + 0.01 * rng.standard_normal((n, 1)))
+    onset = rng.integers(0, length // 2, (n, 1))
+    burst = np.exp(-0.5 * ((t - onset - 60) / 30.0) ** 2)
+    X = rng.uniform(0.2, 5.0, (n, 1)) * burst * np.sin(2 * np.pi * freq * t + rng.uniform(0, 6.3, (n, 1)))
+    X += 0.05 * rng.standard_normal(X.shape)
+    clf = SSMFeatureClassifier(**dict(SMALL, n_scales=4)).fit(X, band)
+    assert clf.envelope_weight_ > ENVELOPE_WEIGHT
+    assert SSMFeatureClassifier.load(clf.save(tmp_path / "tones.safetensors")).envelope_weight_ == clf.envelope_weight_
 
 
 def test_regressor_penalty_reaches_past_minirockets_grid_when_the_targets_are_noise():
@@ -312,8 +358,8 @@ def test_bad_input_is_named():
 
 def test_the_ridge_keeps_blas_to_torchs_thread_cap(monkeypatch):
     """The read-out's ridge runs BLAS on at most torch's threads (the estimators' one thread setting):
-    BLAS threads beyond the idle cores of a busy machine wait for each other. Both ridges: SmoothestRidgeCV
-    (scikit-learn's, fewer rows than features) and TallRidgeCV (more)."""
+    BLAS threads beyond the idle cores of a busy machine wait for each other. Both ridges: GramRidgeCV
+    (fewer rows than features) and TallRidgeCV (more)."""
     from threadpoolctl import threadpool_info
 
     from ssmts.estimators import features
@@ -326,10 +372,10 @@ def test_the_ridge_keeps_blas_to_torchs_thread_cap(monkeypatch):
 
         def fit(self, X, y):
             seen.append(max(pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"))
-            self.coef_, self.intercept_ = np.zeros(X.shape[1]), 0.0
+            self.coef_, self.intercept_, self.block_weight_ = np.zeros(X.shape[1]), 0.0, 1.0
             return self
 
-    monkeypatch.setattr(features, "SmoothestRidgeCV", Recording)
+    monkeypatch.setattr(features, "GramRidgeCV", Recording)
     monkeypatch.setattr(features, "TallRidgeCV", Recording)
     threads = torch.get_num_threads()
     rng = np.random.default_rng(0)

@@ -1,12 +1,13 @@
-"""TallRidgeCV (the features' read-out for more rows than features) against scikit-learn's RidgeCV and
-RidgeClassifierCV, which find the same leave-one-out errors by another decomposition; the penalty within
-some standard errors of the best (penalty_within, SmoothestRidgeCV) against leave-one-out by refitting."""
+"""TallRidgeCV and GramRidgeCV (the features' read-out for more and for fewer rows than features) against
+scikit-learn's RidgeCV and RidgeClassifierCV, which find the same leave-one-out errors by another
+decomposition; the penalty within some standard errors of the best (penalty_within) and the weight of a
+block of columns against leave-one-out by refitting."""
 
 import numpy as np
 import pytest
 from sklearn.linear_model import Ridge, RidgeClassifierCV, RidgeCV
 
-from ssmts.estimators._ridge import SmoothestRidgeCV, TallRidgeCV, penalty_within
+from ssmts.estimators._ridge import GramRidgeCV, TallRidgeCV, penalty_within
 from ssmts.estimators.features import RIDGE_ALPHAS
 
 
@@ -158,11 +159,11 @@ def _wide_noisy_data(seed, targets, n=30, p=80):
 
 @pytest.mark.parametrize("standard_errors", [0.0, 0.25, 1.0])
 @pytest.mark.parametrize("targets", [1, 2])
-def test_smoothest_ridge_is_the_rule_on_refitted_leave_one_out(standard_errors, targets):
+def test_gram_ridge_is_the_rule_on_refitted_leave_one_out(standard_errors, targets):
     X, y = _wide_noisy_data(targets, targets)
     errors = refitted_leave_one_out(X, y, RIDGE_ALPHAS)
     expected = smoothest_by_hand(errors, RIDGE_ALPHAS, standard_errors)
-    ours = SmoothestRidgeCV(RIDGE_ALPHAS, standard_errors=standard_errors).fit(X, y)
+    ours = GramRidgeCV(RIDGE_ALPHAS, classifier=False, standard_errors=standard_errors).fit(X, y)
     assert ours.alpha_ == expected
     np.testing.assert_allclose(ours.best_score_, -errors.mean(0).min() / targets, rtol=1e-8)
     reference = Ridge(alpha=expected).fit(X, y)
@@ -176,8 +177,8 @@ def test_the_rule_takes_a_smoother_fit_than_the_lowest_error():
     moved = 0
     for seed in range(8):
         X, y = _wide_noisy_data(seed, 1)
-        lowest = SmoothestRidgeCV(RIDGE_ALPHAS, standard_errors=0.0).fit(X, y).alpha_
-        smoother = SmoothestRidgeCV(RIDGE_ALPHAS, standard_errors=0.25).fit(X, y).alpha_
+        lowest = GramRidgeCV(RIDGE_ALPHAS, classifier=False, standard_errors=0.0).fit(X, y).alpha_
+        smoother = GramRidgeCV(RIDGE_ALPHAS, classifier=False, standard_errors=0.25).fit(X, y).alpha_
         assert smoother >= lowest and lowest == RidgeCV(alphas=RIDGE_ALPHAS).fit(X, y).alpha_
         moved += smoother > lowest
     assert moved >= 3
@@ -198,6 +199,107 @@ def test_tall_ridge_applies_the_rule_to_its_leave_one_out(standard_errors):
 @pytest.mark.parametrize("alphas", [[1.0, 0.1], [0.0, 1.0], []])
 def test_penalties_must_increase(alphas):
     with pytest.raises(ValueError, match="increasing order"):
-        SmoothestRidgeCV(alphas, standard_errors=0.25)
+        GramRidgeCV(alphas, classifier=False, standard_errors=0.25)
     with pytest.raises(ValueError, match="increasing order"):
         TallRidgeCV(alphas, classifier=False)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("n_classes", [2, 4])
+def test_gram_ridge_matches_ridgeclassifiercv(seed, n_classes):
+    X, y = _wide_noisy_data(seed, 1, n=40, p=90)
+    labels = np.digitize(y, np.quantile(y, np.linspace(0, 1, n_classes + 1)[1:-1]))
+    _agree(
+        GramRidgeCV(RIDGE_ALPHAS, classifier=True).fit(X, labels), RidgeClassifierCV(alphas=RIDGE_ALPHAS).fit(X, labels)
+    )
+
+
+@pytest.mark.parametrize("targets", [1, 2])
+def test_gram_ridge_matches_ridgecv_on_tall_data_too(targets):
+    """The Gram matrix of more rows than features is singular beyond p: the same fit all the same."""
+    X, Y = _tall_data(5, n=60, p=12)
+    y = Y[:, 0] if targets == 1 else Y
+    ours, theirs = GramRidgeCV(RIDGE_ALPHAS, classifier=False).fit(X, y), RidgeCV(alphas=RIDGE_ALPHAS).fit(X, y)
+    assert ours.alpha_ == theirs.alpha_ and np.shape(ours.coef_) == np.shape(theirs.coef_)
+    np.testing.assert_allclose(ours.coef_, theirs.coef_, rtol=1e-7, atol=1e-10)
+    np.testing.assert_allclose(ours.intercept_, theirs.intercept_, rtol=1e-7, atol=1e-10)
+
+
+def _blocked_data(seed, signal_in_block, n=36, p=70, block=10):
+    """X (n, p) whose last `block` columns form the block; y from the block or from the rest, with noise."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p)) + rng.uniform(-1.0, 1.0, p)
+    columns = slice(p - block, p) if signal_in_block else slice(0, 3)
+    y = X[:, columns] @ rng.standard_normal(X[:, columns].shape[1]) + 0.5 * rng.standard_normal(n)
+    mask = np.zeros(p, dtype=bool)
+    mask[p - block :] = True
+    return X, y, mask
+
+
+WEIGHTS = (0.5, 1.0, 2.0, 4.0)
+
+
+@pytest.mark.parametrize("signal_in_block", [True, False])
+@pytest.mark.parametrize("guard", [0.0, 1.0])
+def test_block_weight_is_the_rule_on_refitted_leave_one_out(signal_in_block, guard):
+    """Each weight's errors by refitting on X with the block scaled, at its penalty by the rule; the weight
+    of the lowest mean error where it beats the default's rows by `guard` standard errors, else the
+    default; the fit then Ridge's on the scaled X, its coefficients read back for X."""
+    X, y, block = _blocked_data(0, signal_in_block)
+    errors = {}
+    for w in WEIGHTS:
+        per_penalty = refitted_leave_one_out(np.where(block, X * w, X), y, RIDGE_ALPHAS)
+        errors[w] = per_penalty[:, list(RIDGE_ALPHAS).index(smoothest_by_hand(per_penalty, RIDGE_ALPHAS, 0.25))]
+    best = min(WEIGHTS, key=lambda w: errors[w].mean())
+    difference = errors[best] - errors[1.0]
+    expected = best if difference.mean() < -guard * difference.std(ddof=1) / np.sqrt(len(y)) else 1.0
+    ours = GramRidgeCV(
+        RIDGE_ALPHAS, classifier=False, standard_errors=0.25, block=block, block_weights=WEIGHTS, guard=guard
+    ).fit(X, y)
+    assert ours.block_weight_ == expected
+    for w in WEIGHTS:
+        np.testing.assert_allclose(ours.block_scores_[w], errors[w].mean(), rtol=1e-8)
+    scaled = np.where(block, X * expected, X)
+    reference = Ridge(alpha=ours.alpha_).fit(scaled, y)
+    np.testing.assert_allclose(X @ ours.coef_ + ours.intercept_, reference.predict(scaled), rtol=1e-8, atol=1e-10)
+
+
+def test_block_weight_follows_where_the_signal_is_and_otherwise_stays():
+    """A block that carries the targets is weighed up, one that carries nothing not (the rule's guard keeps
+    the default unless the evidence is clear), so the test above cannot pass on a constant choice."""
+    up, stayed = 0, 0
+    for seed in range(4):
+        for signal_in_block in (True, False):
+            X, y, block = _blocked_data(seed, signal_in_block)
+            ridge = GramRidgeCV(RIDGE_ALPHAS, classifier=False, block=block, block_weights=WEIGHTS).fit(X, y)
+            if signal_in_block:
+                up += ridge.block_weight_ > 1.0
+            else:
+                stayed += ridge.block_weight_ <= 1.0
+    assert up >= 3 and stayed == 4
+
+
+def test_block_weights_must_hold_the_default():
+    X, y, block = _blocked_data(0, True)
+    with pytest.raises(ValueError, match="default_weight 3.0 must be among"):
+        GramRidgeCV(RIDGE_ALPHAS, classifier=False, block=block, block_weights=WEIGHTS, default_weight=3.0).fit(X, y)
+
+
+@pytest.mark.parametrize("signal_in_block", [True, False])
+def test_block_weight_chosen_on_some_rows_is_theirs_and_fitted_on_all(signal_in_block):
+    """choice_rows: the weight and its scores are those of the rows alone (their Gram matrix centred on their
+    own mean), and the fit is the one at that weight on every row."""
+    X, y, block = _blocked_data(1, signal_in_block, n=50)
+    rows = np.sort(np.random.default_rng(0).choice(len(X), 30, replace=False))
+    options = dict(classifier=False, standard_errors=0.25, block=block)
+    ours = GramRidgeCV(RIDGE_ALPHAS, block_weights=WEIGHTS, choice_rows=rows, **options).fit(X, y)
+    alone = GramRidgeCV(RIDGE_ALPHAS, block_weights=WEIGHTS, **options).fit(X[rows], y[rows])
+    assert ours.block_weight_ == alone.block_weight_
+    for w in WEIGHTS:
+        np.testing.assert_allclose(ours.block_scores_[w], alone.block_scores_[w], rtol=1e-8)
+    fixed = GramRidgeCV(
+        RIDGE_ALPHAS, block_weights=(ours.block_weight_,), default_weight=ours.block_weight_, **options
+    ).fit(X, y)
+    assert ours.alpha_ == fixed.alpha_
+    np.testing.assert_allclose(ours.coef_, fixed.coef_, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(ours.best_score_, fixed.best_score_, rtol=1e-10)
