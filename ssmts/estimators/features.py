@@ -391,20 +391,15 @@ def _ridge_logits(scores: torch.Tensor, y: torch.Tensor):
     return lambda outputs: logits(outputs, best)
 
 
-def _prior_weights(network: FeatureReadout) -> np.ndarray:
-    """(n_features,) each standardized feature's weight in the ridge before the envelopes' is chosen
-    (`_fit_ridge`): ENVELOPE_WEIGHT / sqrt(channels) for the modes' envelopes, 1 for the rest. The
-    envelopes are pooled channel by channel, the responses from mixes of channels: so that the envelopes
-    hold the same share of the prior whatever the number of channels (the share ENVELOPE_WEIGHT was chosen
-    at, on series of one channel), each channel's weigh 1 / channels of it."""
-    weight = ENVELOPE_WEIGHT / np.sqrt(network.series.d_input)
-    return np.where(network.envelope_columns().numpy(), weight, 1.0)
-
-
 def _prior(network: FeatureReadout) -> tuple[np.ndarray, np.ndarray]:
-    """(weights, envelope) of `_fit_ridge` for the features of `network`: `_prior_weights` and the
-    envelopes' columns."""
-    return _prior_weights(network), network.envelope_columns().numpy()
+    """(weights, envelope) of `_fit_ridge` for the features of `network`: each standardized feature's weight
+    in the ridge before the envelopes' is chosen, ENVELOPE_WEIGHT / sqrt(channels) for the modes' envelopes
+    and 1 for the rest, and the envelopes' columns (n_features,) bool. The envelopes are pooled channel by
+    channel, the responses from mixes of channels: so that the envelopes hold the same share of the prior
+    whatever the number of channels (the share ENVELOPE_WEIGHT was chosen at, on series of one channel),
+    each channel's weigh 1 / channels of it."""
+    envelope = network.envelope_columns().numpy()
+    return np.where(envelope, ENVELOPE_WEIGHT / np.sqrt(network.series.d_input), 1.0), envelope
 
 
 def _fit_ridge(
@@ -418,7 +413,7 @@ def _fit_ridge(
 ) -> tuple[object, np.ndarray, np.ndarray]:
     """(ridge, mean, scale): a ridge (penalty by leave-one-out; a classifier for objective
     "classification") fitted on the features (n, n_features) standardized by their mean and scale, then
-    times their weights (n_features,) in the prior (`_prior_weights`), scale = standard deviation / weight (a feature of
+    times their weights (n_features,) in the prior (`_prior`), scale = standard deviation / weight (a feature of
     weight w weighs in the ridge's prior as w^2 copies of it would); constant features keep standard
     deviation 1. The weight of the columns `envelope` (n_features,) bool, the modes' envelopes, weighed at
     ENVELOPE_WEIGHT in `weights`, is chosen from ENVELOPE_WEIGHTS by the same leave-one-out errors
@@ -442,14 +437,13 @@ def _fit_ridge(
     if has_envelope and n > ENVELOPE_CHOICE_ROWS:
         rows = np.sort(np.random.default_rng(seed).choice(n, ENVELOPE_CHOICE_ROWS, replace=False))
 
-    def gram_ridge(factors: tuple[float, ...], choice_rows: np.ndarray | None = None) -> GramRidgeCV:
+    def gram_ridge(choice_rows: np.ndarray | None = None) -> GramRidgeCV:
         return GramRidgeCV(
             RIDGE_ALPHAS,
             classifier=classifier,
             standard_errors=standard_errors,
             block=envelope,
             block_weights=factors,
-            default_weight=1.0 if 1.0 in factors else factors[0],
             guard=ENVELOPE_WEIGHT_STANDARD_ERRORS,
             choice_rows=choice_rows,
         )
@@ -461,13 +455,13 @@ def _fit_ridge(
         scale[scale < 1e-12] = 1.0
         scale = scale / weights
         if n <= p:
-            ridge = gram_ridge(factors, rows).fit((features - mean) / scale, targets)
+            ridge = gram_ridge(rows).fit((features - mean) / scale, targets)
             factor = ridge.block_weight_
         else:  # the weight chosen on (some of) the rows by their Gram matrix, then the tall ridge at that weight
             factor = 1.0
             if has_envelope:
                 some = np.arange(n) if rows is None else rows
-                factor = gram_ridge(factors).fit((features[some] - mean) / scale, targets[some]).block_weight_
+                factor = gram_ridge().fit((features[some] - mean) / scale, targets[some]).block_weight_
                 scale[envelope] /= factor
             ridge = TallRidgeCV(
                 RIDGE_ALPHAS, classifier=classifier, standard_errors=standard_errors, verbose=bool(verbose)
