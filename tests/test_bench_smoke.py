@@ -522,8 +522,8 @@ def test_multirocket_hydra_transforms_in_batches_with_the_same_features():
 
     from ssmts.bench import classify
 
-    X = np.random.default_rng(0).normal(size=(600, 1, 120))
-    y = np.arange(600) % 3
+    X = np.random.default_rng(0).normal(size=(300, 1, 40))
+    y = np.arange(300) % 3
     original = getattr(HydraTransformer._transform, "aeon_original", HydraTransformer._transform)
     try:
         HydraTransformer._transform = original
