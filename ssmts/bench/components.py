@@ -48,8 +48,6 @@ def component_records(model, set_name: str, origin: str, truths: dict, scales: d
     """One record per series of a fitted combining SSMForecaster (see the module docstring).
     truths: {key: (h,) outcomes}, scales: {key: the benchmark's MASE scale}; keys as the forecaster's
     (a tuple: () for one series, (name,) for a panel's)."""
-    from ssmts.sktime._combine import COMPONENTS
-
     if model.n_targets_ != 1:
         raise ValueError("component records are written for univariate targets only")
     forecasts = model._forecast(model.fh, None, alpha=None)
@@ -58,7 +56,7 @@ def component_records(model, set_name: str, origin: str, truths: dict, scales: d
     records = []
     for key, truth in truths.items():
         points = [network[key]]
-        for name in COMPONENTS[1:]:
+        for name in model._combined_components[1:]:
             stored = model._classical_cache[key][name]
             if stored is None:
                 points.append(np.full(len(truth), np.nan))
@@ -72,7 +70,7 @@ def component_records(model, set_name: str, origin: str, truths: dict, scales: d
             val_points = np.stack(
                 [
                     comps[name][0][..., 0] if comps[name] is not None else np.full(val_truth.shape, np.nan)
-                    for name in COMPONENTS
+                    for name in model._combined_components
                 ]
             )
         records.append(
@@ -80,7 +78,7 @@ def component_records(model, set_name: str, origin: str, truths: dict, scales: d
                 set=set_name,
                 origin=str(origin),
                 series="/".join(str(k) for k in key),
-                components=list(COMPONENTS),
+                components=list(model._combined_components),
                 val_truth=_listed(val_truth),
                 val_points=_listed(val_points),
                 val_scale=float(model._scales[key][0]),
@@ -146,7 +144,7 @@ def rule_weights_offline(records: list[dict], rule: str) -> list[np.ndarray | No
         signed = {i: held_out_errors(records[i], signed=True) for i in members if records[i]["val_truth"] is not None}
         errors = {i: mean_errors(np.abs(signed[i])) if i in signed else np.full((1, M), np.nan) for i in members}
         scales = {i: np.array([records[i]["val_scale"]]) for i in members}
-        weights, _ = series_weights(rule, signed, errors, scales, n_targets=1)
+        weights, _ = series_weights(rule, signed, errors, scales, 1, tuple(records[members[0]]["components"]))
         for i in members:
             out[i] = None if weights[i] is None else weights[i][0]
     return out

@@ -1,5 +1,6 @@
 """SSMForecaster(combine="validation"): the network combined per series with AutoETS, Theta, seasonal
-naive and drift (the classical forecasts), the weights set by each series' own last windows.
+naive and drift (the classical forecasts; combine_components chooses among them), the weights set by each
+series' own last windows.
 
     fit:  each series' last k windows of max(fh) steps held out (k = combine_windows, fewer for a short
           series); a copy of the network trained on the data before them (every series cut before its
@@ -10,7 +11,7 @@ naive and drift (the classical forecasts), the weights set by each series' own l
           no weight there); a series too short to hold out a window takes the weights of the pooled (scaled)
           errors of the series validated in full; equal weights (calibrate: the network alone) when none is.
           network_first: the network alone unless the series' held-out steps hold strong evidence against
-          it (a sign test; then the inverse-error weights); the median of the five where no series of
+          it (a sign test; then the inverse-error weights); the median of all where no series of
           the fit holds out enough steps for that test ever to tell (no evidence for the network either).
           network_ets (the default): the same with the mean of the network and AutoETS in the network's place
        -> conformal widening of the combined intervals on the held-out windows (pooled over the series,
@@ -53,7 +54,8 @@ from ._strategies import (
 )
 from ._windows import TooFewWindowsError, key_name
 
-COMPONENTS = ("network", "ets", "theta", "naive", "drift")
+CLASSICAL = ("ets", "theta", "naive", "drift")  # the classical forecasts combine_components chooses from
+COMPONENTS = ("network", *CLASSICAL)
 LABELS = {"network": "the network", "ets": "AutoETS", "theta": "Theta", "naive": "seasonal naive", "drift": "drift"}
 RULES = ("network_ets", "inverse_error", "select", "median", "calibrate", "network_first")
 # the rules that keep a base forecast unless the held-out steps hold strong evidence against it
@@ -89,9 +91,10 @@ def classical_models(season: int, y: pd.DataFrame) -> dict:
     }
 
 
-def fit_classical(season: int, y: pd.DataFrame) -> tuple[dict, dict]:
-    """({name: fitted sktime forecaster, or None where it cannot fit this series}, {name: why not})."""
-    models = dict.fromkeys(COMPONENTS[1:])
+def fit_classical(season: int, y: pd.DataFrame, names: tuple = CLASSICAL) -> tuple[dict, dict]:
+    """({name: fitted sktime forecaster, or None where it cannot fit this series}, {name: why not}) of the
+    classical forecasts named."""
+    models = dict.fromkeys(names)
     if len(y) < 3:
         return models, dict.fromkeys(models, f"it has {len(y)} observation(s), fewer than 3")
     missing = bool(y.isna().to_numpy().any())
@@ -99,6 +102,8 @@ def fit_classical(season: int, y: pd.DataFrame) -> tuple[dict, dict]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # statsmodels' convergence chatter, sktime's FutureWarnings
         for name, model in classical_models(season, y).items():
+            if name not in models:
+                continue
             if missing and name in STATSMODELS:
                 failures[name] = "it has missing values, which statsmodels does not take"
                 continue
@@ -216,20 +221,20 @@ def network_first_weights(absolute: np.ndarray) -> np.ndarray:
     return evidence_weights(absolute, absolute[..., 0], np.tile(np.eye(M)[0], (C, 1)))
 
 
-def network_ets_base(ets_validated: np.ndarray) -> np.ndarray:
-    """Base weights (C, M) of 'network_ets': the network and AutoETS half each in the columns where AutoETS
-    was validated (C,) bool, the network alone in the others."""
-    M = len(COMPONENTS)
+def network_ets_base(ets_validated: np.ndarray, components: tuple = COMPONENTS) -> np.ndarray:
+    """Base weights (C, M) of 'network_ets' over the components (M,): the network and AutoETS half each in
+    the columns where AutoETS was validated (C,) bool, the network alone in the others."""
+    M = len(components)
     pair = np.zeros(M)
-    pair[[0, COMPONENTS.index("ets")]] = 0.5
+    pair[[0, components.index("ets")]] = 0.5
     return np.where(np.asarray(ets_validated)[:, None], pair, np.eye(M)[0])
 
 
-def network_ets_weights(signed: np.ndarray, ets_validated: np.ndarray) -> np.ndarray:
+def network_ets_weights(signed: np.ndarray, ets_validated: np.ndarray, components: tuple = COMPONENTS) -> np.ndarray:
     """Weights (C, M) of 'network_ets' from held-out signed errors (forecast - outcome; k, H, C, M): the
     mean of the network and AutoETS (network_ets_base), unless the held-out steps hold strong evidence
     against that mean (evidence_weights)."""
-    base = network_ets_base(ets_validated)
+    base = network_ets_base(ets_validated, components)
     base_absolute = np.abs(np.einsum("khcm,cm->khc", np.nan_to_num(signed), base))
     base_absolute[~np.isfinite(signed[..., 0])] = np.nan  # an outcome not observed
     return evidence_weights(np.abs(signed), base_absolute, base)
@@ -259,7 +264,7 @@ def any_can_tell(absolute: dict) -> bool:
 
 
 def series_weights(
-    rule: str, signed: dict, errors: dict, scales: dict, n_targets: int
+    rule: str, signed: dict, errors: dict, scales: dict, n_targets: int, components: tuple = COMPONENTS
 ) -> tuple[dict, np.ndarray | None]:
     """({key: (C, M) weights, or None for 'median'}, the pooled weights) of a fit's series, from the
     held-out signed errors (forecast - outcome) of those validated {key: (k, H, C, M)}, every series' MAEs
@@ -270,17 +275,22 @@ def series_weights(
     'network_first' and 'network_ets': by each series' own steps (network_first_weights,
     network_ets_weights), their base (the network alone; the mean of the network and AutoETS) for the others
     (no evidence against it), or, where no series' steps can tell (can_tell: a lone short series), the
-    median for all. The pooled weights also serve series first seen in update."""
-    M = len(COMPONENTS)
+    median for all. The pooled weights also serve series first seen in update. components (M,): the
+    network's and the classical forecasts' names, in the order of the arrays' last axis."""
+    M = len(components)
     absolute = {key: np.abs(values) for key, values in signed.items()}
     if rule == "median" or (rule in EVIDENCE_RULES and not any_can_tell(absolute)):
         return dict.fromkeys(errors), None
     if rule in EVIDENCE_RULES:
         alone = (
-            np.tile(np.eye(M)[0], (n_targets, 1)) if rule == "network_first" else network_ets_base([True] * n_targets)
+            np.tile(np.eye(M)[0], (n_targets, 1))
+            if rule == "network_first"
+            else network_ets_base([True] * n_targets, components)
         )
         weights = {
-            key: _evidence_rule_weights(rule, signed[key], ets_validated(signed[key])) if key in signed else alone
+            key: _evidence_rule_weights(rule, signed[key], ets_validated(signed[key], components), components)
+            if key in signed
+            else alone
             for key in errors
         }
         return weights, alone[0]
@@ -298,17 +308,20 @@ def series_weights(
     return weights, pooled
 
 
-def ets_validated(signed: np.ndarray) -> np.ndarray:
-    """(C,) bool: the columns of a series whose held-out signed errors (k, H, C, M) hold AutoETS's."""
-    return np.isfinite(signed[..., COMPONENTS.index("ets")]).any((0, 1))
+def ets_validated(signed: np.ndarray, components: tuple = COMPONENTS) -> np.ndarray:
+    """(C,) bool: the columns of a series whose held-out signed errors (k, H, C, M) hold AutoETS's (none
+    where AutoETS is not among the components)."""
+    if "ets" not in components:
+        return np.zeros(signed.shape[2], dtype=bool)
+    return np.isfinite(signed[..., components.index("ets")]).any((0, 1))
 
 
-def _evidence_rule_weights(rule: str, signed: np.ndarray, validated: np.ndarray) -> np.ndarray:
+def _evidence_rule_weights(rule: str, signed: np.ndarray, validated: np.ndarray, components: tuple) -> np.ndarray:
     """(C, M) weights of 'network_first' or 'network_ets' from a series' held-out signed errors (k, H, C, M);
     validated (C,): whether AutoETS was validated on the series' columns (ets_validated of all its windows)."""
     if rule == "network_first":
         return network_first_weights(np.abs(signed))
-    return network_ets_weights(signed, validated)
+    return network_ets_weights(signed, validated, components)
 
 
 def renormalized(weights: np.ndarray, present: np.ndarray) -> np.ndarray:
@@ -447,14 +460,27 @@ def _join(frames: dict, names: list) -> pd.DataFrame:
 # ---------------------------------------------------------------------------- the mixin
 def combination_variants(model) -> list[str]:
     """The forecasts one fit of an SSMForecaster with combine="validation" can give (`_as_variant`): the
-    network alone and every rule of RULES (what `python -m ssmts.bench forecast` compares); none otherwise."""
+    network alone and every rule of RULES it can weigh by (what `python -m ssmts.bench forecast` compares);
+    none otherwise."""
     if getattr(model, "combine", "none") == "none" or not getattr(model, "_combining", False):
         return []
-    return ["network", *RULES]
+    return ["network", *model._combine_rules]
 
 
 class CombinationMixin:
     """fit, predict and update of SSMForecaster(combine="validation"); see the module docstring."""
+
+    @property
+    def _combined_components(self) -> tuple[str, ...]:
+        """The network and the classical forecasts of combine_components, in COMPONENTS' order (the order of
+        every (..., M) array here and of the columns of validation_errors_ and combination_weights_)."""
+        chosen = set(self.combine_components)
+        return ("network", *(name for name in CLASSICAL if name in chosen))
+
+    @property
+    def _combine_rules(self) -> tuple[str, ...]:
+        """The rules of RULES this fit can weigh by: network_ets only with AutoETS among the components."""
+        return tuple(rule for rule in RULES if rule != "network_ets" or "ets" in self._combined_components)
 
     @property
     def _combining(self) -> bool:
@@ -466,8 +492,8 @@ class CombinationMixin:
     def _as_variant(self, variant: str):
         """Forecast, for the time of the block, as the network alone ("network") or by another rule of
         RULES, from this fit (what `python -m ssmts.bench forecast` compares): nothing is refitted."""
-        if variant not in ("network", *RULES):
-            raise ValueError(f"unknown variant {variant!r}; choose 'network' or one of {RULES}")
+        if variant not in ("network", *self._combine_rules):
+            raise ValueError(f"unknown variant {variant!r}; choose 'network' or one of {self._combine_rules}")
         self._variant = variant
         try:
             yield self
@@ -498,6 +524,7 @@ class CombinationMixin:
                 "combine='validation' fits AutoETS and Theta (sktime's, on statsmodels): pip install statsmodels"
             ) from None
         H, C, levels = int(horizon), self.n_targets_, self.quantile_levels_
+        components = self._combined_components
         median = int(np.flatnonzero(np.isclose(levels, 0.5))[0])
         parts = self._split_xy(y, X)
         min_prefix = max(MIN_PREFIX, H)
@@ -521,7 +548,7 @@ class CombinationMixin:
             key: np.stack(
                 [
                     comps[name][0] - truth if comps[name] is not None else np.full(truth.shape, np.nan)
-                    for name in COMPONENTS
+                    for name in components
                 ],
                 axis=-1,
             )
@@ -531,12 +558,12 @@ class CombinationMixin:
         self._errors, self._scales = {}, {}
         for key, yp, _ in parts:
             self._errors[key] = (
-                mean_errors(self._absolute[key]) if key in validation else np.full((C, len(COMPONENTS)), np.nan)
+                mean_errors(self._absolute[key]) if key in validation else np.full((C, len(components)), np.nan)
             )
             prefix = yp.to_numpy()[: len(yp) - self._validation_plan[key] * H]
             self._scales[key] = np.array([_naive_scale(prefix[:, c], int(self.sp_)) for c in range(C)])
         self._weights, self._pooled, self._factors, calibration = {}, {}, {}, {}
-        for rule in RULES:
+        for rule in self._combine_rules:
             self._weights[rule], self._pooled[rule] = self._rule_weights(rule)
             factors, points = self._calibrate(rule, median)
             calibration[rule] = (factors is not None, points)
@@ -545,7 +572,7 @@ class CombinationMixin:
         # the classical models on all the data, and their forecasts of every step predict may ask
         self._classical, self._classical_cache, left_out = {}, {}, {}
         for key, yp, _ in parts:
-            models, failures = fit_classical(int(self.sp_), yp)
+            models, failures = fit_classical(int(self.sp_), yp, components[1:])
             self._classical_cache[key], more = self._classical_forecasts(models)
             self._classical[key] = models
             left_out.update({(key, name): why for name, why in {**failures, **more}.items()})
@@ -560,10 +587,11 @@ class CombinationMixin:
         held-out forecast points."""
         validation, min_prefix = self._validation, max(MIN_PREFIX, H)
         can = any_can_tell(self._absolute)
+        M = len(self._combined_components)
         unweighted = {
             "calibrate": "the network alone",
-            "network_first": "the network alone" if can else "the median of the five forecasts",
-            "network_ets": "the mean of the network and AutoETS" if can else "the median of the five forecasts",
+            "network_first": "the network alone" if can else f"the median of the {M} forecasts",
+            "network_ets": "the mean of the network and AutoETS" if can else f"the median of the {M} forecasts",
             "median": "the median",
         }
         if not validation:
@@ -592,9 +620,9 @@ class CombinationMixin:
                 most = max(held_out_steps(absolute) for absolute in self._absolute.values())
                 base = "the network" if self.combine_rule == "network_first" else "the mean of the network and AutoETS"
                 _warn(
-                    f"no series holds out the {steps_to_tell(len(COMPONENTS))} steps {self.combine_rule}'s sign test "
+                    f"no series holds out the {steps_to_tell(M)} steps {self.combine_rule}'s sign test "
                     f"needs to tell {base} from a classical forecast (the most: {most}), so there is no evidence for "
-                    f"{base} either: the series are forecast with the median of the five forecasts; set "
+                    f"{base} either: the series are forecast with the median of the {M} forecasts; set "
                     "combine_windows higher or pass longer series"
                 )
             too_few = uncalibrated_coverages(points, self.quantile_levels_) if calibrated else []
@@ -667,13 +695,13 @@ class CombinationMixin:
     def _validate_classical(self, yp: pd.DataFrame, k: int, H: int) -> tuple[dict, dict]:
         """The classical forecasts refitted at the origin of each of a series' last k windows of H steps:
         ({name: (points (k, H, C), grids (k, H, C, Q) or None), or None where a window failed}, {name: why})."""
-        n, levels = len(yp), self.quantile_levels_
-        points: dict = {name: [] for name in COMPONENTS[1:]}
-        grids: dict = {name: [] for name in COMPONENTS[1:]}
+        n, levels, names = len(yp), self.quantile_levels_, self._combined_components[1:]
+        points: dict = {name: [] for name in names}
+        grids: dict = {name: [] for name in names}
         failed: dict = {}
         for j in range(k, 0, -1):
-            models, failures = fit_classical(int(self.sp_), yp.iloc[: n - j * H])
-            for name in COMPONENTS[1:]:
+            models, failures = fit_classical(int(self.sp_), yp.iloc[: n - j * H], names)
+            for name in names:
                 if name in failed:
                     continue
                 if name in failures:
@@ -692,13 +720,15 @@ class CombinationMixin:
             name: None
             if name in failed
             else (np.stack(points[name]), None if any(g is None for g in grids[name]) else np.stack(grids[name]))
-            for name in COMPONENTS[1:]
+            for name in names
         }
         return comps, failed
 
     def _rule_weights(self, rule: str) -> tuple[dict, np.ndarray | None]:
         """series_weights of this fit's held-out errors."""
-        return series_weights(rule, self._signed, self._errors, self._scales, self.n_targets_)
+        return series_weights(
+            rule, self._signed, self._errors, self._scales, self.n_targets_, self._combined_components
+        )
 
     def _window_weights(self, rule: str, key: tuple, j: int) -> np.ndarray | None:
         """(C, M) weights of a series' held-out window j chosen without it, a NaN row where none can be
@@ -708,7 +738,10 @@ class CombinationMixin:
             return weights
         if rule in EVIDENCE_RULES:  # the rule on the other windows (none: its base)
             signed = self._signed[key]
-            return _evidence_rule_weights(rule, np.delete(signed, j, axis=0), ets_validated(signed))
+            components = self._combined_components
+            return _evidence_rule_weights(
+                rule, np.delete(signed, j, axis=0), ets_validated(signed, components), components
+            )
         others = mean_errors(np.delete(self._absolute[key], j, axis=0))  # (C, M); NaN with one window
         return np.stack([rule_weights(row, rule) if np.isfinite(row).any() else row for row in others])
 
@@ -725,11 +758,11 @@ class CombinationMixin:
                         continue
                     points = [
                         comps[name][0][j, :, c] if comps[name] is not None else np.full(truth.shape[1], np.nan)
-                        for name in COMPONENTS
+                        for name in self._combined_components
                     ]
                     comp_grids = [
                         None if comps[name] is None or comps[name][1] is None else comps[name][1][j, :, c, :]
-                        for name in COMPONENTS
+                        for name in self._combined_components
                     ]
                     _, grid = combine_grid(
                         np.stack(points), comp_grids, None if weights is None else weights[c], median
@@ -743,7 +776,7 @@ class CombinationMixin:
         """(M,) bool: the components that forecast the series (the network, and the classical models that
         could fit and forecast it)."""
         cache = self._classical_cache[key]
-        return np.array([True] + [cache[name] is not None for name in COMPONENTS[1:]])
+        return np.array([True] + [cache[name] is not None for name in self._combined_components[1:]])
 
     def _used_weights(self, rule: str, key: tuple) -> np.ndarray | None:
         """(C, M) weights predict gives the components of a series by rule (None: the median of those
@@ -772,14 +805,16 @@ class CombinationMixin:
         index = self._row_index(keys)
         C = self.n_targets_
         errors = np.concatenate([self._errors[key] for key in keys])
-        self.validation_errors_ = pd.DataFrame(errors, index=index, columns=list(COMPONENTS))
+        self.validation_errors_ = pd.DataFrame(errors, index=index, columns=list(self._combined_components))
         rows = []
         for key in keys:
             used = self._used_weights(self.combine_rule, key)
             if used is None:  # median: NaN for the components whose median is taken, 0 for those left out
                 used = np.tile(np.where(self._available(key), np.nan, 0.0), (C, 1))
             rows.append(used)
-        self.combination_weights_ = pd.DataFrame(np.concatenate(rows), index=index, columns=list(COMPONENTS))
+        self.combination_weights_ = pd.DataFrame(
+            np.concatenate(rows), index=index, columns=list(self._combined_components)
+        )
         self.validation_windows_ = pd.Series(
             np.repeat([self._validation_plan[key] for key in keys], C), index=index, name="windows"
         )
@@ -813,7 +848,7 @@ class CombinationMixin:
         for key, times, point, grid in network:
             weights = self._used_weights(rule, key)
             points, grids = [point], [None if grid is None else np.sort(grid, axis=-1)]
-            for m, name in enumerate(COMPONENTS[1:], start=1):
+            for m, name in enumerate(self._combined_components[1:], start=1):
                 stored = self._classical_cache[key][name]
                 if stored is None or (weights is not None and not weights[:, m].any()):  # left out, or weight 0
                     points.append(np.full_like(point, np.nan))
@@ -850,7 +885,7 @@ class CombinationMixin:
         classical, cache = dict(self._classical), dict(self._classical_cache)
         errors, plan = dict(self._errors), dict(self._validation_plan)
         weights = {rule: dict(w) for rule, w in self._weights.items()}
-        C, M = self.n_targets_, len(COMPONENTS)
+        C, M = self.n_targets_, len(self._combined_components)
         left_out = {}
         for key, yp, _ in self._split_xy(y, None):
             if key in classical:
@@ -867,7 +902,7 @@ class CombinationMixin:
                         failures[name], model = _reason(error), None
                     models[name] = model
             else:  # a series first seen here
-                models, failures = fit_classical(int(self.sp_), self._store[key][0])
+                models, failures = fit_classical(int(self.sp_), self._store[key][0], self._combined_components[1:])
                 errors[key], plan[key] = np.full((C, M), np.nan), 0
                 for rule, pooled in self._pooled.items():
                     weights[rule][key] = None if pooled is None else np.tile(pooled, (C, 1))
@@ -939,4 +974,4 @@ def _as_input(frame: pd.DataFrame, owner) -> pd.DataFrame:
     return frame
 
 
-__all__ = ["CombinationMixin", "COMPONENTS", "RULES", "key_name"]
+__all__ = ["CLASSICAL", "CombinationMixin", "COMPONENTS", "RULES", "key_name"]

@@ -133,16 +133,18 @@ def weights_by_hand(errors: dict, rule: str) -> dict | None:
 def network_first_by_hand(steps: dict, errors: dict, base_steps=None, base=None) -> dict:
     """{name: weight} of network_first from each forecast's absolute errors at the held-out steps {name: (n,)}
     and their MAEs: the inverse-error weights if some classical forecast is closer than the network at so
-    many steps that a fair coin gives as many with probability under 0.05 / 4; else the network alone (in a
-    fit where some series holds out the 7 steps that test needs to tell at all). network_ets: the same
-    with a base forecast (its absolute errors base_steps, its weights base) in the network's place."""
+    many steps that a fair coin gives as many with probability under 0.05 / m (m: the classical forecasts of
+    steps); else the network alone (in a fit where some series holds out the steps that test needs to tell
+    at all). network_ets: the same with a base forecast (its absolute errors base_steps, its weights base) in
+    the network's place."""
     reference = steps["network"] if base_steps is None else base_steps
-    for m in CLASSICAL:
+    classical = [m for m in steps if m != "network"]
+    for m in classical:
         diff = steps[m] - reference
         n, wins = int((diff != 0).sum()), int((diff < 0).sum())
-        if n and sum(math.comb(n, i) for i in range(wins, n + 1)) / 2**n < 0.05 / len(CLASSICAL):
+        if n and sum(math.comb(n, i) for i in range(wins, n + 1)) / 2**n < 0.05 / len(classical):
             return weights_by_hand(errors, "inverse_error")
-    return {m: float(m == "network") for m in COMPONENTS} if base is None else base
+    return {m: float(m == "network") for m in steps} if base is None else base
 
 
 def combine_by_hand(comps: dict, weights: dict | None, median: int):
@@ -347,49 +349,57 @@ def test_the_network_alone_is_the_forecaster_without_combination():
 
 # ---------------------------------------------------------------- intervals
 @pytest.mark.usefixtures("fixed_thread_count")
-@pytest.mark.parametrize("rule", RULES)
-def test_errors_weights_widening_and_forecast_against_a_from_scratch_oracle(rule):
+@pytest.mark.parametrize(
+    "rule, chosen",
+    [(rule, CLASSICAL) for rule in RULES]
+    + [("network_first", ("naive", "drift")), ("network_ets", ("drift", "ets")), ("inverse_error", ("theta",))],
+)
+def test_errors_weights_widening_and_forecast_against_a_from_scratch_oracle(rule, chosen):
     """Every number of a fit recomputed without the module: each component forecast again through its own
     public calls on each held-out window and on all of y, the MAEs, the weights, the widening and the
     combined forecast with numpy. The widening scores each window with weights chosen on the other window
     only (network_ets, network_first, inverse_error and select choose on the windows; median and calibrate
-    choose nothing)."""
+    choose nothing). With fewer classical forecasts (combine_components), only those are fitted and weighed,
+    and the sign tests share their level among them."""
     y = noisy() - 20.0  # negative values: AutoETS fits additive models only, whose intervals sktime computes
     H, k, median = 6, 2, 2
-    f = combined(combine_rule=rule).fit(y, fh=FH)
+    f = combined(combine_rule=rule, combine_components=chosen).fit(y, fh=FH)
+    comps = ("network", *(m for m in CLASSICAL if m in chosen))  # the documented column order
+    assert list(f.validation_errors_.columns) == list(comps) == list(f.combination_weights_.columns)
     levels = f.quantile_levels_
     assert int(f.validation_windows_.iloc[0]) == k
     n = len(y)
     truths = [y.iloc[n - (k - j) * H : n - (k - j - 1) * H].to_numpy() for j in range(k)]
     network = network_by_hand(f, y, H, k)
+
+    def chosen_by_hand(y_part):
+        return {m: forecast for m, forecast in classical_by_hand(y_part, H, levels).items() if m in chosen}
+
     windows = [
-        {
-            "network": (network[j][0][:, 0], network[j][1][:, 0]),
-            **classical_by_hand(y.iloc[: n - (k - j) * H], H, levels),
-        }
+        {"network": (network[j][0][:, 0], network[j][1][:, 0]), **chosen_by_hand(y.iloc[: n - (k - j) * H])}
         for j in range(k)
     ]
-    steps = [{m: np.abs(truths[j] - windows[j][m][0]) for m in COMPONENTS} for j in range(k)]
-    errors = [{m: np.mean(steps[j][m]) for m in COMPONENTS} for j in range(k)]
-    overall = {m: np.mean([e[m] for e in errors]) for m in COMPONENTS}
-    np.testing.assert_allclose(f.validation_errors_.iloc[0].to_numpy(), [overall[m] for m in COMPONENTS], rtol=1e-5)
+    steps = [{m: np.abs(truths[j] - windows[j][m][0]) for m in comps} for j in range(k)]
+    errors = [{m: np.mean(steps[j][m]) for m in comps} for j in range(k)]
+    overall = {m: np.mean([e[m] for e in errors]) for m in comps}
+    np.testing.assert_allclose(f.validation_errors_.iloc[0].to_numpy(), [overall[m] for m in comps], rtol=1e-5)
 
     def rule_by_hand(windows_used):
         if rule in ("network_first", "network_ets"):
-            both = {m: np.concatenate([steps[j][m] for j in windows_used]) for m in COMPONENTS}
+            both = {m: np.concatenate([steps[j][m] for j in windows_used]) for m in comps}
             if rule == "network_first":
-                return network_first_by_hand(both, {m: np.mean(both[m]) for m in COMPONENTS})
+                return network_first_by_hand(both, {m: np.mean(both[m]) for m in comps})
             mean = [np.abs(truths[j] - (windows[j]["network"][0] + windows[j]["ets"][0]) / 2) for j in windows_used]
-            base = {m: 0.5 * (m in ("network", "ets")) for m in COMPONENTS}
-            return network_first_by_hand(both, {m: np.mean(both[m]) for m in COMPONENTS}, np.concatenate(mean), base)
-        return weights_by_hand({m: np.mean([errors[j][m] for j in windows_used]) for m in COMPONENTS}, rule)
+            base = {m: 0.5 * (m in ("network", "ets")) for m in comps}
+            return network_first_by_hand(both, {m: np.mean(both[m]) for m in comps}, np.concatenate(mean), base)
+        return weights_by_hand({m: np.mean([errors[j][m] for j in windows_used]) for m in comps}, rule)
 
     weights = rule_by_hand(range(k))
     reported = f.combination_weights_.iloc[0].to_numpy()
     if weights is None:
         assert np.isnan(reported).all()
     else:
-        np.testing.assert_allclose(reported, [weights[m] for m in COMPONENTS], rtol=1e-5)
+        np.testing.assert_allclose(reported, [weights[m] for m in comps], rtol=1e-5)
     # the widening: window j combined with the weights of the other window, never its own
     grids = [combine_by_hand(windows[j], rule_by_hand([1 - j]), median)[1] for j in range(k)]
     widening = widening_by_hand(grids, truths, levels)
@@ -398,7 +408,7 @@ def test_errors_weights_widening_and_forecast_against_a_from_scratch_oracle(rule
     # the forecast: the components on all of y, combined with the reported weights, widened
     with f._as_variant("network"):
         full = {"network": (f.predict().to_numpy(), np.sort(f.predict_quantiles(alpha=list(levels)).to_numpy(), 1))}
-    full.update(classical_by_hand(y, H, levels))
+    full.update(chosen_by_hand(y))
     point, grid = combine_by_hand(full, weights, median)
     np.testing.assert_allclose(f.predict().to_numpy(), point, rtol=1e-5)
     np.testing.assert_allclose(
@@ -463,7 +473,9 @@ def test_network_first_takes_the_median_where_no_series_can_tell_and_keeps_the_n
     out 12 steps, the test can tell there, and the series with one window keeps the network (no evidence
     against it)."""
     y = noisy()
-    with pytest.warns(UserWarning, match=r"no series holds out the 7 steps .*\(the most: 6\).*median of the five"):
+    with pytest.warns(
+        UserWarning, match=r"no series holds out the 7 steps .*\(the most: 6\).*median of the 5 forecasts"
+    ):
         f = combined(combine_rule="network_first", combine_windows=1).fit(y, fh=FH)
     assert int(f.validation_windows_.iloc[0]) == 1 and np.isnan(f.combination_weights_.to_numpy()).all()
     prediction, quantiles = f.predict(), f.predict_quantiles(alpha=[0.1, 0.9])
@@ -560,6 +572,30 @@ def test_update_moves_the_classical_forecasts_with_the_network():
     np.testing.assert_allclose(pred.to_numpy(), expected, rtol=1e-6)
 
 
+def test_only_the_chosen_classical_forecasts_are_fitted_weighed_and_updated(monkeypatch):
+    def refuse(self, *args, **kwargs):
+        raise AssertionError("AutoETS was fitted though combine_components leaves it out")
+
+    monkeypatch.setattr(AutoETS, "_fit", refuse)
+    y = noisy(72)
+    f = combined(combine_components=("drift", "naive"), combine_rule="inverse_error").fit(y.iloc[:60], fh=FH)
+    assert list(f.combination_weights_.columns) == ["network", "naive", "drift"]
+    assert set(f._classical[()]) == {"naive", "drift"}
+    np.testing.assert_allclose(f.combination_weights_.to_numpy().sum(), 1.0)
+    f.update(y.iloc[60:66])
+    assert set(f._classical[()]) == {"naive", "drift"} and f._classical[()]["drift"].cutoff[0] == y.index[65]
+    assert np.isfinite(f.predict_interval(coverage=0.8).to_numpy()).all()
+
+
+def test_network_ets_without_autoets_is_refused_before_any_training(monkeypatch):
+    monkeypatch.setattr(SSMForecaster, "_train_network", lambda *a, **k: pytest.fail("trained before refusing"))
+    with pytest.raises(ValueError, match=r"network_ets.*AutoETS.*combine_components=\('naive', 'theta'\).*add 'ets'"):
+        combined(combine_components=("naive", "theta")).fit(noisy(), fh=FH)
+    for bad in ((), ("ets", "ets"), ("arima",), "ets"):
+        with pytest.raises(ValueError, match="combine_components must be a non-empty list of distinct names"):
+            combined(combine_components=bad).fit(noisy(), fh=FH)
+
+
 def test_the_network_only_routes_refuse_a_combination():
     y = noisy()
     f = combined().fit(y, fh=FH)
@@ -579,8 +615,8 @@ def test_the_network_only_routes_refuse_a_combination():
     [
         ("inverse_error", [0.2] * 5, "equal weights"),
         ("calibrate", [1.0, 0, 0, 0, 0], "the network alone"),
-        ("network_first", None, "the median of the five forecasts"),  # no evidence for the network either
-        ("network_ets", None, "the median of the five forecasts"),
+        ("network_first", None, "the median of the 5 forecasts"),  # no evidence for the network either
+        ("network_ets", None, "the median of the 5 forecasts"),
     ],
 )
 def test_a_lone_series_too_short_to_hold_out_a_window_warns_and_reports_the_weights_predict_uses(rule, weights, how):
