@@ -156,6 +156,9 @@ def test_component_records_score_every_rule_as_the_forecaster_combines(tmp_path,
         assert table[baseline]["toy"] == pytest.approx(rows[baseline], rel=1e-9), baseline
     assert len({round(table[rule]["toy"], 9) for rule in ("network", "inverse_error", "select", "median")}) == 4
     assert components.main([str(path), "--rules", "network,median"]) == 0
+    partial = [{**record, "components": record["components"][:-1]} for record in records]  # fewer classical
+    with pytest.raises(ValueError, match=r"needs all of \['network', 'ets', 'theta', 'naive', 'drift'\]"):
+        components.score_rules(partial, ["network"])
     (tmp_path / "other.txt").write_text("not records\n")
     for argv, message in (
         ([str(tmp_path / "absent.jsonl")], "cannot read"),

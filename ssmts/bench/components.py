@@ -164,8 +164,15 @@ def test_mase(record: dict, weights: np.ndarray | None) -> float:
 def score_rules(records: list[dict], rules) -> dict:
     """{rule: {set: mean MASE over the set's records (series and origins), averaged over files}} and the
     baselines' rows (each component alone)."""
+    from ssmts.sktime._combine import COMPONENTS
+
     M = len(records[0]["components"])
     names = records[0]["components"]
+    if list(names) != list(COMPONENTS):
+        raise ValueError(
+            f"the records hold the forecasts of {names}; scoring the rules against the baselines needs all of "
+            f"{list(COMPONENTS)} (a fit with the default combine_components)"
+        )
     table: dict = {}
     for rule in [*rules, *BASELINES]:
         if rule in BASELINES:
