@@ -76,7 +76,9 @@ def _fit_predict(workers_per_step, X, y):
     original = threads.CoreShare.update
     threads.CoreShare.update = lambda self: min(self.limit, next(answers))
     try:
-        clf = SSMClassifier(d_model=8, d_state=4, n_layers=2, max_epochs=3, batch_size=8, random_state=0, device="cpu")
+        clf = SSMClassifier(
+            d_model=8, d_state=4, n_layers=2, max_epochs=10, min_steps=0, batch_size=8, random_state=0, device="cpu"
+        )  # 50 steps (min_steps' default made it 500)
         clf.fit(X, y)
         return clf.predict_proba(X)
     finally:
@@ -159,7 +161,8 @@ def test_a_batch_norm_fit_does_not_depend_on_how_many_workers_run(restore_thread
                 n_layers=2,
                 norm="batch",
                 prenorm=False,
-                max_epochs=3,
+                max_epochs=10,
+                min_steps=0,  # 50 steps (min_steps' default made it 500)
                 batch_size=8,
                 random_state=0,
                 device="cpu",
