@@ -288,9 +288,7 @@ def series_weights(
             else network_ets_base([True] * n_targets, components)
         )
         weights = {
-            key: _evidence_rule_weights(rule, signed[key], ets_validated(signed[key], components), components)
-            if key in signed
-            else alone
+            key: _evidence_rule_weights(rule, signed[key], signed[key], components) if key in signed else alone
             for key in errors
         }
         return weights, alone[0]
@@ -309,19 +307,17 @@ def series_weights(
 
 
 def ets_validated(signed: np.ndarray, components: tuple = COMPONENTS) -> np.ndarray:
-    """(C,) bool: the columns of a series whose held-out signed errors (k, H, C, M) hold AutoETS's (none
-    where AutoETS is not among the components)."""
-    if "ets" not in components:
-        return np.zeros(signed.shape[2], dtype=bool)
+    """(C,) bool: the columns of a series whose held-out signed errors (k, H, C, M) hold AutoETS's."""
     return np.isfinite(signed[..., components.index("ets")]).any((0, 1))
 
 
-def _evidence_rule_weights(rule: str, signed: np.ndarray, validated: np.ndarray, components: tuple) -> np.ndarray:
+def _evidence_rule_weights(rule: str, signed: np.ndarray, every_window: np.ndarray, components: tuple) -> np.ndarray:
     """(C, M) weights of 'network_first' or 'network_ets' from a series' held-out signed errors (k, H, C, M);
-    validated (C,): whether AutoETS was validated on the series' columns (ets_validated of all its windows)."""
+    every_window: its signed errors on all its windows (signed, or more), whose columns with AutoETS validated
+    (ets_validated) start network_ets from the mean of the network and AutoETS."""
     if rule == "network_first":
         return network_first_weights(np.abs(signed))
-    return network_ets_weights(signed, validated, components)
+    return network_ets_weights(signed, ets_validated(every_window, components), components)
 
 
 def renormalized(weights: np.ndarray, present: np.ndarray) -> np.ndarray:
@@ -738,10 +734,7 @@ class CombinationMixin:
             return weights
         if rule in EVIDENCE_RULES:  # the rule on the other windows (none: its base)
             signed = self._signed[key]
-            components = self._combined_components
-            return _evidence_rule_weights(
-                rule, np.delete(signed, j, axis=0), ets_validated(signed, components), components
-            )
+            return _evidence_rule_weights(rule, np.delete(signed, j, axis=0), signed, self._combined_components)
         others = mean_errors(np.delete(self._absolute[key], j, axis=0))  # (C, M); NaN with one window
         return np.stack([rule_weights(row, rule) if np.isfinite(row).any() else row for row in others])
 
@@ -749,7 +742,7 @@ class CombinationMixin:
         """(conformal widening factors (Q,) of the rule's combined grids on the held-out windows, each window
         combined with weights chosen without it (_window_weights), None where no window can be; the observed
         held-out points they were set on)."""
-        grids, truths = [], []
+        grids, truths, components = [], [], self._combined_components
         for key, (truth, comps) in self._validation.items():
             for j in range(len(truth)):
                 weights = self._window_weights(rule, key, j)
@@ -758,11 +751,11 @@ class CombinationMixin:
                         continue
                     points = [
                         comps[name][0][j, :, c] if comps[name] is not None else np.full(truth.shape[1], np.nan)
-                        for name in self._combined_components
+                        for name in components
                     ]
                     comp_grids = [
                         None if comps[name] is None or comps[name][1] is None else comps[name][1][j, :, c, :]
-                        for name in self._combined_components
+                        for name in components
                     ]
                     _, grid = combine_grid(
                         np.stack(points), comp_grids, None if weights is None else weights[c], median
