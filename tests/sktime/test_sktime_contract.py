@@ -1,10 +1,11 @@
 """sktime's own conformance suite (check_estimator) on every ssmts sktime estimator.
 
-Each estimator runs all tests of its scitype on the instances of its get_test_params
-(tiny networks, a couple of epochs): 453 checks on each of the forecaster's five instances
-(about 35 s each on one idle CPU thread of the 2-core machine, 145 s for the one combined with
-classical forecasts: about 5 minutes), about 30 s for the classifier and 17 s for the regressor
-(measured in a run of the whole suite). No test is skipped by tag.
+Each estimator runs all tests of its scitype on every instance of its get_test_params (tiny
+networks, a couple of epochs), one pytest test per instance so that parallel workers (pytest -n)
+share them out: 453 checks on each of the forecaster's five instances (about 35 s each on one idle
+CPU thread of the 2-core machine, 145 s for the one combined with classical forecasts), 138 on each
+of the classifier's three (about 30 s in all) and 81 on each of the regressor's three (17 s in
+all). The class-level checks run with each instance. No test is skipped by tag.
 """
 
 import warnings
@@ -14,17 +15,27 @@ from sktime.utils.estimator_checks import check_estimator
 
 from ssmts.sktime import SSMForecaster, SSMPanelClassifier, SSMPanelRegressor
 
+ESTIMATORS = (SSMForecaster, SSMPanelClassifier, SSMPanelRegressor)
+INSTANCES = [(estimator, i) for estimator in ESTIMATORS for i in range(len(estimator.get_test_params()))]
+
+
+def test_every_estimator_has_test_instances_to_check():
+    assert {estimator for estimator, _ in INSTANCES} == set(ESTIMATORS)
+    assert sum(estimator is SSMForecaster for estimator, _ in INSTANCES) >= 4
+
 
 @pytest.mark.slow
 @pytest.mark.usefixtures("fixed_thread_count")
-@pytest.mark.parametrize("estimator", [SSMForecaster, SSMPanelClassifier, SSMPanelRegressor], ids=lambda e: e.__name__)
-def test_check_estimator_has_no_failures(estimator):
+@pytest.mark.parametrize("estimator, i", INSTANCES, ids=[f"{e.__name__}-{i}" for e, i in INSTANCES])
+def test_check_estimator_has_no_failures(estimator, i):
     assert not estimator.get_class_tag("tests:skip_by_name", None), "no sktime test may be skipped"
+    instances, _ = estimator.create_test_instances_and_names()
+    assert len(instances) == len(estimator.get_test_params())
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        results = check_estimator(estimator, raise_exceptions=False, verbose=False)
+        results = check_estimator(instances[i], raise_exceptions=False, verbose=False)
     failures = {name: result for name, result in results.items() if result != "PASSED"}
-    assert len(results) > 100, f"suspiciously few sktime tests ran: {len(results)}"
+    assert len(results) >= 80, f"suspiciously few sktime tests ran: {len(results)}"
     details = "\n".join(f"{name}: {str(result)[:300]}" for name, result in failures.items())
     assert not failures, f"{len(failures)} of {len(results)} sktime checks failed:\n{details}"
 
