@@ -38,11 +38,6 @@ DIRECT = (
     "torch torchaudio numpy scipy scikit-learn pandas sktime numba joblib soundfile tqdm matplotlib safetensors"
 ).split()
 QUICK_TESTS = ["-m", "not slow"]
-# Where uv resolves otherwise than pip (the README's installer): for aeon's numba<0.64 beside numpy 2.4,
-# pip keeps numba 0.63.1 and numpy 2.3, uv takes the pre-releases numba 0.63.0b1/rc1, whose metadata lack
-# 0.63.1's numpy<2.4 and which fail to compile against numpy 2.4 (np.trapz is gone). Pre-releases cannot be
-# refused wholesale: opentelemetry-semantic-conventions, which MLflow needs, has no other kind.
-UV_CONSTRAINTS = "numba!=0.63.0b1,!=0.63.0rc1\n"
 # The wheel carries the demo's 600 clips (about 16 MB zipped); PyPI's default limit is 100 MB, ours is tighter.
 MAX_WHEEL_BYTES = 20_000_000
 
@@ -193,9 +188,7 @@ def fresh_environment(folder: Path, python: str = sys.executable) -> Path:
 
 def install(python: Path, requirement: str, *extra: str) -> None:
     """Install into the environment, and print the resolved versions of the direct dependencies."""
-    constraints = python.parent.parent / "constraints.txt"
-    constraints.write_text(UV_CONSTRAINTS)
-    run([uv(), "pip", "install", "--quiet", "-c", str(constraints), "--python", str(python), *extra, requirement])
+    run([uv(), "pip", "install", "--quiet", "--python", str(python), *extra, requirement])
     frozen = run([uv(), "pip", "freeze", "--python", str(python)], capture=True)
     versions = dict(line.split("==", 1) for line in frozen.splitlines() if "==" in line)
     print("  resolved: " + ", ".join(f"{name} {versions[name]}" for name in DIRECT if name in versions))
