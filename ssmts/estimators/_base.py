@@ -68,6 +68,9 @@ EXTRAPOLATION_SPANS = 2.0
 """Predictions warn when X goes beyond the training values of a channel by more than this many times
 their range (max - min)."""
 
+STANDARDIZE_CHUNK_VALUES = 1 << 22
+"""In-memory X is standardized this many values (32 MB in float64) at a time."""
+
 
 class ExtrapolationWarning(UserWarning):
     """X lies far outside the values the estimator was trained on."""
@@ -152,8 +155,14 @@ class SequenceEstimatorMixin:
         self.normalization_ = self.normalize
         # series+stats gives levels in these units; "auto" (the feature estimators) may choose "channel".
         if self.normalize in ("channel", "series+stats", "auto"):
-            lazy = isinstance(data.x, LazyRows)
-            mean, scale = chunked_channel_statistics(data.x.array) if lazy else channel_statistics(data.x, data.mask)
+            # read in chunks of rows, in float64: no full-size float64 copies of a large X (a ragged list's
+            # padding needs the mask)
+            if isinstance(data.x, LazyRows):
+                mean, scale = chunked_channel_statistics(data.x.array)
+            elif data.mask is None:
+                mean, scale = chunked_channel_statistics(data.x.numpy())
+            else:
+                mean, scale = channel_statistics(data.x, data.mask)
             self.input_mean_, self.input_scale_ = mean.numpy(), scale.numpy()
         else:  # "series" standardizes each series at every call; "none" leaves the values
             self.input_mean_ = np.zeros(self.n_channels_in_)
@@ -227,10 +236,20 @@ class SequenceEstimatorMixin:
         standardize = self._standardizer()
         if isinstance(data.x, LazyRows):  # scaled batch by batch as the rows are read
             return LazyRows(data.x.array, data.x.index, standardize)
-        x = standardize(data.x, data.mask)
-        if data.mask is not None:
-            x = x * data.mask[:, None, :]
-        return x
+        # rows a chunk at a time into the float32 result: the float64 intermediates of a large X are a
+        # chunk's, not four times X's size
+        n, (C, L) = len(data.x), data.x.shape[1:]
+        rows = max(1, STANDARDIZE_CHUNK_VALUES // max(1, C * L))
+        scaled = None
+        for start in range(0, n, rows):
+            mask = None if data.mask is None else data.mask[start : start + rows]
+            part = standardize(data.x[start : start + rows].double(), mask)
+            if mask is not None:
+                part = part * mask[:, None, :]
+            if scaled is None:
+                scaled = torch.empty((n, *part.shape[1:]), dtype=part.dtype)
+            scaled[start : start + rows] = part
+        return scaled
 
     def _standardizer(self) -> Callable[..., torch.Tensor]:
         """standardize(x (n, C, L) float64, or float32 (an exported model's input), mask (n, L) or None)
@@ -323,14 +342,13 @@ class SequenceEstimatorMixin:
         saturated units: predict and an exported file refuse the same rows. x: (n, channels, length)."""
         if not len(x):
             return
-        # a memory map (LazyRows) is read in blocks of rows, as predict reads it, keeping only their maxima
-        if isinstance(x, LazyRows):
-            starts = range(0, len(x), 256)
-            largest = torch.cat(
-                [_row_maxima(x[np.arange(start, min(start + 256, len(x)))].materialize()) for start in starts]
-            )
-        else:
-            largest = _row_maxima(x)
+        # in blocks of rows, keeping only their maxima: a memory map (LazyRows) is read as predict reads it,
+        # and a large X in memory gets no |x| copy of its size
+        def block(start: int) -> torch.Tensor:
+            stop = min(start + 256, len(x))
+            return x[np.arange(start, stop)].materialize() if isinstance(x, LazyRows) else x[start:stop]
+
+        largest = torch.cat([_row_maxima(block(start)) for start in range(0, len(x), 256)])
         rows = torch.nonzero(largest > SCALED_LIMIT).flatten().tolist()
         if rows:
             raise ValueError(

@@ -1,4 +1,5 @@
-"""Turning user input into (n, channels, length) float32 tensors plus masks.
+"""Turning user input into (n, channels, length) tensors plus masks: float64, or float32 as given
+(the estimators standardize in float64 and hand the network float32).
 
 Accepted:
   * 2D array-like (n_samples, n_timepoints): one univariate series per row (sklearn style);
@@ -8,6 +9,7 @@ Accepted:
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,7 +21,7 @@ from ..training import LazyRows
 
 @dataclass
 class PreparedInput:
-    x: torch.Tensor | LazyRows  # (n, C, L) float32, or rows of a memmap read batch by batch
+    x: torch.Tensor | LazyRows  # (n, C, L) float64 (float32 X kept as given), or a memmap's rows read batch by batch
     mask: torch.Tensor | None  # (n, L) bool, None when every series has full length
     lengths: np.ndarray  # (n,) true lengths
     ragged: bool  # came as a list of unequal lengths
@@ -36,10 +38,10 @@ FLOAT32_SMALLEST_FULL = float(np.finfo(np.float32).tiny) * 2.0**23
 
 def _float32_peak(arr: np.ndarray, name: str) -> float:
     """The largest |value| of arr (0 for none), refusing values a float32 network input could not hold
-    (infinity). arr stays float64: the standardization is formed in float64 and cast to the network's
+    (infinity). arr keeps its precision: the standardization is formed in float64 and cast to the network's
     float32 after it, so that a large level does not swallow small variations, as 1e8 + sin(t) in float32
     would."""
-    peak = float(np.abs(arr).max()) if arr.size else 0.0
+    peak = max(float(arr.max()), -float(arr.min())) if arr.size else 0.0  # no |arr| copy of a large X
     if peak > FLOAT32_MAX:
         raise ValueError(
             f"{name} has values beyond the float32 range (|x| > {FLOAT32_MAX:.3g}); the network computes "
@@ -59,17 +61,29 @@ def _check_not_below_float32(peak: float, name: str) -> None:
         )
 
 
-def _float64(X, input_name: str, **kwargs) -> np.ndarray:
-    """check_array to float64; text that is not a number is named as such (numpy says only "could not
-    convert string to float")."""
+def _float_array(X, input_name: str, keep_float32: bool = False, **kwargs) -> np.ndarray:
+    """check_array to float64 (float32 kept as it is with keep_float32: a large X is not copied at twice its
+    size); text that is not a number is named as such (numpy says only "could not convert string to float")."""
     try:
-        return check_array(X, dtype=np.float64, input_name=input_name, **kwargs)
+        dtype = (np.float64, np.float32) if keep_float32 else np.float64
+        return check_array(X, dtype=dtype, input_name=input_name, **kwargs)
     except ValueError as error:
         if "could not convert string to float" not in str(error):
             raise
         raise ValueError(
             f"{input_name} must hold numbers, but it holds text ({error}); convert or encode it as numbers first"
         ) from None
+
+
+def _tensor_of(arr: np.ndarray) -> torch.Tensor:
+    """A tensor on arr's memory (no copy of a large X), which is only ever read: a read-only array (a
+    pandas frame's values, a memmap opened "r") needs no writable copy, so torch's warning about it is
+    not shown; an array with negative strides (X[:, ::-1], scipy's decimate) is copied, torch cannot view it."""
+    if any(stride < 0 for stride in arr.strides):
+        arr = arr.copy()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable", category=UserWarning)
+        return torch.from_numpy(arr)
 
 
 def _check_list_items(X) -> None:
@@ -139,8 +153,8 @@ def _prepare_memmap(X: np.memmap) -> PreparedInput:
 
 
 def prepare_input(X) -> PreparedInput:
-    """Validate X (NaN/inf, empty, complex, sparse, rank) and convert it to float32 tensors
-    (a numpy memmap stays on disk and is read batch by batch)."""
+    """Validate X (NaN/inf, empty, complex, sparse, rank) and convert it to a float64 tensor, or a float32
+    one for float32 X (a numpy memmap stays on disk and is read batch by batch)."""
     if isinstance(X, np.memmap):
         return _prepare_memmap(X)
     if isinstance(X, (list, tuple)) and len(X) == 0:
@@ -153,7 +167,7 @@ def prepare_input(X) -> PreparedInput:
             arr = np.asarray(item)
             if arr.ndim == 1:
                 arr = arr[None, :]
-            arr = _float64(arr, f"X[{i}]", ensure_min_samples=1)
+            arr = _float_array(arr, f"X[{i}]", ensure_min_samples=1)
             series.append(arr)
         channels = {s.shape[0] for s in series}
         if len(channels) > 1:
@@ -183,14 +197,12 @@ def prepare_input(X) -> PreparedInput:
             f"a list of series; got a {ndim}-D array of shape {tuple(X.shape)}"
         )
     if getattr(X, "ndim", None) == 3:
-        arr = _float64(X, "X", allow_nd=True, ensure_min_samples=1)
+        arr = _float_array(X, "X", keep_float32=True, allow_nd=True, ensure_min_samples=1)
         if arr.shape[1] < 1 or arr.shape[2] < 1:
             raise ValueError(f"X has shape {arr.shape}: need at least one channel and one timepoint")
         _check_not_below_float32(_float32_peak(arr, "X"), "X")
-        x = torch.from_numpy(arr)
-        return PreparedInput(x, None, np.full(arr.shape[0], arr.shape[2]), False, arr.shape[1], 3)
+        return PreparedInput(_tensor_of(arr), None, np.full(arr.shape[0], arr.shape[2]), False, arr.shape[1], 3)
 
-    arr = _float64(X, "X", ensure_min_samples=1, ensure_min_features=1)
+    arr = _float_array(X, "X", keep_float32=True, ensure_min_samples=1, ensure_min_features=1)
     _check_not_below_float32(_float32_peak(arr, "X"), "X")
-    x = torch.from_numpy(arr)[:, None, :]
-    return PreparedInput(x, None, np.full(arr.shape[0], arr.shape[1]), False, arr.shape[1], 2)
+    return PreparedInput(_tensor_of(arr)[:, None, :], None, np.full(arr.shape[0], arr.shape[1]), False, arr.shape[1], 2)

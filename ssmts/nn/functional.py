@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 
 POOLINGS = ("mean", "last")
+
+SCALE_FLOOR = 1e-12
+"""A channel or series whose spread is at most this share of its largest |value| is constant up to the
+rounding of the float64 statistics (about 1e-16 of it) and keeps scale 1. Not float32's resolution: data
+at 1e5 varying by 0.01 (1e-7 of it) is scaled, since the scaling is formed in float64."""
 
 
 def pool(x: torch.Tensor, mask: torch.Tensor | None = None, how: str = "mean") -> torch.Tensor:
@@ -24,20 +31,20 @@ def pool(x: torch.Tensor, mask: torch.Tensor | None = None, how: str = "mean") -
 
 
 def channel_statistics(
-    x: torch.Tensor, mask: torch.Tensor | None = None, rel_floor: float = 1e-6
+    x: torch.Tensor, mask: torch.Tensor | None = None, rel_floor: float = SCALE_FLOOR
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-channel mean and scale of x: (n, C, L) over samples and (real) steps, in float64: (C,), (C,).
 
-    The scale is the standard deviation, or 1 for a channel that is constant up to the
-    resolution of its values (std <= rel_floor * max |x|): the floor is relative to the
-    data's magnitude, so series at 1e-13 or 1e13 are standardized like any other, while a
-    constant channel stays unscaled instead of being blown up by rounding noise.
+    The scale is the standard deviation, or 1 for a channel that is constant up to rounding
+    (std <= rel_floor * max |x|, SCALE_FLOOR): the floor is relative to the data's magnitude, so
+    series at 1e-13 or 1e13 are standardized like any other, while a constant channel stays
+    unscaled instead of being blown up by rounding noise.
     """
     return _statistics(x, mask, (0, 2), rel_floor)
 
 
 def series_statistics(
-    x: torch.Tensor, mask: torch.Tensor | None = None, rel_floor: float = 1e-6
+    x: torch.Tensor, mask: torch.Tensor | None = None, rel_floor: float = SCALE_FLOOR
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Mean and scale of every series and channel of x: (n, C, L) over its own (real) steps, in
     float64: (n, C), (n, C); the scale floor is channel_statistics' (a flat series keeps scale 1)."""
@@ -50,7 +57,7 @@ def series_summary(
     channel_mean: torch.Tensor,
     channel_scale: torch.Tensor,
     min_spread: float = 1e-3,
-    rel_floor: float = 1e-6,
+    rel_floor: float = SCALE_FLOOR,
 ) -> torch.Tensor:
     """Where every series lies and how widely it varies, in units of the training data: x (n, C, L),
     channel_mean and channel_scale (C,) -> (n, 2C) float64: each channel's series mean standardized
@@ -104,23 +111,30 @@ def _statistics(
 
 
 def chunked_channel_statistics(
-    array, rel_floor: float = 1e-6, chunk_bytes: int = 1 << 20
+    array, rel_floor: float = SCALE_FLOOR, chunk_bytes: int = 1 << 20
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """channel_statistics of a (n, C, L) array-like read about `chunk_bytes` at a time (a memmap on
-    disk is never loaded whole): two passes, the mean and then the spread around it, in float64."""
+    disk is never loaded whole): two passes, the mean and then the spread around it, in float64. The
+    chunks' sums are added exactly (math.fsum), so that the error of the mean does not grow with the
+    number of chunks: a constant channel of 10^9 values keeps a spread far below SCALE_FLOOR."""
     n, C = array.shape[0], array.shape[1]
     chunk_rows = max(1, chunk_bytes // max(1, 8 * int(np.prod(array.shape[1:]))))
-    total, count, magnitude = torch.zeros(C, dtype=torch.float64), 0, torch.zeros(C, dtype=torch.float64)
-    for start in range(0, n, chunk_rows):
-        x = torch.from_numpy(np.array(array[start : start + chunk_rows], dtype=np.float64))
-        total += x.sum(dim=(0, 2))
+
+    def chunks():
+        for start in range(0, n, chunk_rows):
+            yield torch.from_numpy(np.array(array[start : start + chunk_rows], dtype=np.float64))
+
+    def exact_total(parts: list[torch.Tensor]) -> torch.Tensor:  # parts of (C,) -> (C,)
+        columns = torch.stack(parts).T.tolist() if parts else [[] for _ in range(C)]
+        return torch.tensor([math.fsum(column) for column in columns], dtype=torch.float64)
+
+    sums, count, magnitude = [], 0, torch.zeros(C, dtype=torch.float64)
+    for x in chunks():
+        sums.append(x.sum(dim=(0, 2)))
         count += x.shape[0] * x.shape[2]
         magnitude = torch.maximum(magnitude, x.abs().amax(dim=(0, 2)))
-    mean = total / max(count, 1)
-    squares = torch.zeros(C, dtype=torch.float64)
-    for start in range(0, n, chunk_rows):
-        x = torch.from_numpy(np.array(array[start : start + chunk_rows], dtype=np.float64))
-        squares += ((x - mean[None, :, None]) ** 2).sum(dim=(0, 2))
+    mean = exact_total(sums) / max(count, 1)
+    squares = exact_total([((x - mean[None, :, None]) ** 2).sum(dim=(0, 2)) for x in chunks()])
     std = torch.sqrt(squares / max(count, 1))
     informative = std > rel_floor * magnitude
     return mean, torch.where(informative, std, torch.ones_like(std))

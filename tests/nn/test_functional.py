@@ -3,6 +3,7 @@ scale by (per channel, per series, the series summary, the chunked two-pass form
 
 from __future__ import annotations
 
+import math
 import numpy as np
 import pytest
 import torch
@@ -67,7 +68,7 @@ def test_channel_and_series_statistics_equal_numpy_over_the_real_steps():
     np.testing.assert_allclose(scale.numpy(), [1.0, *x[:, 1:].std((0, 2))], rtol=1e-12)
 
     mean, scale = series_statistics(xt, mt)
-    expected_scale = np.stack([np.where(v.std(1) > 1e-6 * np.abs(v).max(1), v.std(1), 1.0) for v in values])
+    expected_scale = np.stack([np.where(v.std(1) > 1e-12 * np.abs(v).max(1), v.std(1), 1.0) for v in values])
     np.testing.assert_allclose(mean.numpy(), np.stack([v.mean(1) for v in values]), rtol=1e-12)
     np.testing.assert_allclose(scale.numpy(), expected_scale, rtol=1e-12)
     assert (scale[3] == 1.0).all()  # one real step: no spread
@@ -117,34 +118,32 @@ def test_window_scaling_scales_exactly_with_the_data_at_any_magnitude():
 
 
 def test_the_scale_floor_is_relative_to_the_data_magnitude():
-    """A spread of 1e-7 of the level is noise (scale 1) at rel_floor 1e-6, a real spread at 1e-8; the
-    same at every magnitude (1e-13 or 1e13)."""
-    wiggle = np.array([1.0, 1.0 + 1e-7, 1.0 - 1e-7, 1.0])
+    """The default floor is float64 rounding's (1e-12 of the level): a spread of 1e-7 of the level is data
+    (pressures of 1e5 varying by 0.01) and is scaled, a spread of 1e-14 is rounding (scale 1); a spread of
+    1e-7 is noise at rel_floor 1e-6. The same at every magnitude (1e-13 or 1e13)."""
     for magnitude in (1e-13, 1.0, 1e13):
-        x = torch.from_numpy((magnitude * wiggle)[None, None, :])
-        assert float(channel_statistics(x)[1]) == 1.0
-        assert float(channel_statistics(x, rel_floor=1e-8)[1]) == pytest.approx(magnitude * wiggle.std(), rel=1e-6)
-        assert float(series_statistics(x)[1][0, 0]) == 1.0
+        for share, informative in ((1e-7, True), (1e-14, False)):
+            wiggle = np.array([1.0, 1.0 + share, 1.0 - share, 1.0])
+            x = torch.from_numpy((magnitude * wiggle)[None, None, :])
+            spread = (magnitude * wiggle).std()
+            expected = pytest.approx(spread, rel=1e-6) if informative else 1.0
+            assert float(channel_statistics(x)[1]) == expected
+            assert float(chunked_channel_statistics(x.numpy())[1][0]) == expected
+            assert float(series_statistics(x)[1][0, 0]) == expected
+        assert float(channel_statistics(x, rel_floor=1e-6)[1]) == 1.0
+        wiggle = np.array([1.0, 1.0 + 1e-7, 1.0 - 1e-7, 1.0])
+        assert float(chunked_channel_statistics(magnitude * wiggle[None, None, :], rel_floor=1e-6)[1][0]) == 1.0
 
 
-def test_series_summary_is_the_standardized_level_and_log_spread():
-    """Oracle: ((series mean - channel mean) / channel scale, log(max(series std / channel scale,
-    min_spread))) per channel, numpy over each series' real steps; a flat series gets log(min_spread)."""
-    x, mask = _data(seed=1)
-    x[4, 2, :] = -3.0  # a flat series
-    xt, mt = torch.from_numpy(x), torch.from_numpy(mask)
-    channel_mean, channel_scale = channel_statistics(xt, mt)
-    summary = series_summary(xt, mt, channel_mean.float(), channel_scale.float())  # min_spread 1e-3 by default
-    assert summary.shape == (5, 6) and summary.dtype == torch.float64
-    cm, cs = channel_mean.float().double().numpy(), channel_scale.float().double().numpy()
-    for i, v in enumerate(_masked(x, mask)):
-        np.testing.assert_allclose(summary[i, :3].numpy(), (v.mean(1) - cm) / cs, rtol=1e-10)
-        spread = np.where(v.std(1) > 1e-6 * np.abs(v).max(1), v.std(1), 0.0) / cs
-        np.testing.assert_allclose(summary[i, 3:].numpy(), np.log(np.maximum(spread, 1e-3)), rtol=1e-10)
-    assert float(summary[4, 5]) == pytest.approx(np.log(1e-3))
-    assert float(summary[3, 3]) == pytest.approx(np.log(1e-3))  # one real step: no spread either
-    unmasked = series_summary(xt, None, channel_mean, channel_scale)
-    np.testing.assert_allclose(unmasked[:, :3].numpy(), (x.mean(2) - channel_mean.numpy()) / channel_scale.numpy())
+def test_a_constant_channel_of_many_chunks_keeps_scale_1():
+    """The chunks' sums are added exactly: 4,000 chunks of a constant 1/3 give its mean to within float64
+    rounding (adding the chunk sums in sequence is off by 1.3e-14 of it here, an error that grows with
+    the number of chunks and would in the end lift a constant channel's spread above the floor) and
+    scale 1. Oracle: math.fsum of the values."""
+    x = np.full((4000, 1, 500), 1.0 / 3.0)
+    mean, scale = chunked_channel_statistics(x, chunk_bytes=8 * 500)
+    assert float(scale[0]) == 1.0
+    assert float(mean[0]) == pytest.approx(math.fsum(x.ravel()) / x.size, rel=1e-15, abs=0)
 
 
 @pytest.mark.parametrize("chunk_bytes", [1, 8 * 3 * 9 * 2, 1 << 20])
@@ -164,8 +163,8 @@ def test_chunked_statistics_equal_the_whole_array_ones(tmp_path, chunk_bytes):
     assert float(scale[2]) == 1.0
     # the floor is relative, as in channel_statistics
     tiny = 1e-13 * (1.0 + 1e-7 * np.array([[[0.0, 1.0, -1.0, 0.0]]]))
-    assert float(chunked_channel_statistics(tiny)[1][0]) == 1.0
-    assert float(chunked_channel_statistics(tiny, rel_floor=1e-8)[1][0]) == pytest.approx(tiny.std(), rel=1e-6)
+    assert float(chunked_channel_statistics(tiny, rel_floor=1e-6)[1][0]) == 1.0
+    assert float(chunked_channel_statistics(tiny)[1][0]) == pytest.approx(tiny.std(), rel=1e-6)
 
 
 def test_every_channel_and_series_has_its_own_floor_and_zeros_keep_scale_1():

@@ -190,7 +190,7 @@ def test_series_statistics_against_numpy():
         for c in range(3):
             real = x[i, c][mask[i].numpy()]
             assert mean[i, c].item() == pytest.approx(real.mean(), rel=1e-12)
-            expected = real.std() if real.std() > 1e-6 * np.abs(real).max() else 1.0
+            expected = real.std() if real.std() > 1e-12 * np.abs(real).max() else 1.0
             assert scale[i, c].item() == pytest.approx(expected, rel=1e-12)
 
 
@@ -230,7 +230,7 @@ def test_series_summary_against_numpy():
         for c in range(2):
             real = x[i, c][mask[i].numpy()]
             assert summary[i, c].item() == pytest.approx((real.mean() - channel_mean[c]) / channel_scale[c], rel=1e-12)
-            spread = max(real.std() / channel_scale[c], 1e-3) if real.std() > 1e-6 * np.abs(real).max() else 1e-3
+            spread = max(real.std() / channel_scale[c], 1e-3) if real.std() > 1e-12 * np.abs(real).max() else 1e-3
             assert summary[i, 2 + c].item() == pytest.approx(np.log(spread), rel=1e-12)
 
 
