@@ -95,7 +95,13 @@ class ForecasterFitMixin:
                 # the part itself is checked above; when it continues the series, its junction is all that is new
                 joined = seen[-2:].append(part.index) if part.index[0] > seen[-1] else seen.union(part.index)
                 check_regular_index(joined, f"{what} with the update appended", even=self.irregular == "refuse")
+        previous = self._cutoff if store else None
         super()._update_y_X(y, X)
+        # sktime sets the cutoff to the update's last time: an update of some series of a panel that ends
+        # before another series' end would move it back, and predict would cut that series' data there
+        # and forecast times it has observed; the panel's cutoff is the latest time it has seen
+        if previous is not None and len(previous) and self._cutoff[0] < previous[0]:
+            self._set_cutoff(previous)
 
     def _check_fh(self, fh, pred_int=False):
         """sktime's fh check, except with irregular='time_deltas': fh is then the time stamps to forecast,
@@ -337,8 +343,9 @@ class ForecasterFitMixin:
         try:
             train, held_out = self._holdout_split(data, windows, calibrating=True)
         except TooFewWindowsError as error:
+            chosen = f"calibration={how!r}" if self.calibration == how else f"calibration={self.calibration!r} ({how!r} here)"
             warnings.warn(
-                f"calibration={how!r}: {error}; the intervals are the network's own, not calibrated",
+                f"{chosen}: {error}; the intervals are the network's own, not calibrated",
                 UserWarning,
                 stacklevel=caller_stacklevel(),
             )
@@ -456,7 +463,8 @@ class ForecasterFitMixin:
         pretrained = self.pretrained is not False  # its horizon is the network's, whatever fh is
         whose = " (the pretrained network's horizon)" if pretrained else ""
         shorter = "" if pretrained else ", a shorter horizon"
-        remedy = "another validation_fraction, or early_stopping=False and calibration='none'"
+        # the split serves the calibration or, without it, early stopping: the remedy names the one in use
+        remedy = "another validation_fraction, or " + ("calibration='none'" if calibrating else "early_stopping=False")
         if not is_val.any() and calibrating:
             raise TooFewWindowsError(
                 f"holding out the latest validation_fraction of the windows to calibrate needs a series with two "

@@ -506,6 +506,34 @@ def test_update_without_params_moves_cutoff_and_equals_a_fresh_predict(strategy)
     pd.testing.assert_series_equal(updated, fresh.predict(), rtol=1e-6)
 
 
+def test_updating_some_series_of_a_panel_keeps_the_others_data_and_the_panel_cutoff():
+    """An update of series b alone, ending before series a's end, leaves the panel's cutoff at a's end:
+    a is forecast after its own last observation from all of it, as before the update (sktime moved the
+    cutoff back to the update's end, and a was then forecast at times it had observed), and b goes on
+    from its new observation. The same for a new series that ends earlier. Oracle: the forecasts before
+    the update, and a forecaster fitted on the data as it stands after it, given the same weights."""
+    t = pd.period_range("2000-01", periods=36, freq="M")
+
+    def series(key, values):
+        return pd.DataFrame({"v": values}, index=pd.MultiIndex.from_product([[key], t[: len(values)]]))
+
+    a, b = series("a", seasonal(36).to_numpy()), series("b", 5.0 + seasonal(36).to_numpy()[::-1])
+    f = forecaster(calibration="none").fit(pd.concat([a, b.iloc[:30]]), fh=[1, 2])
+    before = f.predict()
+    f.update(b.iloc[30:31], update_params=False)
+    assert f.cutoff[0] == t[35]
+    after = f.predict()
+    pd.testing.assert_series_equal(after.loc["a", "v"], before.loc["a", "v"])
+    assert list(after.loc["b"].index) == [t[31], t[32]]
+    fresh = forecaster(calibration="none").fit(pd.concat([a, b.iloc[:31]]), fh=[1, 2])
+    fresh.model_.load_state_dict(f.model_.state_dict())
+    fresh.y_mean_, fresh.y_scale_, fresh.scale_floor_ = f.y_mean_, f.y_scale_, f.scale_floor_
+    pd.testing.assert_frame_equal(after, fresh.predict(), rtol=1e-6)
+    f.update(series("c", seasonal(20).to_numpy()), update_params=False)
+    assert f.cutoff[0] == t[35]
+    pd.testing.assert_series_equal(f.predict().loc["a", "v"], before.loc["a", "v"])
+
+
 def test_recursive_step_roll_equals_the_fft_pass():
     """Rolling with `step` from the FFT-read context state equals one FFT pass over
     the context followed by the fed-back medians."""
@@ -892,6 +920,10 @@ def test_holdout_calibration_with_too_few_windows_says_what_it_leaves_uncalibrat
     with pytest.warns(UserWarning, match=r"calibration='holdout': the held-out windows give 1 target\(s\)"):
         f = forecaster(context_length=4, calibration="holdout").fit(seasonal(6), fh=[1])
     assert f.interval_widening_[0, 0] == 0
+    # the default names itself and what it chose, and the remedy is the calibration's (early stopping is off)
+    with pytest.warns(UserWarning, match=r"calibration='auto' \('refit' here\):.*or calibration='none'; the") as caught:
+        forecaster(context_length=4).fit(seasonal(5), fh=[1])
+    assert not any("early_stopping" in str(w.message) for w in caught)
 
 
 def _short_panel(length):
