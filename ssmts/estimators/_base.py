@@ -342,6 +342,7 @@ class SequenceEstimatorMixin:
         saturated units: predict and an exported file refuse the same rows. x: (n, channels, length)."""
         if not len(x):
             return
+
         # in blocks of rows, keeping only their maxima: a memory map (LazyRows) is read as predict reads it,
         # and a large X in memory gets no |x| copy of its size
         def block(start: int) -> torch.Tensor:

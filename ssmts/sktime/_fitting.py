@@ -343,7 +343,7 @@ class ForecasterFitMixin:
         try:
             train, held_out = self._holdout_split(data, windows, calibrating=True)
         except TooFewWindowsError as error:
-            chosen = f"calibration={how!r}" if self.calibration == how else f"calibration={self.calibration!r} ({how!r} here)"
+            chosen = f"calibration={self.calibration!r}" + ("" if self.calibration == how else f" ({how!r} here)")
             warnings.warn(
                 f"{chosen}: {error}; the intervals are the network's own, not calibrated",
                 UserWarning,

@@ -4,6 +4,7 @@ scale by (per channel, per series, the series summary, the chunked two-pass form
 from __future__ import annotations
 
 import math
+
 import numpy as np
 import pytest
 import torch
@@ -144,6 +145,26 @@ def test_a_constant_channel_of_many_chunks_keeps_scale_1():
     mean, scale = chunked_channel_statistics(x, chunk_bytes=8 * 500)
     assert float(scale[0]) == 1.0
     assert float(mean[0]) == pytest.approx(math.fsum(x.ravel()) / x.size, rel=1e-15, abs=0)
+
+
+def test_series_summary_is_the_standardized_level_and_log_spread():
+    """Oracle: ((series mean - channel mean) / channel scale, log(max(series std / channel scale,
+    min_spread))) per channel, numpy over each series' real steps; a flat series gets log(min_spread)."""
+    x, mask = _data(seed=1)
+    x[4, 2, :] = -3.0  # a flat series
+    xt, mt = torch.from_numpy(x), torch.from_numpy(mask)
+    channel_mean, channel_scale = channel_statistics(xt, mt)
+    summary = series_summary(xt, mt, channel_mean.float(), channel_scale.float())  # min_spread 1e-3 by default
+    assert summary.shape == (5, 6) and summary.dtype == torch.float64
+    cm, cs = channel_mean.float().double().numpy(), channel_scale.float().double().numpy()
+    for i, v in enumerate(_masked(x, mask)):
+        np.testing.assert_allclose(summary[i, :3].numpy(), (v.mean(1) - cm) / cs, rtol=1e-10)
+        spread = np.where(v.std(1) > 1e-12 * np.abs(v).max(1), v.std(1), 0.0) / cs
+        np.testing.assert_allclose(summary[i, 3:].numpy(), np.log(np.maximum(spread, 1e-3)), rtol=1e-10)
+    assert float(summary[4, 5]) == pytest.approx(np.log(1e-3))
+    assert float(summary[3, 3]) == pytest.approx(np.log(1e-3))  # one real step: no spread either
+    unmasked = series_summary(xt, None, channel_mean, channel_scale)
+    np.testing.assert_allclose(unmasked[:, :3].numpy(), (x.mean(2) - channel_mean.numpy()) / channel_scale.numpy())
 
 
 @pytest.mark.parametrize("chunk_bytes", [1, 8 * 3 * 9 * 2, 1 << 20])
