@@ -197,6 +197,12 @@ class SequenceEstimatorMixin:
         if message is not None:
             warnings.warn(message, ExtrapolationWarning, stacklevel=caller_stacklevel())
 
+    def _fit_input(self, X, continuing: bool) -> PreparedInput:
+        """X of a fit: a first fit takes its statistics; a continued one (warm_start, partial_fit) checks X
+        as predict does, at the rate now set (sample_rate set after the first fit: 2-D X has timepoints in
+        proportion to it)."""
+        return self._prepare_predict_input(X, self._rate_ratio(None)) if continuing else self._prepare_fit_input(X)
+
     def _prepare_predict_input(self, X, rate_ratio: float) -> PreparedInput:
         check_is_fitted(self, "model_")
         data = prepare_input(X)

@@ -126,7 +126,7 @@ class SSMClassifier(SSMEstimatorMixin, ClassifierParams, RateClassifierMixin, Ba
             raise ValueError("classes must be passed on the first call to partial_fit")
         self._start_fit(continuing)
         require_y(self, y)
-        data = self._prepare_predict_input(X, 1.0) if continuing else self._prepare_fit_input(X)
+        data = self._fit_input(X, continuing)
         y = check_labels(y, len(data.x))
         if continuing:
             unseen = np.setdiff1d(np.unique(y), self.classes_)

@@ -72,7 +72,7 @@ class SSMRegressor(SSMEstimatorMixin, RateRegressorMixin, BaseEstimator):
         continuing = hasattr(self, "model_") and (partial or self.warm_start)
         self._start_fit(continuing)
         require_y(self, y)
-        data = self._prepare_predict_input(X, 1.0) if continuing else self._prepare_fit_input(X)
+        data = self._fit_input(X, continuing)
         y2, is_1d = check_targets(y)
         if continuing:
             if y2.shape[1] != self.n_targets_:

@@ -47,7 +47,7 @@ class SSMTransformer(ClassNamePrefixFeaturesOutMixin, SSMEstimatorMixin, Transfo
         continuing = hasattr(self, "model_") and self.warm_start
         self._start_fit(continuing)
         objective = self._resolve_objective(y)
-        data = self._prepare_predict_input(X, self._rate_ratio(None)) if continuing else self._prepare_fit_input(X)
+        data = self._fit_input(X, continuing)
         C = self._network_channels
         if objective == "none":
             if not continuing:

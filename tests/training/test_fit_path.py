@@ -442,6 +442,36 @@ def test_sample_rate_set_after_a_fit_without_rate_is_refused():
         clf.predict(X)
 
 
+@pytest.mark.parametrize(
+    "Estimator, how",
+    [
+        (SSMClassifier, "warm_start"),
+        (SSMClassifier, "partial_fit"),
+        (SSMRegressor, "warm_start"),
+        (SSMRegressor, "partial_fit"),
+        (SSMTransformer, "warm_start"),
+    ],  # fmt: skip
+)
+def test_a_continued_fit_at_a_new_rate_takes_2d_x_of_that_rate_and_refuses_the_old_length(Estimator, how):
+    """After set_params(sample_rate=50) a warm-started fit (or partial_fit) trains on 50 Hz data: 2-D rows of
+    half the timepoints are taken as 3-D ones are, and rows of the 100 Hz length are refused as predict
+    refuses them (they were once taken, and trained with every Delta doubled). Oracle: the same continued
+    fit on the 3-D form of the same data."""
+    X, y = _toy(length=40)
+    target = () if Estimator is SSMTransformer else (y if Estimator is SSMClassifier else y.astype(float),)
+    first = Estimator(**TINY, sample_rate=100.0, warm_start=True).fit(X, *target).set_params(sample_rate=50.0)
+    flat, deep = copy.deepcopy(first), copy.deepcopy(first)
+    continue_fit = (
+        (lambda e, Z: e.partial_fit(Z, *target)) if how == "partial_fit" else (lambda e, Z: e.fit(Z, *target))
+    )
+    continue_fit(flat, X[:, ::2])
+    continue_fit(deep, X[:, None, ::2])
+    for a, b in zip(flat.model_.state_dict().values(), deep.model_.state_dict().values()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    with pytest.raises(ValueError, match="X has 40 timepoints, but at sample_rate=50"):
+        continue_fit(flat, X)
+
+
 def test_predicting_at_another_rate_leaves_no_trace_on_the_model():
     X, y = _toy()
     clf = SSMClassifier(**TINY, sample_rate=100.0).fit(X, y)
