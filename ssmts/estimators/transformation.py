@@ -7,9 +7,8 @@ from typing import Literal
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
-from sklearn.preprocessing import LabelEncoder
 from sklearn.utils.multiclass import type_of_target
-from sklearn.utils.validation import check_array, check_is_fitted, column_or_1d
+from sklearn.utils.validation import check_array, check_is_fitted
 
 from ..nn import MaskedReconstruction
 from ..training.config import Options, param, with_params_doc
@@ -21,7 +20,7 @@ from ..training.objectives import (
     weighted_cross_entropy,
 )
 from ._base import SSMEstimatorMixin, target_statistics, transactional
-from .classification import restored_label_encoder
+from .classification import check_labels, label_encoder, restored_label_encoder
 
 OBJECTIVES = ("auto", "reconstruction", "classification", "regression", "none")
 
@@ -47,6 +46,12 @@ class SSMTransformer(ClassNamePrefixFeaturesOutMixin, SSMEstimatorMixin, Transfo
         continuing = hasattr(self, "model_") and self.warm_start
         self._start_fit(continuing)
         objective = self._resolve_objective(y)
+        if continuing and objective != self.objective_:
+            raise ValueError(
+                f"warm_start continues the fitted backbone with its head for objective {self.objective_!r}, but "
+                f"this fit's objective is {objective!r} (objective={self.objective!r}, y "
+                f"{'not given' if y is None else 'given'}); set warm_start=False to train anew"
+            )
         data = self._fit_input(X, continuing)
         C = self._network_channels
         if objective == "none":
@@ -66,8 +71,8 @@ class SSMTransformer(ClassNamePrefixFeaturesOutMixin, SSMEstimatorMixin, Transfo
                 network=lambda: MaskedReconstruction(self.build_backbone(C), C),
             )
         elif objective == "classification":
-            y = column_or_1d(y, warn=True)
-            encoder = self._label_encoder if continuing else LabelEncoder().fit(y)
+            y = check_labels(y, len(data.x))  # the classifier's checks: no missing labels, two classes or more
+            encoder = self._label_encoder if continuing else label_encoder(self, np.unique(y))
             target = torch.from_numpy(encoder.transform(y)).long()
             kwargs = dict(
                 d_output=len(encoder.classes_),

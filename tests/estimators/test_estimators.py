@@ -237,6 +237,32 @@ def test_transformer_embeddings_and_objectives(toy_classification):
     assert pipe.score(X, y) > 0.5
 
 
+def test_transformer_checks_labels_as_the_classifier_does_and_continues_only_its_own_objective(toy_classification):
+    """objective='classification' refuses a missing label, one class and continuous y, with the classifier's
+    messages (they were encoded: NaN as a class of its own, 20 values as 20 classes, one class trained to a
+    loss of 0); a warm-started fit whose y asks for another objective than the fitted head's is refused by
+    name (it failed on a missing attribute), and one with the same objective continues."""
+    X, y = toy_classification
+    classify = SSMTransformer(**FAST, objective="classification")
+    with pytest.raises(ValueError, match=r"y has no label \(None or NaN\) for 1 sample"):
+        classify.fit(X, np.where(np.arange(len(y)) == 0, np.nan, y))
+    with pytest.raises(ValueError, match="needs samples of at least 2 classes"):
+        classify.fit(X, np.zeros(len(y), dtype=int))
+    with pytest.raises(ValueError, match="Unknown label type"):
+        classify.fit(X, np.linspace(0.0, 1.0, len(y)))
+    warm = SSMTransformer(**FAST, warm_start=True).fit(X)  # reconstruction
+    with pytest.raises(
+        ValueError, match="head for objective 'reconstruction', but this fit's objective is 'classification'"
+    ):
+        warm.fit(X, y)
+    assert warm.objective_ == "reconstruction"
+    warm.set_params(warm_start=False).fit(X, y).set_params(warm_start=True)
+    with pytest.raises(ValueError, match="objective 'classification', but this fit's objective is 'regression'"):
+        warm.fit(X, X[:, 0])
+    before = warm.transform(X)
+    assert not np.array_equal(warm.fit(X, y).transform(X), before)  # the same objective: trained on
+
+
 def test_verbose_shows_a_progress_bar(capfd, toy_classification):
     X, y = toy_classification
     loud = SSMClassifier(**{**FAST, "verbose": 1}).fit(X, y)
