@@ -29,7 +29,7 @@ from torch import nn
 
 from .._warnings import caller_stacklevel
 from .checks import require_tensor
-from .discretization import check_discretization, discretize_dense
+from .discretization import check_discretization, discretize_dense, warn_unless_a_stable
 from .feedthrough import add_feedthrough, feedthrough_mode, initial_feedthrough
 from .init import hippo_legs, ptd_perturbation
 from .resampling import DeltaScaling
@@ -76,6 +76,7 @@ class DenseSSM(DeltaScaling, nn.Module):
         if init not in DENSE_INITS:
             raise ValueError(f"unknown init {init!r} for a dense SSM; choose one of {DENSE_INITS}")
         check_discretization(discretization, alpha)
+        warn_unless_a_stable(discretization, alpha)
         if not (0 < dt_min <= dt_max):
             raise ValueError(f"need 0 < dt_min <= dt_max, got dt_min={dt_min}, dt_max={dt_max}")
         D = feedthrough_mode(D, M, H)

@@ -7,7 +7,11 @@ gamma is returned; C and D are unchanged by every method here.
 
 from __future__ import annotations
 
+import warnings
+
 import torch
+
+from .._warnings import caller_stacklevel
 
 DISCRETIZATIONS = ("zoh", "bilinear", "gbt")
 
@@ -17,6 +21,20 @@ def check_discretization(method: str, alpha: float) -> None:
         raise ValueError(f"unknown discretization {method!r}; choose one of {DISCRETIZATIONS}")
     if method == "gbt" and not 0.0 <= float(alpha) <= 1.0:
         raise ValueError(f"gbt alpha must lie in [0, 1] (0 forward Euler, 1/2 bilinear, 1 backward Euler), got {alpha}")
+
+
+def warn_unless_a_stable(method: str, alpha: float) -> None:
+    """ZOH and GBT with alpha >= 1/2 (bilinear, backward Euler) map every Re(lambda) < 0 inside the unit
+    circle; GBT with alpha < 1/2 (forward Euler at 0) only while |1 + (1 - alpha) Delta lambda| <
+    |1 - alpha Delta lambda|, so a layer with fast modes or long steps grows with the sequence length."""
+    if method == "gbt" and float(alpha) < 0.5:
+        warnings.warn(
+            f"discretization='gbt' with alpha={alpha} < 1/2 is not A-stable: a mode with Re(lambda) < 0 decays "
+            "only while |1 + (1 - alpha) Delta lambda| < |1 - alpha Delta lambda| (small steps, slow modes), and "
+            "otherwise grows with the sequence length; alpha >= 1/2 or 'zoh' is stable for every step",
+            UserWarning,
+            stacklevel=caller_stacklevel(),
+        )
 
 
 def discretize(

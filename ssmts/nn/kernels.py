@@ -231,6 +231,8 @@ def spectral_convolution(u: torch.Tensor, kernel_spectrum: torch.Tensor, n: int)
     kernels of at most n - L + 1 taps): u (b, H, L) -> (b, M, L)."""
     b, _, L = u.shape
     S, Mh, Hh, _ = kernel_spectrum.shape
+    if b == 0:  # an empty batch: MKL's FFT refuses it (the kernel's spectrum kept in the graph)
+        return u.new_zeros((0, S * Mh, L)) + 0 * kernel_spectrum.real.sum()
     U = torch.fft.rfft(u, n=n)  # (b, H, F)
     F = U.shape[-1]
     if Mh == 1 and Hh == 1:  # stacked SISO (S4D): one product per channel

@@ -20,6 +20,7 @@ associative scan (ssmts.nn.scan). Constant dt_k = c is the same as dt_scale = c.
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
 import torch
@@ -29,7 +30,7 @@ from torch import nn
 from .batch_invariant import channel_linear, per_sample_mv
 from .checks import require_tensor
 from .dense import diagonal_system
-from .discretization import check_discretization, discretize, log_transition
+from .discretization import check_discretization, discretize, log_transition, warn_unless_a_stable
 from .feedthrough import add_feedthrough, feedthrough_mode, initial_feedthrough
 from .init import INITS, initialize_head
 from .kernels import (
@@ -135,6 +136,7 @@ class SSM(DeltaScaling, nn.Module):
         if init not in INITS:
             raise ValueError(f"unknown init {init!r}; choose one of {INITS}")
         check_discretization(discretization, alpha)
+        warn_unless_a_stable(discretization, alpha)
         if lambda_enforce not in LAMBDA_ENFORCERS:
             raise ValueError(f"unknown lambda_enforce {lambda_enforce!r}; choose one of {LAMBDA_ENFORCERS}")
         if bidirectional not in BIDIRECTIONAL_MODES:
@@ -668,7 +670,9 @@ class SSM(DeltaScaling, nn.Module):
         K[:, :, l] = 2 Re(C Abar^l Bbar) per head, zero off the head blocks. Meant for
         plots and tests; training never builds the full matrix.
         """
-        block = self._block_kernels(length)
+        if isinstance(length, bool) or not isinstance(length, numbers.Integral) or length < 1:
+            raise ValueError(f"length must be a positive integer (the kernel's number of steps), got {length!r}")
+        block = self._block_kernels(int(length))
         K = torch.zeros(self.d_output, self.d_model, length, dtype=block.dtype, device=block.device)
         for s in range(self.heads):
             K[s * self.d_head_out : (s + 1) * self.d_head_out, s * self.d_head_in : (s + 1) * self.d_head_in] = block[s]

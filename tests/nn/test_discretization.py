@@ -176,3 +176,29 @@ def test_discretize_dense_works_in_the_dtype_of_a_not_the_default_dtype(float64_
     assert Abar.dtype == Bbar.dtype == torch.float32
     np.testing.assert_allclose(Abar.numpy(), Ad, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(Bbar.numpy(), Bd, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("method,alpha", METHODS)
+def test_a_layer_warns_exactly_when_its_discretization_can_map_a_stable_mode_outside_the_unit_circle(method, alpha):
+    """Oracle: scipy's discretization of the stable modes above at steps up to 10. ZOH and GBT with
+    alpha >= 1/2 keep every |Abar| < 1 and build silently; GBT with alpha < 1/2 takes one of them outside
+    (forward Euler: |1 + Delta lambda| > 1 for -0.5 + 3i at Delta 0.3), and the layer warns when built."""
+    import warnings
+
+    from ssmts.nn import SSM
+
+    outside = any(
+        np.abs(np.linalg.eigvals(_scipy_block(lam, dt, method, alpha))).max() > 1.0
+        for lam in LAMBDAS
+        for dt in np.geomspace(1e-3, 10.0, 30)
+    )
+    assert outside == (method == "gbt" and alpha < 0.5)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        SSM(2, 4, discretization=method, alpha=alpha)
+    assert any("not A-stable" in str(w.message) for w in caught) == outside
+
+
+def _scipy_block(lam: complex, dt: float, method: str, alpha: float) -> np.ndarray:
+    """scipy's discrete state matrix of the 2x2 real block of lambda."""
+    return cont2discrete((_block(lam), np.eye(2), np.eye(2), np.zeros((2, 2))), dt, method=method, alpha=alpha)[0]

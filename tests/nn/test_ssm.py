@@ -694,3 +694,24 @@ def test_a_layer_given_something_else_than_a_tensor_names_it_and_the_conversion(
     module = DenseSSM(4, 4) if layer == "DenseSSM" else getattr(snn, layer)(4, 4)
     with pytest.raises(TypeError, match=rf"{layer} takes a torch.Tensor .* got (numpy.ndarray|builtins.list); "):
         module(given)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [dict(convolution="kernel"), dict(convolution="state"), dict(bidirectional="essm"), dict(heads=2, d_output=4)],
+    ids=["kernel", "state", "bidirectional", "heads"],
+)
+def test_an_empty_batch_gives_an_empty_output_in_every_mode(options):
+    """Zero series in, zero out, of the shape a batch of one gives (MKL's FFT refused an empty batch on
+    the kernel path), in the FFT and the recurrence modes."""
+    layer = SSM(4, 4, **options)
+    one = layer(torch.randn(1, 4, 10))
+    for mode in ("fft", "recurrence"):
+        out = layer(torch.zeros(0, 4, 10), mode=mode)
+        assert out.shape == (0, *one.shape[1:])
+
+
+@pytest.mark.parametrize("length", [-1, 0, 2.5, True])
+def test_kernel_refuses_a_length_that_is_not_a_positive_integer(length):
+    with pytest.raises(ValueError, match="length must be a positive integer"):
+        SSM(2, 4).kernel(length)
