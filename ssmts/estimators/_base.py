@@ -68,8 +68,8 @@ EXTRAPOLATION_SPANS = 2.0
 """Predictions warn when X goes beyond the training values of a channel by more than this many times
 their range (max - min)."""
 
-STANDARDIZE_CHUNK_VALUES = 1 << 22
-"""In-memory X is standardized this many values (32 MB in float64) at a time."""
+STANDARDIZE_CHUNK_VALUES = 1 << 20
+"""In-memory X is standardized this many values (8 MB in float64) at a time."""
 
 
 class ExtrapolationWarning(UserWarning):
