@@ -93,7 +93,8 @@ def load_speech_commands(
     mfcc: return 20 MFCCs of 64 log-mels (n_fft=200, hop 100) instead of the waveform.
 
     Returns TaskData whose splits hold
-        X: (n, 1, sample_rate) float32 in [-1, 1], or (n, 20, frames) float32 with mfcc=True
+        X: (n, 1, sample_rate) float32 (PCM clips, as the data set ships them, in [-1, 1); a float WAV's
+           samples as stored), or (n, 20, frames) float32 with mfcc=True
            (frames = 161 at 16 kHz, 81 at 8 kHz);
         y: (n,) int64 indices into `classes`;
         lengths: (n,) true lengths before zero-padding, in units of the last axis of X.
@@ -133,7 +134,8 @@ def load_speech_commands(
     rng = np.random.default_rng(random_state)
     for label, word in enumerate(classes):
         per_split: dict[str, list[str]] = {"train": [], "val": [], "test": []}
-        for path in sorted((root / word).glob("*.wav")):
+        # .wav in any case: a clip named .WAV is a clip (a list may name it too)
+        for path in sorted(p for p in (root / word).iterdir() if p.suffix.lower() == ".wav" and p.is_file()):
             relative = f"{word}/{path.name}"
             split = "val" if relative in validation else "test" if relative in testing else "train"
             per_split[split].append(relative)
@@ -197,9 +199,24 @@ def _resolve_words(root: Path, words: str | Sequence[str]) -> list[str]:
 
 
 def _read_split_list(path: Path) -> set[str]:
-    # Lists written on Windows may use backslashes; the data set itself uses "/".
-    lines = path.read_text(encoding="utf-8").splitlines()
-    return {line.strip().replace("\\", "/") for line in lines if line.strip()}
+    """The clips a split list names, as word/file.wav. Lists written on Windows may use backslashes and
+    some tools write ./word/file.wav; anything else (an absolute path, a prefix folder) would match no
+    clip and leave the clip in training, so it is refused by its line."""
+    entries = set()
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        entry = line.strip().replace("\\", "/")
+        while entry.startswith("./"):
+            entry = entry[2:]
+        if not entry:
+            continue
+        parts = entry.split("/")
+        if len(parts) != 2 or not all(parts):
+            raise DataNotFoundError(
+                f"{path}:{number}: {line.strip()!r} is not a clip's path relative to the data set's folder, "
+                f"word/file.wav (e.g. yes/0a7c2a8d_nohash_0.wav), as the released lists write them. {_HOW_TO_GET}"
+            )
+        entries.add(entry)
+    return entries
 
 
 def _load_split(

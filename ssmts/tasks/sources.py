@@ -102,9 +102,12 @@ SPEECH_SUBDIRS = ["", "speech_commands_v0.02", "SpeechCommands/speech_commands_v
 def speech_commands_dir(root: Path, words=SC10_WORDS) -> Path:
     """The Speech Commands directory under `root` holding the split lists and `words`' folders.
 
-    Falls back to `root` itself, so the loader reports what is missing there.
+    Falls back to the first one holding the split lists (a copy that lacks some of the words), else to
+    `root` itself, so that the loader reports what is missing where it is missing.
     """
     found = _first_dir_with(root, SPEECH_SUBDIRS, [*SPLIT_LISTS, *words])
+    if found is None:
+        found = _first_dir_with(root, SPEECH_SUBDIRS, list(SPLIT_LISTS))
     return found if found is not None else root
 
 

@@ -162,6 +162,47 @@ def test_wrong_rate_and_too_long_clips_are_rejected(tmp_path):
         load_speech_commands(tmp_path, words=WORDS)
 
 
+def _two_word_copy(root: Path, suffix: str = ".wav") -> None:
+    """yes/ and no/ with clips a1, b2, c3 (b2 for validation, c3 for testing)."""
+    for word in ("yes", "no"):
+        (root / word).mkdir()
+        for speaker in ("a1", "b2", "c3"):
+            sf.write(str(root / word / f"{speaker}_nohash_0{suffix}"), np.zeros(RATE, np.int16), RATE, format="WAV")
+    (root / "testing_list.txt").write_text(f"yes/c3_nohash_0{suffix}\nno/c3_nohash_0{suffix}\n")
+
+
+@pytest.mark.parametrize("entry", ["./{w}/b2_nohash_0.wav", "{w}\\b2_nohash_0.wav", "{w}/b2_nohash_0.wav"])
+def test_split_lists_written_with_a_dot_or_backslashes_assign_their_clips(tmp_path, entry):
+    """./yes/b2_nohash_0.wav and yes\\b2_nohash_0.wav name the clip yes/b2_nohash_0.wav: validation holds both
+    b2 clips, training neither (a list entry that matched no clip left its clip in training, silently)."""
+    _two_word_copy(tmp_path)
+    (tmp_path / "validation_list.txt").write_text("".join(entry.format(w=w) + "\n" for w in ("yes", "no")))
+    data = load_speech_commands(tmp_path, words=["yes", "no"])
+    assert sorted(data.meta["files"]["val"]) == ["no/b2_nohash_0.wav", "yes/b2_nohash_0.wav"]
+    assert sorted(data.meta["files"]["train"]) == ["no/a1_nohash_0.wav", "yes/a1_nohash_0.wav"]
+
+
+@pytest.mark.parametrize("entry", ["speech_commands_v0.02/{w}/b2_nohash_0.wav", "{root}/{w}/b2_nohash_0.wav"])
+def test_a_split_list_entry_that_names_no_clip_of_the_copy_is_refused_by_its_line(tmp_path, entry):
+    """A prefix folder or an absolute path would match no clip and leave the clip in training: refused,
+    naming the list, the line and the form the released lists use."""
+    _two_word_copy(tmp_path)
+    (tmp_path / "validation_list.txt").write_text(
+        "".join(entry.format(w=w, root=tmp_path) + "\n" for w in ("yes", "no"))
+    )
+    with pytest.raises(DataNotFoundError, match=r"validation_list\.txt:1: .* is not a clip's path relative"):
+        load_speech_commands(tmp_path, words=["yes", "no"])
+
+
+def test_clips_named_in_upper_case_are_clips(tmp_path):
+    """yes/a1_nohash_0.WAV is read (the glob skipped it), and a list that names it assigns it."""
+    _two_word_copy(tmp_path, suffix=".WAV")
+    (tmp_path / "validation_list.txt").write_text("yes/b2_nohash_0.WAV\nno/b2_nohash_0.WAV\n")
+    data = load_speech_commands(tmp_path, words=["yes", "no"])
+    assert (len(data.train), len(data.val), len(data.test)) == (2, 2, 2)
+    assert "yes/b2_nohash_0.WAV" in data.meta["files"]["val"]
+
+
 def test_missing_directory_says_what_to_do(tmp_path):
     with pytest.raises(DataNotFoundError) as error:
         load_speech_commands(tmp_path / "nowhere")

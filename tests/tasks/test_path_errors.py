@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -177,3 +178,20 @@ def test_a_symlink_loop_on_a_folder_on_the_way_to_a_data_file_is_named(tmp_path)
     with pytest.raises(OSError, match=r"sub is a symbolic link loop .* so sub/train\.csv cannot be read") as raised:
         require_files(tmp_path, ["present.txt", "sub/train.csv"], "")
     assert raised.value.errno == errno.ELOOP and str(tmp_path / "sub") in str(raised.value)
+
+
+def test_a_speech_copy_in_a_subfolder_that_lacks_words_is_named_with_the_missing_words(tmp_path):
+    """--data-dir holding speech_commands_v0.02/ with its split lists but two of sc10's words: the loader
+    reports the missing word folders there (it named the lists as missing, from --data-dir itself)."""
+    from ssmts.data.base import DataNotFoundError
+    from ssmts.data.speech import SC10_WORDS, load_speech_commands
+    from ssmts.tasks.sources import speech_commands_dir
+
+    copy = tmp_path / "speech_commands_v0.02"
+    for word in SC10_WORDS[:2]:
+        (copy / word).mkdir(parents=True)
+    for name in ("validation_list.txt", "testing_list.txt"):
+        (copy / name).write_text("")
+    assert speech_commands_dir(tmp_path) == copy
+    with pytest.raises(DataNotFoundError, match=re.escape(f"{copy} is missing {SC10_WORDS[2]}/")):
+        load_speech_commands(speech_commands_dir(tmp_path), words="sc10")
