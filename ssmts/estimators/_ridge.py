@@ -74,14 +74,17 @@ def _dual_loo_errors(eigenvalues: np.ndarray, Q: np.ndarray, Yc: np.ndarray, alp
     shrink = eigenvalues[:, None] / (eigenvalues[:, None] + alphas[None, :])  # (n, A)
     hat = (Q * Q) @ shrink + 1.0 / n  # (n, A)
     fitted = np.einsum("ij,ja,jk->iak", Q, shrink, Q.T @ Yc, optimize=True)  # (n, A, k)
-    residuals = (Yc[:, None, :] - fitted) / (1.0 - hat)[:, :, None]
+    with np.errstate(invalid="ignore", divide="ignore"):  # one row: 0 / 0, undefined (penalty_within's case)
+        residuals = (Yc[:, None, :] - fitted) / (1.0 - hat)[:, :, None]
     return (residuals**2).sum(2)
 
 
-def _targets(y: np.ndarray, classifier: bool) -> np.ndarray:
-    """(n, k) float64: the targets, or for classes their one-vs-rest coding in {-1, 1}."""
+def _targets(y: np.ndarray, classifier: bool, classes: np.ndarray | None = None) -> np.ndarray:
+    """(n, k) float64: the targets, or for classes their one-vs-rest coding in {-1, 1}, a column for each
+    of `classes` (default: those in y; a class absent from y gets a column of -1)."""
     if classifier:
-        return LabelBinarizer(pos_label=1, neg_label=-1).fit_transform(y).astype(np.float64)
+        coding = LabelBinarizer(pos_label=1, neg_label=-1).fit(y if classes is None else classes)
+        return coding.transform(y).astype(np.float64)
     y = np.asarray(y, dtype=np.float64)
     return y[:, None] if y.ndim == 1 else y
 
@@ -133,12 +136,13 @@ class GramRidgeCV:
         self.guard = float(guard)
         self.choice_rows = choice_rows
 
-    def fit(self, X: np.ndarray, y: np.ndarray) -> "GramRidgeCV":
+    def fit(self, X: np.ndarray, y: np.ndarray, classes: np.ndarray | None = None) -> "GramRidgeCV":
+        """classes: the classifier's classes, when y may lack some (default: those in y)."""
         if self.default_weight not in self.block_weights:
             raise ValueError(f"default_weight {self.default_weight} must be among block_weights {self.block_weights}")
         X = np.asarray(X, dtype=np.float64)
         n, p = X.shape
-        Y = _targets(y, self.classifier)
+        Y = _targets(y, self.classifier, classes)
         if not (np.isfinite(X).all() and np.isfinite(Y).all()):  # as scikit-learn's ridges refuse them
             raise ValueError("GramRidgeCV: X and y must be finite (they hold NaN or infinity)")
         block = np.zeros(p, dtype=bool) if self.block is None else np.asarray(self.block, dtype=bool)
@@ -226,12 +230,13 @@ class TallRidgeCV:
         self.rows_at_once = rows_at_once
         self.verbose = verbose
 
-    def fit(self, X: np.ndarray, y: np.ndarray) -> "TallRidgeCV":
+    def fit(self, X: np.ndarray, y: np.ndarray, classes: np.ndarray | None = None) -> "TallRidgeCV":
+        """classes: the classifier's classes, when y may lack some (default: those in y)."""
         X = np.asarray(X, dtype=np.float64)
         n, p = X.shape
         if n <= p:
             raise ValueError(f"TallRidgeCV is for more rows than features; X has {n} rows and {p} features")
-        Y = _targets(y, self.classifier)
+        Y = _targets(y, self.classifier, classes)
         if not (np.isfinite(X).all() and np.isfinite(Y).all()):  # as scikit-learn's ridges refuse them
             raise ValueError("TallRidgeCV: X and y must be finite (they hold NaN or infinity)")
         block = self.rows_at_once or max(1, ROW_BLOCK_ELEMENTS // p)

@@ -142,7 +142,8 @@ class _FeatureEstimator(SequenceEstimatorMixin, FeatureModelParams):
         if len(short):
             raise ValueError(
                 f"series {int(short[0])} of X has {int(data.lengths[short[0]])} time point(s) ({len(short)} series "
-                "shorter than 2; n_features = 1 as a 2D X): this model reads first differences "
+                f"shorter than 2{'; n_features = 1 as a 2D X' if data.ndim == 2 and not data.ragged else ''}): "
+                "this model reads first differences "
                 "(difference=True), which need series of at least 2 time points; set difference=False"
             )
 
@@ -248,8 +249,10 @@ class _FeatureEstimator(SequenceEstimatorMixin, FeatureModelParams):
         kept, held_out = holdout_indices(
             len(targets), self.validation_fraction, self._seed_, targets if classification else None
         )
+        # the start's read-out has an output for every class, also one whose samples were all held out
+        classes = np.arange(len(self.classes_)) if classification else None
         ridge, mean, scale = _fit_ridge(
-            objective, features[kept], targets[kept], *_prior(network), self.verbose, self._seed_
+            objective, features[kept], targets[kept], *_prior(network), self.verbose, self._seed_, classes
         )
         self._set_readout(network, ridge.coef_, ridge.intercept_, mean, scale)
         y = torch.from_numpy(targets) if classification else torch.from_numpy(targets).float()
@@ -410,6 +413,7 @@ def _fit_ridge(
     envelope: np.ndarray | None = None,
     verbose: int = 0,
     seed: int = 0,
+    classes: np.ndarray | None = None,
 ) -> tuple[object, np.ndarray, np.ndarray]:
     """(ridge, mean, scale): a ridge (penalty by leave-one-out; a classifier for objective
     "classification") fitted on the features (n, n_features) standardized by their mean and scale, then
@@ -424,7 +428,8 @@ def _fit_ridge(
     the smoothest within REGRESSION_PENALTY_STANDARD_ERRORS of the best (`penalty_within`), chosen and
     fitted on the targets standardized (`_standardized_targets`; `best_score_` is in units of their
     variance), the solution (`coef_`, `intercept_`) then given in the targets' units: the predictions
-    scale and shift with the targets exactly, where the squared errors of targets near 1e155 overflow."""
+    scale and shift with the targets exactly, where the squared errors of targets near 1e155 overflow.
+    classes: a classifier's classes, one output each, when the targets may lack some."""
     classifier = objective == "classification"
     standard_errors = 0.0 if classifier else REGRESSION_PENALTY_STANDARD_ERRORS
     if not classifier:
@@ -455,18 +460,18 @@ def _fit_ridge(
         scale[scale < 1e-12] = 1.0
         scale = scale / weights
         if n <= p:
-            ridge = gram_ridge(rows).fit((features - mean) / scale, targets)
+            ridge = gram_ridge(rows).fit((features - mean) / scale, targets, classes)
             factor = ridge.block_weight_
         else:  # the weight chosen on (some of) the rows by their Gram matrix, then the tall ridge at that weight
             factor = 1.0
             if has_envelope:
                 some = np.arange(n) if rows is None else rows
-                factor = gram_ridge().fit((features[some] - mean) / scale, targets[some]).block_weight_
+                factor = gram_ridge().fit((features[some] - mean) / scale, targets[some], classes).block_weight_
                 scale[envelope] /= factor
             ridge = TallRidgeCV(
                 RIDGE_ALPHAS, classifier=classifier, standard_errors=standard_errors, verbose=bool(verbose)
             )
-            ridge.fit((features - mean) / scale, targets)
+            ridge.fit((features - mean) / scale, targets, classes)
     ridge.envelope_weight_ = ENVELOPE_WEIGHT * factor if has_envelope else None
     if not classifier:  # coef_ (k, p) or (p,) for 1-d targets, intercept_ (k,) or a scalar
         coef = np.asarray(ridge.coef_, dtype=np.float64)

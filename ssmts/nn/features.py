@@ -108,6 +108,8 @@ class SSMFeatures(nn.Module):
         super().__init__()
         if d_input < 1 or n_kernels < 1 or n_biases < 1:
             raise ValueError(f"need d_input, n_kernels, n_biases >= 1, got {d_input}, {n_kernels}, {n_biases}")
+        if d_state < 2 or d_state % 2:  # an odd one would give (d_state + 1) / 2 modes, not the d_state / 2 stated
+            raise ValueError(f"d_state={d_state} must be even and >= 2: the bank reads d_state / 2 complex modes")
         generator = torch.Generator().manual_seed(int(seed))
         Lambda, B, _ = initialize_head(init, d_state, 1, n_kernels, generator=generator)
         steps = torch.as_tensor(steps, dtype=torch.float64).reshape(-1).clone()

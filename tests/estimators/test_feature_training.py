@@ -73,3 +73,19 @@ def test_with_auto_normalization_training_starts_from_the_chosen_scalings_featur
     assert [r["val_loss"] for r in auto.history_] == [r["val_loss"] for r in channel.history_]
     assert auto.best_epoch_ == channel.best_epoch_
     np.testing.assert_array_equal(auto.predict(X[:7]), channel.predict(X[:7]))
+
+
+def test_a_class_whose_only_sample_is_held_out_keeps_its_output():
+    """Class 2 has one sample, and the hold-out (seed 5) takes it: the start's ridge, fitted on the rest,
+    still has an output for every class (a column of -1 for class 2: never its largest score), so the
+    network trains (it failed with 'Target 2 is out of bounds'); and one sample a class, whatever the
+    hold-out takes. Oracle: the ridge's one-vs-rest coding with the absent class given its own column."""
+    X, y, _ = _waves(30, 40)
+    y = np.r_[np.arange(29) % 2, 2]
+    model = SSMFeatureClassifier(**SMALL, training_steps=4, batch_size=8).set_params(random_state=5).fit(X, y)
+    assert list(model.classes_) == [0, 1, 2] and model.decision_function(X).shape == (30, 3)
+    SSMFeatureClassifier(**SMALL, training_steps=4).fit(X[:4], [0, 1, 2, 3])
+    from ssmts.estimators._ridge import _targets
+
+    coded = _targets(np.array([0, 1, 0]), True, classes=np.arange(3))
+    np.testing.assert_array_equal(coded, [[1, -1, -1], [-1, 1, -1], [1, -1, -1]])

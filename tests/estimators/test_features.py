@@ -335,7 +335,7 @@ def test_data_below_every_rate_of_the_readout_warns(tmp_path):
 
 def test_bad_input_is_named():
     X, y, _ = _waves(10, 20)
-    with pytest.raises(ValueError, match="at least 2 time points"):
+    with pytest.raises(ValueError, match="shorter than 2; n_features = 1 as a 2D X.*at least 2 time points"):
         SSMFeatureClassifier(**SMALL).fit(X[:, :1], y)
     SSMFeatureClassifier(**SMALL, difference=False).fit(X[:, :1], y)  # one step is fine without differences
     with pytest.raises(ValueError, match="at least 2 classes"):
@@ -348,8 +348,10 @@ def test_bad_input_is_named():
     with pytest.raises(ValueError, match="NaN"):
         fitted.predict(np.full((2, 20), np.nan))
     # A series too short for its first difference, among others: named by its place, not as divergence.
-    with pytest.raises(ValueError, match="series 1 of X has 1 time point.*difference=True"):
-        fitted.predict([X[0], X[1, :1], X[2, :3]])
+    with pytest.raises(ValueError, match=r"series 1 of X has 1 time point\(s\) \(1 series shorter than 2\): this"):
+        fitted.predict([X[0], X[1, :1], X[2, :3]])  # a list: no word of n_features, which is 2-D X's
+    with pytest.raises(ValueError, match="d_state=5 must be even"):  # it built 3 modes, not the 2.5 stated
+        SSMFeatureClassifier(**SMALL, d_state=5).fit(X, y)
     SSMFeatureClassifier(**SMALL, difference=False).fit(X, y).predict([X[0], X[1, :1]])
     # Text targets for a regressor: named as y, with the way out.
     with pytest.raises(ValueError, match="y must hold numbers.*'a'.*classifier"):
