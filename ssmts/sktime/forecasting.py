@@ -211,7 +211,8 @@ class ForecasterParams(BackboneParams, OptimizerParams, EarlyStoppingParams):
         "each window's origin); the quantiles combined with the same weights and widened where they under-"
         "cover those windows (conformal calibration, each window combined with weights chosen without it). A "
         "classical model that cannot fit or forecast a series is left out of it with a warning. Needs "
-        "statsmodels. See validation_errors_, combination_weights_ (the weights predict uses).",
+        "statsmodels. See validation_errors_, combination_weights_ (the weights predict uses; with "
+        "combine_rule='median', NaN for the components whose median is taken).",
         constraint=Options("none", "validation"),
     )
     combine_rule: Literal["network_ets", "inverse_error", "select", "median", "calibrate", "network_first"] = param(
