@@ -118,6 +118,18 @@ def test_the_context_ensemble_is_the_median_of_one_forecaster_per_context(capsys
         forecast.main(["--context-multiples", "2,x", "--panels", "macrodata"])
     assert done.value.code == 2
     assert "--context-multiples takes comma-separated whole numbers, got '2,x'" in capsys.readouterr().err
+    for argv, problem in [
+        # the panels run their own series and the SSM's 80 % / 90 % coverage: said, not ignored
+        (["--panels", "macrodata", "--series", "airline"], "--series and --coverage are for the single series"),
+        (["--panels", "macrodata", "--coverage", "0.8"], "--series and --coverage are for the single series"),
+        # a first cutoff before the data: refused (sktime's MASE failed on an empty window)
+        (["--series", "shampoo", "--dense", "12"], "--dense 12 puts shampoo's first of 36 folds"),
+        (["--series", "shampoo", "--validation", "--dense", "8"], "--dense 8 puts shampoo's first of 24 folds"),
+        (["--threads", "0"], "--threads must be an integer >= 1"),
+    ]:
+        with pytest.raises(SystemExit) as done:
+            forecast.main(argv)
+        assert done.value.code == 2 and problem in capsys.readouterr().err
 
 
 def test_component_records_score_every_rule_as_the_forecaster_combines(tmp_path, capsys):

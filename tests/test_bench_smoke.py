@@ -421,6 +421,12 @@ def test_classify_benchmark_baselines_take_unequal_lengths(capsys):
         (["--regression"], "--regression needs --cv K or --resamples R"),  # development protocols only
         (["--regression", "--cv", "2", "--resamples", "2"], "--cv and --resamples are two protocols: pick one"),
         (["--repeats", "2"], "--repeats S (S >= 1) repeats --cv K"),
+        # refused before any row runs (they ran, then failed with a traceback, or were taken as they came)
+        (["--sets", "GunPoint", "NoSuchSet"], "'NoSuchSet' ships neither with sktime nor with aeon"),
+        (["--feature-params", "{bad"], "--feature-params is not valid JSON"),
+        (["--params", "[1, 2]"], "--params must be a JSON object of parameters"),
+        (["--threads", "0"], "--threads must be an integer >= 1"),
+        (["--busy", "-1"], "--busy must be an integer >= 0"),
     ]:
         with pytest.raises(SystemExit) as done:
             classify.main(argv)

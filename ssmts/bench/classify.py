@@ -145,21 +145,33 @@ def _data_dir(package: str) -> str | None:
     return os.path.join(list(spec.submodule_search_locations)[0], "datasets", "data")
 
 
-def _load_shipped(name: str):
-    """A set shipped inside sktime (first) or aeon: aeon keeps its sets in aeon/datasets/data/<name>/
-    <name>_TRAIN.ts and _TEST.ts, the equal-length version of a set as <name>_eq_TRAIN.ts in the
-    same folder."""
+def _shipped_location(name: str) -> tuple[str, str] | None:
+    """("sktime", "") or ("aeon", its folder) for a set shipped inside sktime (first) or aeon, else None:
+    aeon keeps its sets in aeon/datasets/data/<name>/<name>_TRAIN.ts and _TEST.ts, the equal-length
+    version of a set as <name>_eq_TRAIN.ts in the same folder."""
     sktime_dir = _data_dir("sktime")
     if sktime_dir and os.path.isdir(os.path.join(sktime_dir, name)):
-        return _load_ucr(name)
+        return "sktime", ""
     aeon_dir = _data_dir("aeon")
     folder = os.path.join(aeon_dir or "", name[:-3] if name.endswith("_eq") else name)
     if aeon_dir and os.path.isfile(os.path.join(folder, f"{name}_TRAIN.ts")):
-        return _load_aeon(folder, name)
-    raise ValueError(
+        return "aeon", folder
+    return None
+
+
+def _not_shipped(name: str) -> str:
+    return (
         f"{name!r} ships neither with sktime nor with aeon (pip install 'ssmts[bench]' for aeon's "
         "sets); this benchmark downloads nothing"
     )
+
+
+def _load_shipped(name: str):
+    """A set shipped inside sktime or aeon (`_shipped_location`)."""
+    where = _shipped_location(name)
+    if where is None:
+        raise ValueError(_not_shipped(name))
+    return _load_ucr(name) if where[0] == "sktime" else _load_aeon(where[1], name)
 
 
 def _load_aeon(folder: str, name: str):
@@ -587,8 +599,24 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown model(s) {unknown}; choose among {sorted(MODEL_FACTORIES)}")
     sets = args.sets or (REGRESSION_SETS if args.regression else CLASSIFICATION_SETS)
-    params = json.loads(args.params)
-    overrides = {kind: json.loads(getattr(args, option)) for kind, option in PARAMS_OPTION.items()}
+    for name in sets:  # before any row runs, as for the models
+        if name not in ("digits", "SpokenWords4k") and _shipped_location(name) is None:
+            parser.error(_not_shipped(name))
+    if args.threads < 1:
+        parser.error(f"--threads must be an integer >= 1, got {args.threads}")
+    if args.busy < 0:
+        parser.error(f"--busy must be an integer >= 0, got {args.busy}")
+    parsed = {}
+    for option in ("params", *PARAMS_OPTION.values()):
+        flag = "--" + option.replace("_", "-")
+        try:
+            parsed[option] = json.loads(getattr(args, option))
+        except json.JSONDecodeError as error:
+            parser.error(f"{flag} is not valid JSON: {error}")
+        if not isinstance(parsed[option], dict):
+            parser.error(f"{flag} must be a JSON object of parameters, got {getattr(args, option)!r}")
+    params = parsed["params"]
+    overrides = {kind: parsed[option] for kind, option in PARAMS_OPTION.items()}
 
     # MiniRocket runs on numba: its default OpenMP layer leaves threads spinning after each call,
     # which slows every later torch fit of this process several-fold; the workqueue layer does not.

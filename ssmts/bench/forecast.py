@@ -349,8 +349,13 @@ def write_json(path: str | None, rows: list[dict]) -> None:
 
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="python -m ssmts.bench forecast", description=__doc__.split("\n\n")[0])
-    p.add_argument("--series", default=",".join(SERIES), help=f"comma-separated subset of {','.join(SERIES)}")
-    p.add_argument("--models", default=",".join(MODELS), help=f"comma-separated subset of {','.join(MODELS)}")
+    p.add_argument("--series", default=None, help=f"comma-separated subset of {','.join(SERIES)} (not with --panels)")
+    p.add_argument(
+        "--models",
+        default=",".join(MODELS),
+        help=f"comma-separated subset of {','.join(MODELS)}; with --panels it says only whether the ssm row "
+        "runs (the baselines and their median always do)",
+    )
     p.add_argument(
         "--validation",
         action="store_true",
@@ -382,7 +387,8 @@ def parse_args(argv):
         default=None,
         metavar="LEVELS",
         help="also measure the empirical coverage (%%) of central prediction intervals at these "
-        "comma-separated nominal levels, e.g. 0.8,0.9 (every model; pooled over folds and steps)",
+        "comma-separated nominal levels, e.g. 0.8,0.9 (every model; pooled over folds and steps; not with "
+        "--panels, which measure the SSM's 80 %% and 90 %% intervals)",
     )
     p.add_argument(
         "--backtest-timing",
@@ -429,7 +435,13 @@ def parse_args(argv):
     unknown_panels = sorted(set(args.panels) - set(PANEL_TASKS))
     if unknown_panels:
         p.error(f"unknown panels {unknown_panels}; choose from {sorted(PANEL_TASKS)}")
-    args.series = [s.strip() for s in args.series.split(",") if s.strip()]
+    if args.panels and (args.series is not None or args.coverage):
+        # the panels run their own series and measure the SSM's 80 % and 90 % coverage: said, not ignored
+        p.error(
+            "--series and --coverage are for the single series; --panels runs each panel's series and "
+            "measures the SSM's 80 % and 90 % coverage"
+        )
+    args.series = [s.strip() for s in (args.series or ",".join(SERIES)).split(",") if s.strip()]
     args.models = [m.strip() for m in args.models.split(",") if m.strip()]
     for values, allowed, what in ((args.series, SERIES, "series"), (args.models, MODELS, "models")):
         unknown = sorted(set(values) - set(allowed))
@@ -449,6 +461,17 @@ def parse_args(argv):
         p.error(f"--coverage levels must lie in (0, 1), got {list(args.coverage)}")
     if args.dense < 1:
         p.error(f"--dense must be an integer >= 1, got {args.dense}")
+    if args.threads is not None and args.threads < 1:
+        p.error(f"--threads must be an integer >= 1, got {args.threads}")
+    if not args.panels and not args.backtest_timing:
+        for name in args.series:  # every fold needs data before its cutoff
+            task = folds_to_run(TASKS[name], args)
+            first = cutoffs(len(protocol_series(name, args.validation)[0]), task)[0]
+            if first < 2:
+                p.error(
+                    f"--dense {args.dense} puts {name}'s first of {task.folds} folds (step {task.step}) at a cutoff "
+                    f"of {first} observations; use a smaller --dense"
+                )
     if args.quick and args.backtest_timing:
         # a tiny model, a short series, one repeat: seconds, for a smoke test
         args.ssm_params = {
@@ -479,15 +502,21 @@ def folds_to_run(task: Task, args) -> Task:
     return task
 
 
+def protocol_series(name: str, validation: bool):
+    """(y, X or None) of a series under the protocol: all of it, or with --validation the data before the
+    first test cutoff (the span of the test folds dropped)."""
+    task, (y, X) = TASKS[name], load_series(name)
+    if validation:
+        span = task.h + (task.folds - 1) * task.step
+        y, X = y.iloc[:-span], None if X is None else X.iloc[:-span]
+    return y, X
+
+
 def run(args) -> list[dict]:
     rows = []
     for name in args.series:
-        task = TASKS[name]
-        y, X = load_series(name)
-        if args.validation:  # drop the span of the test folds
-            span = task.h + (task.folds - 1) * task.step
-            y, X = y.iloc[:-span], None if X is None else X.iloc[:-span]
-        task = folds_to_run(task, args)
+        y, X = protocol_series(name, args.validation)
+        task = folds_to_run(TASKS[name], args)
         runs = [(m, m, False) for m in args.models]
         if name == "uschange" and args.uschange_exog and "ssm" in args.models:
             runs.append(("ssm+X", "ssm", True))
@@ -574,6 +603,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         stream_row = df[df.route.str.startswith("stream")].iloc[0]
         print(f"stream(): {1000 / stream_row.ms_per_origin:.0f} steps/s at batch 1")
+        write_json(args.json, df.to_dict(orient="records"))
         return 0
     if args.panels:
         settings = {**SSM_SETTINGS, **PANEL_SETTINGS, **args.ssm_params}

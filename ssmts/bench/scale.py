@@ -955,8 +955,13 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     if args.threads is not None:
+        if args.threads < 1:
+            parser.error(f"--threads must be an integer >= 1, got {args.threads}")
         torch.set_num_threads(args.threads)
-    overrides = json.loads(args.params)
+    try:
+        overrides = json.loads(args.params)
+    except json.JSONDecodeError as error:
+        parser.error(f"--params is not valid JSON: {error}")
     if not isinstance(overrides, dict):
         parser.error(f"--params must be a JSON object of parameters, got {args.params!r}")
     if args.padded and ("listops" not in args.tasks or "ssm" not in args.models):

@@ -1,8 +1,9 @@
 """`python -m ssmts.bench scaling`: wall-clock speed-up of the scale-out engines on this machine.
 
     dask   a 12-fit grid (3 x 2 parameters, cv=2) of SSMClassifier on sklearn's digits read as
-           64-step sequences: one process (1 thread) vs a LocalCluster of 1 and of 2
-           single-threaded workers on 127.0.0.1 (joblib's dask backend)
+           64-step sequences, then the refit of the best on all of them (GridSearchCV's, serial in the
+           main process): one process (1 thread) vs a LocalCluster of 1 and of 2 single-threaded
+           workers on 127.0.0.1 (joblib's dask backend)
     ddp    fit_model of one network (width 32, batch 64; width 256, batch 256), the same global
            batch: 1 process vs 2 gloo processes (torch.multiprocessing, 127.0.0.1), 1 thread each
 
