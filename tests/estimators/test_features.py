@@ -91,9 +91,9 @@ def test_the_envelope_weight_of_many_rows_is_chosen_on_some_and_kept_by_the_tall
     original, choices = features.GramRidgeCV, []
 
     class Recording(original):
-        def fit(self, X, y):
+        def fit(self, X, y, classes=None):
             choices.append((len(X), self.block_weights))
-            return super().fit(X, y)
+            return super().fit(X, y, classes)
 
     monkeypatch.setattr(features, "GramRidgeCV", Recording)
     X, y, _ = _waves(150, 40, seed=3)
@@ -372,7 +372,7 @@ def test_the_ridge_keeps_blas_to_torchs_thread_cap(monkeypatch):
         def __init__(self, *args, **kwargs):
             pass
 
-        def fit(self, X, y):
+        def fit(self, X, y, classes=None):
             seen.append(max(pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"))
             self.coef_, self.intercept_, self.block_weight_ = np.zeros(X.shape[1]), 0.0, 1.0
             return self
