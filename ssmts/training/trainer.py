@@ -646,11 +646,14 @@ class Trainer:
     # ------------------------------------------------------------ state
     def state_dict(self, *, model: bool = True) -> dict:
         """Everything a run needs to continue, tensors on the CPU: model (optional), optimizer,
-        scheduler, shuffling RNG, history, epochs done (in all and in this run)."""
+        scheduler, shuffling RNG, torch's global RNGs (dropout draws from them), history, epochs done (in
+        all and in this run)."""
         state = {
             "optimizer": _to_cpu(self.optimizer.state_dict()),
             "scheduler": None if self._scheduler is None else self._scheduler.state_dict(),
             "shuffle_generator": self.shuffle_generator.get_state(),
+            "torch_rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None,
             "history": [dict(r) for r in self.history],
             "epochs_done": self.epochs_done,
             "run_epoch": self.run_epoch,
@@ -700,6 +703,14 @@ class Trainer:
         The callbacks' states are restored when fit starts (after their on_fit_start)."""
         state = read_checkpoint(path)
         self.load_state_dict(state)
+        # torch's global RNGs as the interrupted run left them: the resumed epochs draw the dropout masks
+        # the uninterrupted run drew (fit_model seeded them for epoch 1; a checkpoint of an earlier
+        # version holds none)
+        if state.get("torch_rng") is not None:
+            torch.set_rng_state(state["torch_rng"])
+        cuda_rng = state.get("cuda_rng")
+        if cuda_rng and torch.cuda.is_available() and len(cuda_rng) == torch.cuda.device_count():
+            torch.cuda.set_rng_state_all(cuda_rng)
         self._callback_states = state.get("callbacks")
         if self._callback_states is None and self.run_epoch > 0:
             self._callback_states = {}  # an older checkpoint: _restore_callbacks says what is missing

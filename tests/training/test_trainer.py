@@ -115,6 +115,35 @@ def test_resume_continues_the_schedule_and_matches_an_uninterrupted_run(tmp_path
         torch.testing.assert_close(a, b, rtol=0, atol=1e-7)
 
 
+class _DroppedMean(_Mean):
+    """_Mean behind dropout: every training step draws a mask from torch's global RNG."""
+
+    def forward(self, x, mask=None):
+        return self.linear(nn.functional.dropout(x, 0.3, self.training).mean(-1))[:, 0]
+
+
+def test_a_resumed_run_draws_the_dropout_masks_of_the_uninterrupted_one(tmp_path):
+    """The checkpoint holds torch's global RNG: the resumed epochs draw the masks the uninterrupted run drew
+    (they drew epoch 1's again, from the seed the resuming process set, and the weights differed).
+    Oracle: the run in one go, bit for bit."""
+    data = _data()
+    kwargs = dict(lr=0.05, lr_ssm=None, batch_size=8, device="cpu", random_state=0)
+    torch.manual_seed(0)
+    straight = Trainer(_DroppedMean(), _mse, **kwargs)
+    straight.fit(data, epochs=4)
+    torch.manual_seed(0)
+    first = Trainer(_DroppedMean(), _crashing_after(2 * 4 + 1), **kwargs)
+    path = tmp_path / "ckpt.pt"
+    with pytest.raises(_Crash):
+        first.fit(data, epochs=4, checkpoint=path)
+    torch.manual_seed(0)
+    resumed = Trainer(_DroppedMean(), _mse, **kwargs)
+    resumed.fit(data, epochs=4, checkpoint=path, resume=True)
+    assert [r["train_loss"] for r in resumed.history] == [r["train_loss"] for r in straight.history]
+    for a, b in zip(straight.model.parameters(), resumed.model.parameters()):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+
+
 def _overfitting_run(loss, patience, tmp_path=None, resume=False, epochs=6):
     """Validation targets of the opposite sign: the more the network learns, the worse it scores, so its
     best epoch is the first (before any crash below) and patience runs out."""
