@@ -567,8 +567,14 @@ class NetworkFitMixin:
             description=type(self).__name__,
             run_params={"estimator": type(self).__name__, **self.get_params(deep=False)},
         )
-        self.model_, self.history_, self.training_state_ = result.model, result.history, result.state
-        self.n_iter_ = len(result.history)
+        history = result.history
+        if continue_training and getattr(self, "training_state_", None) is None:
+            # a loaded model (save keeps no optimizer state): the run started a history of its own, which
+            # goes on from the one the file holds, as a continued fit's does
+            before = list(getattr(self, "history_", None) or [])
+            history = before + [{**record, "epoch": len(before) + i + 1} for i, record in enumerate(history)]
+        self.model_, self.history_, self.training_state_ = result.model, history, result.state
+        self.n_iter_ = len(history)
 
 
 def _row_maxima(x: torch.Tensor) -> torch.Tensor:

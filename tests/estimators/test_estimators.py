@@ -140,6 +140,26 @@ def test_pickle_joblib_and_save_load_roundtrip(tmp_path, toy_classification):
     np.testing.assert_array_equal(twin.predict_proba(X), expected)
 
 
+@pytest.mark.parametrize("how", ["partial_fit", "warm_start"])
+def test_a_loaded_estimator_continues_its_saved_history(tmp_path, toy_classification, how):
+    """The file keeps history_ and n_iter_ but no optimizer state: a continued fit of the loaded estimator
+    appends its epochs to the saved history, numbered on (it started a history of its own, n_iter_ 1)."""
+    X, y = toy_classification
+    clf = SSMClassifier(**FAST).fit(X, y)
+    clf.save(tmp_path / "model.safetensors")
+    loaded = SSMClassifier.load(tmp_path / "model.safetensors")
+    saved = [dict(record) for record in loaded.history_]
+    if how == "partial_fit":
+        loaded.partial_fit(X, y)
+        added = 1
+    else:
+        loaded.set_params(warm_start=True, max_epochs=2).fit(X, y)
+        added = 2
+    assert loaded.n_iter_ == len(saved) + added == len(loaded.history_)
+    assert loaded.history_[: len(saved)] == saved
+    assert [record["epoch"] for record in loaded.history_] == list(range(1, len(saved) + added + 1))
+
+
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_gpu_trained_model_unpickles_with_cpu_tensors(toy_classification):
