@@ -886,11 +886,8 @@ class CombinationMixin:
                 for name, model in models.items():
                     if model is None:
                         continue
-                    model = copy.deepcopy(model)
                     try:
-                        with warnings.catch_warnings():
-                            warnings.simplefilter("ignore")
-                            model.update(yp, update_params=update_params)
+                        model = _updated(model, yp, update_params)
                     except CLASSICAL_FAILURES as error:
                         failures[name], model = _reason(error), None
                     models[name] = model
@@ -951,6 +948,24 @@ class CombinationMixin:
         return super().export(path, format)
 
     export.__doc__ = ForecasterExportMixin.export.__doc__
+
+
+def _updated(model, y: pd.DataFrame, update_params: bool):
+    """A copy of a classical model that has taken y (sktime's update). Without update_params, a model that
+    sktime cannot give new data without refitting (AutoETS: statsmodels' ETS result has no append; sktime
+    warns and keeps the old state, so it would go on forecasting from before y) is refitted on all its
+    data instead: no component forecasts from before the update."""
+    updated = copy.deepcopy(model)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        updated.update(y, update_params=update_params)
+    if update_params or not any("can not accept new data" in str(w.message) for w in caught):
+        return updated
+    updated = copy.deepcopy(model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        updated.update(y, update_params=True)
+    return updated
 
 
 def _relative(H: int):

@@ -561,14 +561,19 @@ def test_update_moves_the_classical_forecasts_with_the_network():
     assert pred.index[0] == y.index[66]
     pd.testing.assert_frame_equal(f.combination_weights_, weights)
     assert f._classical[()]["ets"].cutoff[0] == y.index[65]
-    # the oracle: the network's forecast and the fitted classical models updated by hand, with the weights of fit
+    # the oracle: the network's forecast and the fitted classical models updated by hand, with the weights of
+    # fit; AutoETS, which sktime cannot give new data without refitting (it kept its old state and forecast
+    # from before the update, silently), refitted on all its data
     with f._as_variant("network"):
         expected = weights.iloc[0]["network"] * f.predict().to_numpy()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        stale = copy.deepcopy(models["ets"]).update(y.iloc[60:66], update_params=False).predict(fh=FH)
         for name in CLASSICAL:
-            forecast = models[name].update(y.iloc[60:66], update_params=False).predict(fh=FH).to_numpy().ravel()
+            updated = models[name].update(y.iloc[60:66], update_params=name == "ets")
+            forecast = updated.predict(fh=FH).to_numpy().ravel()
             expected = expected + weights.iloc[0][name] * forecast
+    assert not np.allclose(stale.to_numpy().ravel(), f._classical_cache[()]["ets"][1][: len(FH), 0])
     np.testing.assert_allclose(pred.to_numpy(), expected, rtol=1e-6)
 
 
