@@ -430,7 +430,13 @@ class SequenceEstimatorMixin:
             raise ValueError(f"key= checks the signature of the 'safetensors' format; format={format!r} has none")
         if format != "joblib":
             raise ValueError(f"unknown format {format!r}; choose 'safetensors' or 'joblib'")
-        obj = joblib.load(path)
+        try:
+            obj = joblib.load(path)
+        except (FileNotFoundError, IsADirectoryError):
+            raise
+        except Exception as error:  # noqa: BLE001 - joblib raises whatever the unpickled bytes make of it
+            hint = " (it is a safetensors file: load it with the default format)" if _is_safetensors(path) else ""
+            raise ValueError(f"cannot read {path} as a joblib file{hint}: {type(error).__name__}: {error}") from error
         if not isinstance(obj, cls):
             raise TypeError(f"{path} holds a {type(obj).__name__}, not a {cls.__name__}")
         return obj
@@ -575,6 +581,17 @@ class NetworkFitMixin:
             history = before + [{**record, "epoch": len(before) + i + 1} for i, record in enumerate(history)]
         self.model_, self.history_, self.training_state_ = result.model, history, result.state
         self.n_iter_ = len(history)
+
+
+def _is_safetensors(path) -> bool:
+    """Whether the file opens as safetensors (a header of its own, read without running anything)."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="pt"):
+            return True
+    except Exception:  # noqa: BLE001 - any failure to open means no
+        return False
 
 
 def _row_maxima(x: torch.Tensor) -> torch.Tensor:

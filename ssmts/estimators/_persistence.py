@@ -465,8 +465,56 @@ def restore_network_state(estimator, fitted: dict, tensors: dict[str, torch.Tens
         if attr not in type(estimator)._saved_attributes:
             raise ValueError(f"{path} holds an unexpected attribute {attr!r}")
         setattr(estimator, attr, value)
+    _check_input_attributes(estimator, path)
     estimator._restore_after_load()
     estimator.model_ = filled_network(estimator._rebuild_network(), tensors, path)
+
+
+def _check_input_attributes(estimator, path) -> None:
+    """The fitted attributes every sequence estimator reads X by, as fit leaves them: a header edited with
+    its checksum computed again (the checksum cannot refuse it) fails here, naming the file and the
+    attribute, not at predict with an IndexError or, worse, with predictions read through a wrong scaling."""
+
+    def refuse(attr: str, what: str) -> None:
+        raise ValueError(f"{path}: the fitted attribute {attr} is {getattr(estimator, attr, None)!r}, not {what}")
+
+    def whole(attr: str, low: int) -> int:
+        value = getattr(estimator, attr, None)
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+            refuse(attr, f"an integer >= {low}")
+        return int(value)
+
+    def real_array(attr: str, shape: tuple[int, ...], positive: bool = False) -> None:
+        try:
+            array = np.asarray(getattr(estimator, attr, None), dtype=np.float64)
+        except (TypeError, ValueError):
+            array = None
+        if array is None or array.shape != shape or not np.isfinite(array).all() or (positive and (array <= 0).any()):
+            refuse(attr, f"{'positive ' if positive else ''}finite numbers of shape {shape}")
+
+    channels = whole("n_channels_in_", 1)
+    whole("n_features_in_", 1)
+    whole("n_timepoints_in_", 1)
+    whole("n_iter_", 0)
+    if hasattr(estimator, "_seed_"):
+        whole("_seed_", 0)
+    if getattr(estimator, "input_ndim_", None) not in (2, 3):
+        refuse("input_ndim_", "2 or 3")
+    normalize = estimator.get_params(deep=False).get("normalize")
+    allowed = ("channel", "series", "series+stats", "none") if normalize == "auto" else (normalize,)
+    if getattr(estimator, "normalization_", None) not in allowed:
+        refuse("normalization_", f"one of {allowed} (normalize={normalize!r})")
+    real_array("input_mean_", (channels,))
+    real_array("input_scale_", (channels,), positive=True)
+    if getattr(estimator, "input_range_", None) is not None:
+        real_array("input_range_", (2, channels))
+    rate = getattr(estimator, "train_sample_rate_", None)
+    if rate is not None and (
+        isinstance(rate, bool) or not isinstance(rate, numbers.Real) or not np.isfinite(rate) or rate <= 0
+    ):
+        refuse("train_sample_rate_", "None or a positive number")
+    if not isinstance(getattr(estimator, "history_", None), list):
+        refuse("history_", "a list of the epochs' records")
 
 
 def filled_network(model: torch.nn.Module, tensors: dict[str, torch.Tensor], path) -> torch.nn.Module:
@@ -535,6 +583,8 @@ def read_header(
     from safetensors.torch import safe_open
 
     path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(f"{path} is a directory, not a saved estimator's file")
     if not path.is_file():
         raise FileNotFoundError(f"no saved estimator at {path}")
     try:

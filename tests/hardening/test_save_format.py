@@ -347,3 +347,55 @@ def test_a_feature_classifier_saved_before_the_envelope_existed_loads_as_it_was_
     loaded = SSMFeatureClassifier.load(_rewrite(path, tmp_path / "before.safetensors", as_saved_before))
     assert loaded.envelope is False
     np.testing.assert_array_equal(loaded.decision_function(X), fitted.decision_function(X))
+
+
+def _fitted(name, value):
+    return lambda header: header["fitted"].__setitem__(name, value)
+
+
+def _array(name, values):
+    return lambda header: header["fitted"].__setitem__(name, {"__ndarray__": values, "dtype": "<f8"})
+
+
+@pytest.mark.parametrize(
+    "edit, attribute",
+    [
+        (_array("input_mean_", [0.0, 0.0, 0.0]), "input_mean_"),  # 1 channel fitted
+        (_fitted("input_mean_", "x"), "input_mean_"),
+        (_array("input_scale_", [0.0]), "input_scale_"),
+        (_array("input_scale_", [float("nan")]), "input_scale_"),
+        (_array("input_range_", [1.0, 2.0]), "input_range_"),
+        (_fitted("input_ndim_", 7), "input_ndim_"),
+        (_fitted("n_timepoints_in_", -5), "n_timepoints_in_"),
+        (_fitted("n_iter_", "x"), "n_iter_"),
+        (_fitted("normalization_", "series"), "normalization_"),  # the file's normalize is 'channel'
+        (_fitted("train_sample_rate_", -1.0), "train_sample_rate_"),
+        (_fitted("history_", "x"), "history_"),
+        (_fitted("_seed_", "x"), "_seed_"),
+    ],
+)
+def test_fitted_attributes_edited_with_a_recomputed_checksum_are_refused_at_load(saved, tmp_path, edit, attribute):
+    """Attributes X is read by, edited and the checksum computed again: refused at load, naming the file and
+    the attribute (they loaded, then failed at predict with an IndexError, or predicted through another
+    scaling: normalization_ 'series' under normalize 'channel')."""
+    path, _, _ = saved
+    with safe_open(str(path), framework="pt") as f:
+        tensors = {k: f.get_tensor(k) for k in f.keys()}
+
+    def edited(header):
+        edit(header)
+        _with_valid_checksum(header, tensors)
+
+    out = _rewrite(path, tmp_path / "edited.safetensors", edited)
+    with pytest.raises(ValueError, match=rf"edited\.safetensors: the fitted attribute {attribute} is"):
+        SSMClassifier.load(out)
+
+
+def test_a_directory_or_a_safetensors_file_read_as_joblib_is_named_for_what_it_is(saved, tmp_path):
+    """A directory is not 'no saved estimator'; a safetensors file read with format='joblib' says so and the
+    way out (joblib's bare KeyError: 72 before)."""
+    path, _, _ = saved
+    with pytest.raises(IsADirectoryError, match="is a directory, not a saved estimator's file"):
+        SSMClassifier.load(tmp_path)
+    with pytest.raises(ValueError, match=r"as a joblib file \(it is a safetensors file: load it with the default"):
+        SSMClassifier.load(path, format="joblib")
