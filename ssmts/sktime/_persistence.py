@@ -597,6 +597,17 @@ class ForecasterPersistenceMixin(SaveLoadMixin):
         y_metadata = _metadata(path, "the metadata of y", sk["y_metadata"])
         mtype = _check_mtype(path, "the mtype of y", sk["y_mtype_last_seen"])
         converter_store = _conversion_store(path, "sktime's conversion store of y", sk["converter_store_y"])
+        # the cutoff is the latest time the series hold (fit and update keep it so): another one would
+        # forecast from a time the stored series do not reach, or cut them short
+        ends = [tail.index[-1] for tail, _ in store.values() if len(tail)]
+        try:
+            consistent = bool(ends) and max(ends) == cutoff[0]
+        except (TypeError, ValueError):  # times of another kind or frequency than the series'
+            consistent = False
+        if not consistent:
+            raise _altered(
+                path, f"its cutoff {cutoff[0]!r} is not the last time of its series ({max(ends, default=None)!r})"
+            )
 
         # all checked: set the state, then build the network and fill it
         for attr in FORECASTER_ATTRIBUTES:

@@ -557,6 +557,11 @@ HOSTILE = {
         _set("fitted", "sktime", "cutoff", "__index__", "values", value=["__import__('os')"]),
         "not a list of integers",
     ),
+    # the cutoff is the series' last time (an edited one loaded, and predict forecast from the old end)
+    "a cutoff the series do not reach": (
+        _set("fitted", "sktime", "cutoff", "__index__", "values", value=[10**6]),
+        "is not the last time of its series",
+    ),
     "a key of the wrong length": (
         _set("fitted", "series", "keys", 0, value={"__tuple__": ["s0", "extra"]}),
         "the key of series 0 is not a tuple of 1 labels",
