@@ -669,7 +669,15 @@ class Trainer:
         optimizer, RNG and history but starts a new run (a fresh schedule): a warm start."""
         if "model" in state:
             self.model.load_state_dict(state["model"])
+        # torch's load_state_dict puts back the saved groups' settings with their moments: a resumed run
+        # goes on with them, a warm start takes the moments only and this trainer's lr, lr_ssm and weight
+        # decay (the saved ones, a cosine schedule's final lr of 0 among them, trained nothing)
+        settings = [{k: v for k, v in group.items() if k != "params"} for group in self.optimizer.param_groups]
         self.optimizer.load_state_dict(state["optimizer"])
+        if not continue_run:
+            for group, fresh in zip(self.optimizer.param_groups, settings):
+                group.pop("initial_lr", None)  # a scheduler's record of the old run's starting lr
+                group.update(fresh)
         self.shuffle_generator.set_state(state["shuffle_generator"])
         self.history = [dict(r) for r in state["history"]]
         self.epochs_done = int(state["epochs_done"])

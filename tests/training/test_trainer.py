@@ -115,6 +115,30 @@ def test_resume_continues_the_schedule_and_matches_an_uninterrupted_run(tmp_path
         torch.testing.assert_close(a, b, rtol=0, atol=1e-7)
 
 
+def test_a_warm_start_takes_the_optimizers_moments_and_its_own_learning_rates(tmp_path):
+    """continue_run=False (warm_start, partial_fit): the saved Adam moments, with this trainer's lr and weight
+    decay (the saved groups' lr, 0 at the end of a cosine schedule, came back with them and trained nothing);
+    continue_run=True (a resumed run): the saved settings too. Oracle: the saved state's tensors and the
+    settings each trainer was built with."""
+    data = _data()
+    first = Trainer(_Mean(), _mse, lr=0.05, lr_ssm=None, batch_size=8, scheduler="cosine", device="cpu")
+    first.fit(data, epochs=2)
+    state = first.state_dict()
+    assert state["optimizer"]["param_groups"][0]["lr"] == 0.0  # the cosine schedule's end
+    warm = Trainer(_Mean(), _mse, lr=0.2, weight_decay=0.3, lr_ssm=None, batch_size=8, scheduler="none", device="cpu")
+    warm.load_state_dict(state, continue_run=False)
+    group = warm.optimizer.param_groups[0]
+    assert group["lr"] == 0.2 and group["weight_decay"] == 0.3 and "initial_lr" not in group
+    saved_moments = state["optimizer"]["state"][0]["exp_avg"]
+    torch.testing.assert_close(warm.optimizer.state_dict()["state"][0]["exp_avg"], saved_moments, rtol=0, atol=0)
+    before = [p.detach().clone() for p in warm.model.parameters()]
+    warm.fit(data, epochs=1)
+    assert any(not torch.equal(a, b) for a, b in zip(before, warm.model.parameters()))  # it trains
+    resumed = Trainer(_Mean(), _mse, lr=0.2, lr_ssm=None, batch_size=8, scheduler="none", device="cpu")
+    resumed.load_state_dict(state, continue_run=True)
+    assert resumed.optimizer.param_groups[0]["lr"] == 0.0
+
+
 class _DroppedMean(_Mean):
     """_Mean behind dropout: every training step draws a mask from torch's global RNG."""
 
