@@ -631,7 +631,9 @@ class SSMEstimatorMixin(NetworkFitMixin, SequenceEstimatorMixin, SequenceModelPa
             SequenceData(self._scaled(data), y, data.mask, weight, crop_padding=not per_step),
             loss_fn,
             score_fn=score_fn,
-            validation=self.validation_fraction if self.early_stopping else None,
+            # partial_fit (one epoch, epochs=1) trains on all it is given: a hold-out of every call could stop
+            # nothing and would cost it a tenth of its data (scikit-learn's MLP does the same)
+            validation=self.validation_fraction if self.early_stopping and epochs is None else None,
             stratify=stratify,
             epochs=epochs,
             continue_training=continue_training,

@@ -458,7 +458,8 @@ class EarlyStoppingParams(Configurable):
     early_stopping: bool = param(
         default=False,
         doc="Hold out validation_fraction, stop after n_iter_no_change epochs "
-        "without an improvement of tol, restore the best weights.",
+        "without an improvement of tol, restore the best weights (fit only: partial_fit trains one epoch on "
+        "all it is given).",
         constraint=Boolean(),
     )
     validation_fraction: float = param(

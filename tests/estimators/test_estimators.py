@@ -140,6 +140,17 @@ def test_pickle_joblib_and_save_load_roundtrip(tmp_path, toy_classification):
     np.testing.assert_array_equal(twin.predict_proba(X), expected)
 
 
+def test_partial_fit_trains_on_all_it_is_given_with_early_stopping_on(toy_classification):
+    """early_stopping is fit's: partial_fit's one epoch holds nothing out (a hold-out of each call could stop
+    nothing and cost a tenth of the data), as scikit-learn's MLP does. Oracle: the same partial_fit with
+    early_stopping off, bit for bit."""
+    X, y = toy_classification
+    on = SSMClassifier(**FAST, early_stopping=True).partial_fit(X, y, classes=[0, 1])
+    off = SSMClassifier(**FAST).partial_fit(X, y, classes=[0, 1])
+    assert "val_loss" not in on.history_[-1]
+    np.testing.assert_array_equal(on.predict_proba(X), off.predict_proba(X))
+
+
 @pytest.mark.parametrize("how", ["partial_fit", "warm_start"])
 def test_a_loaded_estimator_continues_its_saved_history(tmp_path, toy_classification, how):
     """The file keeps history_ and n_iter_ but no optimizer state: a continued fit of the loaded estimator
