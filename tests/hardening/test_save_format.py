@@ -193,6 +193,18 @@ def _with_valid_checksum(header, tensors):
     header["sha256"] = _persistence._checksum(tensors, header)
 
 
+def _edited_with_valid_checksum(path, out, edit):
+    """`out`: the file at path with its header changed by edit(header) and the checksum computed again."""
+    with safe_open(str(path), framework="pt") as f:
+        tensors = {k: f.get_tensor(k) for k in f.keys()}
+
+    def edited(header):
+        edit(header)
+        _with_valid_checksum(header, tensors)
+
+    return _rewrite(path, out, edited)
+
+
 @pytest.mark.parametrize(
     "edit, message",
     [
@@ -207,14 +219,7 @@ def test_a_hostile_header_with_a_valid_checksum_fails_fast_without_allocating(
     saved, tmp_path, edit, message, monkeypatch
 ):
     path, _, _ = saved
-    with safe_open(str(path), framework="pt") as f:
-        tensors = {k: f.get_tensor(k) for k in f.keys()}
-
-    def hostile(header):
-        edit(header)
-        _with_valid_checksum(header, tensors)
-
-    damaged = _rewrite(path, tmp_path / "hostile.safetensors", hostile)
+    damaged = _edited_with_valid_checksum(path, tmp_path / "hostile.safetensors", edit)
     import tracemalloc
 
     built = []
@@ -379,14 +384,7 @@ def test_fitted_attributes_edited_with_a_recomputed_checksum_are_refused_at_load
     the attribute (they loaded, then failed at predict with an IndexError, or predicted through another
     scaling: normalization_ 'series' under normalize 'channel')."""
     path, _, _ = saved
-    with safe_open(str(path), framework="pt") as f:
-        tensors = {k: f.get_tensor(k) for k in f.keys()}
-
-    def edited(header):
-        edit(header)
-        _with_valid_checksum(header, tensors)
-
-    out = _rewrite(path, tmp_path / "edited.safetensors", edited)
+    out = _edited_with_valid_checksum(path, tmp_path / "edited.safetensors", edit)
     with pytest.raises(ValueError, match=rf"edited\.safetensors: the fitted attribute {attribute} is"):
         SSMClassifier.load(out)
 

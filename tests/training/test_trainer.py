@@ -94,22 +94,28 @@ def test_plateau_uses_factor_and_patience():
         Trainer(_Mean(), _mse, warmup_steps=10, total_steps=5, device="cpu")
 
 
-def test_resume_continues_the_schedule_and_matches_an_uninterrupted_run(tmp_path):
-    """Two epochs, stop, resume for the rest == four epochs in one go (weights and learning rates)."""
+def _straight_and_resumed(model, kwargs, tmp_path):
+    """(a run of four epochs in one go, the same run killed in epoch 3 and resumed from its checkpoint),
+    each from torch.manual_seed(0), as separate processes would start."""
     data = _data()
-    kwargs = dict(lr=0.05, lr_ssm=None, batch_size=8, scheduler="cosine", warmup_steps=3, device="cpu", random_state=0)
     torch.manual_seed(0)
-    straight = Trainer(_Mean(), _mse, **kwargs)
+    straight = Trainer(model(), _mse, **kwargs)
     straight.fit(data, epochs=4)
-
     torch.manual_seed(0)
-    first = Trainer(_Mean(), _crashing_after(2 * 4 + 1), **kwargs)  # dies in epoch 3 (4 batches an epoch)
+    first = Trainer(model(), _crashing_after(2 * 4 + 1), **kwargs)  # dies in epoch 3 (4 batches an epoch)
     path = tmp_path / "ckpt.pt"
     with pytest.raises(_Crash):
         first.fit(data, epochs=4, checkpoint=path)
     torch.manual_seed(0)
-    resumed = Trainer(_Mean(), _mse, **kwargs)
+    resumed = Trainer(model(), _mse, **kwargs)
     resumed.fit(data, epochs=4, checkpoint=path, resume=True)
+    return straight, resumed
+
+
+def test_resume_continues_the_schedule_and_matches_an_uninterrupted_run(tmp_path):
+    """Two epochs, stop, resume for the rest == four epochs in one go (weights and learning rates)."""
+    kwargs = dict(lr=0.05, lr_ssm=None, batch_size=8, scheduler="cosine", warmup_steps=3, device="cpu", random_state=0)
+    straight, resumed = _straight_and_resumed(_Mean, kwargs, tmp_path)
     assert len(resumed.history) == 4
     for a, b in zip(straight.model.parameters(), resumed.model.parameters()):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-7)
@@ -150,19 +156,8 @@ def test_a_resumed_run_draws_the_dropout_masks_of_the_uninterrupted_one(tmp_path
     """The checkpoint holds torch's global RNG: the resumed epochs draw the masks the uninterrupted run drew
     (they drew epoch 1's again, from the seed the resuming process set, and the weights differed).
     Oracle: the run in one go, bit for bit."""
-    data = _data()
     kwargs = dict(lr=0.05, lr_ssm=None, batch_size=8, device="cpu", random_state=0)
-    torch.manual_seed(0)
-    straight = Trainer(_DroppedMean(), _mse, **kwargs)
-    straight.fit(data, epochs=4)
-    torch.manual_seed(0)
-    first = Trainer(_DroppedMean(), _crashing_after(2 * 4 + 1), **kwargs)
-    path = tmp_path / "ckpt.pt"
-    with pytest.raises(_Crash):
-        first.fit(data, epochs=4, checkpoint=path)
-    torch.manual_seed(0)
-    resumed = Trainer(_DroppedMean(), _mse, **kwargs)
-    resumed.fit(data, epochs=4, checkpoint=path, resume=True)
+    straight, resumed = _straight_and_resumed(_DroppedMean, kwargs, tmp_path)
     assert [r["train_loss"] for r in resumed.history] == [r["train_loss"] for r in straight.history]
     for a, b in zip(straight.model.parameters(), resumed.model.parameters()):
         torch.testing.assert_close(a, b, rtol=0, atol=0)
