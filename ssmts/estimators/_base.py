@@ -54,7 +54,7 @@ from ._export import (
     write_serving_file,
 )
 from ._input import PreparedInput, prepare_input
-from ._persistence import load_estimator, save_estimator
+from ._persistence import is_safetensors, load_estimator, save_estimator
 
 # Normalizations that standardize every series by its own statistics (known only once it ends).
 PER_SERIES_NORMALIZATIONS = ("series", "series+stats")
@@ -435,7 +435,7 @@ class SequenceEstimatorMixin:
         except (FileNotFoundError, IsADirectoryError):
             raise
         except Exception as error:  # noqa: BLE001 - joblib raises whatever the unpickled bytes make of it
-            hint = " (it is a safetensors file: load it with the default format)" if _is_safetensors(path) else ""
+            hint = " (it is a safetensors file: load it with the default format)" if is_safetensors(path) else ""
             raise ValueError(f"cannot read {path} as a joblib file{hint}: {type(error).__name__}: {error}") from error
         if not isinstance(obj, cls):
             raise TypeError(f"{path} holds a {type(obj).__name__}, not a {cls.__name__}")
@@ -581,17 +581,6 @@ class NetworkFitMixin:
             history = before + [{**record, "epoch": len(before) + i + 1} for i, record in enumerate(history)]
         self.model_, self.history_, self.training_state_ = result.model, history, result.state
         self.n_iter_ = len(history)
-
-
-def _is_safetensors(path) -> bool:
-    """Whether the file opens as safetensors (a header of its own, read without running anything)."""
-    from safetensors import safe_open
-
-    try:
-        with safe_open(str(path), framework="pt"):
-            return True
-    except Exception:  # noqa: BLE001 - any failure to open means no
-        return False
 
 
 def _row_maxima(x: torch.Tensor) -> torch.Tensor:

@@ -470,6 +470,11 @@ def restore_network_state(estimator, fitted: dict, tensors: dict[str, torch.Tens
     estimator.model_ = filled_network(estimator._rebuild_network(), tensors, path)
 
 
+def is_integer(value, low: int) -> bool:
+    """An integer of at least `low` (not a bool) as a header may hold one."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)) and value >= low
+
+
 def _check_input_attributes(estimator, path) -> None:
     """The fitted attributes every sequence estimator reads X by, as fit leaves them: a header edited with
     its checksum computed again (the checksum cannot refuse it) fails here, naming the file and the
@@ -480,7 +485,7 @@ def _check_input_attributes(estimator, path) -> None:
 
     def whole(attr: str, low: int) -> int:
         value = getattr(estimator, attr, None)
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+        if not is_integer(value, low):
             refuse(attr, f"an integer >= {low}")
         return int(value)
 
@@ -571,6 +576,17 @@ def save_estimator(estimator, path: str | Path, key=None) -> Path:
     with replacing(path, f"{name} (save)") as tmp:
         save_file(tensors, str(tmp), metadata={"ssmts": json.dumps(header)})
     return path
+
+
+def is_safetensors(path) -> bool:
+    """Whether the file opens as safetensors (a header of its own, read without running anything)."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="pt"):
+            return True
+    except Exception:  # noqa: BLE001 - any failure to open means no
+        return False
 
 
 def read_header(

@@ -28,7 +28,6 @@ the file.
 
 from __future__ import annotations
 
-import numbers
 import uuid
 import zipfile
 from pathlib import Path
@@ -42,6 +41,7 @@ from ..estimators._persistence import (
     filled_network,
     index_from_layout,
     index_layout,
+    is_integer,
     layout_dtype,
     load_estimator,
     n_weights,
@@ -145,10 +145,6 @@ class SaveLoadMixin:
 # ---------------------------------------------------------------------------- checks
 def _altered(path, message: str) -> ValueError:
     return ValueError(f"{path}: {message}; the file is damaged or was altered")
-
-
-def _is_integer(value, low: int) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)) and value >= low
 
 
 def _check_array(path, name: str, value, kind: str, shape: tuple) -> np.ndarray:
@@ -369,7 +365,7 @@ def _counts(path, what: str, values, n: int, low: int, high: int, optional: bool
     if not isinstance(values, list) or len(values) != n:
         raise _altered(path, f"its {what} are not a list of {n}")
     for value in values:
-        if not ((optional and value is None) or (_is_integer(value, low) and value <= high)):
+        if not ((optional and value is None) or (is_integer(value, low) and value <= high)):
             raise _altered(path, f"its {what} hold {value!r:.40}, not an integer in {low}..{high}")
     return values
 
@@ -499,10 +495,10 @@ class ForecasterPersistenceMixin(SaveLoadMixin):
 
         # sizes and attributes, against each other and the parameters
         for name, low in (("n_targets_", 1), ("n_exog_", 0), ("horizon_", 1), ("context_length_", 1), ("sp_", 1)):
-            if not _is_integer(fitted[name], low):
+            if not is_integer(fitted[name], low):
                 raise _altered(path, f"{name} is {fitted[name]!r:.80}, not an integer >= {low}")
         for name in ("n_iter_", "_seed_"):
-            if not _is_integer(fitted[name], 0):
+            if not is_integer(fitted[name], 0):
                 raise _altered(path, f"{name} is {fitted[name]!r:.80}, not a non-negative integer")
         C, n_exog, H, c = fitted["n_targets_"], fitted["n_exog_"], fitted["horizon_"], fitted["context_length_"]
         if fitted["window_location_"] != window_location(spec._normalize):
@@ -639,7 +635,7 @@ class ForecasterPersistenceMixin(SaveLoadMixin):
         if unknown:
             raise _altered(path, f"its pretrained_params_ name unknown parameters {unknown}")
         for name in ("context_length", "horizon"):
-            if not _is_integer(pretrained.get(name), 1):
+            if not is_integer(pretrained.get(name), 1):
                 raise _altered(path, f"its pretrained_params_ have {name}={pretrained.get(name)!r:.40}")
         params = {k: v for k, v in pretrained.items() if k in names and k not in ("context_length", "pretrained")}
         if isinstance(params.get("quantiles"), list):
@@ -701,7 +697,7 @@ class PanelPersistenceMixin(SaveLoadMixin):
         if "_y_inner_mtype" in state:
             _check_mtype(path, "_y_inner_mtype", state["_y_inner_mtype"])
         for name in ("n_classes_", "fit_time_"):
-            if name in state and not _is_integer(state[name], 0):
+            if name in state and not is_integer(state[name], 0):
                 raise _altered(path, f"{name} is {state[name]!r:.80}, not a non-negative integer")
         if "_is_timed" in state and not isinstance(state["_is_timed"], bool):
             raise _altered(path, "_is_timed is not a boolean")
