@@ -407,8 +407,14 @@ def test_classify_benchmark_rows_are_pluggable_and_the_default_rows_are_distinct
     assert done.value.code == 2 and "unknown model(s) ['nope']; choose among" in capsys.readouterr().err
 
 
-def test_classify_benchmark_baselines_take_unequal_lengths(capsys):
+@pytest.mark.parametrize("aeon", ["installed", "absent"])
+def test_classify_benchmark_baselines_take_unequal_lengths(capsys, monkeypatch, aeon):
     from ssmts.bench import classify
+
+    if aeon == "absent":  # as in an install without the bench extra: the default sets are then missing,
+        # and each option's own error must still be the one reported
+        data_dir = classify._data_dir
+        monkeypatch.setattr(classify, "_data_dir", lambda package: None if package == "aeon" else data_dir(package))
 
     rng = np.random.default_rng(0)
     X = [rng.normal(size=(2, n)) for n in (20, 35, 28, 40, 22, 31)]

@@ -598,10 +598,6 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [kind for kind in models if kind not in MODEL_FACTORIES]
     if unknown:
         parser.error(f"unknown model(s) {unknown}; choose among {sorted(MODEL_FACTORIES)}")
-    sets = args.sets or (REGRESSION_SETS if args.regression else CLASSIFICATION_SETS)
-    for name in sets:  # before any row runs, as for the models
-        if name not in ("digits", "SpokenWords4k") and _shipped_location(name) is None:
-            parser.error(_not_shipped(name))
     if args.threads < 1:
         parser.error(f"--threads must be an integer >= 1, got {args.threads}")
     if args.busy < 0:
@@ -617,6 +613,12 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"{flag} must be a JSON object of parameters, got {getattr(args, option)!r}")
     params = parsed["params"]
     overrides = {kind: parsed[option] for kind, option in PARAMS_OPTION.items()}
+    # the sets last: what is missing depends on what is installed, and the options' own errors
+    # should read the same everywhere
+    sets = args.sets or (REGRESSION_SETS if args.regression else CLASSIFICATION_SETS)
+    for name in sets:  # before any row runs, as for the models
+        if name not in ("digits", "SpokenWords4k") and _shipped_location(name) is None:
+            parser.error(_not_shipped(name))
 
     # MiniRocket runs on numba: its default OpenMP layer leaves threads spinning after each call,
     # which slows every later torch fit of this process several-fold; the workqueue layer does not.
