@@ -134,6 +134,15 @@ def _history_of(obj: Any) -> list[dict]:
     return history
 
 
+def _kept_epoch_of(obj: Any) -> int | None:
+    """The epoch whose weights a fitted estimator kept (its best_epoch_; 0: the starting weights), or
+    None for a bare history or an estimator that does not say."""
+    if isinstance(obj, Sequence) or (hasattr(obj, "to_dict") and hasattr(obj, "columns")):
+        return None
+    kept = getattr(_final_estimator(obj), "best_epoch_", None)
+    return None if kept is None else int(kept)
+
+
 # ---------------------------------------------------------------- figure helpers
 def _new_figure(figsize: tuple[float, float]) -> "Figure":
     import matplotlib.pyplot as plt
@@ -583,8 +592,19 @@ def plot_history(
         score_ax.set_ylabel(score_label)
         if ax is None:
             score_ax.set_title("Validation score")
-        best = int(np.nanargmax(score))
-        score_ax.scatter([epochs[best]], [score[best]], color="C3", zorder=5, s=30, label=f"best: {score[best]:.4g}")
+        # Mark the epoch whose weights the estimator kept (early stopping keeps a later epoch only if it
+        # is better by more than tol, so the highest point need not be it); a bare history, its best.
+        kept = _kept_epoch_of(estimator_or_history)
+        marked, label = None, "best: {:.4g}"
+        if kept is None and np.isfinite(score).any():
+            marked = int(np.nanargmax(score))
+        elif kept is not None and kept in epochs:
+            marked, label = int(np.flatnonzero(epochs == kept)[0]), f"kept (epoch {kept}): {{:.4g}}"
+        elif kept == 0:
+            score_ax.plot([], [], " ", label="kept: the starting weights")
+        if marked is not None:
+            point = ([epochs[marked]], [score[marked]])
+            score_ax.scatter(*point, color="C3", zorder=5, s=30, label=label.format(score[marked]))
         score_ax.legend(loc="lower right", fontsize="small")
     return fig
 

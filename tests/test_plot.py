@@ -306,6 +306,24 @@ def test_plot_history_of_estimator_and_of_a_plain_history(fitted):
     assert len(fig.axes) == 2  # the score went to a twin y-axis
 
 
+def test_plot_history_marks_the_epoch_whose_weights_were_kept():
+    """Early stopping keeps a later epoch only if it is better by more than tol: the highest point of the
+    curve is not always the kept one, and the plot marks the one best_epoch_ names (a bare history, its
+    highest point)."""
+    history = [{"epoch": e, "train_loss": 1.0 / e, "val_score": s} for e, s in enumerate([0.5, 0.8, 0.80001, 0.7], 1)]
+    estimator = SSMRegressor()
+    estimator.history_, estimator.best_epoch_ = history, 2  # epoch 3 is higher by less than tol
+    marked = [c for c in ssmplot.plot_history(estimator).axes[1].collections]
+    assert [tuple(c.get_offsets()[0]) for c in marked] == [(2.0, 0.8)]
+    assert marked[0].get_label() == "kept (epoch 2): 0.8"
+    bare = ssmplot.plot_history(history).axes[1].collections
+    assert [tuple(c.get_offsets()[0]) for c in bare] == [(3.0, 0.80001)] and bare[0].get_label().startswith("best")
+    estimator.best_epoch_ = 0  # the starting weights (the feature estimators' training that did not help)
+    score_ax = ssmplot.plot_history(estimator).axes[1]
+    legend = [text.get_text() for text in score_ax.get_legend().texts]
+    assert not score_ax.collections and "kept: the starting weights" in legend
+
+
 def test_estimators_inside_pipelines_are_found(fitted):
     estimator, _, X, _ = fitted
     pipeline = Pipeline([("identity", FunctionTransformer()), ("ssm", estimator)])

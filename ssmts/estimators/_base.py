@@ -382,6 +382,7 @@ class SequenceEstimatorMixin:
         "train_sample_rate_",
         "history_",
         "n_iter_",
+        "best_epoch_",
         "_seed_",
     )
 
@@ -523,7 +524,9 @@ class SequenceEstimatorMixin:
 class NetworkFitMixin:
     """The fit set-up of every face that trains a network (the estimators and the forecaster):
     parameter checks, the seed, and the one call of fit_model whose result becomes the fitted
-    attributes model_, history_, training_state_ and n_iter_ (only when training succeeds)."""
+    attributes model_, history_, training_state_, n_iter_ and best_epoch_ (only when training
+    succeeds). best_epoch_ is the epoch of history_ whose weights model_ holds: the one early
+    stopping kept (its validation score the best by more than tol), else the last."""
 
     def _start_fit(self, continue_training: bool = False) -> None:
         self.validate_params()
@@ -554,6 +557,7 @@ class NetworkFitMixin:
         if continue_training:
             network = copy.deepcopy(self.model_)  # a failed or interrupted fit leaves model_ as it was
         monitored = self.early_stopping and validation is not None
+        stopping = EarlyStopping(self.n_iter_no_change, self.tol) if monitored else None
         result = fit_model(
             network,
             train,
@@ -563,7 +567,7 @@ class NetworkFitMixin:
             score_fn=score_fn,
             validation=validation,
             stratify=stratify,
-            early_stopping=EarlyStopping(self.n_iter_no_change, self.tol) if monitored else None,
+            early_stopping=stopping,
             callbacks=self.callbacks or (),
             # A copy: the optimizer steps its moments in place, and an interrupted continuation must
             # leave the stored state as it was (the next continuation starts from it again).
@@ -573,14 +577,17 @@ class NetworkFitMixin:
             description=type(self).__name__,
             run_params={"estimator": type(self).__name__, **self.get_params(deep=False)},
         )
-        history = result.history
+        history, offset = result.history, 0
         if continue_training and getattr(self, "training_state_", None) is None:
             # a loaded model (save keeps no optimizer state): the run started a history of its own, which
             # goes on from the one the file holds, as a continued fit's does
             before = list(getattr(self, "history_", None) or [])
             history = before + [{**record, "epoch": len(before) + i + 1} for i, record in enumerate(history)]
+            offset = len(before)
         self.model_, self.history_, self.training_state_ = result.model, history, result.state
         self.n_iter_ = len(history)
+        kept = None if stopping is None else stopping.best_epoch
+        self.best_epoch_ = self.n_iter_ if kept is None else offset + int(kept)
 
 
 def _row_maxima(x: torch.Tensor) -> torch.Tensor:

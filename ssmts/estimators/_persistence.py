@@ -500,7 +500,9 @@ def _check_input_attributes(estimator, path) -> None:
     channels = whole("n_channels_in_", 1)
     whole("n_features_in_", 1)
     whole("n_timepoints_in_", 1)
-    whole("n_iter_", 0)
+    epochs = whole("n_iter_", 0)
+    if hasattr(estimator, "best_epoch_") and whole("best_epoch_", 0) > epochs:  # files before it have none
+        refuse("best_epoch_", f"an epoch of the {epochs} run")
     if hasattr(estimator, "_seed_"):
         whole("_seed_", 0)
     if getattr(estimator, "input_ndim_", None) not in (2, 3):

@@ -98,7 +98,6 @@ class _FeatureEstimator(SequenceEstimatorMixin, FeatureModelParams):
         "n_features_out_",
         "normalize_scores_",
         "alpha_",
-        "best_epoch_",
         "readout_rates_",
         "envelope_weight_",
     )

@@ -267,10 +267,11 @@ class ForecasterFitMixin:
         for key, yp, xp in parts:
             self._remember(key, yp, xp)
         if self._zero_shot:
-            self.model_, self.history_, self.training_state_, self.n_iter_ = (
+            self.model_, self.history_, self.training_state_, self.n_iter_, self.best_epoch_ = (
                 self._pretrained_network(*pretrained),
                 [],
                 None,
+                0,
                 0,
             )
             self.interval_widening_ = None

@@ -267,6 +267,7 @@ FORECASTER_ATTRIBUTES = (
     "calibration_",
     "history_",
     "n_iter_",
+    "best_epoch_",
     "_seed_",
     "_x_past",
     "_x_static",
@@ -484,7 +485,9 @@ class ForecasterPersistenceMixin(SaveLoadMixin):
             raise _altered(path, f"it holds unexpected attributes {unknown}")
         exog = fitted.get("n_exog_")
         # calibration_: absent from files written before it existed
-        optional = {"interval_widening_", "calibration_"} | ({"x_mean_", "x_scale_"} if exog == 0 else set())
+        optional = {"interval_widening_", "calibration_", "best_epoch_"} | (
+            {"x_mean_", "x_scale_"} if exog == 0 else set()
+        )
         optional |= set() if self.irregular == "time_deltas" else {"time_unit_"}
         optional |= set() if self.pretrained is not False else {"pretrained_params_"}
         missing = sorted(known - set(fitted) - optional)
@@ -500,6 +503,9 @@ class ForecasterPersistenceMixin(SaveLoadMixin):
         for name in ("n_iter_", "_seed_"):
             if not is_integer(fitted[name], 0):
                 raise _altered(path, f"{name} is {fitted[name]!r:.80}, not a non-negative integer")
+        kept = fitted.get("best_epoch_", 0)  # absent from files written before it existed
+        if not is_integer(kept, 0) or kept > fitted["n_iter_"]:
+            raise _altered(path, f"best_epoch_ is {kept!r:.80}, not an epoch of the {fitted['n_iter_']} run")
         C, n_exog, H, c = fitted["n_targets_"], fitted["n_exog_"], fitted["horizon_"], fitted["context_length_"]
         if fitted["window_location_"] != window_location(spec._normalize):
             raise _altered(path, f"window_location_={fitted['window_location_']!r:.80} contradicts normalize")

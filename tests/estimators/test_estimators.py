@@ -336,6 +336,25 @@ def test_early_stopping_restores_best_and_stops(toy_classification):
     fitted = clf.model_.state_dict()
     assert all(torch.equal(weights.by_epoch[best_epoch][k], v) for k, v in fitted.items())
     assert not all(torch.equal(weights.by_epoch[clf.history_[-1]["epoch"]][k], v) for k, v in fitted.items())
+    assert clf.best_epoch_ == best_epoch  # says which epoch it kept
+
+    # a warm-started fit numbers its epochs on, and best_epoch_ with them: the epoch whose weights it holds
+    first_run = clf.n_iter_
+    clf.set_params(warm_start=True).fit(X, y)
+    assert first_run < clf.best_epoch_ <= clf.n_iter_ == clf.history_[-1]["epoch"]
+    fitted = clf.model_.state_dict()
+    assert all(torch.equal(weights.by_epoch[clf.best_epoch_][k], v) for k, v in fitted.items())
+
+
+def test_best_epoch_is_the_last_without_early_stopping_and_is_saved(tmp_path, toy_classification):
+    X, y = toy_classification
+    clf = SSMClassifier(**FAST).fit(X, y)
+    assert clf.best_epoch_ == clf.n_iter_ == FAST["max_epochs"]
+    clf.save(tmp_path / "model.safetensors")
+    loaded = SSMClassifier.load(tmp_path / "model.safetensors")
+    assert loaded.best_epoch_ == clf.best_epoch_
+    loaded.partial_fit(X, y)  # a loaded model continues its history (numbered on), and best_epoch_ with it
+    assert loaded.best_epoch_ == loaded.n_iter_ == FAST["max_epochs"] + 1
 
 
 # ---------------------------------------------------------------- errors

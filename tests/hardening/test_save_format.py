@@ -373,6 +373,8 @@ def _array(name, values):
         (_fitted("input_ndim_", 7), "input_ndim_"),
         (_fitted("n_timepoints_in_", -5), "n_timepoints_in_"),
         (_fitted("n_iter_", "x"), "n_iter_"),
+        (_fitted("best_epoch_", 10**6), "best_epoch_"),  # beyond the epochs run
+        (_fitted("best_epoch_", -1), "best_epoch_"),
         (_fitted("normalization_", "series"), "normalization_"),  # the file's normalize is 'channel'
         (_fitted("train_sample_rate_", -1.0), "train_sample_rate_"),
         (_fitted("history_", "x"), "history_"),

@@ -244,6 +244,7 @@ def test_the_loaded_state_equals_the_fitted_one(fitted):
     for attr in ("y_mean_", "y_scale_", "scale_floor_", "x_mean_", "x_scale_", "quantile_levels_", "_x_past"):
         np.testing.assert_array_equal(getattr(loaded, attr), getattr(f, attr))
     pd.testing.assert_index_equal(loaded._x_columns, f._x_columns)
+    assert 1 <= loaded.best_epoch_ == f.best_epoch_ <= f.n_iter_
     assert np.array_equal(loaded.fh.to_pandas(), f.fh.to_pandas()) and loaded.fh.is_relative == f.fh.is_relative
     assert loaded._y_metadata == f._y_metadata
     weights = f.model_.state_dict()
@@ -582,6 +583,7 @@ HOSTILE = {
         "calibration_='none' contradicts interval_widening_",
     ),
     "an object dtype": (_set("fitted", "quantile_levels_", "dtype", value="|O"), "never writes"),
+    "a kept epoch beyond the run": (_set("fitted", "best_epoch_", value=10**6), "best_epoch_ is 1000000, not an epoch"),
 }
 
 
@@ -720,3 +722,7 @@ def test_a_file_from_before_calibration_was_saved_says_what_its_widening_came_fr
     path = fitted(name)[-1]
     older = _rewrite(path, tmp_path / "older.safetensors", lambda header, tensors: header["fitted"].pop("calibration_"))
     assert SSMForecaster.load(older).calibration_ == applied
+    without = _rewrite(
+        path, tmp_path / "without.safetensors", lambda header, tensors: header["fitted"].pop("best_epoch_")
+    )
+    assert not hasattr(SSMForecaster.load(without), "best_epoch_")  # files before it had none: not made up
