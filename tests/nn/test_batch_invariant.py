@@ -33,10 +33,19 @@ def _randn(*shape, complex_=False):
 def test_matmul_each_sample_values_and_gradients(a_shape, b_shape):
     a, b = _randn(*a_shape), _randn(*b_shape)
     torch.testing.assert_close(matmul_each_sample(a, b), torch.matmul(a, b), rtol=1e-12, atol=1e-12)
-    assert torch.autograd.gradcheck(matmul_each_sample, (a, b), eps=1e-6, atol=1e-8)
+    # the gradients against torch.matmul's for a random upstream gradient, then by finite differences:
+    # every input for the small shapes, random directions (gradcheck's fast mode) for the large ones,
+    # whose 2,400 inputs took 30 s of finite differences a shape
+    upstream = torch.randn(torch.matmul(a, b).shape, generator=torch.Generator().manual_seed(1), dtype=torch.float64)
+    expected = torch.autograd.grad(torch.matmul(a, b), (a, b), upstream)
+    for got, want in zip(torch.autograd.grad(matmul_each_sample(a, b), (a, b), upstream), expected):
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    fast = a.numel() + b.numel() > 500
+    assert torch.autograd.gradcheck(matmul_each_sample, (a, b), eps=1e-6, atol=1e-8, fast_mode=fast)
     # one gradient at a time (the backward skips what is not needed)
-    assert torch.autograd.gradcheck(lambda x: matmul_each_sample(x, b.detach()), (a,), eps=1e-6, atol=1e-8)
-    assert torch.autograd.gradcheck(lambda x: matmul_each_sample(a.detach(), x), (b,), eps=1e-6, atol=1e-8)
+    only_a, only_b = (lambda x: matmul_each_sample(x, b.detach())), (lambda x: matmul_each_sample(a.detach(), x))
+    assert torch.autograd.gradcheck(only_a, (a,), eps=1e-6, atol=1e-8, fast_mode=fast)
+    assert torch.autograd.gradcheck(only_b, (b,), eps=1e-6, atol=1e-8, fast_mode=fast)
 
 
 def test_spectral_product_values_and_gradients():
