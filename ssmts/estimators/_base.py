@@ -495,7 +495,7 @@ class SequenceEstimatorMixin:
             raise ValueError(f"max_length must be a positive integer, got {max_length!r}")
         max_length = int(max_length)
         network = serving_network(self.model_, max_length, name, delta_factor=1.0 / ratio)
-        model = ServingModel(self._standardizer(), network, outputs, max_length)
+        model = ServingModel(self._standardizer(), network, outputs, max_length, self.n_channels_in_)
         rate = self.sample_rate if sample_rate is None else sample_rate
         metadata = export_metadata(self, output_names, max_length, rate, extra)
         path = Path(path)

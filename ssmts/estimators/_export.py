@@ -15,7 +15,7 @@ from torch import nn
 
 from .._files import replacing
 from .._version import __version__
-from ..nn.export import LENGTH_TABLE, LengthLimit, convolution_form
+from ..nn.export import LENGTH_TABLE, InputCheck, LengthLimit, convolution_form
 from ..nn.resampling import scaled_delta
 
 EXPORT_FORMATS = ("onnx", "torchscript")
@@ -60,15 +60,17 @@ class ServingModel(nn.Module):
         network: nn.Module,
         outputs: Callable[[nn.Module, torch.Tensor], tuple[torch.Tensor, ...]],
         max_length: int,
+        n_channels: int,
     ):
         super().__init__()
+        self.expected = InputCheck(INPUT_NAME, n_channels, "channels", double=False)
         self.limit = LengthLimit(max_length)
         self.network = network.eval()
         self._standardize, self._outputs = standardize, outputs
         self.eval().requires_grad_(False)  # served outputs carry no autograd graph
 
     def forward(self, X: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        x = self._standardize(self.limit(X))
+        x = self._standardize(self.limit(self.expected(X)))
         outputs = tuple(self._outputs(self.network, x))
         valid = (x.abs() <= SCALED_LIMIT).flatten(1).all(1)  # False for NaN too
         for out in outputs:
@@ -142,7 +144,8 @@ def write_onnx(
 
 def write_torchscript(model: nn.Module, path: Path, example: torch.Tensor, metadata: dict[str, str]) -> None:
     """model traced on `example` (torch.jit.trace) to `path`, with `metadata` as the extra file ssmts.json.
-    Its length checks are scripted, so that the traced file keeps their message (a trace keeps no `if`)."""
+    Its input checks are scripted, so that the traced file keeps them and their messages (a trace keeps no
+    `if`)."""
     with warnings.catch_warnings():
         # PyTorch 2.11 marks torch.jit deprecated (in favour of torch.export); ONNX is the lasting format.
         warnings.filterwarnings("ignore", category=DeprecationWarning)
@@ -150,7 +153,7 @@ def write_torchscript(model: nn.Module, path: Path, example: torch.Tensor, metad
         model = copy.deepcopy(model)
         for parent in list(model.modules()):
             for name, child in list(parent.named_children()):
-                if isinstance(child, LengthLimit):
+                if isinstance(child, (LengthLimit, InputCheck)):
                     setattr(parent, name, torch.jit.script(child))
         traced = torch.jit.trace(model, (example,), check_trace=False)
     with replacing(path, "the exported model") as tmp:

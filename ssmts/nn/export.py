@@ -104,6 +104,40 @@ class LengthLimit(nn.Module):
         return x * (last >= 0).to(x.dtype)  # times 1: keeps the check in the graph
 
 
+class InputCheck(nn.Module):
+    """x unchanged when it is (batch, n_channels, length) in float64 (double) or float32, of exactly
+    `length` steps where given; an error naming the difference otherwise. Scripted in a TorchScript
+    export, where a trace keeps no `if`: a single channel given to a model of three broadcast against
+    the scaling's (1, 3, 1) statistics and was answered as that channel copied three times. In ONNX
+    the input's rank, channels and dtype are fixed by the graph's input type (checked at export here)."""
+
+    def __init__(self, name: str, n_channels: int, what: str, double: bool, length: int = 0):
+        super().__init__()
+        self.name, self.n_channels, self.what = name, int(n_channels), what
+        self.double, self.length = bool(double), int(length)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.dim() != 3:
+            raise ValueError(
+                "this model takes {} of shape (batch, {}, length), got {} dimension(s)".format(
+                    self.name, self.n_channels, x.dim()
+                )
+            )
+        if x.shape[1] != self.n_channels:
+            raise ValueError(
+                "this model takes {} with {} {}, got {}".format(self.name, self.n_channels, self.what, x.shape[1])
+            )
+        if self.double and x.dtype != torch.float64:
+            raise ValueError("this model takes {} as float64 values (convert it with .double())".format(self.name))
+        if not self.double and x.dtype != torch.float32:
+            raise ValueError("this model takes {} as float32 values (convert it with .float())".format(self.name))
+        if self.length > 0 and x.shape[-1] != self.length:
+            raise ValueError(
+                "this model reads the last {} steps of {}, got {}".format(self.length, self.name, x.shape[-1])
+            )
+        return x
+
+
 def convolution_form(model: nn.Module, max_length: int) -> nn.Module:
     """A copy of `model` (a head of ssmts.nn.heads, an SSMBackbone, a block ...) in eval mode whose SSM
     layers are KernelConvolution of `max_length`, so that it exports to ONNX and TorchScript. Its
@@ -129,4 +163,4 @@ def convolution_form(model: nn.Module, max_length: int) -> nn.Module:
     return copy_
 
 
-__all__ = ["KernelConvolution", "LENGTH_TABLE", "LengthLimit", "convolution_form"]
+__all__ = ["InputCheck", "KernelConvolution", "LENGTH_TABLE", "LengthLimit", "convolution_form"]

@@ -21,6 +21,7 @@ from torch import nn
 
 from .._version import __version__
 from ..estimators._export import check_format, serving_network, write_onnx, write_torchscript
+from ..nn.export import InputCheck
 
 INPUT_NAME = "y"
 OUTPUT_NAMES = ("forecast", "quantiles", "valid")
@@ -48,6 +49,7 @@ class ForecastServingModel(nn.Module):
         widening: np.ndarray | None,
     ):
         super().__init__()
+        self.expected = InputCheck(INPUT_NAME, len(y_mean), "targets", double=True, length=context_length)
         self.network = network.eval()
         self.context_length, self.horizon, self.location = context_length, horizon, location
         self.median = int(np.flatnonzero(levels == 0.5)[0])
@@ -98,8 +100,7 @@ class ForecastServingModel(nn.Module):
 
     def forward(self, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         c, H = self.context_length, self.horizon
-        if y.shape[-1] != c:
-            raise ValueError(f"this forecaster reads the last {c} observations, got {y.shape[-1]}")
+        y = self.expected(y)
         observed = ~torch.isnan(y)
         index = self._last_observed_index(observed)
         shift, scale = self._norm_stats(y, observed, torch.gather(y, -1, index[..., -1:]))

@@ -81,6 +81,27 @@ def test_longer_input_is_refused_by_torchscript_naming_max_length(tmp_path):
         model(torch.from_numpy(local.standard_normal((2, 2, 13)).astype(np.float32)))
 
 
+@pytest.mark.filterwarnings("ignore:`torch.jit.load` is deprecated:DeprecationWarning")
+def test_torchscript_refuses_input_of_another_shape_or_dtype_naming_it(tmp_path):
+    """A trace keeps no `if`: one channel given to a two-channel file broadcast against the scaling's
+    (1, 2, 1) statistics and was answered, valid, as that channel copied twice; three univariate series
+    (3, length) were read as one series of three channels. Refused now, as predict and ONNX refuse them."""
+    clf = SSMClassifier(**TINY).fit(X, LABELS)
+    model = torch.jit.load(str(clf.export(tmp_path / "clf.pt", format="torchscript")))
+    rows = torch.from_numpy(X[:4].astype(np.float32))
+    np.testing.assert_allclose(model(rows)[0].numpy(), clf.predict_proba(X[:4]), rtol=0, atol=ATOL)
+    with pytest.raises(ValueError, match="X has 1 channels"):
+        clf.predict_proba(X[:4, :1])  # the estimator's own refusal, which the file must match
+    for bad, message in [
+        (rows[:, :1], "takes X with 2 channels, got 1"),
+        (rows[:, :1].expand(-1, 3, -1), "takes X with 2 channels, got 3"),
+        (rows[:, 0], r"takes X of shape \(batch, 2, length\), got 2 dimension\(s\)"),
+        (rows.double(), r"takes X as float32 values \(convert it with .float\(\)\)"),
+    ]:
+        with pytest.raises(Exception, match=message):
+            model(bad)
+
+
 def test_a_ragged_list_is_served_one_series_at_a_time(ort, tmp_path):
     clf = SSMClassifier(**TINY).fit(X, LABELS)
     session, _ = _session(ort, clf.export(tmp_path / "clf.onnx"))

@@ -10,6 +10,7 @@ few float32 ulps per operation (measured up to 4e-5 on values of a few hundred: 
 from __future__ import annotations
 
 import json
+import re
 import warnings
 
 import numpy as np
@@ -122,6 +123,16 @@ def test_torchscript_gives_the_same_outputs_and_empty_contexts_give_nan(tmp_path
     point, quantiles, valid = (t.numpy() for t in module(torch.as_tensor(contexts)))
     assert np.isnan(point[1]).all() and np.isnan(quantiles[1]).all() and np.isfinite(point[[0, 2]]).all()
     assert valid.tolist() == [True, False, True]
+    # a trace keeps no `if`: a shorter context, another dtype or another number of targets was answered
+    tensor = torch.as_tensor(_contexts(PANEL))
+    for bad, message in [
+        (tensor[..., 1:], f"reads the last {tensor.shape[-1]} steps of y, got {tensor.shape[-1] - 1}"),
+        (tensor.float(), "takes y as float64 values"),
+        (tensor.expand(-1, 2, -1), "takes y with 1 targets, got 2"),
+        (tensor[:, 0], "takes y of shape"),
+    ]:
+        with pytest.raises(Exception, match=re.escape(message)):
+            module(bad)
 
 
 @pytest.mark.parametrize("value", [np.inf, -np.inf, 1e300])
