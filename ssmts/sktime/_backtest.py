@@ -28,6 +28,11 @@ def relative_steps(forecaster, fh) -> tuple[ForecastingHorizon, np.ndarray]:
             "historical_forecasts and stream need a relative fh (steps ahead of each origin, "
             f"e.g. [1, 2, 3]), got the absolute {list(fh.to_pandas())}"
         )
+    if isinstance(fh.to_pandas(), pd.TimedeltaIndex):  # numpy would count them in seconds or nanoseconds
+        raise ValueError(
+            "historical_forecasts and stream need fh as integer steps ahead of each origin (e.g. [1, 2, 3]), "
+            f"got the time differences {list(fh.to_pandas())}"
+        )
     return fh, np.asarray(fh.to_pandas(), dtype=np.int64)
 
 

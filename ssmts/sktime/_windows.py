@@ -224,9 +224,42 @@ def _numeric_spacing(time_index: pd.Index):
     return time_index[-1] - time_index[-2] if len(time_index) >= 2 else 1
 
 
+def _timedelta_steps(deltas: pd.TimedeltaIndex, time_index: pd.Index) -> np.ndarray:
+    """Network steps of a relative fh of time differences: each a whole number of the series' spacing
+    (numpy would read the Timedeltas as counts of their own unit, seconds or nanoseconds: 60 steps for
+    a minute on a minutely index)."""
+    if not isinstance(time_index, pd.DatetimeIndex):
+        raise ValueError(
+            f"fh holds time differences ({deltas[0]!r}, ...), which count steps only on a DatetimeIndex; this "
+            f"series has a {type(time_index).__name__}: give fh as integer steps"
+        )
+    freq = time_index.freq or (pd.infer_freq(time_index) if len(time_index) >= 3 else None)
+    try:
+        spacing = pd.Timedelta(pd.tseries.frequencies.to_offset(freq)) if freq is not None else None
+    except ValueError:  # months, quarters, years, business days: no fixed length
+        spacing = None
+    if spacing is None or spacing <= pd.Timedelta(0):
+        raise ValueError(
+            f"fh holds time differences ({deltas[0]!r}, ...), but the series' spacing "
+            f"({'none inferred' if freq is None else freq}) has no fixed length to count them in: give fh as "
+            "integer steps"
+        )
+    model_steps = np.asarray(deltas / spacing, dtype=np.float64)
+    whole = np.isclose(model_steps, np.round(model_steps), rtol=0, atol=1e-9)
+    if not whole.all():
+        raise ValueError(
+            f"fh holds {[str(d) for d in deltas[~whole][:5]]}, which are not multiples of the series' spacing "
+            f"{spacing}: the series is observed every {spacing}, so a forecast can only be made {spacing}, "
+            f"{2 * spacing}, ... after its cutoff"
+        )
+    return np.round(model_steps).astype(np.int64)
+
+
 def steps(fh: ForecastingHorizon, time_index: pd.Index) -> np.ndarray:
     """Network steps of fh for a series whose last observation is time_index[-1] (one step = one
     spacing of the index; on a numeric index of spacing s, fh in index units must be multiples of s)."""
+    if fh.is_relative and isinstance(fh.to_pandas(), pd.TimedeltaIndex):
+        return _timedelta_steps(fh.to_pandas(), time_index)
     if fh.is_relative:
         relative = np.asarray(fh.to_pandas())
     else:

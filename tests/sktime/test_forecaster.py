@@ -1055,3 +1055,29 @@ def test_level_swamped_windows_counts_as_a_loop_does():
     assert level_swamped_windows(values[:5], 10) == (0, 0)
     for factor in (2.0**700, 2.0**-700):  # formed in exact units, as the windows' own scaling
         assert level_swamped_windows(values * factor, 10) == (swamped, judged)
+
+
+def test_a_horizon_of_time_differences_counts_steps_of_the_series_spacing():
+    """fh = 1 and 3 minutes on a minutely series are steps 1 and 3 (numpy read the Timedeltas as counts of
+    their unit: 60 and 180 steps, forecasts stamped an hour out, silently). Oracles: the same forecaster
+    with fh [1, 3], and sktime's stamps for that fh."""
+    from sktime.forecasting.naive import NaiveForecaster
+
+    y = pd.Series(
+        np.cumsum(np.random.default_rng(0).normal(size=120)), index=pd.date_range("2024-01-01", periods=120, freq="min")
+    )
+    params = {**TINY, "context_length": 12}
+    minutes = ForecastingHorizon(pd.to_timedelta([1, 3], unit="min"), is_relative=True)
+    forecast = SSMForecaster(**params).fit(y, fh=minutes).predict()
+    expected = SSMForecaster(**params).fit(y, fh=[1, 3]).predict()
+    np.testing.assert_array_equal(forecast.to_numpy(), expected.to_numpy())
+    assert list(forecast.index) == list(NaiveForecaster().fit(y, fh=minutes).predict().index)
+    for fh, series, message in [
+        (pd.to_timedelta([90], unit="s"), y, "which are not multiples of the series' spacing"),
+        (pd.to_timedelta([31], unit="D"), y.set_axis(pd.date_range("2020-01-31", periods=120, freq="ME")), "no fixed"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            SSMForecaster(**params).fit(series, fh=ForecastingHorizon(fh, is_relative=True))
+    fitted = SSMForecaster(**params).fit(y, fh=[1, 3])
+    with pytest.raises(ValueError, match="need fh as integer steps ahead of each origin"):
+        fitted.historical_forecasts(y, fh=minutes)
