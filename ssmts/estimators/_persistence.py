@@ -743,4 +743,5 @@ def _rebuild(cls, path, header: dict, tensors: dict[str, torch.Tensor]):
         if any(name.startswith(DATA_PREFIX) for name in tensors):
             raise ValueError(f"{path} holds data tensors, which a {cls.__name__} never writes")
         restore_network_state(estimator, fitted, tensors, path)
+    estimator._fitted_params_ = estimator.get_params(deep=False)  # what the loaded model was fitted with
     return estimator

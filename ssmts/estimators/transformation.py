@@ -60,7 +60,7 @@ class SSMTransformer(ClassNamePrefixFeaturesOutMixin, SSMEstimatorMixin, Transfo
                     torch.manual_seed(self._seed_)
                     self.model_ = self._network(C, None).eval()
                 self.train_sample_rate_ = self.sample_rate
-                self.history_, self.n_iter_ = [], 0
+                self.history_, self.n_iter_, self.best_epoch_ = [], 0, 0
             self.objective_ = objective
             return self
         if objective == "reconstruction":
@@ -126,8 +126,13 @@ class SSMTransformer(ClassNamePrefixFeaturesOutMixin, SSMEstimatorMixin, Transfo
         return "classification" if kind in ("binary", "multiclass") else "regression"
 
     def _embed(self, model, x, mask):
-        """Pooled backbone features of any head."""
-        return model.backbone.pool(model.backbone.features(x, mask), mask, how=self.pooling)
+        """Pooled backbone features of any head, pooled as fitted (the head's pooling, as the classifier's
+        predictions are: a pooling set after fit does not describe the fitted model, and save keeps the fitted one)."""
+        return model.backbone.pool(model.backbone.features(x, mask), mask, how=self._fitted_pooling)
+
+    @property
+    def _fitted_pooling(self) -> str:
+        return getattr(self, "_fitted_params_", {}).get("pooling", self.pooling)
 
     def transform(self, X, sample_rate=None):
         """Pooled embeddings, (n_samples, d_model) float64."""
@@ -145,7 +150,7 @@ class SSMTransformer(ClassNamePrefixFeaturesOutMixin, SSMEstimatorMixin, Transfo
         return out.double().numpy()
 
     def _export_outputs(self):
-        pooling = self.pooling
+        pooling = self._fitted_pooling
 
         def outputs(network, x):
             return (network.backbone.pool(network.backbone.features(x), None, how=pooling),)

@@ -268,6 +268,22 @@ def test_transformer_embeddings_and_objectives(toy_classification):
     assert pipe.score(X, y) > 0.5
 
 
+def test_transformer_pools_as_fitted_after_set_params(tmp_path, toy_classification):
+    """A pooling set after fit does not describe the fitted model: transform (and export) kept reading the
+    new one while save stored the fitted one, so the loaded transformer answered otherwise. Oracle: the
+    per-step features pooled by the fitted pooling (the mean)."""
+    X, y = toy_classification
+    tr = SSMTransformer(**FAST, objective="classification", pooling="mean").fit(X, y)
+    before = tr.transform(X)
+    np.testing.assert_allclose(before, tr.transform_sequence(X).mean(-1), rtol=1e-5, atol=1e-5)
+    tr.set_params(pooling="last")
+    np.testing.assert_array_equal(tr.transform(X), before)
+    with pytest.warns(UserWarning, match="pooling='last' was set after the last fit"):
+        tr.save(tmp_path / "tr.safetensors")
+    np.testing.assert_array_equal(SSMTransformer.load(tmp_path / "tr.safetensors").transform(X), before)
+    assert SSMTransformer(**FAST, objective="none").fit(X).best_epoch_ == 0
+
+
 def test_transformer_checks_labels_as_the_classifier_does_and_continues_only_its_own_objective(toy_classification):
     """objective='classification' refuses a missing label, one class and continuous y, with the classifier's
     messages (they were encoded: NaN as a class of its own, 20 values as 20 classes, one class trained to a
