@@ -677,10 +677,14 @@ class SSMEstimatorMixin(NetworkFitMixin, SequenceEstimatorMixin, SequenceModelPa
             )
         if state is not None and state.n_streams != len(data.x):
             raise ValueError(f"the state holds {state.n_streams} streams, but X has {len(data.x)}")
+        # predict's guards, on the new steps: what it warns of or refuses, a stream does too
+        self._warn_if_far_outside_training(data)
+        x = self._scaled(data)
+        x = x.materialize() if isinstance(x, LazyRows) else x
+        self._refuse_beyond_limit(x)
         device = resolve_device(self.device)
         on_device(self.model_, device).eval()
-        x = self._scaled(data)
-        x = (x.materialize() if isinstance(x, LazyRows) else x).to(device)
+        x = x.to(device)
         k = x.shape[-1]
         with scaled_delta(self.model_, 1.0 / ratio):
             if k <= STREAM_STEP_MAX:

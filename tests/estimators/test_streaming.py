@@ -61,6 +61,25 @@ def test_streaming_refuses_what_it_cannot_do():
         causal.stream(X[:, :1, :3])
 
 
+@pytest.mark.filterwarnings("ignore::ssmts.estimators.ExtrapolationWarning")  # the refused calls warn first
+def test_a_stream_warns_and_refuses_as_predict_does():
+    """stream answered confident probabilities for steps predict refuses (beyond 1e18 after the training
+    scaling) and gave no ExtrapolationWarning where predict gives one. Oracle: predict_proba on the
+    same steps, its warning and its refusal."""
+    from ssmts.estimators import ExtrapolationWarning
+
+    clf = SSMClassifier(**TINY).fit(X, Y)
+    with pytest.warns(ExtrapolationWarning):
+        clf.predict_proba(100.0 * X[:3, :, :5])
+    with pytest.warns(ExtrapolationWarning):
+        clf.stream(100.0 * X[:3, :, :5])
+    with pytest.raises(ValueError, match="after the training scaling, beyond 1e"):
+        clf.predict_proba(1e25 * X[:3, :, :5])
+    _, state = clf.stream(X[:3, :, :5])
+    with pytest.raises(ValueError, match="after the training scaling, beyond 1e"):
+        clf.stream(1e25 * X[:3, :, 5:7], state)
+
+
 def test_a_state_is_continued_only_by_the_fit_that_made_it():
     """A state from another model, from a regressor, or from this model before a refit is refused."""
     clf = SSMClassifier(**TINY).fit(X, Y)
