@@ -77,8 +77,11 @@ def require_files(root: Path, relative_paths: list[str], how_to_get: str) -> Non
     symbolic link loop is an OSError (ELOOP) naming the link, as the file is there but broken."""
     root = Path(root)
     if not root.is_dir():
+        # a file where the directory (or one above it) should be: --data-dir given a file's path
+        file = next((p for p in (root, *root.parents) if p.exists() and not p.is_dir()), None)
+        problem = "does not exist" if file is None else f"is not a directory ({file} is a file)"
         raise DataNotFoundError(
-            f"data directory {root} does not exist; expected {', '.join(relative_paths)} inside it. {how_to_get}"
+            f"data directory {root} {problem}; expected {', '.join(relative_paths)} inside it. {how_to_get}"
         )
     for relative in relative_paths:
         _refuse_symlink_loop(root, relative)

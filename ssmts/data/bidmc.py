@@ -92,7 +92,8 @@ def read_ts_regression(path: str | Path, expected_channels: int | None = None) -
 
     path = Path(path).expanduser()
     if not path.is_file():
-        raise DataNotFoundError(f"{path} does not exist. {HOW_TO_GET}")
+        problem = "is a directory, not a .ts file" if path.is_dir() else "does not exist"
+        raise DataNotFoundError(f"{path} {problem}. {HOW_TO_GET}")
     header = _read_header(path)
 
     if header.get("targetlabel", "").split()[:1] != ["true"]:

@@ -195,3 +195,13 @@ def test_a_speech_copy_in_a_subfolder_that_lacks_words_is_named_with_the_missing
     assert speech_commands_dir(tmp_path) == copy
     with pytest.raises(DataNotFoundError, match=re.escape(f"{copy} is missing {SC10_WORDS[2]}/")):
         load_speech_commands(speech_commands_dir(tmp_path), words="sc10")
+
+
+@pytest.mark.parametrize("task", ["bidmc-rr", "smnist", "lra-listops"])
+def test_a_data_dir_that_is_a_file_is_named_a_file_not_missing(tmp_path, capsys, task):
+    """--data-dir given a file's path: the loaders said the directory (or one inside it) 'does not exist'."""
+    path = _a_file(tmp_path)
+    assert main(["tasks", "run", task, "--preset", "tiny", "--quiet", "--data-dir", str(path)]) != 0
+    err = capsys.readouterr().err
+    assert f"{path} is a file" in err or f"{path}" in err and "is a directory, not" in err, err
+    assert "does not exist" not in err, err
