@@ -205,3 +205,19 @@ def test_a_data_dir_that_is_a_file_is_named_a_file_not_missing(tmp_path, capsys,
     err = capsys.readouterr().err
     assert f"{path} is a file" in err or f"{path}" in err and "is a directory, not" in err, err
     assert "does not exist" not in err, err
+
+
+def test_an_empty_split_names_the_data_and_the_file_that_splits_it(tmp_path, capsys):
+    """A Speech Commands copy whose validation_list.txt names none of the task's clips: the run said only
+    'the val split is empty', not which data or which file."""
+    import shutil
+
+    from ssmts.data.speech import default_spoken_commands_dir
+
+    copy = tmp_path / "speech"
+    shutil.copytree(default_spoken_commands_dir(), copy)
+    (copy / "validation_list.txt").write_text("")
+    argv = ["tasks", "run", "sc10", "--preset", "tiny", "--quiet", "--data-dir", str(copy)]
+    assert main([*argv, "--out", str(tmp_path / "r.json")]) != 0
+    err = capsys.readouterr().err
+    assert f"the val split is empty (data from {copy}; splits by validation_list.txt" in err, err
