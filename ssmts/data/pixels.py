@@ -105,6 +105,8 @@ def _read_idx(path: Path, expected_magic: int) -> np.ndarray:
                     f"{path} declares shape {dims}, which no MNIST file has; the file is corrupt. {_MNIST_HOW_TO_GET}"
                 )
             raw = f.read(n_values + 1)  # one byte more than declared shows a file that is too long
+    except DataNotFoundError:  # an OSError itself: already says what is wrong and how to get the files
+        raise
     except (OSError, EOFError) as error:  # a truncated .gz raises EOFError
         raise DataNotFoundError(f"{path} could not be read: {error}. {_MNIST_HOW_TO_GET}") from error
     if len(raw) != n_values:

@@ -651,7 +651,7 @@ class SSMEstimatorMixin(NetworkFitMixin, SequenceEstimatorMixin, SequenceModelPa
         if any(getattr(block.ssm, "bidirectional", False) for block in backbone.blocks):  # LinearCDE: causal
             raise ValueError(
                 f"streaming needs a causal model, but this {type(self).__name__} was fitted with "
-                f"bidirectional={self.bidirectional!r}"
+                f"bidirectional={getattr(self, '_fitted_params_', {}).get('bidirectional', self.bidirectional)!r}"
             )
         if self.normalization_ in PER_SERIES_NORMALIZATIONS:
             raise ValueError(

@@ -80,8 +80,9 @@ def test_mnist_errors_name_the_problem(tmp_path):
         load_smnist(tmp_path)
     images, _ = mnist_arrays(N_TEST)
     (tmp_path / "t10k-labels-idx1-ubyte").write_bytes(idx_bytes(images, 2051))  # images, not labels
-    with pytest.raises(DataNotFoundError, match="magic number 2051, expected 2049"):
+    with pytest.raises(DataNotFoundError, match="magic number 2051, expected 2049") as refused:
         load_smnist(tmp_path)
+    assert str(refused.value).count("Download the four MNIST idx files") == 1  # once, not wrapped again
     (tmp_path / "t10k-labels-idx1-ubyte").write_bytes(idx_bytes(np.zeros(N_TEST, np.uint8), 2049)[:-1])
     with pytest.raises(DataNotFoundError, match="truncated"):
         load_smnist(tmp_path)
