@@ -18,7 +18,7 @@ from typing import Callable
 import joblib
 import numpy as np
 import torch
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import _check_feature_names, check_is_fitted
 from tqdm.auto import tqdm
 
 from .._warnings import caller_stacklevel
@@ -148,6 +148,9 @@ class SequenceEstimatorMixin:
     # ------------------------------------------------------------ input
     def _prepare_fit_input(self, X) -> PreparedInput:
         data = prepare_input(X)
+        # A DataFrame's column names (its timepoints): predict then refuses other or reordered columns,
+        # which would be read as other times (scikit-learn's own check and messages)
+        _check_feature_names(self, X if data.ndim == 2 and not data.ragged else None, reset=True)
         self.n_features_in_ = data.n_features
         self.n_channels_in_ = data.x.shape[1]
         self.n_timepoints_in_ = int(data.lengths.max())
@@ -179,7 +182,10 @@ class SequenceEstimatorMixin:
         if fitted is None or self.normalization_ == "series" or not len(data.x):
             return None
         low, high = np.asarray(fitted)
-        span = np.maximum(high - low, 1e-12)
+        # in training ranges; a channel constant in training has none, and is measured in its scale (what
+        # the network's input moves by): 5.0001 against a constant 5 read as 1e8 ranges beyond
+        scale = np.maximum(np.asarray(self.input_scale_, dtype=np.float64), 1e-12)
+        span = np.where(high > low, high - low, scale)
         now_low, now_high = _channel_range(data)
         beyond = np.maximum((low - now_low) / span, (now_high - high) / span)  # in training spans
         if not (beyond > EXTRAPOLATION_SPANS).any():
@@ -205,6 +211,8 @@ class SequenceEstimatorMixin:
 
     def _prepare_predict_input(self, X, rate_ratio: float) -> PreparedInput:
         check_is_fitted(self, "model_")
+        if getattr(X, "ndim", None) == 2 and rate_ratio == 1.0:  # at another rate: other timepoints
+            _check_feature_names(self, X, reset=False)  # before the values: columns that are not the fit's
         data = prepare_input(X)
         name = type(self).__name__
         if data.x.shape[1] != self.n_channels_in_:
@@ -384,6 +392,7 @@ class SequenceEstimatorMixin:
         "n_iter_",
         "best_epoch_",
         "_seed_",
+        "feature_names_in_",
     )
 
     def save(self, path: str | Path, *, format: str = "safetensors", key: bytes | str | None = None) -> Path:

@@ -273,7 +273,9 @@ class _FeatureEstimator(SequenceEstimatorMixin, FeatureModelParams):
             def loss_fn(outputs, y, weight=None):  # in units of each target's spread
                 return mse_loss(outputs / spread, y / spread, weight)
 
-            score_fn = negative_mse
+            def score_fn(outputs, y):  # the same units: the history's val_score is the standardized -MSE
+                return negative_mse(outputs / spread, y / spread)
+
         stopping = EarlyStopping(self.n_iter_no_change, tol=0.0, from_start=True)
         config = TrainerConfig(
             max_epochs=1,

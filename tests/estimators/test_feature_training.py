@@ -89,3 +89,14 @@ def test_a_class_whose_only_sample_is_held_out_keeps_its_output():
 
     coded = _targets(np.array([0, 1, 0]), True, classes=np.arange(3))
     np.testing.assert_array_equal(coded, [[1, -1, -1], [-1, 1, -1], [1, -1, -1]])
+
+
+def test_the_regressors_validation_score_is_in_units_of_the_targets_spread():
+    """val_score is the standardized -MSE, as plot_history labels it and as the loss is (it was in the
+    targets' own units: y times 1000, the score about a million times the loss). Oracle: the validation
+    loss, the same mean squared error in units of each target's spread."""
+    X, _, freq = _waves(40, 50, seed=1)
+    few = dict(SMALL, n_scales=1, n_kernels=4, training_steps=8, batch_size=8, lr=1e-3)
+    for y in (1000.0 * freq, np.stack([freq, 1e-3 * freq**2], 1)):
+        history = SSMFeatureRegressor(**few).fit(X, y).history_
+        np.testing.assert_allclose([r["val_score"] for r in history], [-r["val_loss"] for r in history], rtol=1e-5)

@@ -67,3 +67,33 @@ pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("fixed_thread_count")]
 )
 def test_sklearn_compatible_estimator(estimator, check):
     check(estimator)
+
+
+@pytest.mark.parametrize(
+    "estimator",
+    [SSMClassifier(**TINY), SSMRegressor(**TINY), SSMTransformer(**TINY), SSMFeatureClassifier(**FEATURES)],
+    ids=lambda estimator: type(estimator).__name__,
+)
+def test_dataframe_column_names_are_checked_as_scikit_learn_does(estimator):
+    """Not among the checks parametrize_with_checks yields in this scikit-learn, so run here: a DataFrame's
+    columns are the timepoints, and reordered or other columns were read by position, silently (a ramp
+    classifier scored 0.0 on its training frame with the columns reversed)."""
+    from sklearn.utils.estimator_checks import check_dataframe_column_names_consistency
+
+    check_dataframe_column_names_consistency(type(estimator).__name__, estimator)
+
+
+def test_column_names_are_kept_by_save_and_not_asked_at_another_rate(tmp_path):
+    import numpy as np
+    import pandas as pd
+
+    X = pd.DataFrame(np.random.default_rng(0).normal(size=(30, 16)), columns=[f"t{i:02d}" for i in range(16)])
+    y = np.arange(30) % 2
+    clf = SSMFeatureClassifier(**FEATURES, sample_rate=16.0).fit(X, y)
+    clf.save(tmp_path / "model.safetensors")
+    loaded = SSMFeatureClassifier.load(tmp_path / "model.safetensors")
+    np.testing.assert_array_equal(loaded.feature_names_in_, X.columns.to_numpy(dtype=object))
+    with pytest.raises(ValueError, match="Feature names must be in the same order as they were in fit"):
+        loaded.predict(X[X.columns[::-1]])
+    half = X.iloc[:, ::2].set_axis([f"h{i}" for i in range(8)], axis=1)  # 8 Hz: other timepoints, other names
+    np.testing.assert_array_equal(loaded.predict(half, sample_rate=8.0), clf.predict(half.to_numpy(), sample_rate=8.0))

@@ -153,3 +153,18 @@ def test_a_model_saved_before_the_training_range_loads_and_does_not_check():
     assert torch.isinf(network.feature_low).all() and torch.isinf(network.feature_high).all()
     u = torch.from_numpy(SHIFTED[:, None, :] + 10.0).float()
     assert (network.forward_with_extrapolation(u)[:, -1] == 0).all()
+
+
+def test_a_channel_constant_in_training_is_measured_in_its_scale():
+    """A channel that was 5.0 throughout training has no range: 5.0001 read as 1e8 training ranges beyond
+    it ('training values 5 to 5'), warning that predictions moved by 3e-4 were not to be trusted. Such a
+    channel is measured in its scale (what the network's input moves by): a tiny shift does not warn, a
+    far one still does."""
+    X2 = np.stack([X, np.full_like(X, 5.0)], axis=1)
+    clf = SSMFeatureClassifier(**FEATURES).fit(X2, (Y > 0).astype(int))
+    shifted = X2.copy()
+    shifted[:, 1] = 5.0001
+    assert not _warned(clf, shifted)
+    shifted[:, 1] = 5.0 + 10.0 * clf.input_scale_[1]
+    (warning,) = _warned(clf, shifted)
+    assert "channel 1" in str(warning.message)
