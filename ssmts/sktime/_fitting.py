@@ -28,7 +28,13 @@ from .._warnings import caller_stacklevel
 from ..nn import ForecastEnsemble
 from ..training import SequenceData, predict_batches, resolve_device
 from ..training.objectives import pinball_loss
-from ._strategies import FORECAST_BATCH, conformal_widening, fewest_points_to_calibrate, uncalibrated_coverages
+from ._strategies import (
+    FORECAST_BATCH,
+    conformal_widening,
+    fewest_points_to_calibrate,
+    uncalibrated_coverages,
+    unpaired_levels,
+)
 from ._windows import (
     LEVEL_FLOOR,
     TooFewWindowsError,
@@ -178,6 +184,7 @@ class ForecasterFitMixin:
         else:
             self.window_location_ = window_location(self._normalize)
             self.quantile_levels_ = quantile_levels(self.quantiles)
+        self._warn_of_unpaired_levels()
         parts = self._split_xy(y, X)
         self.n_targets_ = y.shape[1]
         self.n_exog_ = 0 if X is None else X.shape[1]
@@ -326,9 +333,32 @@ class ForecasterFitMixin:
             return self.calibration
         if self.strategy != "direct" or self.combine != "none":
             return "none"
+        levels = self.quantile_levels_
+        if len(unpaired_levels(levels)) == len(levels) - (levels == 0.5).sum():  # no pair (l, 1 - l) to widen
+            return "none"
         if self.early_stopping or self._zero_shot:
             return "conformal"
         return "refit" if n_series == 1 else "holdout"
+
+    def _warn_of_unpaired_levels(self) -> None:
+        """The calibration widens pairs of levels (l, 1 - l): say which levels it leaves as the network's
+        (with none paired, 'auto' calibrates nothing; an explicit calibration is refused at _check_params)."""
+        unpaired = unpaired_levels(self.quantile_levels_)
+        if not unpaired or self.calibration == "none" or self.strategy != "direct" or self.combine != "none":
+            return
+        paired = len(unpaired) < len(self.quantile_levels_) - (self.quantile_levels_ == 0.5).sum()
+        warnings.warn(
+            f"the quantile levels {unpaired} have no symmetric partner 1 - l in quantiles, and the calibration "
+            "widens pairs (l, 1 - l): "
+            + (
+                "these levels stay the network's, uncalibrated"
+                if paired
+                else "none can be calibrated, so calibration_ is 'none' (the intervals are the network's)"
+            )
+            + "; add their partners to calibrate them",
+            UserWarning,
+            stacklevel=caller_stacklevel(),
+        )
 
     def _fit_holdout_calibrated(self, network, data: Windows, windows: list, refit: bool = False) -> None:
         """calibration='holdout': the network trained on each series' windows before its latest

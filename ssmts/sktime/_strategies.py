@@ -67,6 +67,13 @@ def uncalibrated_coverages(m: int, levels: np.ndarray) -> list[float]:
     ]
 
 
+def unpaired_levels(levels: np.ndarray) -> list[float]:
+    """The levels other than the median without a symmetric partner 1 - l in `levels` (sorted): the
+    conformal calibration widens pairs (l, 1 - l) only, so these keep the network's values."""
+    levels = np.asarray(levels, dtype=np.float64)
+    return [float(level) for level in levels if level != 0.5 and not np.isclose(levels, 1 - level).any()]
+
+
 def fewest_points_to_calibrate(coverage: float) -> int:
     """The smallest m for which conformal_rank(m, coverage) is a rank."""
     m = 1

@@ -37,7 +37,7 @@ from ._fitting import ForecasterFitMixin
 from ._persistence import ForecasterPersistenceMixin
 from ._predict import ForecastPredictMixin
 from ._pretrained import PretrainedMixin
-from ._strategies import STRATEGIES
+from ._strategies import STRATEGIES, unpaired_levels
 from ._windows import check_time_order, quantile_levels
 
 if TYPE_CHECKING:
@@ -485,8 +485,15 @@ class SSMForecaster(
                 f"to the requested times: it needs strategy='recursive' and layer='ssm', got "
                 f"strategy={self.strategy!r}, layer={self.layer!r}"
             )
-        if quantile_levels(self.quantiles).size < 2:
+        levels = quantile_levels(self.quantiles)
+        if levels.size < 2:
             raise ValueError("quantiles needs at least one level besides 0.5, to give intervals")
+        if self.calibration in ("holdout", "refit", "conformal") and len(unpaired_levels(levels)) == levels.size - 1:
+            raise ValueError(
+                f"calibration={self.calibration!r} widens pairs of quantile levels (l, 1 - l), and quantiles="
+                f"{tuple(self.quantiles)!r} holds none: add the partners (1 - l) of the levels to calibrate, or "
+                "set calibration='none'"
+            )
         if self.calibration == "conformal" and not self.early_stopping and not self._zero_shot:
             raise ValueError(
                 "calibration='conformal' calibrates on the windows early_stopping holds out, and "

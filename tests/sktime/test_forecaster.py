@@ -797,6 +797,26 @@ def test_conformal_calibration_with_too_few_held_out_targets_says_which_interval
         forecaster(**params, quantiles=(0.25, 0.5, 0.75), calibration="conformal").fit(seasonal(30), fh=[1])
 
 
+def test_levels_without_a_symmetric_partner_are_said_to_stay_uncalibrated():
+    """The calibration widens pairs (l, 1 - l). quantiles=(0.1, 0.3, 0.95) has none: the default trained a
+    second network and reported calibration_='refit' with a widening of zeros, silently. Now 'auto'
+    calibrates nothing and says so, an explicit calibration is refused, and a grid with some pairs names
+    the levels it leaves. Oracle for 'auto': the uncalibrated forecaster (calibration='none')."""
+    y = seasonal(40)
+    params = dict(context_length=8, max_epochs=2)
+    unpaired = r"levels \[0.1, 0.3, 0.95\] have no symmetric partner.*calibration_ is 'none'"
+    with pytest.warns(UserWarning, match=unpaired):
+        auto = forecaster(**params, quantiles=(0.1, 0.3, 0.95)).fit(y, fh=[1, 2])
+    assert auto.calibration_ == "none" and auto.interval_widening_ is None
+    plain = forecaster(**params, quantiles=(0.1, 0.3, 0.95), calibration="none").fit(y, fh=[1, 2])
+    np.testing.assert_array_equal(auto.predict_quantiles().to_numpy(), plain.predict_quantiles().to_numpy())
+    with pytest.raises(ValueError, match=r"calibration='refit' widens pairs .* holds none"):
+        forecaster(**params, quantiles=(0.2, 0.9), calibration="refit").fit(y, fh=[1])
+    with pytest.warns(UserWarning, match=r"levels \[0.3\] have no symmetric partner.*stay the network's"):
+        some = forecaster(**params, quantiles=(0.1, 0.3, 0.9)).fit(y, fh=[1, 2])
+    assert some.calibration_ == "refit" and (some.interval_widening_[:, [1, 2]] == 0).all()
+
+
 def test_held_out_windows_are_purged_of_training_windows_that_share_their_targets(monkeypatch):
     """56 windows (60 points, context 4); the latest 6 are held out, and the 2 training windows whose
     3-step targets reach the first held-out target are used for neither."""
