@@ -274,7 +274,8 @@ class SSMForecaster(
 
     One network is trained on windows pooled from every series of y (a single series, a
     panel or a hierarchy), so related series share what they have in common. It forecasts
-    a grid of quantiles; the point forecast is the median.
+    a grid of quantiles; the point forecast is the median (strategy="direct"; see Strategies for
+    the recursive one).
 
     Notes
     -----
