@@ -80,7 +80,15 @@ def ssm_layers_of(obj: Any) -> list[SSM]:
         if not layers:
             raise TypeError(f"the {type(obj).__name__} module contains no ssmts.nn.SSM layer")
         return layers
-    return ssm_layers_of(_fitted_network(obj))
+    network = _fitted_network(obj)
+    if not any(isinstance(m, SSM) for m in network.modules()):
+        estimator = type(_final_estimator(obj)).__name__
+        raise TypeError(
+            f"{estimator}'s network has no trained ssmts.nn.SSM layer to draw (the feature estimators read a "
+            "fixed bank of kernels, FeatureReadout): these plots take the networks' estimators (SSMClassifier, "
+            "SSMRegressor, SSMTransformer, SSMForecaster), a backbone or a layer"
+        )
+    return ssm_layers_of(network)
 
 
 def _final_estimator(obj: Any) -> Any:
@@ -675,14 +683,15 @@ def plot_sensitive_frequencies(
     the step ``delta`` the analysis used. Call it twice on one ``ax`` to compare two inits.
     """
     if isinstance(model_or_modes, SensitiveModes):
-        modes = model_or_modes
+        modes, number = model_or_modes, model_or_modes.layer_index + 1
     else:
         layers = ssm_layers_of(model_or_modes)
-        if not 0 <= layer_index < len(layers):
+        if not -len(layers) <= layer_index < len(layers):  # negative from the last, as a list's index
             raise ValueError(f"layer_index={layer_index} out of range for {len(layers)} SSM layers")
         modes = sensitive_frequencies(layers[layer_index], n_peaks, omegas=omegas, reference=reference, delta=delta)[0]
+        number = layer_index % len(layers) + 1  # the layer's number in the model, counted from 1 as elsewhere
     fig, ax = _single_axes(fig, ax)
-    name = label or f"layer {modes.layer_index}"
+    name = label or f"layer {number}"
     (line,) = ax.plot(modes.omegas, modes.gap, lw=1.0, label=f"{name}: gap to reference")
     if show_reference:
         ax.plot(

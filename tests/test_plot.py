@@ -354,6 +354,18 @@ def test_unfitted_and_wrong_inputs_give_clear_errors(fitted):
         ssmplot.plot_history([])
 
 
+def test_a_feature_estimator_is_named_as_having_no_layers_to_draw():
+    """The layer plots on SSMFeatureClassifier said 'the FeatureReadout module contains no ssmts.nn.SSM
+    layer', an internal class's name."""
+    from ssmts import SSMFeatureClassifier
+
+    X = np.random.default_rng(0).standard_normal((12, 30))
+    features = SSMFeatureClassifier(n_scales=2, n_kernels=8, random_state=0).fit(X, np.arange(12) % 2)
+    for function in (ssmplot.plot_kernels, ssmplot.plot_eigenvalues, ssmplot.plot_transfer_function):
+        with pytest.raises(TypeError, match="SSMFeatureClassifier's network has no trained ssmts.nn.SSM layer"):
+            function(features)
+
+
 def test_sktime_estimators_are_accepted():
     sktime_estimators = pytest.importorskip("ssmts.sktime")
     rng = np.random.default_rng(1)
@@ -386,3 +398,16 @@ def test_plot_sensitive_frequencies_marks_the_spikes_of_two_inits():
     assert any("rad/sample" in text.get_text() for text in ax.get_legend().get_texts())
     with pytest.raises(ValueError, match="layer_index"):
         ssmplot.plot_sensitive_frequencies(legs, omegas, layer_index=3)
+
+
+def test_plot_sensitive_frequencies_numbers_the_layer_as_the_other_plots_do(fitted):
+    """Layers counted from 1 (the kernels' panels say "layer 1", "layer 2"); the second layer's curve was
+    called "layer 0", and layer_index=-1 was refused."""
+    estimator = fitted[0]
+    omegas = np.linspace(0.0, 50.0, 401)
+
+    def names(**kwargs):
+        legend = ssmplot.plot_sensitive_frequencies(estimator, omegas, n_peaks=2, **kwargs).axes[0].get_legend()
+        return {text.get_text().split(":")[0] for text in legend.get_texts() if "gap to reference" in text.get_text()}
+
+    assert names(layer_index=0) == {"layer 1"} and names(layer_index=1) == names(layer_index=-1) == {"layer 2"}
