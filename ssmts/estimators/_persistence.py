@@ -533,6 +533,10 @@ def filled_network(model: torch.nn.Module, tensors: dict[str, torch.Tensor], pat
     return model.eval()
 
 
+RUN_TIME_PARAMS = ("batch_size", "device", "verbose")
+"""Parameters of how an estimator runs, which set after fit describe the fitted model as well."""
+
+
 def save_estimator(estimator, path: str | Path, key=None) -> Path:
     """Write a fitted estimator to `path` (.safetensors); with a key (bytes or str), signed."""
     from safetensors.torch import save_file
@@ -544,16 +548,20 @@ def save_estimator(estimator, path: str | Path, key=None) -> Path:
     fitted, tensors = save_state() if save_state is not None else network_state(estimator)
     params = estimator.get_params(deep=False)
     fitted_params = getattr(estimator, "_fitted_params_", params)
-    changed = sorted(key for key in params if not _same(params[key], fitted_params.get(key)))
+    # how predict runs, not what was fitted: saved as set now (the predictions do not depend on them)
+    current = params
+    run_time = {k: current[k] for k in RUN_TIME_PARAMS if k in current}
+    changed = sorted(k for k in current if k not in run_time and not _same(current[k], fitted_params.get(k)))
+    if changed or any(not _same(value, fitted_params.get(k)) for k, value in run_time.items()):
+        params = {**fitted_params, **run_time}
     if changed:
         warnings.warn(
-            f"{name}.save: {', '.join(f'{key}={params[key]!r}' for key in changed)} was set after the "
+            f"{name}.save: {', '.join(f'{k}={current[k]!r}' for k in changed)} was set after the "
             f"last fit and does not describe the fitted model; the file holds the values it was fitted with "
-            f"({', '.join(f'{key}={fitted_params.get(key)!r}' for key in changed)}); set them again after "
+            f"({', '.join(f'{k}={fitted_params.get(k)!r}' for k in changed)}); set them again after "
             "load, or refit",
             stacklevel=caller_stacklevel(),
         )
-        params = dict(fitted_params)
     if params.get("callbacks"):
         warnings.warn(
             f"{name}.save does not store callbacks (they are code); the loaded estimator has callbacks=None",

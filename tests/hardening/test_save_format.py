@@ -168,6 +168,24 @@ def test_save_writes_the_parameters_of_the_fit_not_those_set_after_it(tmp_path):
         SSMClassifier(**TINY).fit(X, Y).save(tmp_path / "plain.safetensors")
 
 
+def test_settings_of_how_predict_runs_set_after_fit_are_saved_as_set_without_a_warning(tmp_path):
+    """batch_size, device and verbose describe how the estimator runs, not the fitted model: save warned
+    that batch_size set after fit 'does not describe the fitted model' and the loaded estimator had the
+    fit's. Oracle: the predictions, which do not depend on them."""
+    clf = SSMClassifier(**TINY).fit(X, Y)
+    expected = clf.predict_proba(X)
+    clf.set_params(batch_size=3, verbose=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        path = clf.save(tmp_path / "clf.safetensors")
+    loaded = SSMClassifier.load(path)
+    assert loaded.get_params()["batch_size"] == 3
+    np.testing.assert_array_equal(loaded.predict_proba(X), expected)
+    clf.set_params(d_model=16)  # with a parameter of the model: warned of that one alone, batch_size kept
+    with pytest.warns(UserWarning, match=r"save: d_model=16 was set after the last fit"):
+        assert SSMClassifier.load(clf.save(tmp_path / "other.safetensors")).get_params()["batch_size"] == 3
+
+
 def test_save_leaves_out_callbacks_and_a_randomstate_with_a_warning_each(tmp_path):
     """Callbacks are code and a RandomState is a live object: neither goes into the file; the loaded
     estimator has callbacks=None and random_state=None, and both warnings name the caller's line."""
