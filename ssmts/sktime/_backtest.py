@@ -76,12 +76,14 @@ def index_name(index: pd.Index) -> str:
 
 
 def as_cutoffs(cutoffs) -> pd.Index:
-    """The cutoffs argument as an index (a scalar: one cutoff); neither empty nor missing."""
+    """The cutoffs argument as an index (a scalar: one cutoff); neither empty, missing nor repeated."""
     asked = cutoffs if isinstance(cutoffs, pd.Index) else pd.Index(list(np.atleast_1d(cutoffs)))
     if not len(asked):
         raise ValueError("cutoffs is empty: give at least one cutoff, or None for every cutoff with a full context")
     if asked.isna().any():
         raise ValueError(f"cutoffs holds a missing value (NaN/NaT): {list(asked)}")
+    if asked.has_duplicates:  # each would give its forecasts again, under the same index labels
+        raise ValueError(f"cutoffs holds {list(asked[asked.duplicated()][:5])} more than once: give each cutoff once")
     return asked
 
 

@@ -139,6 +139,11 @@ class CovariatesMixin:
                     if optional.any()
                     else ""
                 )
+                + (
+                    f": the same columns in another order (X[{[n for n in fitted if n in given]}] gives the fitted one)"
+                    if set(required) <= set(given) <= set(fitted)
+                    else ""
+                )
             )
 
 

@@ -42,6 +42,8 @@ class ForecastStream:
         if key not in forecaster._store:
             known = [k if len(k) != 1 else k[0] for k in forecaster._store]
             what = "one series (instance=None)" if known == [()] else f"the series {known[:10]}"
+            if instance is None and known != [()]:  # a panel: which series to stream
+                raise ValueError(f"stream: the forecaster was fitted on a panel; pass instance=, one of {known[:10]}")
             raise ValueError(f"stream: no series {instance!r}; the forecaster was fitted on {what}")
         if forecaster.irregular == "time_deltas":
             raise ValueError(

@@ -124,6 +124,12 @@ def test_historical_forecasts_errors_in_the_users_terms():
         f.historical_forecasts(y, X=X, cutoffs=y.index[[20]], fh=pd.PeriodIndex(["2002-01"], freq="M"))
     with pytest.raises(ValueError, match="trained for 3"):
         f.historical_forecasts(y, X=X, cutoffs=y.index[[20]], fh=[5])
+    # a repeated cutoff gave its forecasts twice under the same index labels, without a word
+    with pytest.raises(ValueError, match=r"cutoffs holds \[Period\('2001-09', 'M'\)\] more than once"):
+        f.historical_forecasts(y, X=X, cutoffs=y.index[[20, 20, 25]])
+    # X's columns in another order: the message says so
+    with pytest.raises(ValueError, match=r"the same columns in another order"):
+        f.predict(X=X.iloc[30:33][X.columns[::-1]])
 
 
 @pytest.mark.parametrize(
@@ -167,6 +173,8 @@ def test_stream_errors_and_a_short_start():
     # a panel series shorter than the context: not ready until enough observations arrive
     panel = pd.concat({"a": series(30), "b": series(5)}).to_frame()
     g = SSMForecaster(**TINY).fit(panel, fh=[1])
+    with pytest.raises(ValueError, match=r"fitted on a panel; pass instance=, one of \['a', 'b'\]"):
+        g.stream()
     short = g.stream("b")
     assert not short.ready
     with pytest.raises(ValueError, match="seen so far"):
