@@ -29,6 +29,7 @@ matplotlib is imported only when a function is called.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -367,8 +368,10 @@ def plot_kernels(
 
     if not (isinstance(length, (int, np.integer)) and length >= 1):
         raise ValueError(f"length must be a positive integer, got {length!r}")
-    if sample_rate is not None and not sample_rate > 0:
-        raise ValueError(f"sample_rate must be > 0, got {sample_rate}")
+    if sample_rate is not None and (
+        isinstance(sample_rate, bool) or not isinstance(sample_rate, numbers.Real) or not sample_rate > 0
+    ):
+        raise ValueError(f"sample_rate must be a number > 0, got {sample_rate!r}")
     layers = ssm_layers_of(model)
     fig, axes = panel_grid(fig, ax, len(layers), panel_size=(4.0, 2.8), ncols=ncols)
     lags = np.arange(length) / (sample_rate or 1.0)
@@ -463,6 +466,12 @@ def plot_transfer_function(
     if not -len(layers) <= layer_index < len(layers):
         raise IndexError(f"layer_index {layer_index} is out of range for a model with {len(layers)} SSM layers")
     layer = layers[layer_index]
+    if frequencies is not None:  # checked here, in this function's words (the analysis calls them omegas)
+        frequencies = np.asarray(frequencies, dtype=np.float64)
+        if frequencies.ndim != 1 or not frequencies.size:
+            raise ValueError(f"frequencies must be a non-empty 1-D sequence, got shape {frequencies.shape}")
+        if not np.isfinite(frequencies).all():
+            raise ValueError("frequencies must be finite")
 
     if discrete:
         if frequencies is None:

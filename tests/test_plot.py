@@ -354,6 +354,22 @@ def test_unfitted_and_wrong_inputs_give_clear_errors(fitted):
         ssmplot.plot_history([])
 
 
+def test_plot_arguments_are_named_in_the_plots_words(fitted):
+    """plot_transfer_function's frequencies were refused as 'omegas' (the analysis's name), an empty list
+    drew an empty figure, and plot_kernels(sample_rate='x') raised a raw comparison TypeError."""
+    estimator = fitted[0]
+    for frequencies, message in [
+        (np.ones((3, 3)), r"frequencies must be a non-empty 1-D sequence, got shape \(3, 3\)"),
+        ([], r"frequencies must be a non-empty 1-D sequence, got shape \(0,\)"),
+        ([1.0, np.nan], "frequencies must be finite"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            ssmplot.plot_transfer_function(estimator, frequencies=frequencies)
+    for rate in ("x", -1.0, True):
+        with pytest.raises(ValueError, match="sample_rate must be a number > 0"):
+            ssmplot.plot_kernels(estimator, sample_rate=rate)
+
+
 def test_a_feature_estimator_is_named_as_having_no_layers_to_draw():
     """The layer plots on SSMFeatureClassifier said 'the FeatureReadout module contains no ssmts.nn.SSM
     layer', an internal class's name."""
