@@ -136,6 +136,9 @@ def _tasks_list(data_dir: Path | None) -> int:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[4])
     if data_dir is None:
         print("\nData status without --data-dir: pass --data-dir DIR to check for the real data sets.")
+    elif not data_dir.is_dir():  # every task reads "missing" then: say why
+        what = "is a file, not a directory" if data_dir.exists() else "does not exist"
+        print(f"\nData directory: {data_dir} {what}, so no real data set was found in it.")
     else:
         print(f"\nData directory: {data_dir}")
     presets = "|".join(dict.fromkeys(p for name in PTD_EXPERIMENTS for p in task_presets(name)))

@@ -47,6 +47,15 @@ def test_tasks_list_with_data_dir_reports_present_data(tmp_path, capsys):
     assert "missing; needs download" in lines["bidmc-spo2"]
 
 
+def test_tasks_list_says_when_the_data_directory_itself_is_absent(tmp_path, capsys):
+    """Every task read 'missing' without a word that the directory does not exist (a typo in the path)."""
+    assert main(["tasks", "list", "--data-dir", str(tmp_path / "typo")]) == 0
+    assert f"Data directory: {tmp_path / 'typo'} does not exist" in capsys.readouterr().out
+    (tmp_path / "a_file").write_text("")
+    assert main(["tasks", "list", "--data-dir", str(tmp_path / "a_file")]) == 0
+    assert "is a file, not a directory" in capsys.readouterr().out
+
+
 def test_tasks_list_imports_neither_torch_nor_the_data_stack(tmp_path):
     """The registry is declarative: listing the tasks (and checking a data directory) loads no heavy module."""
     code = (
