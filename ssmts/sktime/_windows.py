@@ -522,9 +522,18 @@ def check_regular_index(index: pd.Index, what: str, even: bool = True) -> None:
         first = int(np.flatnonzero(steps != usual)[0])
         raise ValueError(
             f"{what} is not evenly spaced: after {index[first]} comes {index[first + 1]} (the usual step is "
-            f"{index[1] - index[0] if steps[0] == usual else usual}); fill or resample the gaps first, since "
+            f"{_step_example(index, steps, usual)}); fill or resample the gaps first, since "
             "each step of the model is one period (or use irregular='time_deltas')"
         )
+
+
+def _step_example(index: pd.Index, steps: np.ndarray, usual) -> str:
+    """The usual step of an index as its time stamps show it: a Timedelta for a DatetimeIndex, a number for
+    a numeric one, one pair of periods for a PeriodIndex (whose difference pandas prints as <MonthEnd>)."""
+    at = int(np.flatnonzero(steps == usual)[0])
+    if isinstance(index, pd.PeriodIndex):
+        return f"{index[at]} to {index[at + 1]}"
+    return f"{index[at + 1] - index[at]}"
 
 
 def column_statistics(values: np.ndarray, columns, name: str) -> tuple[np.ndarray, np.ndarray]:

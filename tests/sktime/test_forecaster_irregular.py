@@ -118,6 +118,17 @@ def test_errors():
     y = uneven()
     with pytest.raises(ValueError, match=r"not evenly spaced.*irregular='time_deltas'"):
         SSMForecaster(**TINY).fit(y, fh=[10])
+    # the usual step as the stamps show it (a PeriodIndex's difference printed as <MonthEnd>)
+    months = pd.Series(np.arange(30.0), index=pd.period_range("2000-01", periods=30, freq="M")).drop(
+        pd.Period("2000-05", "M")
+    )
+    with pytest.raises(ValueError, match=r"after 2000-04 comes 2000-06 \(the usual step is 2000-01 to 2000-02\)"):
+        SSMForecaster(**TINY).fit(months, fh=[1])
+    hours = pd.Series(np.arange(30.0), index=pd.date_range("2000-01-01", periods=30, freq="h")).drop(
+        pd.Timestamp("2000-01-01 04:00")
+    )
+    with pytest.raises(ValueError, match=r"the usual step is 0 days 01:00:00\)"):
+        SSMForecaster(**TINY).fit(hours, fh=[1])
     with pytest.raises(ValueError, match="needs strategy='recursive' and layer='ssm'"):
         SSMForecaster(**{**TINY, "strategy": "direct"}, irregular="time_deltas").fit(y, fh=[10])
     with pytest.raises(ValueError, match="needs strategy='recursive' and layer='ssm'"):
