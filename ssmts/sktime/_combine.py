@@ -50,6 +50,7 @@ from ._strategies import (
     fewest_points_to_calibrate,
     interpolate_quantiles,
     quantile_probabilities,
+    symmetric_pairs,
     uncalibrated_coverages,
 )
 from ._windows import TooFewWindowsError, key_name
@@ -366,13 +367,11 @@ def combine_grid(points: np.ndarray, grids: list, weights: np.ndarray | None, me
     return point, np.sort(grid, axis=-1)
 
 
-def widen_grid(grid: np.ndarray, factors: np.ndarray) -> np.ndarray:
-    """grid (..., Q) sorted, factors (Q,): each symmetric pair of levels moved apart by factor x its
-    interval's width (on either side); sorted again."""
-    Q = grid.shape[-1]
+def widen_grid(grid: np.ndarray, factors: np.ndarray, levels: np.ndarray) -> np.ndarray:
+    """grid (..., Q) sorted at levels (Q,), factors (Q,): each symmetric pair of levels moved apart by
+    factor x its interval's width (on either side); sorted again."""
     out = grid.copy()
-    for low in range(Q // 2):
-        high = Q - 1 - low
+    for low, high in symmetric_pairs(levels):
         if factors[low] > 0:
             width = grid[..., high] - grid[..., low]
             out[..., low] = grid[..., low] - factors[low] * width
@@ -393,10 +392,7 @@ def conformal_factors(grids: list, truths: list, levels: np.ndarray) -> np.ndarr
     grid, truth = np.concatenate(grids), np.concatenate(truths)
     observed = np.isfinite(truth)
     grid, truth = grid[observed], truth[observed]
-    for low in range(Q // 2):
-        high = Q - 1 - low
-        if not np.isclose(levels[high], 1 - levels[low]):
-            continue
+    for low, high in symmetric_pairs(levels):
         lo, hi = grid[:, low], grid[:, high]
         scale = np.maximum(np.abs(lo) + np.abs(hi), 1e-12) * 1e-9
         score = np.sort(np.maximum(lo - truth, truth - hi) / np.maximum(hi - lo, scale))
@@ -864,7 +860,7 @@ class CombinationMixin:
                     continue
                 cp, cg = combine_grid(p, [None if gr is None else gr[:, c, :] for gr in grids], w, median)
                 combined_point[:, c] = cp
-                combined_q[:, c, :] = interpolate_quantiles(widen_grid(cg, factors), levels, alpha)
+                combined_q[:, c, :] = interpolate_quantiles(widen_grid(cg, factors, levels), levels, alpha)
             out.append((key, times, combined_point, combined_q))
         return out
 

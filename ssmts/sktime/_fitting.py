@@ -32,6 +32,7 @@ from ._strategies import (
     FORECAST_BATCH,
     conformal_widening,
     fewest_points_to_calibrate,
+    symmetric_pairs,
     uncalibrated_coverages,
     unpaired_levels,
 )
@@ -333,8 +334,7 @@ class ForecasterFitMixin:
             return self.calibration
         if self.strategy != "direct" or self.combine != "none":
             return "none"
-        levels = self.quantile_levels_
-        if len(unpaired_levels(levels)) == len(levels) - (levels == 0.5).sum():  # no pair (l, 1 - l) to widen
+        if not symmetric_pairs(self.quantile_levels_):  # no pair (l, 1 - l) to widen
             return "none"
         if self.early_stopping or self._zero_shot:
             return "conformal"
@@ -346,7 +346,7 @@ class ForecasterFitMixin:
         unpaired = unpaired_levels(self.quantile_levels_)
         if not unpaired or self.calibration == "none" or self.strategy != "direct" or self.combine != "none":
             return
-        paired = len(unpaired) < len(self.quantile_levels_) - (self.quantile_levels_ == 0.5).sum()
+        paired = bool(symmetric_pairs(self.quantile_levels_))
         warnings.warn(
             f"the quantile levels {unpaired} have no symmetric partner 1 - l in quantiles, and the calibration "
             "widens pairs (l, 1 - l): "

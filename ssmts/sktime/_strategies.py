@@ -56,22 +56,35 @@ def conformal_rank(m: int, coverage: float) -> int | None:
     return rank if m and rank <= m else None
 
 
+def symmetric_pairs(levels: np.ndarray) -> list[tuple[int, int]]:
+    """(low, high) indices of the pairs of levels (l, 1 - l), l < 1/2, in `levels` (sorted): the central
+    intervals the calibrations widen. Found by value, not by position: a level without a partner
+    (0.95 in 0.1, 0.3, 0.5, 0.7, 0.9, 0.95) must not shift every pair after it out of step."""
+    levels = np.asarray(levels, dtype=np.float64)
+    pairs = []
+    for low, level in enumerate(levels):
+        if level < 0.5:
+            partner = np.flatnonzero(np.isclose(levels, 1 - level) & (levels > 0.5))
+            if partner.size:
+                pairs.append((low, int(partner[0])))
+    return pairs
+
+
 def uncalibrated_coverages(m: int, levels: np.ndarray) -> list[float]:
     """The central coverages 1 - 2l of the symmetric level pairs (l, 1 - l) that m held-out points are
     too few to calibrate (conformal_rank None)."""
-    Q = len(levels)
     return [
         float(1 - 2 * levels[low])
-        for low in range(Q // 2)
-        if np.isclose(levels[Q - 1 - low], 1 - levels[low]) and conformal_rank(m, 1 - 2 * levels[low]) is None
+        for low, _ in symmetric_pairs(levels)
+        if conformal_rank(m, 1 - 2 * levels[low]) is None
     ]
 
 
 def unpaired_levels(levels: np.ndarray) -> list[float]:
-    """The levels other than the median without a symmetric partner 1 - l in `levels` (sorted): the
-    conformal calibration widens pairs (l, 1 - l) only, so these keep the network's values."""
-    levels = np.asarray(levels, dtype=np.float64)
-    return [float(level) for level in levels if level != 0.5 and not np.isclose(levels, 1 - level).any()]
+    """The levels other than the median outside every symmetric pair: the conformal calibrations widen
+    pairs (l, 1 - l) only, so these keep the network's values."""
+    paired = {index for pair in symmetric_pairs(levels) for index in pair}
+    return [float(level) for i, level in enumerate(levels) if level != 0.5 and i not in paired]
 
 
 def fewest_points_to_calibrate(coverage: float) -> int:
@@ -93,10 +106,7 @@ def conformal_widening(grid: np.ndarray, target: np.ndarray, observed: np.ndarra
     """
     Q, H = len(levels), grid.shape[1]
     widening = np.zeros((H, Q))
-    for low in range(Q // 2):
-        high = Q - 1 - low
-        if not np.isclose(levels[high], 1 - levels[low]):
-            continue
+    for low, high in symmetric_pairs(levels):
         score = np.maximum(grid[..., low] - target, target - grid[..., high])  # > 0: outside the interval
         for h in range(H):
             s = np.sort(score[:, h][observed[:, h]])

@@ -37,7 +37,7 @@ from ._fitting import ForecasterFitMixin
 from ._persistence import ForecasterPersistenceMixin
 from ._predict import ForecastPredictMixin
 from ._pretrained import PretrainedMixin
-from ._strategies import STRATEGIES, unpaired_levels
+from ._strategies import STRATEGIES, symmetric_pairs
 from ._windows import check_time_order, quantile_levels
 
 if TYPE_CHECKING:
@@ -489,7 +489,7 @@ class SSMForecaster(
         levels = quantile_levels(self.quantiles)
         if levels.size < 2:
             raise ValueError("quantiles needs at least one level besides 0.5, to give intervals")
-        if self.calibration in ("holdout", "refit", "conformal") and len(unpaired_levels(levels)) == levels.size - 1:
+        if self.calibration in ("holdout", "refit", "conformal") and not symmetric_pairs(levels):
             raise ValueError(
                 f"calibration={self.calibration!r} widens pairs of quantile levels (l, 1 - l), and quantiles="
                 f"{tuple(self.quantiles)!r} holds none: add the partners (1 - l) of the levels to calibrate, or "

@@ -262,7 +262,7 @@ def test_combined_grid_averages_quantiles_around_each_point_and_the_median_rule(
     point, grid = combine_grid(points, grids, None, 1)  # the median of 10, 20, 40 and of their grids
     np.testing.assert_allclose(point, [20.0])
     np.testing.assert_allclose(grid, [[18.0, 20.0, 22.0]])
-    widened = widen_grid(np.array([[13.5, 15.0, 16.5]]), np.array([0.5, 0.0, 0.5]))
+    widened = widen_grid(np.array([[13.5, 15.0, 16.5]]), np.array([0.5, 0.0, 0.5]), np.array([0.1, 0.5, 0.9]))
     np.testing.assert_allclose(widened, [[12.0, 15.0, 18.0]])  # 0.5 x the width of 3 on each side
 
 
@@ -272,7 +272,7 @@ def test_conformal_factors_widen_an_interval_that_under_covers_and_never_narrow_
     truth = rng.normal(size=400)
     narrow = np.tile([-0.5, 0.0, 0.5], (400, 1))  # covers about 38 % of N(0, 1), not 80 %
     factors = conformal_factors([narrow], [truth], levels)
-    widened = widen_grid(narrow, factors)
+    widened = widen_grid(narrow, factors, levels)
     inside = np.mean((truth >= widened[:, 0]) & (truth <= widened[:, 2]))
     assert 0.78 <= inside <= 0.86, inside
     wide = np.tile([-5.0, 0.0, 5.0], (400, 1))

@@ -13,7 +13,9 @@ from ssmts.sktime._strategies import (
     conformal_widening,
     fewest_points_to_calibrate,
     interpolate_quantiles,
+    symmetric_pairs,
     uncalibrated_coverages,
+    unpaired_levels,
     widen,
 )
 
@@ -72,6 +74,25 @@ def test_the_points_needed_and_the_pairs_left_uncalibrated():
     assert uncalibrated_coverages(8, LEVELS) == [0.9]
     assert uncalibrated_coverages(9, LEVELS) == []
     assert uncalibrated_coverages(0, np.array([0.1, 0.5, 0.9])) == [0.8]
+
+
+def test_pairs_are_found_by_value_so_a_level_without_a_partner_leaves_the_others_calibrated():
+    """0.95 without 0.05: the pairs were read by position (first with last), so every pair was out of step
+    and nothing was calibrated while the fit reported a calibration. Oracle: the widening of the same
+    grid without the unpaired level."""
+    extra = np.array([0.1, 0.3, 0.5, 0.7, 0.9, 0.95])
+    assert symmetric_pairs(extra) == [(0, 4), (1, 3)] and unpaired_levels(extra) == [0.95]
+    assert symmetric_pairs(LEVELS) == [(0, 6), (1, 5), (2, 4)] and unpaired_levels(LEVELS) == []
+    assert uncalibrated_coverages(3, extra) == [0.8]  # (0.3, 0.7) needs 1 point, (0.1, 0.9) 4
+    rng = np.random.default_rng(0)
+    grid = np.sort(rng.normal(size=(40, 2, 1, len(extra))), axis=-1)
+    target, observed = rng.normal(0.5, 2.0, size=(40, 2, 1)), np.ones((40, 2, 1), bool)
+    widening = conformal_widening(grid, target, observed, extra)
+    paired = [0, 1, 2, 3, 4]  # without 0.95
+    np.testing.assert_array_equal(
+        widening[:, paired], conformal_widening(grid[..., paired], target, observed, extra[paired])
+    )
+    assert (widening[:, 5] == 0).all() and (widening[:, [0, 1, 3, 4]] != 0).all()
 
 
 def test_a_narrowing_stops_at_the_median_so_the_point_forecast_stays():
