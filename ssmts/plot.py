@@ -612,16 +612,16 @@ def plot_history(
         # Mark the epoch whose weights the estimator kept (early stopping keeps a later epoch only if it
         # is better by more than tol, so the highest point need not be it); a bare history, its best.
         kept = _kept_epoch_of(estimator_or_history)
-        marked, label = None, "best: {:.4g}"
+        marked = None
         if kept is None and np.isfinite(score).any():
-            marked = int(np.nanargmax(score))
+            marked, name = int(np.nanargmax(score)), "best"
         elif kept is not None and kept in epochs:
-            marked, label = int(np.flatnonzero(epochs == kept)[0]), f"kept (epoch {kept}): {{:.4g}}"
+            marked, name = int(np.flatnonzero(epochs == kept)[0]), f"kept (epoch {kept})"
         elif kept == 0:
             score_ax.plot([], [], " ", label="kept: the starting weights")
         if marked is not None:
-            point = ([epochs[marked]], [score[marked]])
-            score_ax.scatter(*point, color="C3", zorder=5, s=30, label=label.format(score[marked]))
+            label = f"{name}: {score[marked]:.4g}"
+            score_ax.scatter([epochs[marked]], [score[marked]], color="C3", zorder=5, s=30, label=label)
         score_ax.legend(loc="lower right", fontsize="small")
     return fig
 

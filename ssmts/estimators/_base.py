@@ -373,6 +373,11 @@ class SequenceEstimatorMixin:
                 "(normalize='series' compares shapes only)"
             )
 
+    def _fitted_param(self, name: str):
+        """A parameter as the model was fitted with it (set_params after fit describes no fitted model),
+        or as set now for an estimator that does not record it (a pickle from before it did)."""
+        return getattr(self, "_fitted_params_", {}).get(name, getattr(self, name))
+
     # ------------------------------------------------------------ persistence
     def __getstate__(self):
         return pickle_state(self)  # model_ on the CPU
@@ -660,7 +665,7 @@ class SSMEstimatorMixin(NetworkFitMixin, SequenceEstimatorMixin, SequenceModelPa
         if any(getattr(block.ssm, "bidirectional", False) for block in backbone.blocks):  # LinearCDE: causal
             raise ValueError(
                 f"streaming needs a causal model, but this {type(self).__name__} was fitted with "
-                f"bidirectional={getattr(self, '_fitted_params_', {}).get('bidirectional', self.bidirectional)!r}"
+                f"bidirectional={self._fitted_param('bidirectional')!r}"
             )
         if self.normalization_ in PER_SERIES_NORMALIZATIONS:
             raise ValueError(

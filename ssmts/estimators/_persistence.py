@@ -549,19 +549,17 @@ def save_estimator(estimator, path: str | Path, key=None) -> Path:
     params = estimator.get_params(deep=False)
     fitted_params = getattr(estimator, "_fitted_params_", params)
     # how predict runs, not what was fitted: saved as set now (the predictions do not depend on them)
-    current = params
-    run_time = {k: current[k] for k in RUN_TIME_PARAMS if k in current}
-    changed = sorted(k for k in current if k not in run_time and not _same(current[k], fitted_params.get(k)))
-    if changed or any(not _same(value, fitted_params.get(k)) for k, value in run_time.items()):
-        params = {**fitted_params, **run_time}
+    run_time = {k: params[k] for k in RUN_TIME_PARAMS if k in params}
+    changed = sorted(k for k in params if k not in run_time and not _same(params[k], fitted_params.get(k)))
     if changed:
         warnings.warn(
-            f"{name}.save: {', '.join(f'{k}={current[k]!r}' for k in changed)} was set after the "
+            f"{name}.save: {', '.join(f'{k}={params[k]!r}' for k in changed)} was set after the "
             f"last fit and does not describe the fitted model; the file holds the values it was fitted with "
             f"({', '.join(f'{k}={fitted_params.get(k)!r}' for k in changed)}); set them again after "
             "load, or refit",
             stacklevel=caller_stacklevel(),
         )
+    params = {**fitted_params, **run_time}
     if params.get("callbacks"):
         warnings.warn(
             f"{name}.save does not store callbacks (they are code); the loaded estimator has callbacks=None",

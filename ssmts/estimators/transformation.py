@@ -128,11 +128,7 @@ class SSMTransformer(ClassNamePrefixFeaturesOutMixin, SSMEstimatorMixin, Transfo
     def _embed(self, model, x, mask):
         """Pooled backbone features of any head, pooled as fitted (the head's pooling, as the classifier's
         predictions are: a pooling set after fit does not describe the fitted model, and save keeps the fitted one)."""
-        return model.backbone.pool(model.backbone.features(x, mask), mask, how=self._fitted_pooling)
-
-    @property
-    def _fitted_pooling(self) -> str:
-        return getattr(self, "_fitted_params_", {}).get("pooling", self.pooling)
+        return model.backbone.pool(model.backbone.features(x, mask), mask, how=self._fitted_param("pooling"))
 
     def transform(self, X, sample_rate=None):
         """Pooled embeddings, (n_samples, d_model) float64."""
@@ -150,7 +146,7 @@ class SSMTransformer(ClassNamePrefixFeaturesOutMixin, SSMEstimatorMixin, Transfo
         return out.double().numpy()
 
     def _export_outputs(self):
-        pooling = self._fitted_pooling
+        pooling = self._fitted_param("pooling")
 
         def outputs(network, x):
             return (network.backbone.pool(network.backbone.features(x), None, how=pooling),)

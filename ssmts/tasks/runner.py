@@ -358,9 +358,11 @@ def _check_resume(paths: dict[str, Path], settings: dict, resume: bool, echo) ->
 def _check_data(task: Task, data: TaskData) -> None:
     for split in ("train", "val", "test"):
         if len(getattr(data, split)) == 0:
-            protocol = data.meta.get("split_protocol")  # which file or rule should have filled it
-            where = f" (data from {data.source}; splits by {protocol})" if protocol else f" (data from {data.source})"
-            raise ValueError(f"task {task.name}: the {split} split is empty{where if data.source else ''}")
+            # where the data came from, and which file or rule should have filled the split
+            protocol = data.meta.get("split_protocol")
+            known = [f"data from {data.source}"] * bool(data.source) + [f"splits by {protocol}"] * bool(protocol)
+            where = f" ({'; '.join(known)})" if known else ""
+            raise ValueError(f"task {task.name}: the {split} split is empty{where}")
     if task.kind == "classification" and not data.n_classes:
         raise ValueError(f"task {task.name}: the data set names no classes")
 
