@@ -284,13 +284,17 @@ def index_layout(index, name: str) -> tuple[dict, np.ndarray]:
         layout.update(kind="datetime", unit=index.unit, tz=None if index.tz is None else str(index.tz))
         layout["freq"] = index.freqstr
         values = index.asi8
+    elif isinstance(index, pd.TimedeltaIndex):
+        layout.update(kind="timedelta", unit=index.unit, freq=index.freqstr)
+        values = index.asi8
     elif type(index) is pd.Index and index.dtype.kind in "iuf" and index.dtype.itemsize <= 8:
         layout.update(kind="numeric", dtype=index.dtype.str)
         values = index.to_numpy()
     else:
         raise TypeError(
             f"cannot save {name}: a {type(index).__name__} of dtype {index.dtype} is not representable in the "
-            "save format (it holds RangeIndex, integer and float indexes, PeriodIndex, DatetimeIndex and labels)"
+            "save format (it holds RangeIndex, integer and float indexes, PeriodIndex, DatetimeIndex, TimedeltaIndex "
+            "and labels)"
         )
     values = np.array(values, copy=True)
     try:
@@ -307,6 +311,7 @@ LAYOUT_FIELDS = {
     "numeric": {"dtype"},
     "period": {"freq"},
     "datetime": {"unit", "tz", "freq"},
+    "timedelta": {"unit", "freq"},
 }
 
 
@@ -356,7 +361,12 @@ def index_from_layout(layout: dict, values: np.ndarray):
                 return pd.PeriodIndex.from_ordinals(values, freq=period.freq, name=name)
             return pd.PeriodIndex(pd.arrays.PeriodArray(values, dtype=period), name=name)
         if layout["unit"] not in DATETIME_UNITS:
-            raise ValueError(f"a DatetimeIndex of the header has the unit {layout['unit']!r}")
+            raise ValueError(f"a {kind} index of the header has the unit {layout['unit']!r}")
+        if kind == "timedelta":
+            if not (layout["freq"] is None or isinstance(layout["freq"], str)):
+                raise ValueError("a TimedeltaIndex of the header has a frequency that is not a string")
+            index = pd.TimedeltaIndex(values.view(f"timedelta64[{layout['unit']}]"), name=name)
+            return index if layout["freq"] is None else pd.TimedeltaIndex(index, freq=to_offset(layout["freq"]))
         if not all(layout[k] is None or isinstance(layout[k], str) for k in ("tz", "freq")):
             raise ValueError("a DatetimeIndex of the header has a time zone or frequency that is not a string")
         index = pd.DatetimeIndex(values.view(f"datetime64[{layout['unit']}]"), name=name)

@@ -133,6 +133,11 @@ def _scenario(name):
     if name == "numpy":
         values = _series(50).to_numpy()[:, None]
         return SSMForecaster(**TINY).fit(values[:-3], fh=[1, 2]), {}, (values, None), {}
+    if name == "timedelta-fh":
+        y = _series(60, index=pd.date_range("2020-01-01", periods=60, freq="min"))
+        y_fit, y_new = _split(y, 3)
+        fh = ForecastingHorizon(pd.to_timedelta([1, 3], unit="min"), is_relative=True)
+        return SSMForecaster(**TINY).fit(y_fit, fh=fh), {}, (y_new, None), {}
     if name == "irregular-integer-index":
         y_fit, y_new = _split(_uneven(), 4)
         f = SSMForecaster(**TINY, strategy="recursive", irregular="time_deltas")
@@ -159,6 +164,7 @@ SCENARIOS = [
     "multivariate-datetime-recursive-X",
     "hierarchical-conformal",
     "numpy",
+    "timedelta-fh",
     "irregular-integer-index",
     "irregular-datetime-tz",
 ]
@@ -659,6 +665,8 @@ INDEXES = {
     ),
     "datetime business days": pd.bdate_range("2024-01-01", periods=6),
     "datetime month start, us": pd.date_range("2024-01-01", periods=3, freq="MS", unit="us", tz="UTC"),
+    "timedelta s, no freq": pd.to_timedelta([60, 180, 86400], unit="s").as_unit("s"),
+    "timedelta with freq": pd.timedelta_range("1h", periods=4, freq="30min", name="ahead"),
     "labels": pd.Index(["a", 3, 2.5, None, True, ("x", 1)], dtype=object, name=("level", 0)),
     "strings": pd.Index(["sales", "price"]),  # pandas' string dtype from pandas 3 on, object before
     "strings as objects": pd.Index(["sales", "price"], dtype=object),
@@ -687,12 +695,11 @@ def test_a_string_index_of_the_header_holds_only_strings():
     "index",
     [
         pd.CategoricalIndex(["a", "b"]),
-        pd.TimedeltaIndex(["1D", "2D"]),
         pd.MultiIndex.from_arrays([[1, 2], ["a", "b"]]),
         pd.Index([pd.Timestamp("2020-01-01"), "a"], dtype=object),
         pd.interval_range(0, 3),
     ],
-    ids=["categorical", "timedelta", "multi", "timestamp label", "interval"],
+    ids=["categorical", "multi", "timestamp label", "interval"],
 )
 def test_indexes_the_format_cannot_hold_are_refused_at_save(index):
     with pytest.raises(TypeError, match="cannot save the index"):
