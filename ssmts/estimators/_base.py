@@ -54,7 +54,7 @@ from ._export import (
     write_serving_file,
 )
 from ._input import PreparedInput, prepare_input
-from ._persistence import is_safetensors, load_estimator, save_estimator
+from ._persistence import is_safetensors, load_estimator, same_param, save_estimator
 
 # Normalizations that standardize every series by its own statistics (known only once it ends).
 PER_SERIES_NORMALIZATIONS = ("series", "series+stats")
@@ -105,9 +105,18 @@ class StreamState:
 
 
 def target_statistics(y2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and scale of each target column of y2 (n, n_targets), as for input channels."""
-    mean, scale = channel_statistics(torch.from_numpy(np.asarray(y2, dtype=np.float64))[:, :, None])
+    """Mean and scale of each target column of y2 (n, n_targets), as for input channels, except that a
+    constant column (one sample, or every value the same up to rounding) has scale 0: its predictions
+    are that constant, whatever the network outputs (scale 1 would add the network's output, untrained
+    for that column, in the target's own units)."""
+    y = torch.from_numpy(np.asarray(y2, dtype=np.float64))[:, :, None]
+    mean, scale = channel_statistics(y, flat_scale=0.0)
     return mean.numpy(), scale.numpy()
+
+
+def standardized_targets(y2: np.ndarray, mean: np.ndarray, scale: np.ndarray) -> torch.Tensor:
+    """(y2 - mean) / scale as float32 training targets; a constant column (scale 0) trains on zeros."""
+    return torch.from_numpy(((y2 - mean) / np.where(scale > 0, scale, 1.0)).astype(np.float32))
 
 
 def transactional(fit):
@@ -535,6 +544,19 @@ class SequenceEstimatorMixin:
         return tags
 
 
+CONTINUED_FIT_PARAMS = frozenset(
+    {
+        "batch_size", "callbacks", "class_weight", "compile", "device", "distributed", "early_stopping",
+        "half_rate_share", "label_smoothing", "lr", "lr_ssm", "max_epochs", "max_steps", "min_steps",
+        "n_iter_no_change", "objective", "precision", "sample_rate", "scheduler", "tol", "validation_fraction",
+        "verbose", "warm_start", "weight_decay",
+    }
+)  # fmt: skip
+"""The parameters a continued fit (warm_start, partial_fit) takes as they are set now: how to train and
+run, not what was built. Every other one made the fitted network (its architecture, initialization,
+optimizer, seed) or its input scaling, which a continued fit keeps; `objective` has its own check."""
+
+
 class NetworkFitMixin:
     """The fit set-up of every face that trains a network (the estimators and the forecaster):
     parameter checks, the seed, and the one call of fit_model whose result becomes the fitted
@@ -546,8 +568,28 @@ class NetworkFitMixin:
         self.validate_params()
         self.backbone_kwargs()  # cross-parameter checks
         resolve_device(self.device)
+        if continue_training:
+            self._refuse_changes_to_the_fitted_network()
         if not continue_training or not hasattr(self, "_seed_"):
             self._seed_ = seed_from(self.random_state)
+
+    def _refuse_changes_to_the_fitted_network(self) -> None:
+        """A continued fit trains model_ on as it was built: a parameter that built it (or the scaling)
+        set to another value since would be ignored, and recorded as fitted."""
+        fitted = getattr(self, "_fitted_params_", {})
+        changed = [
+            name
+            for name, value in fitted.items()
+            if name not in CONTINUED_FIT_PARAMS and not same_param(getattr(self, name, value), value)
+        ]
+        if changed:
+            raise ValueError(
+                f"{type(self).__name__}: a continued fit (warm_start=True, partial_fit) trains the fitted network on "
+                f"as it was built, with {', '.join(f'{k}={fitted[k]!r}' for k in changed)}, but "
+                f"{', '.join(f'{k}={getattr(self, k)!r}' for k in changed)} {'was' if len(changed) == 1 else 'were'} "
+                "set since. Set "
+                f"{'it' if len(changed) == 1 else 'them'} back, or fit anew (warm_start=False)"
+            )
 
     def _train_network(
         self,
@@ -568,10 +610,14 @@ class NetworkFitMixin:
         fraction to hold out, or None. continue_training: go on from model_ and the stored
         optimizer state, with a schedule of `epochs` (seed: that run's, default the fit's).
         settings: training parameters to use instead of the estimator's own."""
+        state = getattr(self, "training_state_", None) if continue_training else None
+        before = list(getattr(self, "history_", None) or []) if continue_training else []
         if continue_training:
             network = copy.deepcopy(self.model_)  # a failed or interrupted fit leaves model_ as it was
         monitored = self.early_stopping and validation is not None
-        stopping = EarlyStopping(self.n_iter_no_change, self.tol) if monitored else None
+        # a continued run competes with the weights it starts from: it can only end at or above them
+        stopping = EarlyStopping(self.n_iter_no_change, self.tol, from_start=continue_training) if monitored else None
+        callbacks = list(self.callbacks or ())
         result = fit_model(
             network,
             train,
@@ -582,26 +628,34 @@ class NetworkFitMixin:
             validation=validation,
             stratify=stratify,
             early_stopping=stopping,
-            callbacks=self.callbacks or (),
+            callbacks=callbacks,
             # A copy: the optimizer steps its moments in place, and an interrupted continuation must
             # leave the stored state as it was (the next continuation starts from it again).
-            resume=copy.deepcopy(getattr(self, "training_state_", None)) if continue_training else None,
+            resume=copy.deepcopy(state),
+            # a loaded model (save keeps no optimizer state): its epochs are numbered on from the file's
+            history=before if continue_training and state is None else None,
             epochs=epochs,
             delta_factor=delta_factor,
             description=type(self).__name__,
             run_params={"estimator": type(self).__name__, **self.get_params(deep=False)},
         )
-        history, offset = result.history, 0
-        if continue_training and getattr(self, "training_state_", None) is None:
-            # a loaded model (save keeps no optimizer state): the run started a history of its own, which
-            # goes on from the one the file holds, as a continued fit's does
-            before = list(getattr(self, "history_", None) or [])
-            history = before + [{**record, "epoch": len(before) + i + 1} for i, record in enumerate(history)]
-            offset = len(before)
-        self.model_, self.history_, self.training_state_ = result.model, history, result.state
-        self.n_iter_ = len(history)
-        kept = None if stopping is None else stopping.best_epoch
-        self.best_epoch_ = self.n_iter_ if kept is None else offset + int(kept)
+        self.model_, self.history_, self.training_state_ = result.model, result.history, result.state
+        self.n_iter_ = len(result.history)
+        self.best_epoch_ = _kept_epoch([*callbacks, stopping], len(before), getattr(self, "best_epoch_", None))
+        if self.best_epoch_ is None:
+            self.best_epoch_ = self.n_iter_
+
+
+def _kept_epoch(callbacks: list, start: int, start_kept: int | None) -> int | None:
+    """The epoch whose weights a run ends on, as its EarlyStopping callbacks restored them (the last to
+    restore wins: they restore in the order they are called); None when none restored (the last
+    epoch). A run that kept the weights it started from (epoch `start`) holds what they held:
+    `start_kept`, the epoch the previous run kept."""
+    restoring = [c for c in callbacks if isinstance(c, EarlyStopping) and c.restore_best and c.best_epoch is not None]
+    if not restoring:
+        return None
+    kept = int(restoring[-1].best_epoch)
+    return (start_kept if start_kept is not None else start) if kept == start and start > 0 else kept
 
 
 def _row_maxima(x: torch.Tensor) -> torch.Tensor:

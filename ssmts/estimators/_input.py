@@ -190,6 +190,10 @@ def prepare_input(X) -> PreparedInput:
                 f"all series must have the same number of channels, got {channels} (series shapes {sorted(shapes)[:5]})"
             )
         X = np.asarray(X)  # equal-length (C, L) series: a numpy3D array
+    elif isinstance(X, (list, tuple)) and all(isinstance(item, np.ndarray) and item.ndim == 1 for item in X):
+        # numpy series that happen to share a length: still series, which may have any length at predict,
+        # as they would if one were shorter (a list of lists of numbers stays scikit-learn's 2-D X)
+        X = np.stack(X)[:, None, :]
     ndim = getattr(X, "ndim", None)
     if ndim is not None and ndim > 3:
         raise ValueError(

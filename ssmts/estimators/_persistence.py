@@ -134,7 +134,7 @@ def verify(
         )
 
 
-def _same(a, b) -> bool:
+def same_param(a, b) -> bool:
     """Whether two parameter values are equal (values whose == is not a plain bool count as equal only
     when they are the same object)."""
     if a is b:
@@ -560,7 +560,7 @@ def save_estimator(estimator, path: str | Path, key=None) -> Path:
     fitted_params = getattr(estimator, "_fitted_params_", params)
     # how predict runs, not what was fitted: saved as set now (the predictions do not depend on them)
     run_time = {k: params[k] for k in RUN_TIME_PARAMS if k in params}
-    changed = sorted(k for k in params if k not in run_time and not _same(params[k], fitted_params.get(k)))
+    changed = sorted(k for k in params if k not in run_time and not same_param(params[k], fitted_params.get(k)))
     if changed:
         warnings.warn(
             f"{name}.save: {', '.join(f'{k}={params[k]!r}' for k in changed)} was set after the "

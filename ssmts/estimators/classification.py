@@ -128,6 +128,11 @@ class SSMClassifier(SSMEstimatorMixin, ClassifierParams, RateClassifierMixin, Ba
         require_y(self, y)
         data = self._fit_input(X, continuing)
         y = check_labels(y, len(data.x))
+        if continuing and classes is not None and not np.array_equal(np.unique(classes), self.classes_):
+            raise ValueError(
+                f"classes={np.unique(classes).tolist()} differs from the classes of the fitted model "
+                f"({self.classes_.tolist()}); a continued fit keeps them (fit anew for other classes)"
+            )
         if continuing:
             unseen = np.setdiff1d(np.unique(y), self.classes_)
             if unseen.size:

@@ -555,6 +555,8 @@ class SSMFeatureRegressor(_FeatureEstimator, RateRegressorMixin, BaseEstimator):
     largest whose mean leave-one-out error is within a quarter of a standard error of the lowest: with
     little signal in the targets, the predictions lean towards their training mean; it is chosen on the
     targets standardized (each column), so that predictions scale and shift with the targets exactly.
+    Several targets share one penalty, chosen on their summed errors (as scikit-learn's RidgeCV does by
+    default): for targets that differ in how much signal they hold, fit one regressor a target.
     Fitted attributes as SSMFeatureClassifier's; `normalize_scores_` is minus the mean leave-one-out
     squared error in units of the targets' variance."""
 

@@ -12,7 +12,7 @@ from ..nn.functional import power_of_two_unit
 from ..training.config import with_params_doc
 from ..training.objectives import mse_loss, negative_mse
 from ..training.params import REGRESSOR_DEFAULTS
-from ._base import SSMEstimatorMixin, require_y, target_statistics, transactional
+from ._base import SSMEstimatorMixin, require_y, standardized_targets, target_statistics, transactional
 
 
 def check_targets(y) -> tuple[np.ndarray, bool]:
@@ -83,7 +83,7 @@ class SSMRegressor(SSMEstimatorMixin, RateRegressorMixin, BaseEstimator):
             self.target_mean_, self.target_scale_ = target_statistics(y2)
         if len(y2) != len(data.x):
             raise ValueError(f"X has {len(data.x)} samples but y has {len(y2)}")
-        target = torch.from_numpy(((y2 - self.target_mean_) / self.target_scale_).astype(np.float32))
+        target = standardized_targets(y2, self.target_mean_, self.target_scale_)
         self._fit_network(
             data,
             target,

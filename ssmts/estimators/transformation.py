@@ -19,7 +19,7 @@ from ..training.objectives import (
     negative_mse,
     weighted_cross_entropy,
 )
-from ._base import SSMEstimatorMixin, target_statistics, transactional
+from ._base import SSMEstimatorMixin, standardized_targets, target_statistics, transactional
 from .classification import check_labels, label_encoder, restored_label_encoder
 
 OBJECTIVES = ("auto", "reconstruction", "classification", "regression", "none")
@@ -83,7 +83,9 @@ class SSMTransformer(ClassNamePrefixFeaturesOutMixin, SSMEstimatorMixin, Transfo
         else:
             y2 = check_array(y, ensure_2d=False, dtype=np.float64, input_name="y").reshape(len(y), -1)
             stats = self._target_stats if continuing else target_statistics(y2)
-            target = torch.from_numpy(((y2 - stats[0]) / stats[1]).astype(np.float32))
+            if continuing and y2.shape[1] != len(stats[0]):
+                raise ValueError(f"y has {y2.shape[1]} targets, but the model was fitted with {len(stats[0])}")
+            target = standardized_targets(y2, *stats)
             kwargs = dict(d_output=y2.shape[1], loss_fn=mse_loss, score_fn=negative_mse)
         if len(target) != len(data.x):
             raise ValueError(f"X has {len(data.x)} samples but y has {len(target)}")
@@ -156,7 +158,7 @@ class SSMTransformer(ClassNamePrefixFeaturesOutMixin, SSMEstimatorMixin, Transfo
     @property
     def _n_features_out(self):
         check_is_fitted(self, "model_")
-        return self.d_model
+        return self._fitted_param("d_model")  # the fitted network's width, whatever was set since
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

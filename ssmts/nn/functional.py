@@ -31,16 +31,16 @@ def pool(x: torch.Tensor, mask: torch.Tensor | None = None, how: str = "mean") -
 
 
 def channel_statistics(
-    x: torch.Tensor, mask: torch.Tensor | None = None, rel_floor: float = SCALE_FLOOR
+    x: torch.Tensor, mask: torch.Tensor | None = None, rel_floor: float = SCALE_FLOOR, flat_scale: float = 1.0
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Per-channel mean and scale of x: (n, C, L) over samples and (real) steps, in float64: (C,), (C,).
 
-    The scale is the standard deviation, or 1 for a channel that is constant up to rounding
-    (std <= rel_floor * max |x|, SCALE_FLOOR): the floor is relative to the data's magnitude, so
-    series at 1e-13 or 1e13 are standardized like any other, while a constant channel stays
-    unscaled instead of being blown up by rounding noise.
+    The scale is the standard deviation, or `flat_scale` (1: unscaled) for a channel that is constant
+    up to rounding (std <= rel_floor * max |x|, SCALE_FLOOR): the floor is relative to the data's
+    magnitude, so series at 1e-13 or 1e13 are standardized like any other, while a constant channel
+    is not blown up by rounding noise.
     """
-    return _statistics(x, mask, (0, 2), rel_floor)
+    return _statistics(x, mask, (0, 2), rel_floor, flat_scale)
 
 
 def series_statistics(
@@ -103,10 +103,10 @@ def _moments(
 
 
 def _statistics(
-    x: torch.Tensor, mask: torch.Tensor | None, dims: tuple[int, ...], rel_floor: float
+    x: torch.Tensor, mask: torch.Tensor | None, dims: tuple[int, ...], rel_floor: float, flat_scale: float = 1.0
 ) -> tuple[torch.Tensor, torch.Tensor]:
     mean, std, informative = _moments(x, mask, dims, rel_floor)
-    scale = torch.where(informative, std, torch.ones_like(std))
+    scale = torch.where(informative, std, torch.full_like(std, flat_scale))
     return mean.squeeze(dims), scale.squeeze(dims)
 
 

@@ -70,6 +70,7 @@ def fit_model(
     early_stopping: EarlyStopping | None = None,
     callbacks: Iterable[Callback] = (),
     resume: dict | None = None,
+    history: list[dict] | None = None,
     epochs: int | None = None,
     checkpoint: str | Path | None = None,
     resume_checkpoint: bool = False,
@@ -83,8 +84,10 @@ def fit_model(
     `stratify` when given), or None. early_stopping: an EarlyStopping callback (it needs
     no validation data: it then monitors the training loss). resume: the `state` of an
     earlier FitResult of the same network: the optimizer, shuffling RNG and history carry
-    on, with a new schedule of `epochs` (a warm start). checkpoint / resume_checkpoint: write
-    the run's checkpoint after every epoch / continue the run from it. delta_factor:
+    on, with a new schedule of `epochs` (a warm start). history: without `resume`, the epochs the
+    network was trained for before (a loaded model, whose file keeps no optimizer state): the run's
+    epochs are numbered on from them, for the callbacks as in the returned history. checkpoint /
+    resume_checkpoint: write the run's checkpoint after every epoch / continue the run from it. delta_factor:
     every Delta is multiplied by it while training (data at another rate than the model's).
     run_params: what loggers record as the run's parameters (a face passes its get_params()).
     With config.distributed, every process of the group calls fit_model alike (same data,
@@ -114,6 +117,8 @@ def fit_model(
         )
         if resume is not None:
             trainer.load_state_dict(resume, continue_run=False)
+        elif history:
+            trainer.history, trainer.epochs_done = [dict(r) for r in history], len(history)
         with scaled_delta(model, delta_factor):
             trainer.fit(train, val, epochs=epochs, checkpoint=checkpoint, resume=resume_checkpoint)
     model.eval()

@@ -65,7 +65,8 @@ def _is_seed(value) -> bool:
     return (
         value is None
         or isinstance(value, np.random.RandomState)
-        or (isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)) and value >= 0)
+        # scikit-learn's range (check_random_state): larger ints would wrap onto seeds below 2**32
+        or (isinstance(value, numbers.Integral) and not isinstance(value, (bool, np.bool_)) and 0 <= value < 2**32)
     )
 
 
@@ -363,7 +364,7 @@ class OptimizerParams(Configurable):
     random_state: int | np.random.RandomState | None = param(
         default=None,
         doc="Fixes initialization, shuffling and dropout (int, RandomState or None).",
-        constraint=Satisfies(_is_seed, "None, an int >= 0 or a numpy RandomState"),
+        constraint=Satisfies(_is_seed, "None, an int in [0, 2**32 - 1] or a numpy RandomState"),
     )
     distributed: bool = param(
         default=False,

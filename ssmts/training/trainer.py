@@ -48,7 +48,7 @@ def seed_from(random_state) -> int:
     if random_state is None:
         return int(np.random.SeedSequence().generate_state(1)[0])
     if isinstance(random_state, numbers.Integral) and not isinstance(random_state, bool):
-        return int(random_state) % (2**32)
+        return int(random_state) % (2**32)  # derived seeds (seed + k); the estimators refuse such a random_state
     if isinstance(random_state, np.random.RandomState):
         return int(random_state.randint(0, 2**31 - 1))
     raise ValueError(f"random_state must be None, an int or a numpy RandomState, got {random_state!r}")
@@ -495,6 +495,7 @@ class Trainer:
 
     def _run_epoch(self, train: SequenceData, val: SequenceData | None, scheduler) -> dict:
         started = time.perf_counter()
+        lr = self.optimizer.param_groups[0]["lr"]  # the epoch's first step's: a cosine schedule moves it every step
         train_loss = self._train_epoch(train, scheduler if self.config.scheduler == "cosine" else None)
         record = {"epoch": self.epochs_done + 1, "train_loss": train_loss}
         metric = -train_loss
@@ -506,7 +507,7 @@ class Trainer:
             metric = val_score if val_score is not None else -val_loss
         if self.config.scheduler == "plateau":
             scheduler.step(-metric)
-        record["lr"] = self.optimizer.param_groups[0]["lr"]
+        record["lr"] = lr
         record["seconds"] = time.perf_counter() - started
         self.history.append(record)
         self.epochs_done += 1
