@@ -128,7 +128,12 @@ def read_ts_regression(path: str | Path, expected_channels: int | None = None) -
     try:
         y = np.asarray(y_text, dtype=np.float64).reshape(-1)
     except ValueError as err:
-        raise DataNotFoundError(f"{path} has non-numeric target values: {err}") from err
+        row, text = next((i, str(v)) for i, v in enumerate(np.ravel(y_text)) if not _is_number(v))
+        shown = text if len(text) <= 40 else f"{text[:40]}... ({len(text)} characters)"
+        raise DataNotFoundError(
+            f"{path} has a non-numeric target in series {row}: {shown!r}. Each line must end with ':' and the "
+            "series' numeric target (a line without one reads its last channel as the target)"
+        ) from err
     if expected_channels is not None and X.shape[1] != expected_channels:
         raise DataNotFoundError(f"{path} has {X.shape[1]} channel(s) per series but {expected_channels} are expected.")
     declared_length = header.get("serieslength")
@@ -336,3 +341,11 @@ def _split(
             "val_fraction": val_fraction,
         },
     )
+
+
+def _is_number(text) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True

@@ -7,8 +7,8 @@ The process, as in LRA:
   0.25 and otherwise a digit 0..9; at depth == max_depth it is always a digit. (LRA
   calls 0.25 ``VALUE_P`` but draws a digit when ``random() > VALUE_P``, so digits are
   the 75% case.)
-* an operator, drawn uniformly from MIN, MAX, MED (int of the median, i.e. the lower
-  middle value rounded down for an even count) and SM (sum mod 10), takes a uniform
+* an operator, drawn uniformly from MIN, MAX, MED (int of the median: for an even count
+  the mean of the two middle values, truncated, so MED 2 9 is 5) and SM (sum mod 10), takes a uniform
   2..max_args arguments, each a subtree one level deeper;
 * the length is counted in tokens without parentheses: 1 per digit, operator and
   closing bracket; a tree is kept when min_length < length < max_length;

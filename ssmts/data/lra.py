@@ -518,7 +518,8 @@ def load_lra_pathfinder(
     permutation from `numpy.random.default_rng(seed)`, before images are read.
     max_samples: keep only the first max_samples of that permutation (then split them
     80/10/10); the full 128x128 release is 200000 images, about 13 GB as float32.
-    Empty or unreadable images (the release has one) are skipped with a warning.
+    Empty or unreadable images (the release has one) are skipped with a warning; a listed image
+    that is missing is refused (an incomplete copy).
     """
     root = Path(root).expanduser()
     folder = f"pathfinder{resolution}"
@@ -540,6 +541,19 @@ def load_lra_pathfinder(
     # only removes itself and never moves another example to a different split.
     parts = split_indices(len(entries), PATHFINDER_SPLIT, seed, limit=max_samples)
     n_listed = sum(len(part) for part in parts)
+    # An image the metadata lists but the copy lacks is an incomplete download, not the release's one
+    # empty image: reading on would train on lopsided splits.
+    missing = [
+        directory / entries[i][0] / entries[i][1]
+        for part in parts
+        for i in part
+        if not (directory / entries[i][0] / entries[i][1]).is_file()
+    ]
+    if missing:
+        raise DataNotFoundError(
+            f"{len(missing)} of the {n_listed} Pathfinder images listed in {directory / 'metadata'} are missing "
+            f"(first: {missing[0]}): the copy is incomplete. {_LRA_HOW_TO_GET}"
+        )
     splits, skipped = [], []
     for part in parts:
         X = np.empty((len(part), 1, resolution * resolution), dtype=np.float32)
@@ -557,8 +571,8 @@ def load_lra_pathfinder(
         splits.append(Split(X[:kept], y[:kept]))
     if skipped:
         warnings.warn(
-            f"skipped {len(skipped)} of {n_listed} Pathfinder images that are missing, empty or "
-            f"unreadable (first: {skipped[0]})",
+            f"skipped {len(skipped)} of {n_listed} Pathfinder images that are empty or unreadable "
+            f"(first: {skipped[0]})",
             stacklevel=caller_stacklevel(),
         )
     if all(len(split) == 0 for split in splits):

@@ -16,6 +16,7 @@ Clips are zero-padded at the end to 1 s. The same format is written by
 
 from __future__ import annotations
 
+import os
 import warnings
 from importlib import resources
 from pathlib import Path
@@ -99,7 +100,7 @@ def load_speech_commands(
         y: (n,) int64 indices into `classes`;
         lengths: (n,) true lengths before zero-padding, in units of the last axis of X.
     """
-    root = Path(root)
+    root = Path(root).expanduser()
     if resample_method not in RESAMPLE_METHODS:
         raise ValueError(f"resample_method must be one of {RESAMPLE_METHODS}, got {resample_method!r}")
     sample_rate = _positive_int(sample_rate, "sample_rate")
@@ -257,6 +258,12 @@ def read_clip(path: str | Path) -> np.ndarray:
         samples, rate = sf.read(str(path), dtype="float32", always_2d=True)
     except RuntimeError as error:  # soundfile's LibsndfileError
         raise ValueError(f"cannot read {path} as a WAV file: {error}") from error
+    cut = _cut_data_chunk(path)
+    if cut is not None:  # libsndfile reads the samples that are there, as if the clip were shorter
+        raise ValueError(
+            f"{path} is truncated: its header declares {cut[0]} bytes of samples, the file holds {cut[1]} "
+            "(an interrupted copy or extraction?)"
+        )
     if rate != SPEECH_COMMANDS_RATE:
         raise ValueError(f"{path} has sample rate {rate} Hz; Speech Commands clips must be {SPEECH_COMMANDS_RATE} Hz")
     if samples.shape[1] != 1:
@@ -269,6 +276,25 @@ def read_clip(path: str | Path) -> np.ndarray:
             f"are at most 1 s ({CLIP_SAMPLES} samples)"
         )
     return samples[:, 0]
+
+
+def _cut_data_chunk(path: Path) -> tuple[int, int] | None:
+    """(bytes of samples a RIFF/WAVE file's data chunk declares, bytes the file holds of it) when it
+    holds fewer; None otherwise, or for a file that is not RIFF/WAVE or declares no size (streamed)."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        head = f.read(12)
+        if len(head) < 12 or head[:4] != b"RIFF" or head[8:12] != b"WAVE":
+            return None
+        position = 12
+        while position + 8 <= size:
+            f.seek(position)
+            chunk, declared = f.read(4), int.from_bytes(f.read(4), "little")
+            if chunk == b"data":
+                held = size - position - 8
+                return (declared, held) if 0 < declared < 0xFFFFFFFF and held < declared else None
+            position += 8 + declared + (declared & 1)  # chunks are padded to even sizes
+    return None
 
 
 def _mfcc(waves: np.ndarray, sample_rate: int) -> np.ndarray:

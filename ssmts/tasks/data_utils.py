@@ -14,27 +14,41 @@ from ssmts.data.base import Split, TaskData
 from ssmts.training import LazyRows, SequenceData
 
 
-def subset_split(split: Split, limit: int | None, seed: int) -> Split:
-    """At most `limit` samples of `split`: a seeded random subset in the original order."""
-    if limit is None or len(split) <= limit:
-        return split
+def _subset_index(n: int, limit: int | None, seed: int) -> np.ndarray | None:
+    """The sorted indices of a seeded random subset of `limit` of n samples; None to keep all."""
+    if limit is None or n <= limit:
+        return None
     if limit < 1:
         raise ValueError(f"a sample limit must be >= 1, got {limit}")
-    index = np.sort(np.random.default_rng(seed).choice(len(split), size=int(limit), replace=False))
-    return split.subset(index)
+    return np.sort(np.random.default_rng(seed).choice(n, size=int(limit), replace=False))
+
+
+def subset_split(split: Split, limit: int | None, seed: int) -> Split:
+    """At most `limit` samples of `split`: a seeded random subset in the original order."""
+    index = _subset_index(len(split), limit, seed)
+    return split if index is None else split.subset(index)
 
 
 def limit_task_data(data: TaskData, max_train: int | None, max_eval: int | None, seed: int = 0) -> TaskData:
-    """Cap the training split at max_train and validation/test at max_eval samples (seeded subsets)."""
+    """Cap the training split at max_train and validation/test at max_eval samples (seeded subsets);
+    a loader's list of each split's files (meta["files"]) keeps the files of the samples kept."""
     if max_train is None and max_eval is None:
         return data
     sizes = {"train": len(data.train), "val": len(data.val), "test": len(data.test)}
-    data.train = subset_split(data.train, max_train, seed)
-    data.val = subset_split(data.val, max_eval, seed + 1)
-    data.test = subset_split(data.test, max_eval, seed + 2)
+    files = dict(data.meta.get("files") or {})
+    for offset, (name, limit) in enumerate([("train", max_train), ("val", max_eval), ("test", max_eval)]):
+        split = getattr(data, name)
+        index = _subset_index(len(split), limit, seed + offset)
+        if index is None:
+            continue
+        setattr(data, name, split.subset(index))
+        if isinstance(files.get(name), list) and len(files[name]) == len(split):
+            files[name] = [files[name][i] for i in index]
     data.meta = dict(
         data.meta, subset={"from_sizes": sizes, "max_train": max_train, "max_eval": max_eval, "seed": seed}
     )
+    if files:
+        data.meta["files"] = files
     return data
 
 

@@ -77,7 +77,7 @@ def run_demo(
 
     data_dir: a Speech Commands directory (default: the shipped spoken-commands copy).
     max_per_class: clips per word and split (default: all of the shipped copy, or
-    REAL_DATA_MAX_PER_CLASS of real data; 0 = no cap).
+    REAL_DATA_MAX_PER_CLASS of real data; with quick, 2 either way; 0 = no cap).
     """
     from ssmts.data.speech import load_speech_commands
     from ssmts.estimators import SSMClassifier
@@ -94,7 +94,8 @@ def run_demo(
     if epochs < 1:
         raise ValueError(f"--epochs must be >= 1, got {epochs}")
     if max_per_class is None:
-        max_per_class = settings.max_per_class if data_dir is None else REAL_DATA_MAX_PER_CLASS
+        # --quick keeps its 2 clips per word on real data too (a smoke run, as its help says)
+        max_per_class = settings.max_per_class if data_dir is None or quick else REAL_DATA_MAX_PER_CLASS
     max_per_class = None if max_per_class == 0 else max_per_class
     if max_per_class is not None and max_per_class < 1:
         raise ValueError(f"--max-per-class must be >= 0, got {max_per_class}")

@@ -65,7 +65,7 @@ def aan_present(root: Path) -> bool:
 
 def imdb_present(root: Path) -> bool:
     names = [f"{split}/{label}" for split in ("train", "test") for label in ("neg", "pos")]
-    return _first_dir_with(root, ["aclImdb", ""], names) is not None
+    return _first_dir_with(root, ["aclImdb", "lra_release/aclImdb", ""], names) is not None  # as load_lra_text looks
 
 
 def pathfinder_present(resolution: int) -> Callable[[Path], bool]:

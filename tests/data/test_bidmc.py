@@ -212,6 +212,19 @@ def test_classification_file_and_missing_values_are_rejected(tmp_path):
         read_ts_regression(tmp_path / "gaps.ts")
 
 
+def test_lines_without_a_target_are_named_in_a_short_message(tmp_path):
+    X, y = np.round(np.random.default_rng(0).normal(size=(3, 2, LENGTH)), 5), np.array([1.0, 2.0, 1.0])
+    _write_ts(tmp_path / "no_target.ts", X, y)
+    lines = (tmp_path / "no_target.ts").read_text().splitlines()
+    start = lines.index("@data") + 1
+    lines[start:] = [line.rsplit(":", 1)[0] for line in lines[start:]]  # sktime then reads the ECG as the target
+    (tmp_path / "no_target.ts").write_text("\n".join(lines) + "\n")
+    shortened = r"non-numeric target in series 0: '.{40}\.\.\. \(\d+ characters\)'"
+    with pytest.raises(DataNotFoundError, match=shortened) as info:
+        read_ts_regression(tmp_path / "no_target.ts")
+    assert len(str(info.value)) < 400 and "must end with ':'" in str(info.value)
+
+
 def test_bad_arguments(bidmc_dir):
     root, _ = bidmc_dir
     with pytest.raises(ValueError, match="target must be one of"):

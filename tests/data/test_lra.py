@@ -332,3 +332,13 @@ def test_image_missing_batch(tmp_path):
         load_lra_image(tmp_path, val_size=5)
     with pytest.raises(DataNotFoundError, match="cifar-10-batches-py"):
         load_lra_image(tmp_path / "missing")
+
+
+def test_pathfinder_images_missing_from_the_copy_are_refused_not_skipped(tmp_path):
+    directory = tmp_path / "pathfinder32" / "curv_contour_length_14"
+    write_pathfinder_release(directory)
+    removed = sorted((directory / "imgs").rglob("*.png"))[:3]
+    for path in removed:
+        path.unlink()
+    with pytest.raises(DataNotFoundError, match=r"^3 of the 14 Pathfinder images listed in .* are missing \(first: "):
+        load_lra_pathfinder(tmp_path)

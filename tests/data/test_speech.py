@@ -162,6 +162,27 @@ def test_wrong_rate_and_too_long_clips_are_rejected(tmp_path):
         load_speech_commands(tmp_path, words=WORDS)
 
 
+def test_a_truncated_clip_is_refused_not_read_as_a_short_one(tmp_path):
+    _two_word_copy(tmp_path)
+    (tmp_path / "validation_list.txt").write_text("yes/b2_nohash_0.wav\nno/b2_nohash_0.wav\n")
+    clip = tmp_path / "yes" / "a1_nohash_0.wav"
+    whole = clip.read_bytes()
+    clip.write_bytes(whole[:1000])  # the header still declares every sample: an interrupted copy
+    refused = r"a1_nohash_0\.wav is truncated: its header declares \d+ bytes of samples, the file holds 956"
+    with pytest.raises(ValueError, match=refused):
+        load_speech_commands(tmp_path, words=["yes", "no"])
+    clip.write_bytes(whole)
+    assert len(load_speech_commands(tmp_path, words=["yes", "no"]).train) == 2
+
+
+def test_a_copy_under_the_home_directory_is_found_by_its_tilde_path(tmp_path, monkeypatch):
+    (tmp_path / "sc").mkdir()
+    _two_word_copy(tmp_path / "sc")
+    (tmp_path / "sc" / "validation_list.txt").write_text("yes/b2_nohash_0.wav\nno/b2_nohash_0.wav\n")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert len(load_speech_commands("~/sc", words=["yes", "no"]).train) == 2
+
+
 def _two_word_copy(root: Path, suffix: str = ".wav") -> None:
     """yes/ and no/ with clips a1, b2, c3 (b2 for validation, c3 for testing)."""
     for word in ("yes", "no"):

@@ -220,6 +220,13 @@ def test_demo_quick_prints_the_zero_shot_table(capsys):
     assert "20 test clips" in out and "two accuracies less than 31.0 points apart are within noise" in out
 
 
+def test_demo_quick_keeps_2_clips_per_word_on_a_data_dir_too(capsys):
+    from ssmts.data.speech import default_spoken_commands_dir
+
+    assert main(["demo", "--quick", "--epochs", "1", "--quiet", "--data-dir", str(default_spoken_commands_dir())]) == 0
+    assert "20 training / 20 validation / 20 test clips" in capsys.readouterr().out
+
+
 def test_demo_with_a_missing_data_dir_exits_2(tmp_path, capsys):
     assert main(["demo", "--quick", "--data-dir", str(tmp_path / "speech")]) == 2
     err = capsys.readouterr().err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import math
 import subprocess
@@ -155,6 +156,15 @@ def test_data_present_and_status(tmp_path):
     assert bidmc.data_present(tmp_path) and not get_task("bidmc-rr").data_present(tmp_path)
 
 
+def test_the_reviews_count_as_present_wherever_the_text_loader_finds_them(tmp_path):
+    text = get_task("lra-text")
+    reviews = tmp_path / "lra_release" / "aclImdb"  # the LRA release's layout, which load_lra_text reads
+    for split in ("train", "test"):
+        for label in ("neg", "pos"):
+            (reviews / split / label).mkdir(parents=True)
+    assert text.data_present(tmp_path) and text.data_status(tmp_path) == "present"
+
+
 def test_missing_real_data_raises_data_not_found(tmp_path):
     with pytest.raises(DataNotFoundError, match="basic_train.tsv"):
         get_task("lra-listops").load(tmp_path)
@@ -284,6 +294,20 @@ def test_limit_and_array_cache_round_trip(tmp_path):
     np.testing.assert_array_equal(again.train.X, limited.train.X)
     np.testing.assert_array_equal(again.test.lengths, limited.test.lengths)
     assert again.vocab_size == 257 and again.classes == ["neg", "pos"]
+
+
+def test_a_limited_split_lists_the_files_of_the_samples_it_kept():
+    data = make_text_standin(30, 10, 10, max_length=128)
+
+    def named(split):  # a loader's file list (the speech loader's form): each sample's file named by its values
+        return [hashlib.sha1(np.ascontiguousarray(x).tobytes()).hexdigest() + ".wav" for x in split.X]
+
+    data.meta["files"] = {name: named(getattr(data, name)) for name in ("train", "val", "test")}
+    limited = limit_task_data(data, 8, 4, seed=0)
+    for name in ("train", "val", "test"):
+        split = getattr(limited, name)
+        assert limited.meta["files"][name] == named(split)
+        assert len(limited.meta["files"][name]) == len(split)
 
 
 def test_zero_shot_conditions_and_inputs():
