@@ -49,8 +49,9 @@ plt.rcParams["figure.dpi"] = 90
 # ## The data
 #
 # The repository ships a compact stand-in for Speech Commands: the ten SC10 words (*yes,
-# no, up, down, left, right, on, off, stop, go*) spoken by 24 synthetic espeak-ng voices,
-# one clip per word and voice, 1 s at 16 kHz, in the Speech Commands directory layout.
+# no, up, down, left, right, on, off, stop, go*) spoken by 60 synthetic espeak-ng voices,
+# one clip per word and voice (600 clips: 160 for training, 40 for validation, 400 for
+# testing), 1 s at 16 kHz, in the Speech Commands directory layout.
 # Validation and test voices are never heard in training, so every score below is on
 # unseen speakers.
 #

@@ -178,9 +178,9 @@ plt.show()
 # ## When new data arrive
 #
 # `update` appends new observations and moves the forecasting origin. With
-# `update_params=False` (the cheap default for streaming) the weights stay as they are and
-# the next forecast simply reads the latest context; `update_params=True` would also
-# fine-tune on the new windows. Here the first 12 held-out months arrive, and the
+# `update_params=False` (the cheap choice for streaming) the weights stay as they are and
+# the next forecast simply reads the latest context; the default, `update_params=True`,
+# also fine-tunes on the new windows. Here the first 12 held-out months arrive, and the
 # remaining 12 are forecast from the new origin.
 
 # %%
