@@ -583,12 +583,13 @@ class NetworkFitMixin:
             if name not in CONTINUED_FIT_PARAMS and not same_param(getattr(self, name, value), value)
         ]
         if changed:
+            built = ", ".join(f"{k}={fitted[k]!r}" for k in changed)
+            now = ", ".join(f"{k}={getattr(self, k)!r}" for k in changed)
+            were, them = ("was", "it") if len(changed) == 1 else ("were", "them")
             raise ValueError(
                 f"{type(self).__name__}: a continued fit (warm_start=True, partial_fit) trains the fitted network on "
-                f"as it was built, with {', '.join(f'{k}={fitted[k]!r}' for k in changed)}, but "
-                f"{', '.join(f'{k}={getattr(self, k)!r}' for k in changed)} {'was' if len(changed) == 1 else 'were'} "
-                "set since. Set "
-                f"{'it' if len(changed) == 1 else 'them'} back, or fit anew (warm_start=False)"
+                f"as it was built, with {built}, but {now} {were} set since. Set {them} back, or fit anew "
+                "(warm_start=False)"
             )
 
     def _train_network(
@@ -655,7 +656,9 @@ def _kept_epoch(callbacks: list, start: int, start_kept: int | None) -> int | No
     if not restoring:
         return None
     kept = int(restoring[-1].best_epoch)
-    return (start_kept if start_kept is not None else start) if kept == start and start > 0 else kept
+    if kept == start > 0:  # the start's weights
+        return start if start_kept is None else start_kept
+    return kept
 
 
 def _row_maxima(x: torch.Tensor) -> torch.Tensor:
