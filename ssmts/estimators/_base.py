@@ -22,7 +22,7 @@ from sklearn.utils.validation import _check_feature_names, check_is_fitted
 from tqdm.auto import tqdm
 
 from .._warnings import caller_stacklevel
-from ..nn import SequenceHead, scaled_delta
+from ..nn import SSM, SequenceHead, scaled_delta
 from ..nn.batch_invariant import channel_linear
 from ..nn.functional import (
     channel_statistics,
@@ -333,6 +333,7 @@ class SequenceEstimatorMixin:
         per_step: outputs per step (otherwise batches of similar lengths, cut at their last real step)."""
         inputs = SequenceData(self._scaled(data), mask=data.mask, crop_padding=not per_step)
         self._refuse_beyond_limit(inputs.x)
+        self._warn_if_below_fitted_rates(rate_ratio)
         # minutes at tens of thousands of series: with verbose, a bar over the samples
         with scaled_delta(self.model_, 1.0 / rate_ratio), self._progress(len(inputs), "predict") as update:
             out = predict_batches(
@@ -348,6 +349,27 @@ class SequenceEstimatorMixin:
                 "or a model whose training diverged"
             )
         return out
+
+    def _below_fitted_rates(self, ratio: float) -> bool:
+        """Whether data at `ratio` x the training rate lies below every rate the model was fitted at (the
+        faces' `_lowest_fitted_rate`); a model fitted without sample_rate has ratio 1, never below."""
+        return ratio < 1.0 and ratio * float(self.train_sample_rate_) < self._lowest_fitted_rate() * (1 - 1e-9)
+
+    def _warn_if_below_fitted_rates(self, ratio: float) -> None:
+        """An ExtrapolationWarning for data below every rate the model was fitted at, with the modes of its
+        SSMs above that rate's Nyquist frequency (`_modes_above_nyquist` under the rescaled Delta) and what
+        the face says it costs (`_below_fitted_rates_consequence`)."""
+        if not self._below_fitted_rates(ratio):
+            return
+        lowest, rate = self._lowest_fitted_rate(), ratio * float(self.train_sample_rate_)
+        with scaled_delta(self.model_, 1.0 / ratio):
+            above, modes = self._modes_above_nyquist()
+        warnings.warn(
+            f"{type(self).__name__}: X at sample_rate={rate:.6g} lies below {lowest:.6g}, "
+            + self._below_fitted_rates_consequence(lowest, above, modes),
+            ExtrapolationWarning,
+            stacklevel=caller_stacklevel(),
+        )
 
     @contextlib.contextmanager
     def _progress(self, total: int, what: str):
@@ -670,6 +692,28 @@ class SSMEstimatorMixin(NetworkFitMixin, SequenceEstimatorMixin, SequenceModelPa
     """Fitting and streaming of the estimators whose `model_` is a head of ssmts.nn.heads over a
     trained SSMBackbone (`model_.backbone`), through the one fit path."""
 
+    # ------------------------------------------------------------ rates below the training rate
+    def _lowest_fitted_rate(self) -> float:
+        """The lowest rate the network was trained at: the training rate, or half of it with half-rate
+        batches (half_rate_share > 0)."""
+        train = float(self.train_sample_rate_)
+        return train / 2 if self._fitted_param("half_rate_share") > 0 else train
+
+    def _modes_above_nyquist(self) -> tuple[int, int]:
+        counts = [layer.modes_above_nyquist() for layer in self.model_.modules() if isinstance(layer, SSM)]
+        return sum(above for above, _ in counts), sum(modes for _, modes in counts)
+
+    def _below_fitted_rates_consequence(self, lowest: float, above: int, modes: int) -> str:
+        train = float(self.train_sample_rate_)
+        return (
+            f"the lowest rate its network was trained at (the training rate {train:.6g}"
+            + (", and half of it" if lowest < train else "")
+            + f"): the data has lost the band above half of this rate, which the training data held, and {above} "
+            f"of the {modes} modes of its SSMs lie above this rate's Nyquist frequency. Expect a lower accuracy than "
+            "at the training rate: measure it on labelled data at this rate"
+            + ("" if lowest < train else ", or fit with half_rate_share=0.5 to hold it down to half the training rate")
+        )
+
     # ------------------------------------------------------------ network
     def _network(self, d_input: int, d_output: int | None, pooling: str | None = None) -> SequenceHead:
         return SequenceHead(self.build_backbone(d_input), d_output, pooling or self.pooling)
@@ -753,6 +797,7 @@ class SSMEstimatorMixin(NetworkFitMixin, SequenceEstimatorMixin, SequenceModelPa
         x = self._scaled(data)
         x = x.materialize() if isinstance(x, LazyRows) else x
         self._refuse_beyond_limit(x)
+        self._warn_if_below_fitted_rates(ratio)
         device = resolve_device(self.device)
         on_device(self.model_, device).eval()
         x = x.to(device)

@@ -331,35 +331,28 @@ class _FeatureEstimator(SequenceEstimatorMixin, FeatureModelParams):
         data = self._prepare_predict_input(X, ratio)  # warns of X far beyond the training values
         self._check_differences(data)
         out = self._predict_outputs(data, ratio, lambda model, u, mask: model.forward_with_extrapolation(u, mask))
-        below = self._warn_if_below_readout_rates(ratio)
+        below = self._below_fitted_rates(ratio)  # _predict_outputs warned of it
         if not below and self._far_outside_training(data) is None:  # one warning is enough
             self._warn_if_extrapolating(out[:, -1].double().numpy())
         return out[:, :-1]
 
-    def _warn_if_below_readout_rates(self, ratio: float) -> bool:
-        """Warn (and return True) when data at `ratio` x the training rate lies below every rate the
-        read-out was fitted at (readout_rates_; files saved before it: the training rate)."""
-        if ratio >= 1.0:
-            return False
+    def _lowest_fitted_rate(self) -> float:
+        """The lowest rate the read-out was fitted at (readout_rates_; files saved before it: the training rate)."""
+        return min(getattr(self, "readout_rates_", (float(self.train_sample_rate_),)))
+
+    def _modes_above_nyquist(self) -> tuple[int, int]:
+        return self.model_.modes_above_nyquist()
+
+    def _below_fitted_rates_consequence(self, lowest: float, above: int, modes: int) -> str:
         train = float(self.train_sample_rate_)
-        lowest = min(getattr(self, "readout_rates_", (train,)))
-        rate = ratio * train
-        if rate >= lowest * (1 - 1e-9):
-            return False
-        with scaled_delta(self.model_, 1.0 / ratio):
-            above, modes = self.model_.modes_above_nyquist()
-        warnings.warn(
-            f"{type(self).__name__}: X at sample_rate={rate:.6g} lies below {lowest:.6g}, the lowest rate its "
-            f"read-out was fitted at (the training rate {train:.6g}"
+        return (
+            f"the lowest rate its read-out was fitted at (the training rate {train:.6g}"
             + (" and half of it" if lowest < train else "")
             + f"): {above} of the {modes} modes of its SSMs lie above the Nyquist frequency of this rate and "
             "answer only quasi-statically, and the read-out never saw its features at this rate. Expect a lower "
             "accuracy than at the training rate: measure it on labelled data at this rate, or fit at a rate "
-            "nearer to it",
-            ExtrapolationWarning,
-            stacklevel=caller_stacklevel(),
+            "nearer to it"
         )
-        return True
 
     def _warn_if_extrapolating(self, beyond: np.ndarray) -> None:
         """Smaller shifts than the channel check's still move a linear read-out of pooled responses

@@ -38,6 +38,7 @@ from torch import nn
 
 from .discretization import discretize
 from .init import initialize_head
+from .resampling import above_nyquist, sampled_turns
 
 _BIAS_BATCH = 16  # training series whose responses fit_biases computes at once
 _BIAS_ELEMENTS = 1 << 23  # response values fit_biases computes at once (32 MiB of float32)
@@ -197,7 +198,7 @@ class SSMFeatures(nn.Module):
         """(modes above the Nyquist frequency of the rate in use, modes in all), over the scales: the
         modes answered quasi-statically (`_modes_at_rate`); none at the training rate or above it."""
         Lambda = torch.view_as_complex(self.Lambda_pairs.detach())
-        above = _above_nyquist(Lambda, self.steps.detach()[:, None], self._delta_factor)
+        above = above_nyquist(Lambda, self.steps.detach()[:, None], self._delta_factor)
         return int(above.sum()), above.numel()
 
     def responses(self, u: torch.Tensor, scales: slice = slice(None)) -> torch.Tensor:
@@ -547,28 +548,15 @@ def _modes_at_rate(Lambda: torch.Tensor, Delta: torch.Tensor, factor: float) -> 
     the limit of ZOH for a mode much faster than the step). Every kernel keeps its sum, its DC gain,
     at every rate."""
     turns = Lambda.imag * Delta  # (s, P): radians per training step
-    wrapped = _sampled_turns(Lambda, Delta)
+    wrapped = sampled_turns(Lambda, Delta)
     imag = torch.where(wrapped == turns, Lambda.imag, wrapped / Delta)  # unaliased modes keep their Lambda exactly
     continuous = torch.complex(Lambda.real.expand_as(imag), imag)  # (s, P)
     _, gamma_trained = discretize(Lambda[None, :], Delta)
     _, gamma_continuous = discretize(continuous, Delta)
     _, gamma = discretize(continuous, Delta * factor)
-    beyond = _above_nyquist(Lambda, Delta, factor)
+    beyond = above_nyquist(Lambda, Delta, factor)
     gamma = torch.where(beyond, -1.0 / continuous, gamma) * (gamma_trained / gamma_continuous)
     return gamma, continuous * (Delta * factor), beyond
-
-
-def _sampled_turns(Lambda: torch.Tensor, Delta: torch.Tensor) -> torch.Tensor:
-    """(s, P): the turn of every mode Lambda (P,) per training step Delta (s, 1), Im(lambda) Delta,
-    wrapped into [-pi, pi]: the frequency at which the training rate samples it."""
-    turns = Lambda.imag * Delta
-    return turns - 2 * math.pi * torch.round(turns / (2 * math.pi))
-
-
-def _above_nyquist(Lambda: torch.Tensor, Delta: torch.Tensor, factor: float) -> torch.Tensor:
-    """(s, P) bool: the modes whose sampled turn exceeds pi at a step of `factor` x the training steps,
-    above the Nyquist frequency of that rate."""
-    return _sampled_turns(Lambda, Delta).abs() * factor > math.pi
 
 
 def _root_mean_square(u: torch.Tensor, real: torch.Tensor) -> torch.Tensor:

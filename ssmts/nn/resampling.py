@@ -90,6 +90,19 @@ def scaled_delta(module: nn.Module, factor: float) -> Iterator[nn.Module]:
             layer._delta_factor = old
 
 
+def sampled_turns(Lambda: torch.Tensor, Delta: torch.Tensor) -> torch.Tensor:
+    """The turn of every mode Lambda per training step Delta (shapes that broadcast, e.g. (P,) and (s, 1)),
+    Im(lambda) Delta, wrapped into [-pi, pi]: the frequency at which the training rate samples it."""
+    turns = Lambda.imag * Delta
+    return turns - 2 * math.pi * torch.round(turns / (2 * math.pi))
+
+
+def above_nyquist(Lambda: torch.Tensor, Delta: torch.Tensor, factor: float) -> torch.Tensor:
+    """Bool, the broadcast shape of Lambda and Delta: the modes whose sampled turn exceeds pi at a step of
+    `factor` x the training steps, above the Nyquist frequency of that rate."""
+    return sampled_turns(Lambda, Delta).abs() * factor > math.pi
+
+
 def positive_int(value: object, name: str) -> int:
     """Accept 8000 or 8000.0 (rates are often stored as floats); reject 0, negatives, 7999.5, True."""
     is_number = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_))

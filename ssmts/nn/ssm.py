@@ -48,7 +48,7 @@ from .kernels import (
     states_by_recurrence,
     two_sided_kernel,
 )
-from .resampling import DeltaScaling, delta_factor
+from .resampling import DeltaScaling, above_nyquist, delta_factor
 from .scan import diagonal_scan
 
 LAMBDA_ENFORCERS = ("exp", "softplus", "clip")
@@ -260,6 +260,17 @@ class SSM(DeltaScaling, nn.Module):
         ``with ssmts.nn.scaled_delta(layer, delta_factor(train_rate, new_rate)):``.
         """
         self.dt_scale = delta_factor(train_rate, new_rate)
+
+    def modes_above_nyquist(self) -> tuple[int, int]:
+        """(modes above the Nyquist frequency of the rate in use, modes in all): the modes that turn by more
+        than pi per step once Delta is scaled (a `scaled_delta` factor > 1: data at a lower rate), measured
+        from their turn per step at the layer's own Delta (exp(log_dt) * dt_scale). Such a mode aliases
+        onto a frequency within the band, where the data has lost what it answered to."""
+        with torch.no_grad():
+            own = torch.exp(self.log_dt) * self.dt_scale
+            names = ("Lambda", "Lambda_backward") if self.bidirectional == "ldnn" else ("Lambda",)
+            above = [above_nyquist(self._lambda(name), own, self._delta_factor) for name in names]
+        return sum(int(a.sum()) for a in above), sum(a.numel() for a in above)
 
     def discrete(self, backward: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         """(Abar (S, P), Bbar (S, P, Hh), log Abar (S, P), C (S, Mh, P)) of the current parameters."""

@@ -2,6 +2,7 @@
 
 import pickle
 import time
+import warnings
 
 import joblib
 import numpy as np
@@ -16,6 +17,7 @@ from sklearn.model_selection import GridSearchCV, cross_val_score, train_test_sp
 from sklearn.pipeline import make_pipeline
 
 from ssmts import Resampler, SSMClassifier, SSMRegressor, SSMTransformer
+from ssmts.estimators import ExtrapolationWarning
 
 from .conftest import FAST, continuous_time_classes
 
@@ -53,6 +55,33 @@ def test_zero_shot_rate_change_keeps_accuracy_and_ignoring_the_rate_does_not():
         print(f"{rate} Hz: rescaled {rescaled:.3f}, rate ignored {ignored:.3f}, training rate {base:.3f}")
         assert rescaled >= base - 0.05
         assert rescaled >= ignored + 0.3
+
+
+def test_data_below_every_rate_the_network_was_trained_at_is_warned_of():
+    """Networks answered silently at any lower rate (a rate in kHz for Hz data: 1,000 times lower), where
+    the SSM-feature estimators warned; now both warn below the lowest rate they were fitted at."""
+    X, y = continuous_time_classes(60, 32, seed=0)
+    clf = SSMClassifier(**{**FAST, "max_epochs": 1}, sample_rate=32).fit(X, y)
+    X_16, _ = continuous_time_classes(10, 16, seed=1)
+    below = r"sample_rate=16 lies below 32, .*training rate 32\): .* \d+ of the 4 modes .*half_rate_share=0\.5"
+    with pytest.warns(ExtrapolationWarning, match=below):
+        clf.predict(X_16, sample_rate=16)
+    with pytest.warns(ExtrapolationWarning, match="sample_rate=0.032 lies below 32"):
+        clf.predict(X[:, None, :], sample_rate=0.032)  # the rate in kHz (a 2-D X of that length is refused)
+    with pytest.warns(ExtrapolationWarning, match="sample_rate=16 lies below 32"):
+        clf.stream(X_16[:, :5], sample_rate=16)
+    X_64, _ = continuous_time_classes(10, 64, seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        clf.predict(X, sample_rate=32)
+        clf.predict(X_64, sample_rate=64)  # a higher rate samples the same kernels more finely
+    halves = SSMClassifier(**{**FAST, "max_epochs": 1}, sample_rate=32, half_rate_share=0.5).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        halves.predict(X_16, sample_rate=16)  # trained on half-rate batches too
+    X_8, _ = continuous_time_classes(10, 8, seed=1)
+    with pytest.warns(ExtrapolationWarning, match=r"lies below 16, .*training rate 32, and half of it\)"):
+        halves.predict(X_8, sample_rate=8)
 
 
 def test_set_params_sample_rate_after_fit_rescales_like_the_predict_argument():

@@ -156,3 +156,28 @@ def test_resample_in_chunks_covers_every_signal(monkeypatch):
     for i in range(12):
         expected = AF.resample(torch.from_numpy(X[i : i + 1]), 40, 30).numpy()[0]
         np.testing.assert_allclose(out[i], expected, rtol=1e-5, atol=1e-6)
+
+
+# ---------------------------------------------------------------- modes above a lower rate's Nyquist frequency
+@pytest.mark.parametrize("bidirectional", [False, "ldnn"])
+@pytest.mark.parametrize("factor", [1.0, 2.0, 8.0, 40.0, 1000.0])
+def test_an_ssm_counts_the_modes_a_lower_rate_puts_above_its_nyquist_frequency(factor, bidirectional):
+    """Oracle: each mode's turn per step at the layer's own Delta, wrapped into [-pi, pi] by a naive loop,
+    times the factor on Delta, beyond pi."""
+    from ssmts.nn import SSM, scaled_delta
+
+    torch.manual_seed(0)
+    layer = SSM(d_model=4, d_state=32, heads=2, dt_min=0.01, dt_max=0.5, bidirectional=bidirectional)
+    layer.dt_scale = 1.5  # a base factor kept with the model counts as the layer's own step
+    own = (torch.exp(layer.log_dt) * 1.5).detach().double().numpy()
+    names = ["Lambda", "Lambda_backward"] if bidirectional == "ldnn" else ["Lambda"]
+    expected = 0
+    for name in names:
+        imag = layer._lambda(name).imag.detach().double().numpy()
+        for turn in (imag * own).ravel():
+            wrapped = turn - 2 * math.pi * round(turn / (2 * math.pi))
+            expected += abs(wrapped) * factor > math.pi
+    with scaled_delta(layer, factor):
+        above, modes = layer.modes_above_nyquist()
+    assert modes == len(names) * own.size and above == expected
+    assert (above == 0) == (factor == 1.0 or expected == 0)
