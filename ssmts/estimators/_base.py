@@ -114,6 +114,16 @@ def target_statistics(y2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return mean.numpy(), scale.numpy()
 
 
+def scale_unseen_spreads(scale: np.ndarray, y2: np.ndarray) -> np.ndarray:
+    """A continued fit's target scale: the fitted one, except that a column every earlier fit saw constant
+    (scale 0: predicted as that constant) takes its spread from y2 (n, n_targets) once y2 varies there;
+    without it the network's output for that column would stay multiplied by 0, whatever it learns."""
+    unseen = scale == 0
+    if not unseen.any():
+        return scale
+    return np.where(unseen, target_statistics(y2)[1], scale)
+
+
 def standardized_targets(y2: np.ndarray, mean: np.ndarray, scale: np.ndarray) -> torch.Tensor:
     """(y2 - mean) / scale as float32 training targets; a constant column (scale 0) trains on zeros."""
     return torch.from_numpy(((y2 - mean) / np.where(scale > 0, scale, 1.0)).astype(np.float32))
@@ -427,6 +437,7 @@ class SequenceEstimatorMixin:
         "history_",
         "n_iter_",
         "best_epoch_",
+        "lowest_trained_rate_",
         "_seed_",
         "feature_names_in_",
     )
@@ -599,10 +610,14 @@ class NetworkFitMixin:
         """A continued fit trains model_ on as it was built: a parameter that built it (or the scaling)
         set to another value since would be ignored, and recorded as fitted."""
         fitted = getattr(self, "_fitted_params_", {})
+        # the optimizer and the seed go on from the fit's state; a loaded model has neither and takes them anew
+        carried = {"optimizer": "training_state_", "random_state": "_seed_"}
         changed = [
             name
             for name, value in fitted.items()
-            if name not in CONTINUED_FIT_PARAMS and not same_param(getattr(self, name, value), value)
+            if name not in CONTINUED_FIT_PARAMS
+            and not (name in carried and getattr(self, carried[name], None) is None)
+            and not same_param(getattr(self, name, value), value)
         ]
         if changed:
             built = ", ".join(f"{k}={fitted[k]!r}" for k in changed)
@@ -610,8 +625,8 @@ class NetworkFitMixin:
             were, them = ("was", "it") if len(changed) == 1 else ("were", "them")
             raise ValueError(
                 f"{type(self).__name__}: a continued fit (warm_start=True, partial_fit) trains the fitted network on "
-                f"as it was built, with {built}, but {now} {were} set since. Set {them} back, or fit anew "
-                "(warm_start=False)"
+                f"as it was built, with {built}, but {now} {were} set since. Set {them} back, or fit a new "
+                "network (fit with warm_start=False)"
             )
 
     def _train_network(
@@ -694,8 +709,11 @@ class SSMEstimatorMixin(NetworkFitMixin, SequenceEstimatorMixin, SequenceModelPa
 
     # ------------------------------------------------------------ rates below the training rate
     def _lowest_fitted_rate(self) -> float:
-        """The lowest rate the network was trained at: the training rate, or half of it with half-rate
-        batches (half_rate_share > 0)."""
+        """The lowest rate the network was trained at (lowest_trained_rate_; files saved before it: the
+        training rate, or half of it with half-rate batches)."""
+        lowest = getattr(self, "lowest_trained_rate_", None)
+        if lowest is not None:
+            return float(lowest)
         train = float(self.train_sample_rate_)
         return train / 2 if self._fitted_param("half_rate_share") > 0 else train
 
@@ -705,12 +723,12 @@ class SSMEstimatorMixin(NetworkFitMixin, SequenceEstimatorMixin, SequenceModelPa
 
     def _below_fitted_rates_consequence(self, lowest: float, above: int, modes: int) -> str:
         train = float(self.train_sample_rate_)
+        beyond = f", and {above} of the {modes} modes of its SSMs lie above this rate's Nyquist frequency"
         return (
-            f"the lowest rate its network was trained at (the training rate {train:.6g}"
-            + (", and half of it" if lowest < train else "")
-            + f"): the data has lost the band above half of this rate, which the training data held, and {above} "
-            f"of the {modes} modes of its SSMs lie above this rate's Nyquist frequency. Expect a lower accuracy than "
-            "at the training rate: measure it on labelled data at this rate"
+            f"the lowest rate its network was trained at (the training rate is {train:.6g}): the data has lost "
+            "the band above half of this rate, which the training data held"
+            + (beyond if modes else "")  # a LinearCDE network has no modes
+            + ". Expect a lower accuracy than at the training rate: measure it on labelled data at this rate"
             + ("" if lowest < train else ", or fit with half_rate_share=0.5 to hold it down to half the training rate")
         )
 
@@ -752,6 +770,16 @@ class SSMEstimatorMixin(NetworkFitMixin, SequenceEstimatorMixin, SequenceModelPa
         )
         if not continue_training:
             self.train_sample_rate_ = self.sample_rate
+        self._record_trained_rate(ratio, continue_training)
+
+    def _record_trained_rate(self, ratio: float, continued: bool) -> None:
+        """lowest_trained_rate_: the lowest rate the network has been trained at over its fits, this one's
+        at `ratio` x the training rate (half of it with half-rate batches); None without sample_rate."""
+        if self.train_sample_rate_ is None:
+            self.lowest_trained_rate_ = None
+            return
+        rate = float(self.train_sample_rate_) * ratio * (0.5 if self.half_rate_share > 0 else 1.0)
+        self.lowest_trained_rate_ = min(self._lowest_fitted_rate(), rate) if continued else rate
 
     # ------------------------------------------------------------ streaming
     @torch.no_grad()

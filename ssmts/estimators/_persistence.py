@@ -525,11 +525,12 @@ def _check_input_attributes(estimator, path) -> None:
     real_array("input_scale_", (channels,), positive=True)
     if getattr(estimator, "input_range_", None) is not None:
         real_array("input_range_", (2, channels))
-    rate = getattr(estimator, "train_sample_rate_", None)
-    if rate is not None and (
-        isinstance(rate, bool) or not isinstance(rate, numbers.Real) or not np.isfinite(rate) or rate <= 0
-    ):
-        refuse("train_sample_rate_", "None or a positive number")
+    for attr in ("train_sample_rate_", "lowest_trained_rate_"):  # files before the second have none
+        rate = getattr(estimator, attr, None)
+        if rate is not None and (
+            isinstance(rate, bool) or not isinstance(rate, numbers.Real) or not np.isfinite(rate) or rate <= 0
+        ):
+            refuse(attr, "None or a positive number")
     if not isinstance(getattr(estimator, "history_", None), list):
         refuse("history_", "a list of the epochs' records")
 

@@ -12,7 +12,14 @@ from ..nn.functional import power_of_two_unit
 from ..training.config import with_params_doc
 from ..training.objectives import mse_loss, negative_mse
 from ..training.params import REGRESSOR_DEFAULTS
-from ._base import SSMEstimatorMixin, require_y, standardized_targets, target_statistics, transactional
+from ._base import (
+    SSMEstimatorMixin,
+    require_y,
+    scale_unseen_spreads,
+    standardized_targets,
+    target_statistics,
+    transactional,
+)
 
 
 def check_targets(y) -> tuple[np.ndarray, bool]:
@@ -77,6 +84,7 @@ class SSMRegressor(SSMEstimatorMixin, RateRegressorMixin, BaseEstimator):
         if continuing:
             if y2.shape[1] != self.n_targets_:
                 raise ValueError(f"y has {y2.shape[1]} targets, but the model was fitted with {self.n_targets_}")
+            self.target_scale_ = scale_unseen_spreads(self.target_scale_, y2)
         else:
             self.n_targets_ = y2.shape[1]
             self._y_is_1d = is_1d

@@ -19,7 +19,7 @@ from ..training.objectives import (
     negative_mse,
     weighted_cross_entropy,
 )
-from ._base import SSMEstimatorMixin, standardized_targets, target_statistics, transactional
+from ._base import SSMEstimatorMixin, scale_unseen_spreads, standardized_targets, target_statistics, transactional
 from .classification import check_labels, label_encoder, restored_label_encoder
 
 OBJECTIVES = ("auto", "reconstruction", "classification", "regression", "none")
@@ -85,6 +85,8 @@ class SSMTransformer(ClassNamePrefixFeaturesOutMixin, SSMEstimatorMixin, Transfo
             stats = self._target_stats if continuing else target_statistics(y2)
             if continuing and y2.shape[1] != len(stats[0]):
                 raise ValueError(f"y has {y2.shape[1]} targets, but the model was fitted with {len(stats[0])}")
+            if continuing:
+                stats = (stats[0], scale_unseen_spreads(stats[1], y2))
             target = standardized_targets(y2, *stats)
             kwargs = dict(d_output=y2.shape[1], loss_fn=mse_loss, score_fn=negative_mse)
         if len(target) != len(data.x):

@@ -5,11 +5,14 @@ target is predicted as that constant, seeds keep scikit-learn's range."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
 
 from ssmts import SSMClassifier, SSMRegressor, SSMTransformer
+from ssmts.estimators import ExtrapolationWarning
 from ssmts.training import Callback, EarlyStopping
 from ssmts.training.config import InvalidParameterError
 
@@ -170,3 +173,44 @@ def test_numpy_series_of_one_length_in_a_list_are_series_that_may_have_any_lengt
     shorter = [s[:12] for s in series[:3]]
     np.testing.assert_array_equal(reg.predict(shorter), reg.predict(X[:3, :, :12]))
     assert SSMRegressor(**TINY).fit(X[:, 0].tolist(), y).predict(X[:2, 0].tolist()).shape == (2,)  # lists of lists: 2-D
+
+
+def test_a_target_first_seen_constant_is_learned_once_it_varies():
+    """Its scale 0 stayed for good: every later partial_fit or warm-started fit trained a network whose output
+    was multiplied by 0, so the model kept answering the first constant."""
+    X, y = _regression(n=40)
+    reg = SSMRegressor(**{**TINY, "lr": 0.02})
+    reg.partial_fit(X[:1], y[:1])
+    np.testing.assert_array_equal(reg.predict(X[:3]), np.full(3, y[0]))
+    for _ in range(20):
+        reg.partial_fit(X, y)
+    assert reg.target_scale_[0] > 0 and len(np.unique(reg.predict(X))) == len(X) and reg.score(X, y) > 0.2
+
+
+@pytest.mark.parametrize("how", ["warm_start", "partial_fit"])
+def test_data_at_a_rate_a_continued_fit_trained_at_is_not_warned_of(how):
+    X, y = _classification(length=32)
+    clf = SSMClassifier(**{**TINY, "sample_rate": 100}).fit(X, y)
+    half = X[:, :, ::2]
+    with pytest.warns(ExtrapolationWarning, match="lies below 100"):
+        clf.predict(half, sample_rate=50)
+    clf.set_params(sample_rate=50)
+    (clf.set_params(warm_start=True).fit if how == "warm_start" else clf.partial_fit)(half, y)
+    assert clf.lowest_trained_rate_ == 50
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        clf.predict(half, sample_rate=50)
+    with pytest.warns(ExtrapolationWarning, match=r"sample_rate=25 lies below 50, .*\(the training rate is 100\)"):
+        clf.predict(X[:, :, ::4], sample_rate=25)
+
+
+def test_a_loaded_model_takes_another_optimizer_for_its_fresh_one(tmp_path):
+    """A loaded model keeps no optimizer state, so a continuation builds the optimizer set now."""
+    X, y = _regression()
+    reg = SSMRegressor(**TINY).fit(X, y)
+    loaded = SSMRegressor.load(reg.save(tmp_path / "r.safetensors"))
+    loaded.set_params(optimizer="sgd", warm_start=True).fit(X, y)
+    assert loaded.n_iter_ == 4
+    refused = r"optimizer='adamw', but optimizer='sgd' was set since.*fit with warm_start=False"
+    with pytest.raises(ValueError, match=refused):
+        reg.set_params(optimizer="sgd").partial_fit(X, y)
