@@ -59,7 +59,7 @@ class SSMTransformer(ClassNamePrefixFeaturesOutMixin, SSMEstimatorMixin, Transfo
                 with torch.random.fork_rng(devices=[]):
                     torch.manual_seed(self._seed_)
                     self.model_ = self._network(C, None).eval()
-                self.train_sample_rate_ = self.sample_rate
+                self.train_sample_rate_ = self.lowest_trained_rate_ = self.sample_rate  # no earlier fit's
                 self.history_, self.n_iter_, self.best_epoch_ = [], 0, 0
             self.objective_ = objective
             return self

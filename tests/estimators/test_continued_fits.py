@@ -214,3 +214,13 @@ def test_a_loaded_model_takes_another_optimizer_for_its_fresh_one(tmp_path):
     refused = r"optimizer='adamw', but optimizer='sgd' was set since.*fit with warm_start=False"
     with pytest.raises(ValueError, match=refused):
         reg.set_params(optimizer="sgd").partial_fit(X, y)
+
+
+def test_an_untrained_transformer_keeps_no_earlier_fits_lowest_rate():
+    X, y = _regression(length=32)
+    transformer = SSMTransformer(**{**TINY, "sample_rate": 100, "half_rate_share": 0.5, "objective": "regression"})
+    assert transformer.fit(X, y).lowest_trained_rate_ == 50
+    transformer.set_params(objective="none", half_rate_share=0.0).fit(X)
+    assert transformer.lowest_trained_rate_ == 100
+    with pytest.warns(ExtrapolationWarning, match="sample_rate=50 lies below 100"):
+        transformer.transform(X[:, :, ::2], sample_rate=50)
