@@ -114,14 +114,15 @@ def target_statistics(y2: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return mean.numpy(), scale.numpy()
 
 
-def scale_unseen_spreads(scale: np.ndarray, y2: np.ndarray) -> np.ndarray:
-    """A continued fit's target scale: the fitted one, except that a column every earlier fit saw constant
-    (scale 0: predicted as that constant) takes its spread from y2 (n, n_targets) once y2 varies there;
-    without it the network's output for that column would stay multiplied by 0, whatever it learns."""
+def continued_target_statistics(y2: np.ndarray, mean: np.ndarray, scale: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """A continued fit's target statistics: the fitted mean and scale of as many targets as y2 (n, n_targets)
+    holds, except that a column every earlier fit saw constant (scale 0: predicted as that constant) takes
+    its spread from y2 once y2 varies there; without it the network's output for that column would stay
+    multiplied by 0, whatever it learns."""
+    if y2.shape[1] != len(scale):
+        raise ValueError(f"y has {y2.shape[1]} targets, but the model was fitted with {len(scale)}")
     unseen = scale == 0
-    if not unseen.any():
-        return scale
-    return np.where(unseen, target_statistics(y2)[1], scale)
+    return mean, (np.where(unseen, target_statistics(y2)[1], scale) if unseen.any() else scale)
 
 
 def standardized_targets(y2: np.ndarray, mean: np.ndarray, scale: np.ndarray) -> torch.Tensor:

@@ -14,8 +14,8 @@ from ..training.objectives import mse_loss, negative_mse
 from ..training.params import REGRESSOR_DEFAULTS
 from ._base import (
     SSMEstimatorMixin,
+    continued_target_statistics,
     require_y,
-    scale_unseen_spreads,
     standardized_targets,
     target_statistics,
     transactional,
@@ -82,9 +82,9 @@ class SSMRegressor(SSMEstimatorMixin, RateRegressorMixin, BaseEstimator):
         data = self._fit_input(X, continuing)
         y2, is_1d = check_targets(y)
         if continuing:
-            if y2.shape[1] != self.n_targets_:
-                raise ValueError(f"y has {y2.shape[1]} targets, but the model was fitted with {self.n_targets_}")
-            self.target_scale_ = scale_unseen_spreads(self.target_scale_, y2)
+            self.target_mean_, self.target_scale_ = continued_target_statistics(
+                y2, self.target_mean_, self.target_scale_
+            )
         else:
             self.n_targets_ = y2.shape[1]
             self._y_is_1d = is_1d

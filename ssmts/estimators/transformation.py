@@ -19,7 +19,13 @@ from ..training.objectives import (
     negative_mse,
     weighted_cross_entropy,
 )
-from ._base import SSMEstimatorMixin, scale_unseen_spreads, standardized_targets, target_statistics, transactional
+from ._base import (
+    SSMEstimatorMixin,
+    continued_target_statistics,
+    standardized_targets,
+    target_statistics,
+    transactional,
+)
 from .classification import check_labels, label_encoder, restored_label_encoder
 
 OBJECTIVES = ("auto", "reconstruction", "classification", "regression", "none")
@@ -82,11 +88,7 @@ class SSMTransformer(ClassNamePrefixFeaturesOutMixin, SSMEstimatorMixin, Transfo
             )
         else:
             y2 = check_array(y, ensure_2d=False, dtype=np.float64, input_name="y").reshape(len(y), -1)
-            stats = self._target_stats if continuing else target_statistics(y2)
-            if continuing and y2.shape[1] != len(stats[0]):
-                raise ValueError(f"y has {y2.shape[1]} targets, but the model was fitted with {len(stats[0])}")
-            if continuing:
-                stats = (stats[0], scale_unseen_spreads(stats[1], y2))
+            stats = continued_target_statistics(y2, *self._target_stats) if continuing else target_statistics(y2)
             target = standardized_targets(y2, *stats)
             kwargs = dict(d_output=y2.shape[1], loss_fn=mse_loss, score_fn=negative_mse)
         if len(target) != len(data.x):

@@ -15,18 +15,13 @@ from ssmts.training import LazyRows, SequenceData
 
 
 def _subset_index(n: int, limit: int | None, seed: int) -> np.ndarray | None:
-    """The sorted indices of a seeded random subset of `limit` of n samples; None to keep all."""
+    """The sorted indices of a seeded random subset of `limit` of n samples (kept in their order); None to
+    keep all."""
     if limit is None or n <= limit:
         return None
     if limit < 1:
         raise ValueError(f"a sample limit must be >= 1, got {limit}")
     return np.sort(np.random.default_rng(seed).choice(n, size=int(limit), replace=False))
-
-
-def subset_split(split: Split, limit: int | None, seed: int) -> Split:
-    """At most `limit` samples of `split`: a seeded random subset in the original order."""
-    index = _subset_index(len(split), limit, seed)
-    return split if index is None else split.subset(index)
 
 
 def limit_task_data(data: TaskData, max_train: int | None, max_eval: int | None, seed: int = 0) -> TaskData:
