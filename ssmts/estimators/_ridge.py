@@ -16,8 +16,9 @@ the rotated rows X V instead, so that for a penalty alpha, with e the eigenvalue
 
 cost O(n p) a penalty after one O(n p^2 + p^3) decomposition (X centred, as the intercept needs).
 It chooses the penalty as those classes do (the first of the lowest mean squared leave-one-out
-error over the targets; for classes, of the one-vs-rest targets in {-1, 1}) and returns the same
-coefficients (tests/estimators/test_ridge.py holds it against them).
+error over the targets; for classes, of the one-vs-rest targets in {-1, 1}; with per_target, each
+target's own, as RidgeCV(alpha_per_target=True)) and returns the same coefficients
+(tests/estimators/test_ridge.py holds it against them).
 
 With `standard_errors` > 0 the penalty is instead the largest whose mean leave-one-out error is within
 that many standard errors of the lowest (`penalty_within`, a fraction of Breiman's one-standard-error
@@ -66,8 +67,37 @@ def penalty_within(squared_errors: np.ndarray, standard_errors: float) -> int:
     return int(within.max()) if len(within) else best
 
 
+def chosen_penalties(squared_errors: np.ndarray, standard_errors: float, per_target: bool) -> np.ndarray:
+    """(k,) index of each target's penalty by `penalty_within`: on that target's own errors (per_target), or
+    one for all on the errors summed over the targets. squared_errors: (n, A, k) each row's leave-one-out
+    squared error of each target under each penalty (increasing)."""
+    k = squared_errors.shape[2]
+    if per_target:
+        return np.array([penalty_within(squared_errors[:, :, j], standard_errors) for j in range(k)])
+    return np.full(k, penalty_within(squared_errors.sum(2), standard_errors))
+
+
+def lowest_mean_error(squared_errors: np.ndarray, per_target: bool) -> float:
+    """The lowest mean leave-one-out squared error a target (the ridges' `best_score_` is minus it): the mean
+    over the targets of each one's lowest (per_target), or the lowest of their sum over k. (n, A, k) as
+    `chosen_penalties`."""
+    means = squared_errors.mean(0)  # (A, k)
+    return float(means.min(0).mean() if per_target else means.sum(1).min() / means.shape[1])
+
+
+def _at_penalties(squared_errors: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """(n,) each row's squared errors summed over the targets, each target's at its penalty index (k,)."""
+    return squared_errors[:, index, np.arange(len(index))].sum(1)
+
+
+def _check_per_target(per_target: bool, classifier: bool) -> bool:
+    if per_target and classifier:  # one-vs-rest scores are compared across classes: one penalty for all
+        raise ValueError("per_target=True is for regression: a classifier's one-vs-rest scores share one penalty")
+    return bool(per_target)
+
+
 def _dual_loo_errors(eigenvalues: np.ndarray, Q: np.ndarray, Yc: np.ndarray, alphas: np.ndarray) -> np.ndarray:
-    """(n, A): each row's leave-one-out squared error (summed over the k targets) of a ridge with an
+    """(n, A, k): each row's leave-one-out squared error of each of the k targets of a ridge with an
     unpenalized intercept under each penalty, from the eigendecomposition Q diag(eigenvalues) Q^T of the
     Gram matrix (n, n) of the centred rows and the centred targets Yc (n, k)."""
     n = len(Q)
@@ -76,7 +106,7 @@ def _dual_loo_errors(eigenvalues: np.ndarray, Q: np.ndarray, Yc: np.ndarray, alp
     fitted = np.einsum("ij,ja,jk->iak", Q, shrink, Q.T @ Yc, optimize=True)  # (n, A, k)
     with np.errstate(invalid="ignore", divide="ignore"):  # one row: 0 / 0, undefined (penalty_within's case)
         residuals = (Yc[:, None, :] - fitted) / (1.0 - hat)[:, :, None]
-    return (residuals**2).sum(2)
+    return residuals**2
 
 
 def _targets(y: np.ndarray, classifier: bool, classes: np.ndarray | None = None) -> np.ndarray:
@@ -107,6 +137,8 @@ class GramRidgeCV:
     differences, else `default_weight`: where the data cannot tell the weights apart, the default stands.
     choice_rows: indices of the rows the weight is chosen on (`block_scores_` are theirs; None: all), a
     decomposition a weight of their Gram matrix instead of all the rows'; the fit is then on every row.
+    per_target (regression): each target's penalty chosen on its own errors, as separate fits would choose
+    it (`alpha_` then (k,) for 2-d y), the block's weight on their sum; else one penalty on their sum.
 
     fit(X (n, p), y (n,) labels or (n,) / (n, k) targets) sets `alpha_`, `best_score_` (minus the lowest
     mean squared leave-one-out error, per target, at the weight kept), `block_weight_`,
@@ -126,9 +158,11 @@ class GramRidgeCV:
         default_weight: float = 1.0,
         guard: float = 1.0,
         choice_rows: np.ndarray | None = None,
+        per_target: bool = False,
     ):
         self.alphas = _increasing(alphas)
         self.classifier = classifier
+        self.per_target = _check_per_target(per_target, classifier)
         self.standard_errors = float(standard_errors)
         self.block = block
         self.block_weights = tuple(float(w) for w in block_weights)
@@ -165,7 +199,7 @@ class GramRidgeCV:
             )
             Y_choice = Yc if whole else Yc[choice] - Yc[choice].mean(0)
             fits = {w: self._weighed(rest + w**2 * block_part, Y_choice) for w in self.block_weights}
-            row_errors = {w: errors[:, index] for w, (errors, index, _, _) in fits.items()}
+            row_errors = {w: _at_penalties(errors, index) for w, (errors, index, _, _) in fits.items()}
             self.block_scores_ = {w: float(e.mean()) for w, e in row_errors.items()}
             weight, m = self.default_weight, len(choice)
             best = min(self.block_weights, key=lambda w: self.block_scores_[w])
@@ -176,11 +210,11 @@ class GramRidgeCV:
             errors, index, eigenvalues, Q = (
                 fits[weight] if whole else self._weighed(gram_rest + weight**2 * gram_block, Yc)
             )
-        k = Y.shape[1]
         self.block_weight_ = weight
-        self.alpha_ = float(self.alphas[index])
-        self.best_score_ = -float(errors.mean(0).min()) / k
-        dual = Q @ ((Q.T @ Yc) / (eigenvalues + self.alpha_)[:, None])  # (n, k)
+        alphas = self.alphas[index]  # (k,)
+        self.alpha_ = alphas if self.per_target and np.ndim(y) == 2 else float(alphas[0])
+        self.best_score_ = -lowest_mean_error(errors, self.per_target)
+        dual = Q @ ((Q.T @ Yc) / (eigenvalues[:, None] + alphas[None, :]))  # (n, k)
         coef = Xc.T @ dual  # (p, k), in the columns as weighted ...
         coef[block] *= weight**2  # ... and for X as given: X_w = X diag(w), coef = diag(w) X_w^T dual
         coef = coef.T
@@ -190,13 +224,13 @@ class GramRidgeCV:
         self.coef_, self.intercept_ = coef, intercept
         return self
 
-    def _weighed(self, gram: np.ndarray, Yc: np.ndarray) -> tuple[np.ndarray, int, np.ndarray, np.ndarray]:
-        """(errors (n, A), index of the penalty by the rule, eigenvalues, Q) of the Gram matrix (n, n) of
-        centred rows and centred targets Yc (n, k)."""
+    def _weighed(self, gram: np.ndarray, Yc: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(errors (n, A, k), each target's penalty index by the rule (k,), eigenvalues, Q) of the Gram
+        matrix (n, n) of centred rows and centred targets Yc (n, k)."""
         eigenvalues, Q = scipy.linalg.eigh(gram, driver="evd", check_finite=False)
         eigenvalues = eigenvalues.clip(min=0.0)  # a Gram matrix has none below 0 but rounding's
         errors = _dual_loo_errors(eigenvalues, Q, Yc, self.alphas)
-        return errors, penalty_within(errors, self.standard_errors), eigenvalues, Q
+        return errors, chosen_penalties(errors, self.standard_errors, self.per_target), eigenvalues, Q
 
 
 def _centred(gram: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -212,6 +246,7 @@ class TallRidgeCV:
     fit(X (n, p), y (n,) labels or (n, k) targets) sets `alpha_`, `best_score_` (minus the lowest mean
     squared leave-one-out error), `coef_` (k, p) and `intercept_` (k,), where k is 1 for two classes.
     standard_errors: as `penalty_within` (0: the penalty of the lowest error, as scikit-learn's).
+    per_target: as GramRidgeCV's.
     verbose: a progress bar over the two passes through the rows (minutes at tens of thousands).
     """
 
@@ -223,9 +258,11 @@ class TallRidgeCV:
         standard_errors: float = 0.0,
         rows_at_once: int | None = None,
         verbose: bool = False,
+        per_target: bool = False,
     ):
         self.alphas = _increasing(alphas)
         self.classifier = classifier
+        self.per_target = _check_per_target(per_target, classifier)
         self.standard_errors = float(standard_errors)
         self.rows_at_once = rows_at_once
         self.verbose = verbose
@@ -246,6 +283,8 @@ class TallRidgeCV:
         with tqdm(total=2 * n, desc="ridge read-out", unit="row", disable=not self.verbose) as bar:
             self._solve(X, Yc, x_mean, row_blocks, bar)
         self.intercept_ = y_mean - x_mean @ self.coef_.T
+        if self.per_target and np.ndim(y) == 1:
+            self.alpha_ = float(self.alpha_[0])
         return self
 
     def _solve(self, X, Yc, x_mean, row_blocks, bar) -> None:
@@ -269,16 +308,17 @@ class TallRidgeCV:
         inverse = 1.0 / (eigenvalues[:, None] + self.alphas[None, :])  # (p, A): 1 / (e_j + alpha)
         VtXtY = V.T @ XtY  # (p, k)
         projections = (inverse[:, :, None] * VtXtY[:, None, :]).reshape(p, A * k)
-        squared_errors = np.empty((n, A))  # each row's, summed over the targets
+        # each row's error of each target, or (one penalty for all) summed over them: k x less memory for classes
+        squared_errors = np.empty((n, A, k if self.per_target else 1))
         for rows in row_blocks:
             XV = (X[rows] - x_mean) @ V  # (rows, p)
             hat = (XV * XV) @ inverse + 1.0 / n  # (rows, A)
             fitted = (XV @ projections).reshape(-1, A, k)
             residuals = (Yc[rows][:, None, :] - fitted) / (1.0 - hat)[:, :, None]
-            squared_errors[rows] = (residuals**2).sum(2)
+            squared_errors[rows] = residuals**2 if self.per_target else (residuals**2).sum(2, keepdims=True)
             bar.update(len(XV))
-        best = penalty_within(squared_errors, self.standard_errors)
-        coef = V @ (inverse[:, best, None] * VtXtY)  # (p, k)
-        self.alpha_ = float(self.alphas[best])
-        self.best_score_ = -float(squared_errors.mean(0).min()) / k
+        best = np.resize(chosen_penalties(squared_errors, self.standard_errors, self.per_target), k)  # (k,)
+        coef = V @ (inverse[:, best] * VtXtY)  # (p, k)
+        self.alpha_ = self.alphas[best] if self.per_target else float(self.alphas[best[0]])
+        self.best_score_ = -lowest_mean_error(squared_errors, self.per_target) / (1 if self.per_target else k)
         self.coef_ = coef.T

@@ -235,7 +235,9 @@ class _FeatureEstimator(SequenceEstimatorMixin, FeatureModelParams):
         if self.training_steps and self._train(network, data, features, targets, objective):
             rows, row_targets = self._readout_rows(network, data, self._features(network, data), targets)
             ridge, mean, scale = _fit_ridge(objective, rows, row_targets, *_prior(network), self.verbose, self._seed_)
-        self.alpha_ = float(np.mean(ridge.alpha_))
+        # a regressor's 2-d targets: a penalty each (k,), as scikit-learn's RidgeCV(alpha_per_target=True)
+        several = np.ndim(ridge.alpha_) == 1 and not getattr(self, "_y_is_1d", True)
+        self.alpha_ = np.asarray(ridge.alpha_, dtype=np.float64) if several else float(np.ravel(ridge.alpha_)[0])
         self.envelope_weight_ = ridge.envelope_weight_
         self._set_readout(network, ridge.coef_, ridge.intercept_, mean, scale)
         self.model_.set_training_range(torch.from_numpy(rows).float())  # the features were float32
@@ -419,7 +421,8 @@ def _fit_ridge(
     `ridge.envelope_weight_`, None without envelopes). With fewer rows than features, GramRidgeCV; with
     more, TallRidgeCV (the penalties at a fraction of scikit-learn's cost there; with verbose, its
     progress bar). For regression the penalty is
-    the smoothest within REGRESSION_PENALTY_STANDARD_ERRORS of the best (`penalty_within`), chosen and
+    the smoothest within REGRESSION_PENALTY_STANDARD_ERRORS of the best (`penalty_within`), each target's on
+    its own errors (as one fit a target would choose it; the envelopes' weight on their sum), chosen and
     fitted on the targets standardized (`_standardized_targets`; `best_score_` is in units of their
     variance), the solution (`coef_`, `intercept_`) then given in the targets' units: the predictions
     scale and shift with the targets exactly, where the squared errors of targets near 1e155 overflow.
@@ -445,6 +448,7 @@ def _fit_ridge(
             block_weights=factors,
             guard=ENVELOPE_WEIGHT_STANDARD_ERRORS,
             choice_rows=choice_rows,
+            per_target=not classifier,
         )
 
     # BLAS keeps to torch's thread cap, as the features do: on a machine with a busy core, BLAS threads
@@ -463,7 +467,11 @@ def _fit_ridge(
                 factor = gram_ridge().fit((features[some] - mean) / scale, targets[some], classes).block_weight_
                 scale[envelope] /= factor
             ridge = TallRidgeCV(
-                RIDGE_ALPHAS, classifier=classifier, standard_errors=standard_errors, verbose=bool(verbose)
+                RIDGE_ALPHAS,
+                classifier=classifier,
+                standard_errors=standard_errors,
+                verbose=bool(verbose),
+                per_target=not classifier,
             )
             ridge.fit((features - mean) / scale, targets, classes)
     ridge.envelope_weight_ = ENVELOPE_WEIGHT * factor if has_envelope else None
@@ -548,10 +556,11 @@ class SSMFeatureRegressor(_FeatureEstimator, RateRegressorMixin, BaseEstimator):
     largest whose mean leave-one-out error is within a quarter of a standard error of the lowest: with
     little signal in the targets, the predictions lean towards their training mean; it is chosen on the
     targets standardized (each column), so that predictions scale and shift with the targets exactly.
-    Several targets share one penalty, chosen on their summed errors (as scikit-learn's RidgeCV does by
-    default): for targets that differ in how much signal they hold, fit one regressor a target.
-    Fitted attributes as SSMFeatureClassifier's; `normalize_scores_` is minus the mean leave-one-out
-    squared error in units of the targets' variance."""
+    Each target gets its own penalty, chosen on its own errors, as scikit-learn's
+    RidgeCV(alpha_per_target=True): a target with little signal does not pull another's penalty (`alpha_`
+    is then (n_targets,) for 2-d y); the modes' envelopes, where on, take one weight for all, chosen on
+    the targets' summed errors. Fitted attributes as SSMFeatureClassifier's; `normalize_scores_` is minus
+    the mean leave-one-out squared error in units of the targets' variance (the mean over the targets)."""
 
     # Chosen by 5-fold CV x 2 on the training splits of CardanoSentiment, Covid3Month and Tecator:
     # levels far outside the training range ruin "channel" predictions on Covid3Month.

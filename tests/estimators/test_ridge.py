@@ -303,3 +303,48 @@ def test_block_weight_chosen_on_some_rows_is_theirs_and_fitted_on_all(signal_in_
     assert ours.alpha_ == fixed.alpha_
     np.testing.assert_allclose(ours.coef_, fixed.coef_, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(ours.best_score_, fixed.best_score_, rtol=1e-10)
+
+
+def _signal_beside_noise(seed, n, p):
+    """X (n, p) and targets (n, 2): a clean linear signal, and noise 50 times its spread (no signal)."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p)) + rng.uniform(-2.0, 2.0, p)
+    signal = X[:, :4] @ rng.standard_normal(4) + 0.1 * rng.standard_normal(n)
+    return X, np.stack([signal, 50.0 * signal.std() * rng.standard_normal(n)], 1)
+
+
+@pytest.mark.parametrize("ridge", ["gram", "tall"])
+def test_per_target_penalties_match_ridgecv_alpha_per_target(ridge):
+    """Each target's penalty on its own errors, as scikit-learn's RidgeCV(alpha_per_target=True): the signal
+    keeps a small penalty beside the noise's large one (one shared penalty would give both the same)."""
+    X, Y = _signal_beside_noise(0, *((30, 80) if ridge == "gram" else (120, 12)))
+    if ridge == "gram":
+        ours = GramRidgeCV(RIDGE_ALPHAS, classifier=False, per_target=True).fit(X, Y)
+    else:
+        ours = TallRidgeCV(RIDGE_ALPHAS, classifier=False, per_target=True, rows_at_once=37).fit(X, Y)
+    theirs = RidgeCV(alphas=RIDGE_ALPHAS, alpha_per_target=True).fit(X, Y)
+    np.testing.assert_array_equal(ours.alpha_, theirs.alpha_)
+    assert ours.alpha_[0] < ours.alpha_[1] and RidgeCV(alphas=RIDGE_ALPHAS).fit(X, Y).alpha_ > ours.alpha_[0]
+    np.testing.assert_allclose(ours.best_score_, theirs.best_score_.mean(), rtol=1e-8)
+    np.testing.assert_allclose(ours.coef_, theirs.coef_, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(ours.intercept_, theirs.intercept_, rtol=1e-7, atol=1e-9)
+
+
+@pytest.mark.parametrize("standard_errors", [0.0, 0.25])
+@pytest.mark.parametrize("ridge", ["gram", "tall"])
+def test_per_target_fit_is_one_fit_a_target(ridge, standard_errors):
+    """Under the rule, each target's penalty and coefficients are those of a fit on that target alone."""
+    X, Y = _signal_beside_noise(1, *((30, 80) if ridge == "gram" else (120, 12)))
+    make = GramRidgeCV if ridge == "gram" else TallRidgeCV
+    both = make(RIDGE_ALPHAS, classifier=False, standard_errors=standard_errors, per_target=True).fit(X, Y)
+    for j in range(2):
+        alone = make(RIDGE_ALPHAS, classifier=False, standard_errors=standard_errors, per_target=True).fit(X, Y[:, j])
+        assert both.alpha_[j] == alone.alpha_ and isinstance(alone.alpha_, float)
+        np.testing.assert_allclose(both.coef_[j], np.ravel(alone.coef_), rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(both.intercept_[j], np.ravel(alone.intercept_)[0], rtol=1e-8, atol=1e-10)
+
+
+def test_per_target_is_refused_for_classes():
+    for make in (GramRidgeCV, TallRidgeCV):
+        with pytest.raises(ValueError, match="per_target=True is for regression"):
+            make(RIDGE_ALPHAS, classifier=True, per_target=True)
