@@ -19,7 +19,7 @@ import pandas as pd
 import ssmts
 from ssmts import SSMClassifier, SSMFeatureClassifier, SSMFeatureRegressor, SSMRegressor, SSMTransformer
 from ssmts.data.speech import default_spoken_commands_dir, load_speech_commands
-from ssmts.sktime import SSMForecaster, SSMPanelClassifier, SSMPanelRegressor
+from ssmts.sktime import SSMFeaturePanelClassifier, SSMForecaster, SSMPanelClassifier, SSMPanelRegressor
 
 TINY = dict(d_model=8, d_state=4, n_layers=1, max_epochs=2, min_steps=0, batch_size=8, device="cpu", random_state=0)
 
@@ -73,6 +73,7 @@ def main(repository: Path) -> None:
         for name, estimator, y in [
             ("SSMPanelClassifier", SSMPanelClassifier(**TINY), labels),
             ("SSMPanelRegressor", SSMPanelRegressor(**TINY), target),
+            ("SSMFeaturePanelClassifier", SSMFeaturePanelClassifier(n_scales=2, n_kernels=4, random_state=0), labels),
         ]:
             estimator.fit(panel, y)
             same_after_save_and_load(estimator, lambda e: e.predict(panel), folder, name)

@@ -102,7 +102,7 @@ def _final_estimator(obj: Any) -> Any:
     if isinstance(steps, list) and steps and isinstance(steps[-1], tuple):
         return _final_estimator(steps[-1][1])
     if not hasattr(obj, "model_") and hasattr(obj, "estimator_"):
-        # sktime's SSMPanelClassifier / SSMPanelRegressor delegate to a fitted sklearn estimator.
+        # sktime's panel classifiers and regressors delegate to a fitted sklearn estimator.
         return _final_estimator(obj.estimator_)
     return obj
 

@@ -121,7 +121,13 @@ def test_api_reference_comes_from_the_docstrings(site):
     site_dir, _, _ = site
     expectations = {
         "api/estimators": ["SSMClassifier", "SSMRegressor", "SSMTransformer", "predict_proba"],
-        "api/sktime": ["SSMForecaster", "SSMPanelClassifier", "SSMPanelRegressor"],
+        "api/sktime": [
+            "SSMForecaster",
+            "SSMPanelClassifier",
+            "SSMPanelRegressor",
+            "SSMFeaturePanelClassifier",
+            "SSMFeaturePanelRegressor",
+        ],
         "api/nn": ["SSM", "SSMBackbone", "transfer_function", "frequency_response", "from_matrices", "LinearCDE"],
         "api/plot": ["plot_eigenvalues", "plot_step_sizes", "plot_kernels", "plot_transfer_function", "plot_history"],
         "api/data": ["load_bidmc", "make_synthetic_vitals", "load_speech_commands", "change_rate"],

@@ -30,6 +30,8 @@ FACES = (
     "ssmts.sktime.SSMForecaster",
     "ssmts.sktime.SSMPanelClassifier",
     "ssmts.sktime.SSMPanelRegressor",
+    "ssmts.sktime.SSMFeaturePanelClassifier",
+    "ssmts.sktime.SSMFeaturePanelRegressor",
 )
 
 

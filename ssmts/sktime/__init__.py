@@ -7,11 +7,21 @@ panel (time series) classification / regression adapters.
     ForecastStream        one observation at a time, forecasts updated each step
     SSMPanelClassifier    sktime BaseClassifier delegating to ssmts.SSMClassifier
     SSMPanelRegressor     sktime BaseRegressor delegating to ssmts.SSMRegressor
+    SSMFeaturePanelClassifier, SSMFeaturePanelRegressor
+                          the same for the training-free SSMFeatureClassifier / SSMFeatureRegressor
 """
 
 from ._streaming import ForecastStream
 from .classification import SSMPanelClassifier
+from .features import SSMFeaturePanelClassifier, SSMFeaturePanelRegressor
 from .forecasting import SSMForecaster
 from .regression import SSMPanelRegressor
 
-__all__ = ["ForecastStream", "SSMForecaster", "SSMPanelClassifier", "SSMPanelRegressor"]
+__all__ = [
+    "ForecastStream",
+    "SSMForecaster",
+    "SSMPanelClassifier",
+    "SSMPanelRegressor",
+    "SSMFeaturePanelClassifier",
+    "SSMFeaturePanelRegressor",
+]

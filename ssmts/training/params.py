@@ -13,7 +13,8 @@ Groups, and who takes them:
     ContinuationParams   the scikit-learn estimators          (warm_start, sample_rate, half_rate_share)
     ClassifierParams     the classifiers                      (class weights, label smoothing)
     FeatureParams        the SSM-feature estimators           (time scales, read-outs, difference)
-    FeatureModelParams   FeatureParams with the few parameters of the groups above that apply to them
+    FeaturePanelParams   FeatureParams with the few parameters of the groups above that apply to them
+    FeatureModelParams   FeaturePanelParams and sample_rate (the scikit-learn feature estimators)
 """
 
 from __future__ import annotations
@@ -550,15 +551,15 @@ class FeatureParams(Configurable):
     )
 
 
-class FeatureModelParams(
+class FeaturePanelParams(
     FeatureParams,
     params_of(BackboneParams, "d_state"),
     params_of(OptimizerParams, "batch_size", "lr", "device", "random_state", "verbose"),
     params_of(EarlyStoppingParams, "validation_fraction", "n_iter_no_change"),
-    params_of(ContinuationParams, "sample_rate"),
 ):
-    """The parameters of the SSM-feature estimators: a ridge read-out in closed form, and with
-    training_steps > 0 the whole network trained from there."""
+    """The parameters of the SSM-feature estimators but the sample rate: a ridge read-out in closed form,
+    and with training_steps > 0 the whole network trained from there (the sktime faces take these: sktime's
+    predict cannot pass a rate)."""
 
     _params_group = "Features"
     normalize: str = param(
@@ -576,6 +577,10 @@ class FeatureModelParams(
     _params_added = dict(envelope=False)
 
 
+class FeatureModelParams(FeaturePanelParams, params_of(ContinuationParams, "sample_rate")):
+    """The parameters of the SSM-feature estimators (SSMFeatureClassifier, SSMFeatureRegressor)."""
+
+
 __all__ = [
     "BackboneParams",
     "SSM_ONLY_PARAMS",
@@ -591,6 +596,7 @@ __all__ = [
     "SEQUENCE_MODEL_DEFAULTS",
     "FeatureParams",
     "FeatureModelParams",
+    "FeaturePanelParams",
     "HalfRateParams",
     "ContinuationParams",
     "ClassifierParams",

@@ -5,7 +5,8 @@ networks, a couple of epochs), one pytest test per instance so that parallel wor
 share them out: 453 checks on each of the forecaster's five instances (about 35 s each on one idle
 CPU thread of the 2-core machine, 145 s for the one combined with classical forecasts), 138 on each
 of the classifier's three (about 30 s in all) and 81 on each of the regressor's three (17 s in
-all). The class-level checks run with each instance. No test is skipped by tag.
+all), and the same on the two instances of each feature face (about 4 s and 2 s each). The
+class-level checks run with each instance. No test is skipped by tag.
 """
 
 import warnings
@@ -13,9 +14,15 @@ import warnings
 import pytest
 from sktime.utils.estimator_checks import check_estimator
 
-from ssmts.sktime import SSMForecaster, SSMPanelClassifier, SSMPanelRegressor
+from ssmts.sktime import (
+    SSMFeaturePanelClassifier,
+    SSMFeaturePanelRegressor,
+    SSMForecaster,
+    SSMPanelClassifier,
+    SSMPanelRegressor,
+)
 
-ESTIMATORS = (SSMForecaster, SSMPanelClassifier, SSMPanelRegressor)
+ESTIMATORS = (SSMForecaster, SSMPanelClassifier, SSMPanelRegressor, SSMFeaturePanelClassifier, SSMFeaturePanelRegressor)
 INSTANCES = [(estimator, i) for estimator in ESTIMATORS for i in range(len(estimator.get_test_params()))]
 
 
@@ -61,9 +68,14 @@ def _unequal_panel(n=12, seed=0):
 
 
 def test_adapters_take_the_sklearn_parameters():
-    from ssmts import SSMClassifier, SSMRegressor
+    from ssmts import SSMClassifier, SSMFeatureClassifier, SSMFeatureRegressor, SSMRegressor
 
-    for adapter, sklearn_estimator in ((SSMPanelClassifier, SSMClassifier), (SSMPanelRegressor, SSMRegressor)):
+    for adapter, sklearn_estimator in (
+        (SSMPanelClassifier, SSMClassifier),
+        (SSMPanelRegressor, SSMRegressor),
+        (SSMFeaturePanelClassifier, SSMFeatureClassifier),
+        (SSMFeaturePanelRegressor, SSMFeatureRegressor),
+    ):
         rate_only = ("warm_start", "sample_rate", "half_rate_share")
         expected = {k: v for k, v in sklearn_estimator().get_params().items() if k not in rate_only}
         assert adapter().get_params() == expected
@@ -95,3 +107,30 @@ def test_regressor_multioutput_is_one_joint_model():
     pred = reg.predict(X)
     assert isinstance(pred, pd.DataFrame) and list(pred.columns) == ["mean0", "mean1"] and pred.shape == (16, 2)
     assert reg.estimator_.n_targets_ == 2 and not hasattr(reg, "regressors_")
+
+
+def test_feature_faces_on_unequal_lengths_match_the_sklearn_estimators_on_ragged_lists():
+    """The same features and ridge as SSMFeatureClassifier / SSMFeatureRegressor on each series at its own
+    length; several targets are one regressor with a penalty each."""
+    import numpy as np
+    import pandas as pd
+
+    from ssmts import SSMFeatureClassifier, SSMFeatureRegressor
+
+    X, y = _unequal_panel()
+    ragged = [X.loc[i].to_numpy().T for i in range(12)]
+    params = dict(n_scales=3, n_kernels=6, d_state=4, random_state=0)
+    clf = SSMFeaturePanelClassifier(**params).fit(X, y)
+    direct = SSMFeatureClassifier(**params).fit(ragged, y)
+    np.testing.assert_array_equal(clf.predict(X), direct.predict(ragged))
+    np.testing.assert_allclose(clf.estimator_.decision_function(ragged), direct.decision_function(ragged), rtol=1e-9)
+    proba = clf.predict_proba(X)  # sktime's one-hot of predict: a ridge gives no probabilities
+    assert set(np.unique(proba)) <= {0.0, 1.0} and np.allclose(proba.sum(1), 1.0)
+
+    targets = pd.DataFrame({"level": [r[0].mean() for r in ragged], "spread": [r[1].std() for r in ragged]})
+    reg = SSMFeaturePanelRegressor(**params).fit(X, targets)
+    pred = reg.predict(X)
+    assert isinstance(pred, pd.DataFrame) and list(pred.columns) == ["level", "spread"]
+    reference = SSMFeatureRegressor(**params).fit(ragged, targets.to_numpy())
+    np.testing.assert_allclose(pred.to_numpy(), reference.predict(ragged), rtol=1e-9)
+    assert reg.estimator_.alpha_.shape == (2,)

@@ -22,7 +22,13 @@ from sktime.forecasting.base import ForecastingHorizon
 
 from ssmts import SSMClassifier
 from ssmts.estimators import _persistence
-from ssmts.sktime import SSMForecaster, SSMPanelClassifier, SSMPanelRegressor
+from ssmts.sktime import (
+    SSMFeaturePanelClassifier,
+    SSMFeaturePanelRegressor,
+    SSMForecaster,
+    SSMPanelClassifier,
+    SSMPanelRegressor,
+)
 
 TINY = dict(
     d_model=8,
@@ -332,6 +338,17 @@ def test_a_loaded_panel_regressor_predicts_bit_identically(tmp_path, multioutput
     reg = SSMPanelRegressor(**PANEL_TINY, random_state=0).fit(X, y)
     loaded = SSMPanelRegressor.load(reg.save(tmp_path / "reg.safetensors"))
     _assert_identical(loaded.predict(X), reg.predict(X))
+
+
+@pytest.mark.parametrize("face", [SSMFeaturePanelClassifier, SSMFeaturePanelRegressor])
+def test_a_loaded_feature_face_predicts_bit_identically(tmp_path, face):
+    X, labels = _unequal_panel()
+    y = labels if face is SSMFeaturePanelClassifier else np.array([len(X.loc[i]) for i in X.index.unique(0)], float)
+    for params in face.get_test_params():
+        fitted = face(**params).fit(X, y)
+        loaded = face.load(fitted.save(tmp_path / "features.safetensors"))
+        np.testing.assert_array_equal(loaded.predict(X), fitted.predict(X))
+        assert loaded.get_params() == fitted.get_params() and isinstance(loaded.estimator_, face._sklearn_class)
 
 
 # ---------------------------------------------------------------- formats and errors

@@ -1,0 +1,165 @@
+"""SSMFeaturePanelClassifier / SSMFeaturePanelRegressor: sktime's faces of the training-free
+ssmts.SSMFeatureClassifier and ssmts.SSMFeatureRegressor.
+
+Thin adapters, as SSMPanelClassifier: sktime converts the panel to numpy3D (equal length) or a
+list of DataFrames (unequal length), and fit/predict delegate to the scikit-learn estimator built
+with the same parameters (fixed SSMs at many time scales, pooled, a ridge read-out). No network is
+trained unless training_steps > 0.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sktime.classification.base import BaseClassifier
+from sktime.regression.base import BaseRegressor
+
+from ..estimators import SSMFeatureClassifier, SSMFeatureRegressor
+from ..estimators._base import transactional
+from ..training.config import with_params_doc
+from ..training.params import FeaturePanelParams
+from ._persistence import PanelPersistenceMixin
+from .classification import panel_to_sklearn
+
+
+def _defaults_of(estimator: type) -> dict:
+    """The scikit-learn feature estimator's defaults of the parameters the sktime face takes."""
+    return {name: p.default for name, p in estimator.__params__.items() if name in FeaturePanelParams.__params__}
+
+
+_TAGS = {
+    "authors": ["ssmts developers"],
+    "maintainers": ["ssmts developers"],
+    "python_dependencies": "torch",
+    "X_inner_mtype": ["df-list", "numpy3D"],  # as SSMPanelClassifier's
+    "capability:multivariate": True,
+    "capability:unequal_length": True,
+    "capability:missing_values": False,
+    "capability:random_state": True,
+    "property:randomness": "derandomized",
+}
+
+# tiny banks: one or two time scales, a few kernels and modes
+_TEST_BANK = dict(n_scales=2, n_kernels=4, d_state=4, n_biases=2, device="cpu", random_state=0)
+
+
+@with_params_doc
+class SSMFeaturePanelClassifier(FeaturePanelParams, PanelPersistenceMixin, BaseClassifier):
+    """Time series classifier on the responses of fixed diagonal SSMs at many time scales, pooled, with a
+    ridge classifier on top (sktime interface; nothing is trained by default).
+
+    Delegates to ssmts.SSMFeatureClassifier with the same parameters and defaults. Multivariate and
+    unequal-length panels are supported (each series featurized at its own length). predict_proba is
+    sktime's one-hot of predict: a ridge gives scores, not probabilities (as sktime's RocketClassifier).
+    Not exposed: sample_rate (sktime's predict cannot pass a rate); the scikit-learn estimator has it.
+
+    ``save("model.safetensors")`` / ``SSMFeaturePanelClassifier.load(...)``: the pickle-free format of the
+    scikit-learn estimators (other paths keep sktime's pickled format).
+
+    Attributes
+    ----------
+    estimator_ : ssmts.SSMFeatureClassifier, the fitted scikit-learn estimator.
+    classes_ : ndarray, the class labels.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ssmts.sktime import SSMFeaturePanelClassifier
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(20, 2, 30))
+    >>> y = np.where(X[:, 0].mean(axis=1) > 0, "up", "down")
+    >>> clf = SSMFeaturePanelClassifier(random_state=0).fit(X, y)
+    >>> clf.predict(X[:3]).shape
+    (3,)
+    """
+
+    _param_defaults = _defaults_of(SSMFeatureClassifier)
+    _tags = {
+        **_TAGS,
+        "y_inner_mtype": "numpy1D",
+        "capability:multioutput": False,
+        "capability:predict_proba": False,  # sktime's one-hot of predict
+        "capability:class_weight": False,
+    }
+    _sklearn_class = SSMFeatureClassifier  # what save/load rebuild estimator_ as
+
+    @transactional  # sktime's fit resets the estimator first: a failed refit would leave it unfitted
+    def fit(self, X, y):
+        """Fit to the panel X and labels y; on any failure or interruption the classifier is left as it
+        was (the previous fit, or none)."""
+        return super().fit(X, y)
+
+    def _fit(self, X, y):
+        self.estimator_ = SSMFeatureClassifier(**self.get_params(deep=False)).fit(panel_to_sklearn(X), y)
+        return self
+
+    def _predict(self, X) -> np.ndarray:
+        return self.estimator_.predict(panel_to_sklearn(X))
+
+    @classmethod
+    def get_test_params(cls, parameter_set="default"):
+        """Two tiny banks (causal with the envelopes; without them, series scaling, no difference)."""
+        return [
+            {**_TEST_BANK, "backward": False},
+            {**_TEST_BANK, "envelope": False, "normalize": "series", "difference": False, "random_state": 1},
+        ]
+
+
+@with_params_doc
+class SSMFeaturePanelRegressor(FeaturePanelParams, PanelPersistenceMixin, BaseRegressor):
+    """Time series regressor on the responses of fixed diagonal SSMs at many time scales, pooled, with ridge
+    regression on top (sktime interface; nothing is trained by default).
+
+    Delegates to ssmts.SSMFeatureRegressor with the same parameters and defaults. Multivariate and
+    unequal-length panels, and several targets at once (a ridge penalty each), are supported.
+    Not exposed: sample_rate (see SSMFeaturePanelClassifier).
+
+    ``save("model.safetensors")`` / ``SSMFeaturePanelRegressor.load(...)``: the pickle-free format of the
+    scikit-learn estimators (other paths keep sktime's pickled format).
+
+    Attributes
+    ----------
+    estimator_ : ssmts.SSMFeatureRegressor, the fitted scikit-learn estimator.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ssmts.sktime import SSMFeaturePanelRegressor
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(20, 2, 30))
+    >>> y = X[:, 0].std(axis=1)
+    >>> reg = SSMFeaturePanelRegressor(random_state=0).fit(X, y)
+    >>> reg.predict(X[:3]).shape
+    (3,)
+    """
+
+    _param_defaults = _defaults_of(SSMFeatureRegressor)
+    _tags = {
+        **_TAGS,
+        # 2D always (one column per target), as SSMPanelRegressor's
+        "y_inner_mtype": "numpy2D",
+        "capability:multioutput": True,
+    }
+    _sklearn_class = SSMFeatureRegressor  # what save/load rebuild estimator_ as
+
+    @transactional  # sktime's fit resets the estimator first: a failed refit would leave it unfitted
+    def fit(self, X, y):
+        """Fit to the panel X and targets y; on any failure or interruption the regressor is left as it
+        was (the previous fit, or none)."""
+        return super().fit(X, y)
+
+    def _fit(self, X, y):
+        y = np.asarray(y, dtype=np.float64)
+        target = y[:, 0] if y.shape[1] == 1 else y  # one target: 1D predictions, as sktime returns them
+        self.estimator_ = SSMFeatureRegressor(**self.get_params(deep=False)).fit(panel_to_sklearn(X), target)
+        return self
+
+    def _predict(self, X) -> np.ndarray:
+        return self.estimator_.predict(panel_to_sklearn(X))
+
+    @classmethod
+    def get_test_params(cls, parameter_set="default"):
+        """Two tiny banks (the defaults' backward SSMs; channel scaling with the envelopes)."""
+        return [
+            dict(_TEST_BANK),
+            {**_TEST_BANK, "normalize": "channel", "envelope": True, "backward": False, "random_state": 1},
+        ]
