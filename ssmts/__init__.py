@@ -19,6 +19,7 @@ _ESTIMATORS = (
     "SSMTransformer",
     "SSMFeatureClassifier",
     "SSMFeatureRegressor",
+    "SSMFeatureTransformer",
     "Resampler",
 )
 __all__ = [*_ESTIMATORS, "__version__"]
@@ -35,6 +36,9 @@ if TYPE_CHECKING:  # what IDEs and type checkers see
     )
     from .estimators import (
         SSMFeatureRegressor as SSMFeatureRegressor,
+    )
+    from .estimators import (
+        SSMFeatureTransformer as SSMFeatureTransformer,
     )
     from .estimators import (
         SSMRegressor as SSMRegressor,

@@ -27,6 +27,7 @@ FACES = (
     "ssmts.SSMTransformer",
     "ssmts.SSMFeatureClassifier",
     "ssmts.SSMFeatureRegressor",
+    "ssmts.SSMFeatureTransformer",
     "ssmts.sktime.SSMForecaster",
     "ssmts.sktime.SSMPanelClassifier",
     "ssmts.sktime.SSMPanelRegressor",

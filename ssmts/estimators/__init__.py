@@ -2,7 +2,7 @@
 
 from ._base import ExtrapolationWarning
 from .classification import SSMClassifier
-from .features import SSMFeatureClassifier, SSMFeatureRegressor
+from .features import SSMFeatureClassifier, SSMFeatureRegressor, SSMFeatureTransformer
 from .regression import SSMRegressor
 from .resampling import Resampler
 from .transformation import SSMTransformer
@@ -13,6 +13,7 @@ __all__ = [
     "SSMTransformer",
     "SSMFeatureClassifier",
     "SSMFeatureRegressor",
+    "SSMFeatureTransformer",
     "Resampler",
     "ExtrapolationWarning",
 ]

@@ -10,7 +10,8 @@ import warnings
 
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.utils.validation import check_is_fitted
 from threadpoolctl import threadpool_limits
 
 from .._warnings import caller_stacklevel
@@ -125,12 +126,13 @@ class _FeatureEstimator(SequenceEstimatorMixin, FeatureModelParams):
         """Outputs of the read-out."""
         raise NotImplementedError
 
-    def _start_fit(self, X, y) -> PreparedInput:
-        """Parameters checked, seed drawn, X read (its scaling statistics fitted)."""
+    def _start_fit(self, X, y=None, needs_y: bool = True) -> PreparedInput:
+        """Parameters checked, seed drawn, X read (its scaling statistics fitted); y required unless not needs_y."""
         self.validate_params()
         self._device = resolve_device(self.device)
         self._seed_ = seed_from(self.random_state)
-        require_y(self, y)
+        if needs_y:
+            require_y(self, y)
         data = self._prepare_fit_input(X)
         self._check_differences(data)
         return data
@@ -593,4 +595,71 @@ class SSMFeatureRegressor(_FeatureEstimator, RateRegressorMixin, BaseEstimator):
         return out[:, 0] if self._y_is_1d else out
 
 
-__all__ = ["SSMFeatureClassifier", "SSMFeatureRegressor", "RIDGE_ALPHAS"]
+@with_params_doc
+class SSMFeatureTransformer(ClassNamePrefixFeaturesOutMixin, _FeatureEstimator, TransformerMixin, BaseEstimator):
+    """The features of SSMFeatureClassifier as a transformer, for another model to read (an SSM counterpart
+    of MiniRocket's transform): fixed diagonal SSMs at many time scales, their responses pooled (PPV at
+    biases set on the training series, the mean, the maximum) and, with envelope=True, their modes'
+    envelopes. fit(X) draws the SSMs and sets the biases (no y, nothing trained); transform(X) gives
+    (n_samples, n_features_out_) float64, unscaled: put a StandardScaler before a linear model.
+    `transform(X, sample_rate=...)` reads data at another rate with Delta rescaled (the features of a
+    band-limited series then change little, but below the training rate the fastest modes lie above the
+    Nyquist frequency and warn, ExtrapolationWarning). Defaults: the classifier's. normalize="auto" and
+    training_steps > 0 need a read-out's score and targets, which a transformer has not: they are refused.
+    """
+
+    _param_defaults = SSMFeatureClassifier._param_defaults
+    _saved_attributes = _FeatureEstimator._saved_attributes
+
+    @property
+    def _d_output(self) -> int:
+        return 1  # the network's linear read-out stays unused: transform returns the features before it
+
+    @transactional
+    def fit(self, X, y=None):
+        """Draw the SSMs and set their biases on the training series X; y is ignored."""
+        for name, value, why in (
+            ("normalize", "auto", "chooses a scaling by the ridge's leave-one-out score"),
+            ("training_steps", None, "trains the network from the ridge solution on targets"),
+        ):
+            given = getattr(self, name)
+            if given == value or (value is None and given):
+                raise ValueError(
+                    f"{type(self).__name__}: {name}={given!r} {why}, which a transformer does not fit; "
+                    + ("choose 'channel' or 'series'" if name == "normalize" else "leave it at 0")
+                )
+        data = self._start_fit(X, needs_y=False)
+        network, features = self._featurize_training_data(data)
+        self.readout_rates_ = (float(self.train_sample_rate_),) if self.train_sample_rate_ is not None else ()
+        self.history_, self.n_iter_, self.best_epoch_ = [], 0, 0
+        self.model_ = network.eval()
+        self.model_.set_training_range(torch.from_numpy(features).float())
+        return self
+
+    def transform(self, X, sample_rate=None):
+        """The features of X, (n_samples, n_features_out_) float64."""
+        ratio = self._rate_ratio(sample_rate)
+        data = self._prepare_predict_input(X, ratio)  # warns of X far beyond the training values
+        self._check_differences(data)
+        return self._predict_outputs(data, ratio, lambda model, u, mask: model.features(u, mask)).double().numpy()
+
+    @property
+    def _n_features_out(self):
+        check_is_fitted(self, "model_")
+        return self.n_features_out_
+
+    def _below_fitted_rates_consequence(self, lowest: float, above: int, modes: int) -> str:
+        return (
+            f"the rate it was fitted at: {above} of the {modes} modes of its SSMs lie above the Nyquist frequency "
+            "of this rate and answer only quasi-statically, so the features that rest on them differ from the "
+            "training series'. A model fitted on features at the training rate may read these otherwise: measure "
+            "it on labelled data at this rate"
+        )
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.target_tags.required = False
+        return tags
+
+
+__all__ = ["SSMFeatureClassifier", "SSMFeatureRegressor", "SSMFeatureTransformer", "RIDGE_ALPHAS"]

@@ -406,3 +406,66 @@ def test_regressor_gives_each_target_its_own_penalty(tmp_path):
     loaded = SSMFeatureRegressor.load(both.save(tmp_path / "two.safetensors"))
     np.testing.assert_array_equal(loaded.alpha_, both.alpha_)
     np.testing.assert_array_equal(loaded.predict(X), both.predict(X))
+
+
+# ---------------------------------------------------------------- SSMFeatureTransformer
+def test_transformer_gives_the_classifiers_features_and_its_ridge_is_the_classifiers():
+    """transform(X) is the classifier's bank's features of X (same parameters and seed), and a ridge on them,
+    scaled and weighted as the classifier's read-out, gives the classifier's decision values."""
+    from ssmts import SSMFeatureTransformer
+
+    X, y, _ = _waves(40, 60, seed=4)
+    params = dict(SMALL, envelope=False)  # no envelope weight to choose: the ridge is RidgeClassifierCV's
+    transformer = SSMFeatureTransformer(**params).fit(X)
+    clf = SSMFeatureClassifier(**params).fit(X, y)
+    F = transformer.transform(X)
+    assert F.shape == (40, clf.n_features_out_) == (40, transformer.n_features_out_) and F.dtype == np.float64
+    data = clf._prepare_predict_input(X, 1.0)
+    with torch.no_grad():
+        np.testing.assert_array_equal(F, clf.model_.features(clf._scaled(data), data.mask).double().numpy())
+    reference = make_pipeline(StandardScaler(), RidgeClassifierCV(alphas=RIDGE_ALPHAS)).fit(F, y)
+    # the ridge all but interpolates 40 series (decision values near +-1): float32 features' rounding shows at 1e-6
+    np.testing.assert_allclose(clf.decision_function(X), reference.decision_function(F), atol=1e-5)
+    assert SSMFeatureTransformer().get_params()["backward"] is SSMFeatureClassifier().get_params()["backward"] is True
+
+
+def test_transformer_in_a_pipeline_with_names_saved_and_loaded(tmp_path):
+    from sklearn.linear_model import LogisticRegression
+
+    from ssmts import SSMFeatureTransformer
+
+    X, y, _ = _waves(60, 50, seed=5)
+    pipe = make_pipeline(SSMFeatureTransformer(**SMALL), StandardScaler(), LogisticRegression(max_iter=2000))
+    assert pipe.fit(X[:40], y[:40]).score(X[40:], y[40:]) >= 0.9
+    transformer = pipe[0]
+    names = transformer.get_feature_names_out()
+    assert len(names) == transformer.n_features_out_ and names[0] == "ssmfeaturetransformer0"
+    frame = SSMFeatureTransformer(**SMALL).set_output(transform="pandas").fit(X).transform(X[:3])
+    assert list(frame.columns) == list(names) and frame.shape == (3, len(names))
+    loaded = SSMFeatureTransformer.load(transformer.save(tmp_path / "features.safetensors"))
+    np.testing.assert_array_equal(loaded.transform(X), transformer.transform(X))
+
+
+@pytest.mark.parametrize("params", [{"normalize": "auto"}, {"training_steps": 5}])
+def test_transformer_refuses_what_needs_a_readout(params):
+    from ssmts import SSMFeatureTransformer
+
+    with pytest.raises(ValueError, match="which a transformer does not fit"):
+        SSMFeatureTransformer(**{**SMALL, **params}).fit(_waves(10, 30)[0])
+
+
+def test_transformer_reads_another_rate_with_delta_rescaled_and_warns_below_its_rate():
+    """A band-limited series read at twice the rate (2-D X twice as long) gives nearly the features of the
+    training rate; below the training rate the transformer warns, naming the modes above Nyquist."""
+    from ssmts import SSMFeatureTransformer
+
+    n, length = 20, 100
+    rng = np.random.default_rng(6)
+    freq, phase = rng.uniform(0.01, 0.05, (n, 1)), rng.uniform(0, 6.3, (n, 1))
+    at = lambda steps, rate: np.sin(2 * np.pi * freq * np.arange(steps) / rate * 100 + phase)  # noqa: E731
+    transformer = SSMFeatureTransformer(**SMALL, envelope=False, sample_rate=100).fit(at(length, 100))
+    base, fine = transformer.transform(at(length, 100)), transformer.transform(at(2 * length, 200), sample_rate=200)
+    moments = ~np.isin(np.arange(base.shape[1]) % (4 + 2), range(4))  # the means and maxima, not the PPV counts
+    assert np.abs(fine - base)[:, moments].max() < 0.1 * np.abs(base[:, moments]).max()
+    with pytest.warns(ExtrapolationWarning, match="lies below 100.*modes of its SSMs lie above the Nyquist"):
+        transformer.transform(at(length // 2, 50), sample_rate=50)

@@ -3,7 +3,15 @@
 import pytest
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from ssmts import Resampler, SSMClassifier, SSMFeatureClassifier, SSMFeatureRegressor, SSMRegressor, SSMTransformer
+from ssmts import (
+    Resampler,
+    SSMClassifier,
+    SSMFeatureClassifier,
+    SSMFeatureRegressor,
+    SSMFeatureTransformer,
+    SSMRegressor,
+    SSMTransformer,
+)
 
 # Tiny, fast settings that still learn the checks' toy problems (R^2 > 0.5, accuracy > 0.83): over
 # random_state 0-5, accuracy 0.975-0.98 (two blobs) and 0.95-0.96 (three), R^2 0.64-0.84 (0.81 at 0, the
@@ -49,7 +57,7 @@ LNCDE = dict(
 FEATURES = dict(n_scales=3, n_kernels=16, device="cpu", random_state=0)
 
 
-# slow: scikit-learn's checks over eight estimators: about 3 minutes on 2 cores (6 before the settings above)
+# slow: scikit-learn's checks over nine estimators: about 3 minutes on 2 cores (6 before the settings above)
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("fixed_thread_count")]
 
 
@@ -63,6 +71,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("fixed_thread_count")]
         SSMRegressor(**LNCDE),
         SSMFeatureClassifier(**FEATURES),
         SSMFeatureRegressor(**FEATURES),
+        SSMFeatureTransformer(**FEATURES),
     ]
 )
 def test_sklearn_compatible_estimator(estimator, check):
@@ -71,7 +80,13 @@ def test_sklearn_compatible_estimator(estimator, check):
 
 @pytest.mark.parametrize(
     "estimator",
-    [SSMClassifier(**TINY), SSMRegressor(**TINY), SSMTransformer(**TINY), SSMFeatureClassifier(**FEATURES)],
+    [
+        SSMClassifier(**TINY),
+        SSMRegressor(**TINY),
+        SSMTransformer(**TINY),
+        SSMFeatureClassifier(**FEATURES),
+        SSMFeatureTransformer(**FEATURES),
+    ],
     ids=lambda estimator: type(estimator).__name__,
 )
 def test_dataframe_column_names_are_checked_as_scikit_learn_does(estimator):
