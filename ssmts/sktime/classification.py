@@ -11,30 +11,14 @@ import numpy as np
 from sktime.classification.base import BaseClassifier
 
 from ..estimators import SSMClassifier
-from ..estimators._base import transactional
 from ..training import ClassifierParams, SequenceModelParams
 from ..training.config import with_params_doc
 from ..training.params import CLASSIFIER_DEFAULTS
-from ._persistence import PanelPersistenceMixin
-
-
-def panel_to_sklearn(X):
-    """sktime inner panel -> what the sklearn estimators take.
-
-    numpy3D (n, C, L) passes through; a df-list (one (L_i, C) DataFrame per instance)
-    becomes a (n, C, L) array when the lengths agree, else a ragged list of (C, L_i)
-    arrays, which the sklearn estimators pad and mask.
-    """
-    if isinstance(X, np.ndarray):
-        return X.astype(np.float64, copy=False)
-    series = [np.asarray(frame, dtype=np.float64).T for frame in X]
-    if len({s.shape[1] for s in series}) == 1:
-        return np.stack(series)
-    return series
+from ._panel import PanelAdapter, panel_to_sklearn
 
 
 @with_params_doc
-class SSMPanelClassifier(SequenceModelParams, ClassifierParams, PanelPersistenceMixin, BaseClassifier):
+class SSMPanelClassifier(SequenceModelParams, ClassifierParams, PanelAdapter, BaseClassifier):
     """Time series classifier with a deep MIMO diagonal SSM (sktime interface).
 
     Delegates to ssmts.SSMClassifier with the same parameters (pooled backbone +
@@ -84,19 +68,6 @@ class SSMPanelClassifier(SequenceModelParams, ClassifierParams, PanelPersistence
         "property:randomness": "derandomized",
     }
     _sklearn_class = SSMClassifier  # what save/load rebuild estimator_ as
-
-    @transactional  # sktime's fit resets the estimator first: a failed refit would leave it unfitted
-    def fit(self, X, y):
-        """Fit to the panel X and labels y; on any failure or interruption the classifier is left as it
-        was (the previous fit, or none)."""
-        return super().fit(X, y)
-
-    def _fit(self, X, y):
-        self.estimator_ = SSMClassifier(**self.get_params(deep=False)).fit(panel_to_sklearn(X), y)
-        return self
-
-    def _predict(self, X) -> np.ndarray:
-        return self.estimator_.predict(panel_to_sklearn(X))
 
     def _predict_proba(self, X) -> np.ndarray:
         return self.estimator_.predict_proba(panel_to_sklearn(X))

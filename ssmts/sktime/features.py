@@ -9,16 +9,13 @@ trained unless training_steps > 0.
 
 from __future__ import annotations
 
-import numpy as np
 from sktime.classification.base import BaseClassifier
 from sktime.regression.base import BaseRegressor
 
 from ..estimators import SSMFeatureClassifier, SSMFeatureRegressor
-from ..estimators._base import transactional
 from ..training.config import with_params_doc
 from ..training.params import FeaturePanelParams
-from ._persistence import PanelPersistenceMixin
-from .classification import panel_to_sklearn
+from ._panel import PanelAdapter, PanelRegressorAdapter
 
 
 def _defaults_of(estimator: type) -> dict:
@@ -43,7 +40,7 @@ _TEST_BANK = dict(n_scales=2, n_kernels=4, d_state=4, n_biases=2, device="cpu", 
 
 
 @with_params_doc
-class SSMFeaturePanelClassifier(FeaturePanelParams, PanelPersistenceMixin, BaseClassifier):
+class SSMFeaturePanelClassifier(FeaturePanelParams, PanelAdapter, BaseClassifier):
     """Time series classifier on the responses of fixed diagonal SSMs at many time scales, pooled, with a
     ridge classifier on top (sktime interface; nothing is trained by default).
 
@@ -82,19 +79,6 @@ class SSMFeaturePanelClassifier(FeaturePanelParams, PanelPersistenceMixin, BaseC
     }
     _sklearn_class = SSMFeatureClassifier  # what save/load rebuild estimator_ as
 
-    @transactional  # sktime's fit resets the estimator first: a failed refit would leave it unfitted
-    def fit(self, X, y):
-        """Fit to the panel X and labels y; on any failure or interruption the classifier is left as it
-        was (the previous fit, or none)."""
-        return super().fit(X, y)
-
-    def _fit(self, X, y):
-        self.estimator_ = SSMFeatureClassifier(**self.get_params(deep=False)).fit(panel_to_sklearn(X), y)
-        return self
-
-    def _predict(self, X) -> np.ndarray:
-        return self.estimator_.predict(panel_to_sklearn(X))
-
     @classmethod
     def get_test_params(cls, parameter_set="default"):
         """Two tiny banks (causal with the envelopes; without them, series scaling, no difference)."""
@@ -105,7 +89,7 @@ class SSMFeaturePanelClassifier(FeaturePanelParams, PanelPersistenceMixin, BaseC
 
 
 @with_params_doc
-class SSMFeaturePanelRegressor(FeaturePanelParams, PanelPersistenceMixin, BaseRegressor):
+class SSMFeaturePanelRegressor(FeaturePanelParams, PanelRegressorAdapter, BaseRegressor):
     """Time series regressor on the responses of fixed diagonal SSMs at many time scales, pooled, with ridge
     regression on top (sktime interface; nothing is trained by default).
 
@@ -140,21 +124,6 @@ class SSMFeaturePanelRegressor(FeaturePanelParams, PanelPersistenceMixin, BaseRe
         "capability:multioutput": True,
     }
     _sklearn_class = SSMFeatureRegressor  # what save/load rebuild estimator_ as
-
-    @transactional  # sktime's fit resets the estimator first: a failed refit would leave it unfitted
-    def fit(self, X, y):
-        """Fit to the panel X and targets y; on any failure or interruption the regressor is left as it
-        was (the previous fit, or none)."""
-        return super().fit(X, y)
-
-    def _fit(self, X, y):
-        y = np.asarray(y, dtype=np.float64)
-        target = y[:, 0] if y.shape[1] == 1 else y  # one target: 1D predictions, as sktime returns them
-        self.estimator_ = SSMFeatureRegressor(**self.get_params(deep=False)).fit(panel_to_sklearn(X), target)
-        return self
-
-    def _predict(self, X) -> np.ndarray:
-        return self.estimator_.predict(panel_to_sklearn(X))
 
     @classmethod
     def get_test_params(cls, parameter_set="default"):

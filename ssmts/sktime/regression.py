@@ -6,20 +6,17 @@ with the same parameters. Several targets are fitted jointly by one network.
 
 from __future__ import annotations
 
-import numpy as np
 from sktime.regression.base import BaseRegressor
 
 from ..estimators import SSMRegressor
-from ..estimators._base import transactional
 from ..training import SequenceModelParams
 from ..training.config import with_params_doc
 from ..training.params import REGRESSOR_DEFAULTS
-from ._persistence import PanelPersistenceMixin
-from .classification import panel_to_sklearn
+from ._panel import PanelRegressorAdapter
 
 
 @with_params_doc
-class SSMPanelRegressor(SequenceModelParams, PanelPersistenceMixin, BaseRegressor):
+class SSMPanelRegressor(SequenceModelParams, PanelRegressorAdapter, BaseRegressor):
     """Time series regressor with a deep MIMO diagonal SSM (sktime interface).
 
     Delegates to ssmts.SSMRegressor with the same parameters (pooled backbone + linear
@@ -65,21 +62,6 @@ class SSMPanelRegressor(SequenceModelParams, PanelPersistenceMixin, BaseRegresso
         "property:randomness": "derandomized",
     }
     _sklearn_class = SSMRegressor  # what save/load rebuild estimator_ as
-
-    @transactional  # sktime's fit resets the estimator first: a failed refit would leave it unfitted
-    def fit(self, X, y):
-        """Fit to the panel X and targets y; on any failure or interruption the regressor is left as it
-        was (the previous fit, or none)."""
-        return super().fit(X, y)
-
-    def _fit(self, X, y):
-        y = np.asarray(y, dtype=np.float64)
-        target = y[:, 0] if y.shape[1] == 1 else y  # one target: 1D predictions, as sktime returns them
-        self.estimator_ = SSMRegressor(**self.get_params(deep=False)).fit(panel_to_sklearn(X), target)
-        return self
-
-    def _predict(self, X) -> np.ndarray:
-        return self.estimator_.predict(panel_to_sklearn(X))
 
     @classmethod
     def get_test_params(cls, parameter_set="default"):
