@@ -56,12 +56,17 @@ def penalty_within(squared_errors: np.ndarray, standard_errors: float) -> int:
     many standard errors of the lowest's mean (its rows' sample deviation over sqrt(n)).
     squared_errors: (n, A) each row's leave-one-out squared error under each penalty, penalties in
     increasing order (summed over the targets of a row)."""
-    mean = squared_errors.mean(0)
+    n = len(squared_errors)
+    deviation = squared_errors.std(0, ddof=1) if n > 1 else np.zeros(squared_errors.shape[1])
+    return _penalty_of_moments(squared_errors.mean(0), deviation, n, standard_errors)
+
+
+def _penalty_of_moments(mean: np.ndarray, deviation: np.ndarray, n: int, standard_errors: float) -> int:
+    """`penalty_within` from the errors' mean (A,) and sample deviation (A,) over the n rows."""
     best = int(np.argmin(mean))
     if standard_errors == 0:
         return best
-    n = len(squared_errors)
-    spread = squared_errors[:, best].std(ddof=1) / np.sqrt(n) if n > 1 else 0.0
+    spread = deviation[best] / np.sqrt(n) if n > 1 else 0.0
     within = np.flatnonzero(mean <= mean[best] + standard_errors * spread)
     # None where the errors are undefined (one row leaves none to fit): the first, as scikit-learn's choice.
     return int(within.max()) if len(within) else best
@@ -308,17 +313,30 @@ class TallRidgeCV:
         inverse = 1.0 / (eigenvalues[:, None] + self.alphas[None, :])  # (p, A): 1 / (e_j + alpha)
         VtXtY = V.T @ XtY  # (p, k)
         projections = (inverse[:, :, None] * VtXtY[:, None, :]).reshape(p, A * k)
-        # each row's error of each target, or (one penalty for all) summed over them: k x less memory for classes
-        squared_errors = np.empty((n, A, k if self.per_target else 1))
+        # one penalty for all: each row's error summed over the targets; a penalty a target: the sums and
+        # squares of each target's errors over the rows (their mean and deviation), not n x A x k errors
+        squared_errors = None if self.per_target else np.empty((n, A, 1))
+        sums, squares = np.zeros((A, k)), np.zeros((A, k))
         for rows in row_blocks:
             XV = (X[rows] - x_mean) @ V  # (rows, p)
             hat = (XV * XV) @ inverse + 1.0 / n  # (rows, A)
             fitted = (XV @ projections).reshape(-1, A, k)
             residuals = (Yc[rows][:, None, :] - fitted) / (1.0 - hat)[:, :, None]
-            squared_errors[rows] = residuals**2 if self.per_target else (residuals**2).sum(2, keepdims=True)
+            if self.per_target:
+                sums += (residuals**2).sum(0)
+                squares += (residuals**4).sum(0)
+            else:
+                squared_errors[rows] = (residuals**2).sum(2, keepdims=True)
             bar.update(len(XV))
-        best = np.resize(chosen_penalties(squared_errors, self.standard_errors, self.per_target), k)  # (k,)
+        if self.per_target:
+            mean = sums / n
+            deviation = np.sqrt(np.clip(squares - n * mean**2, 0.0, None) / max(n - 1, 1))
+            rule = self.standard_errors
+            best = np.array([_penalty_of_moments(mean[:, j], deviation[:, j], n, rule) for j in range(k)])
+            self.best_score_ = -float(mean.min(0).mean())
+        else:
+            best = np.full(k, penalty_within(squared_errors[:, :, 0], self.standard_errors))
+            self.best_score_ = -float(squared_errors[:, :, 0].mean(0).min()) / k
         coef = V @ (inverse[:, best] * VtXtY)  # (p, k)
         self.alpha_ = self.alphas[best] if self.per_target else float(self.alphas[best[0]])
-        self.best_score_ = -lowest_mean_error(squared_errors, self.per_target) / (1 if self.per_target else k)
         self.coef_ = coef.T
