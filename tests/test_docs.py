@@ -127,6 +127,7 @@ def test_api_reference_comes_from_the_docstrings(site):
             "SSMPanelRegressor",
             "SSMFeaturePanelClassifier",
             "SSMFeaturePanelRegressor",
+            "SSMFeaturePanelTransformer",
         ],
         "api/nn": ["SSM", "SSMBackbone", "transfer_function", "frequency_response", "from_matrices", "LinearCDE"],
         "api/plot": ["plot_eigenvalues", "plot_step_sizes", "plot_kernels", "plot_transfer_function", "plot_history"],

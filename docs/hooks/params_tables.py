@@ -33,6 +33,7 @@ FACES = (
     "ssmts.sktime.SSMPanelRegressor",
     "ssmts.sktime.SSMFeaturePanelClassifier",
     "ssmts.sktime.SSMFeaturePanelRegressor",
+    "ssmts.sktime.SSMFeaturePanelTransformer",
 )
 
 

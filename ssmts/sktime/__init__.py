@@ -7,13 +7,14 @@ panel (time series) classification / regression adapters.
     ForecastStream        one observation at a time, forecasts updated each step
     SSMPanelClassifier    sktime BaseClassifier delegating to ssmts.SSMClassifier
     SSMPanelRegressor     sktime BaseRegressor delegating to ssmts.SSMRegressor
-    SSMFeaturePanelClassifier, SSMFeaturePanelRegressor
-                          the same for the training-free SSMFeatureClassifier / SSMFeatureRegressor
+    SSMFeaturePanelClassifier, SSMFeaturePanelRegressor, SSMFeaturePanelTransformer
+                          the same for the training-free SSMFeatureClassifier / SSMFeatureRegressor /
+                          SSMFeatureTransformer
 """
 
 from ._streaming import ForecastStream
 from .classification import SSMPanelClassifier
-from .features import SSMFeaturePanelClassifier, SSMFeaturePanelRegressor
+from .features import SSMFeaturePanelClassifier, SSMFeaturePanelRegressor, SSMFeaturePanelTransformer
 from .forecasting import SSMForecaster
 from .regression import SSMPanelRegressor
 
@@ -24,4 +25,5 @@ __all__ = [
     "SSMPanelRegressor",
     "SSMFeaturePanelClassifier",
     "SSMFeaturePanelRegressor",
+    "SSMFeaturePanelTransformer",
 ]

@@ -30,7 +30,7 @@ class PanelAdapter(PanelPersistenceMixin):
     PanelPersistenceMixin saves and rebuilds."""
 
     @transactional  # sktime's fit resets the estimator first: a failed refit would leave it unfitted
-    def fit(self, X, y):
+    def fit(self, X, y=None):
         """Fit to the panel X and its labels or targets y; on any failure or interruption the estimator is
         left as it was (the previous fit, or none)."""
         return super().fit(X, y)

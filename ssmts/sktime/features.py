@@ -1,5 +1,5 @@
-"""SSMFeaturePanelClassifier / SSMFeaturePanelRegressor: sktime's faces of the training-free
-ssmts.SSMFeatureClassifier and ssmts.SSMFeatureRegressor.
+"""SSMFeaturePanelClassifier / SSMFeaturePanelRegressor / SSMFeaturePanelTransformer: sktime's faces of
+the training-free ssmts.SSMFeatureClassifier, ssmts.SSMFeatureRegressor and ssmts.SSMFeatureTransformer.
 
 Thin adapters, as SSMPanelClassifier: sktime converts the panel to numpy3D (equal length) or a
 list of DataFrames (unequal length), and fit/predict delegate to the scikit-learn estimator built
@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from sktime.classification.base import BaseClassifier
 from sktime.regression.base import BaseRegressor
+from sktime.transformations.base import BaseTransformer
 
-from ..estimators import SSMFeatureClassifier, SSMFeatureRegressor
+from ..estimators import SSMFeatureClassifier, SSMFeatureRegressor, SSMFeatureTransformer
 from ..training.config import with_params_doc
 from ..training.params import FeaturePanelParams
-from ._panel import PanelAdapter, PanelRegressorAdapter
+from ._panel import PanelAdapter, PanelRegressorAdapter, panel_to_sklearn
 
 
 def _defaults_of(estimator: type) -> dict:
@@ -131,4 +132,55 @@ class SSMFeaturePanelRegressor(FeaturePanelParams, PanelRegressorAdapter, BaseRe
         return [
             dict(_TEST_BANK),
             {**_TEST_BANK, "normalize": "channel", "envelope": True, "backward": False, "random_state": 1},
+        ]
+
+
+@with_params_doc
+class SSMFeaturePanelTransformer(FeaturePanelParams, PanelAdapter, BaseTransformer):
+    """The features of SSMFeaturePanelClassifier as an sktime transformer (panel in, one row of features a
+    series out), for another model to read, as sktime's MiniRocket transformer: fixed diagonal SSMs at many
+    time scales, their responses pooled (biases set on the training series at fit; nothing trained).
+
+    Delegates to ssmts.SSMFeatureTransformer with the same parameters and defaults (the classifier's).
+    Multivariate and unequal-length panels are supported. normalize="auto" and training_steps need a
+    read-out and are refused; sample_rate is not exposed (sktime's transform cannot pass a rate).
+
+    Attributes
+    ----------
+    estimator_ : ssmts.SSMFeatureTransformer, the fitted scikit-learn transformer.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from ssmts.sktime import SSMFeaturePanelTransformer
+    >>> X = np.random.default_rng(0).normal(size=(20, 2, 30))
+    >>> SSMFeaturePanelTransformer(n_scales=2, n_kernels=4, random_state=0).fit_transform(X).shape
+    (20, 448)
+    """
+
+    _param_defaults = _defaults_of(SSMFeatureTransformer)
+    _tags = {
+        **_TAGS,
+        "X_inner_mtype": ["df-list", "numpy3D"],
+        "y_inner_mtype": "None",
+        "scitype:transform-input": "Series",
+        "scitype:transform-output": "Primitives",
+        "scitype:instancewise": False,  # the biases are set on all the training series
+        "fit_is_empty": False,
+        "requires_y": False,
+    }
+    _sklearn_class = SSMFeatureTransformer  # what save/load rebuild estimator_ as
+
+    def _transform(self, X, y=None):
+        import pandas as pd
+
+        features = self.estimator_.transform(panel_to_sklearn(X))
+        return pd.DataFrame(features, columns=self.estimator_.get_feature_names_out())
+
+    @classmethod
+    def get_test_params(cls, parameter_set="default"):
+        """Two tiny banks (the defaults' backward SSMs and envelopes; causal, series scaling, no difference)."""
+        return [
+            dict(_TEST_BANK),
+            {**_TEST_BANK, "backward": False, "normalize": "series", "difference": False, "random_state": 1},
         ]

@@ -5,7 +5,8 @@ networks, a couple of epochs), one pytest test per instance so that parallel wor
 share them out: 453 checks on each of the forecaster's five instances (about 35 s each on one idle
 CPU thread of the 2-core machine, 145 s for the one combined with classical forecasts), 138 on each
 of the classifier's three (about 30 s in all) and 81 on each of the regressor's three (17 s in
-all), and the same on the two instances of each feature face (about 4 s and 2 s each). The
+all), and the same on the two instances of each feature face (about 4 s and 2 s each; 163 checks on each
+of the feature transformer's two, 3 s each). The
 class-level checks run with each instance. No test is skipped by tag.
 """
 
@@ -17,12 +18,20 @@ from sktime.utils.estimator_checks import check_estimator
 from ssmts.sktime import (
     SSMFeaturePanelClassifier,
     SSMFeaturePanelRegressor,
+    SSMFeaturePanelTransformer,
     SSMForecaster,
     SSMPanelClassifier,
     SSMPanelRegressor,
 )
 
-ESTIMATORS = (SSMForecaster, SSMPanelClassifier, SSMPanelRegressor, SSMFeaturePanelClassifier, SSMFeaturePanelRegressor)
+ESTIMATORS = (
+    SSMForecaster,
+    SSMPanelClassifier,
+    SSMPanelRegressor,
+    SSMFeaturePanelClassifier,
+    SSMFeaturePanelRegressor,
+    SSMFeaturePanelTransformer,
+)
 INSTANCES = [(estimator, i) for estimator in ESTIMATORS for i in range(len(estimator.get_test_params()))]
 
 
@@ -68,13 +77,14 @@ def _unequal_panel(n=12, seed=0):
 
 
 def test_adapters_take_the_sklearn_parameters():
-    from ssmts import SSMClassifier, SSMFeatureClassifier, SSMFeatureRegressor, SSMRegressor
+    from ssmts import SSMClassifier, SSMFeatureClassifier, SSMFeatureRegressor, SSMFeatureTransformer, SSMRegressor
 
     for adapter, sklearn_estimator in (
         (SSMPanelClassifier, SSMClassifier),
         (SSMPanelRegressor, SSMRegressor),
         (SSMFeaturePanelClassifier, SSMFeatureClassifier),
         (SSMFeaturePanelRegressor, SSMFeatureRegressor),
+        (SSMFeaturePanelTransformer, SSMFeatureTransformer),
     ):
         rate_only = ("warm_start", "sample_rate", "half_rate_share")
         expected = {k: v for k, v in sklearn_estimator().get_params().items() if k not in rate_only}
@@ -115,7 +125,7 @@ def test_feature_faces_on_unequal_lengths_match_the_sklearn_estimators_on_ragged
     import numpy as np
     import pandas as pd
 
-    from ssmts import SSMFeatureClassifier, SSMFeatureRegressor
+    from ssmts import SSMFeatureClassifier, SSMFeatureRegressor, SSMFeatureTransformer
 
     X, y = _unequal_panel()
     ragged = [X.loc[i].to_numpy().T for i in range(12)]
@@ -134,3 +144,7 @@ def test_feature_faces_on_unequal_lengths_match_the_sklearn_estimators_on_ragged
     reference = SSMFeatureRegressor(**params).fit(ragged, targets.to_numpy())
     np.testing.assert_allclose(pred.to_numpy(), reference.predict(ragged), rtol=1e-9)
     assert reg.estimator_.alpha_.shape == (2,)
+
+    features = SSMFeaturePanelTransformer(**params).fit(X).transform(X)  # the classifier's features, a row a series
+    assert isinstance(features, pd.DataFrame) and features.shape == (12, clf.estimator_.n_features_out_)
+    np.testing.assert_array_equal(features.to_numpy(), SSMFeatureTransformer(**params).fit(ragged).transform(ragged))

@@ -25,6 +25,7 @@ from ssmts.estimators import _persistence
 from ssmts.sktime import (
     SSMFeaturePanelClassifier,
     SSMFeaturePanelRegressor,
+    SSMFeaturePanelTransformer,
     SSMForecaster,
     SSMPanelClassifier,
     SSMPanelRegressor,
@@ -340,14 +341,17 @@ def test_a_loaded_panel_regressor_predicts_bit_identically(tmp_path, multioutput
     _assert_identical(loaded.predict(X), reg.predict(X))
 
 
-@pytest.mark.parametrize("face", [SSMFeaturePanelClassifier, SSMFeaturePanelRegressor])
+@pytest.mark.parametrize("face", [SSMFeaturePanelClassifier, SSMFeaturePanelRegressor, SSMFeaturePanelTransformer])
 def test_a_loaded_feature_face_predicts_bit_identically(tmp_path, face):
     X, labels = _unequal_panel()
     y = labels if face is SSMFeaturePanelClassifier else np.array([len(X.loc[i]) for i in X.index.unique(0)], float)
     for params in face.get_test_params():
         fitted = face(**params).fit(X, y)
         loaded = face.load(fitted.save(tmp_path / "features.safetensors"))
-        np.testing.assert_array_equal(loaded.predict(X), fitted.predict(X))
+        if face is SSMFeaturePanelTransformer:
+            _assert_identical(loaded.transform(X), fitted.transform(X))
+        else:
+            np.testing.assert_array_equal(loaded.predict(X), fitted.predict(X))
         assert loaded.get_params() == fitted.get_params() and isinstance(loaded.estimator_, face._sklearn_class)
 
 
