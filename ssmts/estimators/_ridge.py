@@ -47,7 +47,7 @@ from tqdm.auto import tqdm
 
 ROW_BLOCK_ELEMENTS = 1 << 22
 """Rows of X are centred and rotated this many elements at a time (32 MiB of float64), so that no
-second n x p copy of X is held."""
+second n x p copy of X is held (nor the residuals of every row under every penalty and target)."""
 
 
 def penalty_within(squared_errors: np.ndarray, standard_errors: float) -> int:
@@ -281,7 +281,8 @@ class TallRidgeCV:
         Y = _targets(y, self.classifier, classes)
         if not (np.isfinite(X).all() and np.isfinite(Y).all()):  # as scikit-learn's ridges refuse them
             raise ValueError("TallRidgeCV: X and y must be finite (they hold NaN or infinity)")
-        block = self.rows_at_once or max(1, ROW_BLOCK_ELEMENTS // p)
+        # a block's rows x p rotated rows, and its rows x penalties x targets residuals, within the budget
+        block = self.rows_at_once or max(1, ROW_BLOCK_ELEMENTS // max(p, len(self.alphas) * Y.shape[1]))
         row_blocks = [slice(start, start + block) for start in range(0, n, block)]
         x_mean, y_mean = X.mean(0), Y.mean(0)
         Yc = Y - y_mean
