@@ -29,7 +29,7 @@ from ..training import (
 )
 from ..training.config import with_params_doc
 from ..training.objectives import accuracy_of_logits, mse_loss, negative_mse, weighted_cross_entropy
-from ..training.params import FeatureModelParams
+from ..training.params import FeatureModelParams, FeatureTransformParams
 from ._base import ExtrapolationWarning, SequenceEstimatorMixin, require_y, transactional
 from ._input import PreparedInput
 from ._ridge import GramRidgeCV, TallRidgeCV
@@ -91,9 +91,10 @@ HALF_RATE_MIN_LENGTH = 4
 then keeps the 2 that a first difference needs."""
 
 
-class _FeatureEstimator(SequenceEstimatorMixin, FeatureModelParams):
-    """The fit of both faces: featurize the training series, fit a ridge on the standardized
-    features, and fold the standardization into the network's linear read-out."""
+class _FeatureEstimator(SequenceEstimatorMixin):
+    """The fit of the faces: featurize the training series and, for the classifier and the regressor (whose
+    parameters are FeatureModelParams), fit a ridge on the standardized features and fold the
+    standardization into the network's linear read-out."""
 
     _saved_attributes = SequenceEstimatorMixin._saved_attributes + (
         "n_features_out_",
@@ -499,7 +500,7 @@ def _standardized_targets(targets: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
 
 
 @with_params_doc
-class SSMFeatureClassifier(_FeatureEstimator, RateClassifierMixin, BaseEstimator):
+class SSMFeatureClassifier(_FeatureEstimator, FeatureModelParams, RateClassifierMixin, BaseEstimator):
     """Classify time series by the responses of fixed diagonal SSMs at many time scales, pooled,
     with a ridge classifier on top (an SSM counterpart of MiniRocket: nothing else is trained).
 
@@ -552,7 +553,7 @@ class SSMFeatureClassifier(_FeatureEstimator, RateClassifierMixin, BaseEstimator
 
 
 @with_params_doc
-class SSMFeatureRegressor(_FeatureEstimator, RateRegressorMixin, BaseEstimator):
+class SSMFeatureRegressor(_FeatureEstimator, FeatureModelParams, RateRegressorMixin, BaseEstimator):
     """Regress targets from the responses of fixed diagonal SSMs at many time scales, pooled, with
     ridge regression on top. y: (n_samples,) or (n_samples, n_targets). The penalty (`alpha_`) is the
     largest whose mean leave-one-out error is within a quarter of a standard error of the lowest: with
@@ -596,7 +597,9 @@ class SSMFeatureRegressor(_FeatureEstimator, RateRegressorMixin, BaseEstimator):
 
 
 @with_params_doc
-class SSMFeatureTransformer(ClassNamePrefixFeaturesOutMixin, _FeatureEstimator, TransformerMixin, BaseEstimator):
+class SSMFeatureTransformer(
+    ClassNamePrefixFeaturesOutMixin, _FeatureEstimator, FeatureTransformParams, TransformerMixin, BaseEstimator
+):
     """The features of SSMFeatureClassifier as a transformer, for another model to read (an SSM counterpart
     of MiniRocket's transform): fixed diagonal SSMs at many time scales, their responses pooled (PPV at
     biases set on the training series, the mean, the maximum) and, with envelope=True, their modes'
@@ -604,8 +607,8 @@ class SSMFeatureTransformer(ClassNamePrefixFeaturesOutMixin, _FeatureEstimator, 
     (n_samples, n_features_out_) float64, unscaled: put a StandardScaler before a linear model.
     `transform(X, sample_rate=...)` reads data at another rate with Delta rescaled (the features of a
     band-limited series then change little, but below the training rate the fastest modes lie above the
-    Nyquist frequency and warn, ExtrapolationWarning). Defaults: the classifier's. normalize="auto" and
-    training_steps > 0 need a read-out's score and targets, which a transformer has not: they are refused.
+    Nyquist frequency and warn, ExtrapolationWarning). Parameters and defaults: the classifier's bank's
+    (no read-out, so none of its training); normalize="auto", which compares read-outs, is refused.
     """
 
     _param_defaults = SSMFeatureClassifier._param_defaults
@@ -618,16 +621,11 @@ class SSMFeatureTransformer(ClassNamePrefixFeaturesOutMixin, _FeatureEstimator, 
     @transactional
     def fit(self, X, y=None):
         """Draw the SSMs and set their biases on the training series X; y is ignored."""
-        for name, value, why in (
-            ("normalize", "auto", "chooses a scaling by the ridge's leave-one-out score"),
-            ("training_steps", None, "trains the network from the ridge solution on targets"),
-        ):
-            given = getattr(self, name)
-            if given == value or (value is None and given):
-                raise ValueError(
-                    f"{type(self).__name__}: {name}={given!r} {why}, which a transformer does not fit; "
-                    + ("choose 'channel' or 'series'" if name == "normalize" else "leave it at 0")
-                )
+        if self.normalize == "auto":
+            raise ValueError(
+                f"{type(self).__name__}: normalize='auto' chooses a scaling by the ridge's leave-one-out score, "
+                "which a transformer does not fit; choose 'channel' or 'series'"
+            )
         data = self._start_fit(X, needs_y=False)
         network, features = self._featurize_training_data(data)
         self.readout_rates_ = (float(self.train_sample_rate_),) if self.train_sample_rate_ is not None else ()

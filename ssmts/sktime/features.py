@@ -15,13 +15,13 @@ from sktime.transformations.base import BaseTransformer
 
 from ..estimators import SSMFeatureClassifier, SSMFeatureRegressor, SSMFeatureTransformer
 from ..training.config import with_params_doc
-from ..training.params import FeaturePanelParams
+from ..training.params import FeatureBankParams, FeaturePanelParams
 from ._panel import PanelAdapter, PanelRegressorAdapter, panel_to_sklearn
 
 
-def _defaults_of(estimator: type) -> dict:
-    """The scikit-learn feature estimator's defaults of the parameters the sktime face takes."""
-    return {name: p.default for name, p in estimator.__params__.items() if name in FeaturePanelParams.__params__}
+def _defaults_of(estimator: type, params: type = FeaturePanelParams) -> dict:
+    """The scikit-learn feature estimator's defaults of the parameters the sktime face takes (`params`)."""
+    return {name: p.default for name, p in estimator.__params__.items() if name in params.__params__}
 
 
 _TAGS = {
@@ -136,14 +136,14 @@ class SSMFeaturePanelRegressor(FeaturePanelParams, PanelRegressorAdapter, BaseRe
 
 
 @with_params_doc
-class SSMFeaturePanelTransformer(FeaturePanelParams, PanelAdapter, BaseTransformer):
+class SSMFeaturePanelTransformer(FeatureBankParams, PanelAdapter, BaseTransformer):
     """The features of SSMFeaturePanelClassifier as an sktime transformer (panel in, one row of features a
     series out), for another model to read, as sktime's MiniRocket transformer: fixed diagonal SSMs at many
     time scales, their responses pooled (biases set on the training series at fit; nothing trained).
 
     Delegates to ssmts.SSMFeatureTransformer with the same parameters and defaults (the classifier's).
-    Multivariate and unequal-length panels are supported. normalize="auto" and training_steps need a
-    read-out and are refused; sample_rate is not exposed (sktime's transform cannot pass a rate).
+    Multivariate and unequal-length panels are supported. normalize="auto" needs a read-out and is refused;
+    sample_rate is not exposed (sktime's transform cannot pass a rate).
 
     Attributes
     ----------
@@ -158,7 +158,7 @@ class SSMFeaturePanelTransformer(FeaturePanelParams, PanelAdapter, BaseTransform
     (20, 448)
     """
 
-    _param_defaults = _defaults_of(SSMFeatureTransformer)
+    _param_defaults = _defaults_of(SSMFeatureTransformer, FeatureBankParams)
     _tags = {
         **_TAGS,
         "X_inner_mtype": ["df-list", "numpy3D"],

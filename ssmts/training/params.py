@@ -13,8 +13,10 @@ Groups, and who takes them:
     ContinuationParams   the scikit-learn estimators          (warm_start, sample_rate, half_rate_share)
     ClassifierParams     the classifiers                      (class weights, label smoothing)
     FeatureParams        the SSM-feature estimators           (time scales, read-outs, difference)
-    FeaturePanelParams   FeatureParams with the few parameters of the groups above that apply to them
+    FeatureBankParams    the bank's parameters of FeatureParams with the few of the groups above that apply
+    FeaturePanelParams   FeatureBankParams and the training ones (the sktime feature estimators)
     FeatureModelParams   FeaturePanelParams and sample_rate (the scikit-learn feature estimators)
+    FeatureTransformParams  FeatureBankParams and sample_rate (SSMFeatureTransformer)
 """
 
 from __future__ import annotations
@@ -551,34 +553,50 @@ class FeatureParams(Configurable):
     )
 
 
-class FeaturePanelParams(
-    FeatureParams,
+class FeatureBankParams(
+    params_of(FeatureParams, "n_scales", "n_kernels", "n_biases", "difference", "backward", "envelope"),
     params_of(BackboneParams, "d_state"),
-    params_of(OptimizerParams, "batch_size", "lr", "device", "random_state", "verbose"),
-    params_of(EarlyStoppingParams, "validation_fraction", "n_iter_no_change"),
+    params_of(OptimizerParams, "batch_size", "device", "random_state", "verbose"),
 ):
-    """The parameters of the SSM-feature estimators but the sample rate: a ridge read-out in closed form,
-    and with training_steps > 0 the whole network trained from there (the sktime faces take these: sktime's
-    predict cannot pass a rate)."""
+    """The parameters of the features' bank itself and of reading series through it (the transformers,
+    SSMFeatureTransformer and its sktime face, take these, and in scikit-learn sample_rate)."""
 
     _params_group = "Features"
     normalize: str = param(
         default="channel",
         doc="Input scaling, as for the networks ('channel', 'series', 'series+stats', 'none'), or "
         "'auto': 'channel' or 'series', whichever read-out has the lower leave-one-out error on the "
-        "training data (a ridge's leave-one-out error costs nothing more than its fit).",
+        "training data (a ridge's leave-one-out error costs nothing more than its fit; not for a "
+        "transformer, which fits no read-out).",
         constraint=Options("auto", *NORMALIZATIONS),
     )
 
-    # lr: training moves a solution already fitted in closed form, in small steps (training_steps > 0).
-    _param_defaults = dict(d_state=16, lr=1e-4, validation_fraction=0.2)
+    _param_defaults = dict(d_state=16)
     # Parameters added after files were first saved, with the value a file saved before them was fitted with
     # (whatever the default is now): load reads such a file as it was.
     _params_added = dict(envelope=False)
 
 
+class FeaturePanelParams(
+    FeatureBankParams,
+    params_of(FeatureParams, "training_steps"),
+    params_of(OptimizerParams, "lr"),
+    params_of(EarlyStoppingParams, "validation_fraction", "n_iter_no_change"),
+):
+    """The parameters of the SSM-feature estimators but the sample rate: a ridge read-out in closed form,
+    and with training_steps > 0 the whole network trained from there (the sktime faces take these: sktime's
+    predict cannot pass a rate)."""
+
+    # lr: training moves a solution already fitted in closed form, in small steps (training_steps > 0).
+    _param_defaults = dict(lr=1e-4, validation_fraction=0.2)
+
+
 class FeatureModelParams(FeaturePanelParams, params_of(ContinuationParams, "sample_rate")):
     """The parameters of the SSM-feature estimators (SSMFeatureClassifier, SSMFeatureRegressor)."""
+
+
+class FeatureTransformParams(FeatureBankParams, params_of(ContinuationParams, "sample_rate")):
+    """The parameters of SSMFeatureTransformer."""
 
 
 __all__ = [
@@ -597,6 +615,8 @@ __all__ = [
     "FeatureParams",
     "FeatureModelParams",
     "FeaturePanelParams",
+    "FeatureBankParams",
+    "FeatureTransformParams",
     "HalfRateParams",
     "ContinuationParams",
     "ClassifierParams",

@@ -446,12 +446,17 @@ def test_transformer_in_a_pipeline_with_names_saved_and_loaded(tmp_path):
     np.testing.assert_array_equal(loaded.transform(X), transformer.transform(X))
 
 
-@pytest.mark.parametrize("params", [{"normalize": "auto"}, {"training_steps": 5}])
-def test_transformer_refuses_what_needs_a_readout(params):
+def test_transformer_refuses_what_needs_a_readout():
+    """It takes the bank's parameters, not the read-out's training ones, and refuses normalize='auto'
+    (which compares read-outs) by name."""
     from ssmts import SSMFeatureTransformer
 
-    with pytest.raises(ValueError, match="which a transformer does not fit"):
-        SSMFeatureTransformer(**{**SMALL, **params}).fit(_waves(10, 30)[0])
+    with pytest.raises(ValueError, match="normalize='auto' chooses a scaling by the ridge's leave-one-out score"):
+        SSMFeatureTransformer(**{**SMALL, "normalize": "auto"}).fit(_waves(10, 30)[0])
+    for training in ("training_steps", "lr", "validation_fraction", "n_iter_no_change"):
+        assert training not in SSMFeatureTransformer().get_params()
+        with pytest.raises(TypeError, match="unexpected parameter"):
+            SSMFeatureTransformer(**{training: 1})
 
 
 def test_transformer_reads_another_rate_with_delta_rescaled_and_warns_below_its_rate():
