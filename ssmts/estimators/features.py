@@ -612,7 +612,6 @@ class SSMFeatureTransformer(
     """
 
     _param_defaults = SSMFeatureClassifier._param_defaults
-    _saved_attributes = _FeatureEstimator._saved_attributes
 
     @property
     def _d_output(self) -> int:
