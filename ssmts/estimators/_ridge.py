@@ -95,6 +95,12 @@ def _at_penalties(squared_errors: np.ndarray, index: np.ndarray) -> np.ndarray:
     return squared_errors[:, index, np.arange(len(index))].sum(1)
 
 
+def _alpha_attribute(alphas: np.ndarray, per_target: bool, y: np.ndarray):
+    """A ridge's `alpha_` from the penalty of each target (k,): one a target for 2-d y with per_target (as
+    RidgeCV(alpha_per_target=True)), else a float."""
+    return alphas if per_target and np.ndim(y) == 2 else float(alphas[0])
+
+
 def _check_per_target(per_target: bool, classifier: bool) -> bool:
     if per_target and classifier:  # one-vs-rest scores are compared across classes: one penalty for all
         raise ValueError("per_target=True is for regression: a classifier's one-vs-rest scores share one penalty")
@@ -217,7 +223,7 @@ class GramRidgeCV:
             )
         self.block_weight_ = weight
         alphas = self.alphas[index]  # (k,)
-        self.alpha_ = alphas if self.per_target and np.ndim(y) == 2 else float(alphas[0])
+        self.alpha_ = _alpha_attribute(alphas, self.per_target, y)
         self.best_score_ = -lowest_mean_error(errors, self.per_target)
         dual = Q @ ((Q.T @ Yc) / (eigenvalues[:, None] + alphas[None, :]))  # (n, k)
         coef = Xc.T @ dual  # (p, k), in the columns as weighted ...
@@ -287,14 +293,14 @@ class TallRidgeCV:
         x_mean, y_mean = X.mean(0), Y.mean(0)
         Yc = Y - y_mean
         with tqdm(total=2 * n, desc="ridge read-out", unit="row", disable=not self.verbose) as bar:
-            self._solve(X, Yc, x_mean, row_blocks, bar)
+            best = self._solve(X, Yc, x_mean, row_blocks, bar)
+        self.alpha_ = _alpha_attribute(self.alphas[best], self.per_target, y)
         self.intercept_ = y_mean - x_mean @ self.coef_.T
-        if self.per_target and np.ndim(y) == 1:
-            self.alpha_ = float(self.alpha_[0])
         return self
 
-    def _solve(self, X, Yc, x_mean, row_blocks, bar) -> None:
-        """alpha_, best_score_ and coef_ from X (n, p), the centred targets Yc (n, k) and X's mean."""
+    def _solve(self, X, Yc, x_mean, row_blocks, bar) -> np.ndarray:
+        """best_score_ and coef_ from X (n, p), the centred targets Yc (n, k) and X's mean; returns each
+        target's penalty index (k,)."""
         (n, p), k = X.shape, Yc.shape[1]
         bar.set_postfix_str("covariance")
         covariance = np.zeros((p, p))
@@ -316,18 +322,19 @@ class TallRidgeCV:
         projections = (inverse[:, :, None] * VtXtY[:, None, :]).reshape(p, A * k)
         # one penalty for all: each row's error summed over the targets; a penalty a target: the sums and
         # squares of each target's errors over the rows (their mean and deviation), not n x A x k errors
-        squared_errors = None if self.per_target else np.empty((n, A, 1))
+        squared_errors = None if self.per_target else np.empty((n, A))
         sums, squares = np.zeros((A, k)), np.zeros((A, k))
         for rows in row_blocks:
             XV = (X[rows] - x_mean) @ V  # (rows, p)
             hat = (XV * XV) @ inverse + 1.0 / n  # (rows, A)
             fitted = (XV @ projections).reshape(-1, A, k)
             residuals = (Yc[rows][:, None, :] - fitted) / (1.0 - hat)[:, :, None]
+            squared = residuals**2
             if self.per_target:
-                sums += (residuals**2).sum(0)
-                squares += (residuals**4).sum(0)
+                sums += squared.sum(0)
+                squares += (squared**2).sum(0)
             else:
-                squared_errors[rows] = (residuals**2).sum(2, keepdims=True)
+                squared_errors[rows] = squared.sum(2)
             bar.update(len(XV))
         if self.per_target:
             mean = sums / n
@@ -336,8 +343,7 @@ class TallRidgeCV:
             best = np.array([_penalty_of_moments(mean[:, j], deviation[:, j], n, rule) for j in range(k)])
             self.best_score_ = -float(mean.min(0).mean())
         else:
-            best = np.full(k, penalty_within(squared_errors[:, :, 0], self.standard_errors))
-            self.best_score_ = -float(squared_errors[:, :, 0].mean(0).min()) / k
-        coef = V @ (inverse[:, best] * VtXtY)  # (p, k)
-        self.alpha_ = self.alphas[best] if self.per_target else float(self.alphas[best[0]])
-        self.coef_ = coef.T
+            best = np.full(k, penalty_within(squared_errors, self.standard_errors))
+            self.best_score_ = -float(squared_errors.mean(0).min()) / k
+        self.coef_ = (V @ (inverse[:, best] * VtXtY)).T  # (k, p)
+        return best
