@@ -151,6 +151,11 @@ class _FeatureEstimator(SequenceEstimatorMixin):
 
     def _featurize_training_data(self, data: PreparedInput) -> tuple[FeatureReadout, np.ndarray]:
         """A network with its biases set on the training series, and their features (n, n_features) float64."""
+        network = self._fitted_bank(data)
+        return network, self._features(network, data)
+
+    def _fitted_bank(self, data: PreparedInput) -> FeatureReadout:
+        """A network with its biases set on the training series."""
         x = self._scaled(data)
         lengths = data.lengths
 
@@ -162,7 +167,7 @@ class _FeatureEstimator(SequenceEstimatorMixin):
         network = self._new_network(1)
         network.fit_biases(series, len(lengths), seed=self._seed_)
         self.train_sample_rate_ = self.sample_rate
-        return network, self._features(network, data)
+        return network
 
     def _features(self, network: FeatureReadout, data: PreparedInput, half_rate: bool = False) -> np.ndarray:
         """(n, n_features) float64 features of the training series; with half_rate (2n, n_features), those
@@ -626,11 +631,11 @@ class SSMFeatureTransformer(
                 "which a transformer does not fit; choose 'channel' or 'series'"
             )
         data = self._start_fit(X, needs_y=False)
-        network, features = self._featurize_training_data(data)
+        network = self._fitted_bank(data)  # transform featurizes; the training series' features are not needed
+        self.n_features_out_ = network.readout.in_features
         self.readout_rates_ = (float(self.train_sample_rate_),) if self.train_sample_rate_ is not None else ()
         self.history_, self.n_iter_, self.best_epoch_ = [], 0, 0
-        self.model_ = network.eval()
-        self.model_.set_training_range(torch.from_numpy(features).float())
+        self.model_ = network.eval()  # its read-out, and the features' range it would clip to, stay unused
         return self
 
     def transform(self, X, sample_rate=None):

@@ -161,7 +161,6 @@ class SSMFeaturePanelTransformer(FeatureBankParams, PanelAdapter, BaseTransforme
     _param_defaults = _defaults_of(SSMFeatureTransformer, FeatureBankParams)
     _tags = {
         **_TAGS,
-        "X_inner_mtype": ["df-list", "numpy3D"],
         "y_inner_mtype": "None",
         "scitype:transform-input": "Series",
         "scitype:transform-output": "Primitives",
