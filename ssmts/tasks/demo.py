@@ -172,10 +172,9 @@ def run_demo(
         )
     ]
     for kind in settings.baselines:
-        if kind == "half_rate":
-            comparison.append(_fit_half_rate_network(clf, splits["train"], splits["test"], rate))
-        else:
-            comparison.append(_fit_baseline(kind, splits["train"], splits["test"], rate, seed, settings.features))
+        comparison.append(
+            _fit_baseline(kind, splits["train"], splits["test"], rate, seed, settings.features, network=clf)
+        )
     echo("")
     echo(format_comparison(comparison, rate))
     total_seconds = time.perf_counter() - started
@@ -206,30 +205,17 @@ BASELINE_NAMES = {
 HALF_RATE_SHARE = 0.5
 
 
-def _fit_half_rate_network(network, train, test, rate: int) -> dict:
-    """The comparison's row of the demo's network (its parameters, seed and rate) fitted again with
-    half_rate_share=HALF_RATE_SHARE: half of its batches read at half the rate, so that it is trained for
-    the 2 kHz clips it is then scored on (the same resampled clips, Delta rescaled)."""
+def _fit_baseline(kind: str, train, test, rate: int, seed: int, feature_params: dict, network=None) -> dict:
+    """Fit one model beside the demo's network on the training clips; its row of the comparison.
+
+    All read the same 2 kHz clips as the network (band-limited resampling of the test clips): "half_rate",
+    the demo's `network` (its parameters, seed and rate) fitted again with half_rate_share=HALF_RATE_SHARE
+    (half of its batches read at half the rate, so that it is trained for those clips), and
+    SSMFeatureClassifier with Delta rescaled (sample_rate); MiniRocket, which has no notion of a rate, with
+    those clips resampled back to the training rate, the only fair way for it.
+    """
     from sklearn.base import clone
 
-    (X_train, y_train), (X_test, y_test) = train, test
-    half = zero_shot.half_rate(rate)
-    X_half = change_rate(X_test, rate, half, method="resample")
-    t0 = time.perf_counter()
-    model = clone(network).set_params(half_rate_share=HALF_RATE_SHARE).fit(X_train, y_train)
-    fit_seconds = time.perf_counter() - t0
-    correct = int(np.sum(model.predict(X_test) == y_test))
-    correct_half = int(np.sum(model.predict(X_half, sample_rate=half) == y_test))
-    return _scored(BASELINE_NAMES["half_rate"], fit_seconds, correct, correct_half, len(y_test))
-
-
-def _fit_baseline(kind: str, train, test, rate: int, seed: int, feature_params: dict) -> dict:
-    """Fit one baseline on the training clips; its row of the comparison.
-
-    Both read the same 2 kHz clips as the network (band-limited resampling of the test clips):
-    SSMFeatureClassifier with Delta rescaled (sample_rate), MiniRocket, which has no notion of
-    a rate, with those clips resampled back to the training rate, the only fair way for it.
-    """
     from ssmts.baselines import MiniRocketRidge
     from ssmts.estimators import SSMFeatureClassifier
 
@@ -237,8 +223,11 @@ def _fit_baseline(kind: str, train, test, rate: int, seed: int, feature_params: 
     half = zero_shot.half_rate(rate)
     X_half = change_rate(X_test, rate, half, method="resample")
     t0 = time.perf_counter()
-    if kind == "features":
-        model = SSMFeatureClassifier(sample_rate=rate, random_state=seed, **feature_params).fit(X_train, y_train)
+    if kind in ("half_rate", "features"):
+        if kind == "half_rate":
+            model = clone(network).set_params(half_rate_share=HALF_RATE_SHARE).fit(X_train, y_train)
+        else:
+            model = SSMFeatureClassifier(sample_rate=rate, random_state=seed, **feature_params).fit(X_train, y_train)
         fit_seconds = time.perf_counter() - t0
         predicted, predicted_half = model.predict(X_test), model.predict(X_half, sample_rate=half)
     elif kind == "minirocket":

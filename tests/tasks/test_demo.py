@@ -32,7 +32,7 @@ def test_the_half_rate_network_is_the_demos_network_with_half_of_its_batches_at_
     fitted = []
     original_fit = SSMClassifier.fit
     monkeypatch.setattr(SSMClassifier, "fit", lambda self, *a, **k: fitted.append(self) or original_fit(self, *a, **k))
-    row = demo._fit_half_rate_network(network, (X, y), (X, y), 1000)
+    row = demo._fit_baseline("half_rate", (X, y), (X, y), 1000, 0, {}, network=network)
     assert [m.half_rate_share for m in fitted] == [0.5] and fitted[0] is not network
     assert {k: v for k, v in fitted[0].get_params().items() if k != "half_rate_share"} == {
         k: v for k, v in network.get_params().items() if k != "half_rate_share"
