@@ -20,7 +20,7 @@ export PYTHONUNBUFFERED=1
 
 DEVICE=cuda
 REHEARSE=0
-CUDA_TESTS="tests/nn/test_cuda.py tests/estimators/test_estimators.py tests/estimators/test_gpu_trained_model.py"
+CUDA_TESTS="tests/nn/test_cuda.py tests/estimators/test_estimators.py tests/estimators/test_gpu_trained_model.py tests/training/test_host_reads.py"
 [ "${1:-}" = "--rehearse" ] && { DEVICE=cpu; REHEARSE=1; }
 
 if [ $REHEARSE = 0 ] && ls .whl/*.whl >/dev/null 2>&1; then  # built for the GPU machine's Python 3.12

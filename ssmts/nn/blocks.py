@@ -89,9 +89,9 @@ class MaskedBatchNorm(nn.Module):
                 count = m.sum()
                 mean = (x * m).sum(dim=(0, 2)) / count
                 var = (((x - mean[None, :, None]) ** 2) * m).sum(dim=(0, 2)) / count
-                count = int(count)
             with torch.no_grad():
-                unbiased = var * count / max(count - 1, 1)
+                # a masked count stays a tensor: reading it would make the host wait for a GPU
+                unbiased = var * count / (max(count - 1, 1) if mask is None else (count - 1).clamp_min(1))
                 pending = getattr(_recorded, "updates", None)
                 if pending is None:
                     self.update_running_statistics(mean, unbiased)

@@ -131,13 +131,20 @@ class SequenceData:
             return self
         return SequenceData(self.x[..., :end], self.y, self.mask[:, :end], self.weight, True)
 
-    def to(self, device: torch.device) -> "SequenceData":
+    def to(self, device: torch.device | str) -> "SequenceData":
         """On `device`, with lazy rows read from disk."""
+        to_gpu = torch.device(device).type == "cuda"
 
         def move(t):
             if isinstance(t, LazyRows):
                 t = t.materialize()
-            return None if t is None else t.to(device, non_blocking=True)
+            if t is None:
+                return None
+            if to_gpu and t.device.type == "cpu":
+                # From page-locked memory the copy runs beside the host; from pageable memory the
+                # driver may first wait for the device's queue to drain, a synchronization per batch.
+                t = t.pin_memory()
+            return t.to(device, non_blocking=True)
 
         return SequenceData(move(self.x), move(self.y), move(self.mask), move(self.weight), self.crop_padding)
 
@@ -533,20 +540,17 @@ class Trainer:
 
     def _train_epoch(self, data: SequenceData, scheduler) -> float:
         self.model.train()
-        total, count = 0.0, 0
-        self._nonfinite_inputs = None  # where the first batch with a non-finite loss holds non-finite inputs
-        seen_nonfinite = False
         # Batches of similar lengths would give batch normalization statistics that depend on the
         # length, which the running statistics used at prediction average away: a model that
         # normalizes by the batch trains on batches of random lengths (each still cropped).
         by_length = not any(normalizes_by_batch(m) for m in self.model.modules())
         order = batch_order(data, self.config.batch_size, self.shuffle_generator, by_length)
-        for number, (index, batch) in enumerate(zip(order, batches(data, self.config.batch_size, order=order)), 1):
-            n_global = len(batch)
+        # Each step's loss stays on the device until the epoch ends: reading it every step (float(loss))
+        # would make the host wait for the GPU to finish the step before it could queue the next one.
+        losses = torch.empty(len(order), dtype=torch.float64, device=self.device)
+        for number, batch in enumerate(batches(data, self.config.batch_size, order=order)):
             if self.world_size > 1:
-                batch, weight, positions = _shard(batch, self.rank, self.world_size)
-                index = index[positions]  # the shard's rows of the training data
-            source = batch.x
+                batch, weight, _ = _shard(batch, self.rank, self.world_size)
             batch = batch.to(self.device)
             at_half_rate = self._at_half_rate()
             if at_half_rate:
@@ -576,21 +580,32 @@ class Trainer:
                 self._scaler.update()
             if scheduler is not None:
                 scheduler.step()
-            value = float(loss.detach())
-            if not seen_nonfinite and not math.isfinite(value):
-                # Looked at only once a loss is not finite, so a healthy run pays nothing: NaN or
-                # infinity in the inputs (a memory-mapped file written during the fit) is the data's
-                # fault, not a divergence.
-                seen_nonfinite = True
-                found = _nonfinite_input_rows(batch.x, source, index)
-                if self.world_size > 1:
-                    # The all-reduced loss is not finite on every rank at once, so all of them meet
-                    # here; the rows are gathered so that each names those of the whole batch.
-                    found = _gather_nonfinite(found, self.world_size)
-                self._nonfinite_inputs = _describe_nonfinite_rows(found, number)
-            total += value * n_global
-            count += n_global
-        return total / count
+            losses[number] = loss.detach()
+        values = losses.tolist()  # the epoch's one read of its losses
+        self._nonfinite_inputs = self._nonfinite_inputs_of(data, order, values)
+        total = 0.0
+        for value, index in zip(values, order):
+            total += value * len(index)
+        return total / len(data)
+
+    def _nonfinite_inputs_of(self, data: SequenceData, order: list[torch.Tensor], losses: list[float]) -> str | None:
+        """Where the first batch of the epoch whose loss is not finite holds NaN or infinity in its
+        inputs, read again from `data` (a memory-mapped file written during the fit): then the data are
+        at fault, not a diverged model. None when every loss is finite or those inputs are."""
+        first = next((number for number, value in enumerate(losses) if not math.isfinite(value)), None)
+        if first is None:
+            return None
+        index = order[first]
+        batch = data.take(index).cropped()
+        if self.world_size > 1:
+            batch, _, positions = _shard(batch, self.rank, self.world_size)
+            index = index[positions]  # the shard's rows of the training data
+        found = _nonfinite_input_rows(batch.x, index)
+        if self.world_size > 1:
+            # The all-reduced losses are the same on every rank, so all of them meet here; the rows
+            # are gathered so that each names those of the whole batch.
+            found = _gather_nonfinite(found, self.world_size)
+        return _describe_nonfinite_rows(found, first + 1)
 
     def _at_half_rate(self) -> bool:
         """Whether the next batch is read at half its rate (config.half_rate_share of them), drawn from the
@@ -745,25 +760,26 @@ class Trainer:
                 )
 
 
-def _nonfinite_input_rows(x: torch.Tensor, source, index: torch.Tensor | None) -> tuple[list[int], str | None]:
+def _nonfinite_input_rows(x: torch.Tensor | LazyRows, index: torch.Tensor | None) -> tuple[list[int], str | None]:
     """The rows of a batch whose inputs x hold NaN or infinity, in the rows the user knows: (rows, of),
     with of "X" for a memory-mapped X and "the training data" for tensors; of is None when only the
     batch's positions are known. ([], None) when x is finite.
 
-    source: the batch's x before it was read (LazyRows know their rows); index: the batch's rows of
-    the training data (None when not known).
+    x: the batch's inputs (LazyRows know their rows and file); index: the batch's rows of the training
+    data (None when not known).
     """
-    if not x.is_floating_point():
+    values = x.materialize() if isinstance(x, LazyRows) else x
+    if not values.is_floating_point():
         return [], None
-    bad = torch.nonzero((~torch.isfinite(x)).flatten(1).any(1)).flatten().cpu().numpy()
+    bad = torch.nonzero((~torch.isfinite(values)).flatten(1).any(1)).flatten().cpu().numpy()
     if not bad.size:
         return [], None
-    if isinstance(source, LazyRows) and source.index is not None:
+    if isinstance(x, LazyRows) and x.index is not None:
         of = "X"
-        filename = getattr(source.array, "filename", None)
+        filename = getattr(x.array, "filename", None)
         if filename:
             of += f" (the memory-mapped file {filename}: was it written to while the fit read it?)"
-        return [int(r) for r in source.index[bad]], of
+        return [int(r) for r in x.index[bad]], of
     if index is not None:
         return [int(r) for r in index.cpu().numpy()[bad]], "the training data"
     return [int(r) for r in bad], None
