@@ -9,7 +9,8 @@
 # Needs: torch with CUDA; the spoken words prepared here first
 #   python scripts/gpu_run.py prepare --speech-dir DIR --out .gpu/speech.npz
 # an S4 checkout (models/s4/s4d.py and src/models/nn) at .gpu/s4 for the S4D peer, and the wheels of the
-# packages the machine lacks in .whl/ (soundfile, cffi, pycparser, s5-pytorch, mambapy).
+# packages the machine lacks in .whl/ (soundfile, cffi, pycparser, s5-pytorch, mambapy). git ignores .gpu/ and
+# .whl/: copy both to the GPU machine beside the working tree.
 set -u
 OUT=${OUT:-/tmp/gpu_run_out}
 RESULTS=$OUT/results
