@@ -596,7 +596,7 @@ class Trainer:
         if first is None:
             return None
         index = order[first]
-        batch = data.take(index).cropped()
+        batch = next(batches(data, self.config.batch_size, order=[index]))  # as the step took it
         if self.world_size > 1:
             batch, _, positions = _shard(batch, self.rank, self.world_size)
             index = index[positions]  # the shard's rows of the training data

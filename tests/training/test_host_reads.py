@@ -70,7 +70,8 @@ def _reads(estimator, n: int, ragged: bool = False) -> int:
     ids=["plain", "half-rate", "ragged"],
 )
 def test_the_values_read_do_not_grow_with_the_steps_of_an_epoch(make, extra, ragged):
-    """Two epochs of 2 batches and two of 12 read as many values: none is read per step."""
+    """Two epochs of 3 batches and two of 13 (20 and 100 training series) read as many values: none is
+    read per step."""
     few = _reads(make(**TINY, **extra, device="cpu"), 20, ragged)
     many = _reads(make(**TINY, **extra, device="cpu"), 100, ragged)
     assert few == many, f"{many - few} more value reads for 10 more steps an epoch"
@@ -103,8 +104,8 @@ def test_the_epoch_loss_is_the_mean_of_the_step_losses_weighted_by_batch_size(mo
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_no_host_device_synchronization_per_training_step_on_a_gpu():
-    """torch's synchronization debug mode warns on every synchronizing call: as many over 12 steps an
-    epoch as over 2."""
+    """torch's synchronization debug mode warns on every synchronizing call: as many over 13 steps an
+    epoch as over 3."""
 
     def synchronizations(n: int) -> int:
         X, y = _data(n, classify=True)
